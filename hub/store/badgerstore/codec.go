@@ -82,7 +82,7 @@ func decodeRecord(b []byte) (record, error) {
 		return record{}, corruptf("record op %d", r.op)
 	}
 	cr, n := binary.Uvarint(body[2:])
-	if n <= 0 || cr == 0 || cr > 1<<62 {
+	if n <= 0 || cr == 0 || cr > 1<<62 || n != len(binary.AppendUvarint(nil, cr)) {
 		return record{}, corruptf("record create revision")
 	}
 	r.createRev = int64(cr)
