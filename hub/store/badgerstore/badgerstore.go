@@ -36,6 +36,8 @@ type Store struct {
 
 	writes  chan *writeReq
 	closing chan struct{}
+	// committerDone is closed when the committer has exited.
+	committerDone chan struct{}
 	// closeCtx ends when Close starts; every watch derives from it.
 	closeCtx    context.Context
 	closeCancel context.CancelFunc
@@ -103,7 +105,9 @@ func Open(cfg Config) (*Store, error) {
 		log:     logger,
 		writes:  make(chan *writeReq, cfg.MaxBatchOps),
 		closing: make(chan struct{}),
-		index:   make(map[string]indexEntry),
+
+		committerDone: make(chan struct{}),
+		index:         make(map[string]indexEntry),
 	}
 	s.closeCtx, s.closeCancel = context.WithCancel(context.Background())
 	s.hub.init(cfg)
@@ -115,6 +119,7 @@ func Open(cfg Config) (*Store, error) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer close(s.committerDone)
 		s.commitLoop()
 	}()
 	return s, nil
@@ -262,8 +267,11 @@ func (s *Store) Get(ctx context.Context, key string, rev int64) (store.KeyValue,
 		kv, err = getAt(txn, key, rev)
 		return err
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		return store.KeyValue{}, fmt.Errorf("%w: %q at revision %d", store.ErrNotFound, key, rev)
+	}
 	if err != nil {
-		return store.KeyValue{}, err
+		return store.KeyValue{}, fmt.Errorf("get %q: %w", key, err)
 	}
 	return kv, s.afterRead(rev)
 }

@@ -88,13 +88,26 @@ func (s *Store) write(ctx context.Context, req *writeReq) (writeResult, error) {
 	}
 	select {
 	case r := <-req.done:
-		if r.fail != nil {
-			return r, r.fail
+		return r.unwrap()
+	case <-s.committerDone:
+		// The committer answers every write it took before it exits; one
+		// that arrived after its last look was never applied.
+		select {
+		case r := <-req.done:
+			return r.unwrap()
+		default:
+			return writeResult{}, store.ErrClosed
 		}
-		return r, r.err
 	case <-ctx.Done():
 		return writeResult{}, ctx.Err()
 	}
+}
+
+func (r writeResult) unwrap() (writeResult, error) {
+	if r.fail != nil {
+		return r, r.fail
+	}
+	return r, r.err
 }
 
 // commitLoop is the committer: it runs until Close.
