@@ -1,0 +1,26 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+// newBenchCmd returns `outpost bench`, the parent of the benchmark commands.
+// Each benchmark prints a table and writes its results as JSON.
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Run a benchmark, print a table and write the results as JSON",
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown benchmark %q: see `outpost bench --help`", args[0])
+			}
+			return cmd.Help()
+		},
+	}
+	// Benchmarks, one subcommand each.
+	cmd.AddCommand(newBenchStoreCmd()) // bench_store.go: outpost bench store
+	return cmd
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outpost-mesh/outpost/hub/hubd"
+)
+
+func newHubCmd() *cobra.Command {
+	cfg := hubd.DefaultConfig("")
+	store := string(cfg.Store)
+	cmd := &cobra.Command{
+		Use:   "hub",
+		Short: "Run the hub: the Kubernetes API server of an Outpost fleet",
+		Long: `Run the hub. On first start it creates a CA, the API server's certificate
+and an admin kubeconfig in the data directory, and reuses them after that.
+Once the API server is up it prints an export line for KUBECONFIG on stdout.`,
+		Example: `  outpost hub --data-dir /var/lib/outpost
+  outpost hub --data-dir ./hub --api-addr 0.0.0.0:6443 --tls-san hub.example.com
+  outpost hub --data-dir ./hub --store etcd --etcd-endpoints http://10.0.0.5:2379`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Store = hubd.StoreKind(store)
+			cfg.Logger = slog.Default()
+			h, err := hubd.New(cfg)
+			if err != nil {
+				return err
+			}
+			return runHub(cmd.Context(), h, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the hub's certificates, kubeconfig and store (required)")
+	f.StringVar(&cfg.APIAddr, "api-addr", cfg.APIAddr, "host:port the Kubernetes API listens on")
+	f.StringVar(&store, "store", store, "storage backend: badger (embedded) or etcd")
+	f.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "comma-separated etcd client URLs, with --store etcd")
+	f.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS name or IP address for the API server's certificate (repeatable)")
+	cmd.MarkFlagRequired("data-dir")
+	return cmd
+}
+
+// runHub runs h until ctx ends, printing the KUBECONFIG export line on out
+// once the hub is ready.
+func runHub(ctx context.Context, h *hubd.Hub, out io.Writer) error {
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	select {
+	case <-h.Ready():
+		fmt.Fprintf(out, "export KUBECONFIG=%s\n", h.KubeconfigPath())
+	case err := <-done:
+		return err
+	}
+	return <-done
+}

@@ -1,0 +1,57 @@
+// Command outpost is the Outpost hub and command-line tool: `outpost hub`
+// runs the control plane, `outpost bench` the benchmarks, `outpost version`
+// prints the build.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outpost-mesh/outpost/cmd/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCmd().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		os.Exit(1)
+	}
+}
+
+// newRootCmd returns the outpost command with its subcommands. Its
+// PersistentPreRunE builds the logger from --log-level and --log-format and
+// makes it slog's default, so subcommands log through slog.Default(); a
+// subcommand must not define its own PersistentPreRun(E), which would replace
+// this one.
+func newRootCmd() *cobra.Command {
+	var logFlags cli.LogFlags
+	cmd := &cobra.Command{
+		Use:   "outpost",
+		Short: "Outpost: a Kubernetes-compatible control plane for the edge",
+		Long: `Outpost serves the Kubernetes API from a hub for fleets of small edge
+gateways, each running one slim agent that keeps its pods running while the
+uplink is down.`,
+		SilenceUsage: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := logFlags.Logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			slog.SetDefault(log)
+			return nil
+		},
+	}
+	logFlags.Register(cmd.PersistentFlags())
+	cmd.AddCommand(
+		cli.NewVersionCmd("outpost"),
+		newHubCmd(),
+		newBenchCmd(),
+	)
+	return cmd
+}

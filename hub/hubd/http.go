@@ -1,0 +1,221 @@
+package hubd
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/outpost-mesh/outpost/hub/store"
+	"github.com/outpost-mesh/outpost/internal/version"
+)
+
+// The Kubernetes release whose API the hub serves, reported by /version.
+const (
+	kubeMajor      = "1"
+	kubeMinor      = "33"
+	kubeGitVersion = "v1.33.0"
+)
+
+// readyTimeout bounds the store check of /readyz.
+const readyTimeout = 2 * time.Second
+
+// apiHandler serves the hub's HTTP API. Until the Kubernetes API lands it
+// answers the health endpoints and /version, and 404 for the rest; every
+// request needs a client certificate signed by the hub CA.
+type apiHandler struct {
+	store store.Reader
+	roots *x509.CertPool
+	log   *slog.Logger
+	mux   *http.ServeMux
+}
+
+func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger) *apiHandler {
+	h := &apiHandler{store: st, roots: roots, log: log, mux: http.NewServeMux()}
+	h.mux.HandleFunc("/livez", h.health("livez", nil))
+	h.mux.HandleFunc("/readyz", h.health("readyz", h.checkStore))
+	h.mux.HandleFunc("/healthz", h.health("healthz", h.checkStore))
+	h.mux.HandleFunc("/version", h.version)
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
+	})
+	return h
+}
+
+func (h *apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+	user, ok := h.authenticate(r)
+	if !ok {
+		writeStatus(rec, http.StatusUnauthorized, "Unauthorized", "Unauthorized")
+	} else {
+		h.mux.ServeHTTP(rec, r)
+	}
+	h.log.Debug("api request", "method", r.Method, "path", r.URL.Path, "user", user,
+		"code", rec.code, "remote", r.RemoteAddr, "duration", time.Since(start))
+}
+
+// authenticate returns the user named by a client certificate that chains to
+// the hub CA for client authentication.
+func (h *apiHandler) authenticate(r *http.Request) (string, bool) {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return "", false
+	}
+	certs := r.TLS.PeerCertificates
+	opts := x509.VerifyOptions{
+		Roots:         h.roots,
+		Intermediates: x509.NewCertPool(),
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	for _, c := range certs[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := certs[0].Verify(opts); err != nil {
+		h.log.Debug("client certificate rejected", "remote", r.RemoteAddr, "subject", certs[0].Subject.String(), "err", err)
+		return "", false
+	}
+	return certs[0].Subject.CommonName, true
+}
+
+// check reports whether one part of the hub is healthy.
+type check func(ctx context.Context) error
+
+// health serves a Kubernetes-style health endpoint: "ok", or with ?verbose
+// one line per check.
+func (h *apiHandler) health(name string, storeCheck check) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/"+name {
+			writeStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writeStatus(w, http.StatusMethodNotAllowed, "MethodNotAllowed", fmt.Sprintf("the server does not allow this method on %s", r.URL.Path))
+			return
+		}
+		var b strings.Builder
+		failed := false
+		b.WriteString("[+]ping ok\n")
+		if storeCheck != nil {
+			if err := storeCheck(r.Context()); err != nil {
+				failed = true
+				h.log.Warn(name+" check failed", "check", "store", "err", err)
+				b.WriteString("[-]store failed: reason withheld\n")
+			} else {
+				b.WriteString("[+]store ok\n")
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		switch {
+		case failed:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "%s%s check failed\n", b.String(), name)
+		case r.URL.Query().Has("verbose"):
+			fmt.Fprintf(w, "%s%s check passed\n", b.String(), name)
+		default:
+			fmt.Fprint(w, "ok")
+		}
+	}
+}
+
+func (h *apiHandler) checkStore(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	_, err := h.store.Revision(ctx)
+	return err
+}
+
+// versionInfo has the fields of Kubernetes' version.Info.
+type versionInfo struct {
+	Major        string `json:"major"`
+	Minor        string `json:"minor"`
+	GitVersion   string `json:"gitVersion"`
+	GitCommit    string `json:"gitCommit"`
+	GitTreeState string `json:"gitTreeState"`
+	BuildDate    string `json:"buildDate"`
+	GoVersion    string `json:"goVersion"`
+	Compiler     string `json:"compiler"`
+	Platform     string `json:"platform"`
+}
+
+func currentVersion() versionInfo {
+	tree := "clean"
+	if strings.HasSuffix(version.Version, "-dirty") {
+		tree = "dirty"
+	}
+	return versionInfo{
+		Major:        kubeMajor,
+		Minor:        kubeMinor,
+		GitVersion:   kubeGitVersion + "-outpost+" + version.Version,
+		GitCommit:    version.Commit,
+		GitTreeState: tree,
+		BuildDate:    version.BuildDate,
+		GoVersion:    runtime.Version(),
+		Compiler:     runtime.Compiler,
+		Platform:     version.Platform(),
+	}
+}
+
+func (h *apiHandler) version(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/version" {
+		writeStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		writeStatus(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "the server does not allow this method on /version")
+		return
+	}
+	writeJSON(w, http.StatusOK, currentVersion())
+}
+
+// status is the shape of a metav1.Status failure.
+type status struct {
+	Kind       string   `json:"kind"`
+	APIVersion string   `json:"apiVersion"`
+	Metadata   struct{} `json:"metadata"`
+	Status     string   `json:"status"`
+	Message    string   `json:"message"`
+	Reason     string   `json:"reason"`
+	Code       int      `json:"code"`
+}
+
+func writeStatus(w http.ResponseWriter, code int, reason, message string) {
+	writeJSON(w, code, status{
+		Kind:       "Status",
+		APIVersion: "v1",
+		Status:     "Failure",
+		Message:    message,
+		Reason:     reason,
+		Code:       code,
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		// Only the fixed types above are written; they always marshal.
+		panic(fmt.Sprintf("marshal %T: %v", v, err))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	w.Write(append(data, '\n'))
+}
+
+// statusRecorder remembers the status code written, for the request log.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

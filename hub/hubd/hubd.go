@@ -1,0 +1,296 @@
+// Package hubd is the hub's composition root: it ensures the PKI, opens the
+// store and serves the API, and stops them in order. Only cmd, bench and
+// tests import it; every other hub package is wired here and knows nothing of
+// the others' construction.
+package hubd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/outpost-mesh/outpost/hub/pki"
+	"github.com/outpost-mesh/outpost/hub/store"
+	"github.com/outpost-mesh/outpost/hub/store/badgerstore"
+	"github.com/outpost-mesh/outpost/hub/store/etcdstore"
+)
+
+// StoreKind selects the storage backend.
+type StoreKind string
+
+const (
+	// StoreBadger is the embedded store in DataDir/store.
+	StoreBadger StoreKind = "badger"
+	// StoreEtcd keeps the hub's state in an etcd cluster, for several hub
+	// replicas.
+	StoreEtcd StoreKind = "etcd"
+)
+
+// Paths under Config.DataDir.
+const (
+	PKIDir         = "pki"
+	StoreDir       = "store"
+	KubeconfigFile = "admin.kubeconfig"
+)
+
+// Config configures a hub.
+type Config struct {
+	// DataDir holds the PKI, the admin kubeconfig and the badger store;
+	// created with mode 0700 when missing. Required.
+	DataDir string
+	// APIAddr is the host:port the API server listens on; port 0 picks a
+	// free one (see Hub.Addr).
+	APIAddr string
+	// Store selects the backend.
+	Store StoreKind
+	// EtcdEndpoints are the etcd client URLs; required with StoreEtcd.
+	EtcdEndpoints []string
+	// TLSSANs are extra DNS names and IP addresses for the serving
+	// certificate, beyond loopback, the host name and APIAddr's host.
+	TLSSANs []string
+	// Logger receives the hub's logs; non-nil.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults for a hub keeping its state in dataDir.
+func DefaultConfig(dataDir string) Config {
+	return Config{
+		DataDir: dataDir,
+		APIAddr: "127.0.0.1:6443",              // loopback, the Kubernetes API port
+		Store:   StoreBadger,                   // embedded, nothing else to run
+		Logger:  slog.New(slog.DiscardHandler), // silent
+	}
+}
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("data directory is empty: set --data-dir")
+	}
+	if _, port, err := net.SplitHostPort(c.APIAddr); err != nil || port == "" {
+		return fmt.Errorf("api address %q: want host:port, such as 127.0.0.1:6443", c.APIAddr)
+	}
+	switch c.Store {
+	case StoreBadger:
+		if len(c.EtcdEndpoints) > 0 {
+			return errors.New("etcd endpoints given with the badger store: also set the store to etcd")
+		}
+	case StoreEtcd:
+		if len(c.EtcdEndpoints) == 0 {
+			return errors.New("the etcd store needs at least one etcd endpoint: set --etcd-endpoints")
+		}
+		ec := etcdstore.DefaultConfig()
+		ec.Endpoints = c.EtcdEndpoints
+		if err := ec.Validate(); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown store %q: use %q or %q", c.Store, StoreBadger, StoreEtcd)
+	}
+	for _, san := range c.TLSSANs {
+		if err := pki.CheckName(san); err != nil {
+			return fmt.Errorf("tls san: %w", err)
+		}
+	}
+	if c.Logger == nil {
+		return errors.New("logger is nil")
+	}
+	return nil
+}
+
+// Hub is one hub process: API server, store and PKI.
+type Hub struct {
+	cfg        Config
+	dataDir    string // absolute
+	kubeconfig string // absolute
+
+	started atomic.Bool
+	ready   chan struct{}
+	addr    atomic.Pointer[string]
+}
+
+// New checks cfg and returns a hub; it starts nothing.
+func New(cfg Config) (*Hub, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("hub config: %w", err)
+	}
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("hub config: data directory: %w", err)
+	}
+	return &Hub{
+		cfg:        cfg,
+		dataDir:    dir,
+		kubeconfig: filepath.Join(dir, KubeconfigFile),
+		ready:      make(chan struct{}),
+	}, nil
+}
+
+// Ready is closed once the API server accepts connections and the admin
+// kubeconfig is written. It stays open if Run fails before that.
+func (h *Hub) Ready() <-chan struct{} { return h.ready }
+
+// Addr returns the host:port the API server listens on, once Ready is
+// closed; "" before.
+func (h *Hub) Addr() string {
+	if p := h.addr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// KubeconfigPath returns the absolute path of the admin kubeconfig.
+func (h *Hub) KubeconfigPath() string { return h.kubeconfig }
+
+// Run ensures the PKI, opens the store and serves the API until ctx ends,
+// then shuts the server down, closes the store and returns nil once all it
+// started has exited. It returns an error if any part fails to start or
+// stops on its own. Run may be called once.
+func (h *Hub) Run(ctx context.Context) (err error) {
+	if !h.started.CompareAndSwap(false, true) {
+		return errors.New("hub: Run called twice")
+	}
+	log := h.cfg.Logger
+	if err := os.MkdirAll(h.dataDir, 0o700); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+
+	pkiCfg := pki.DefaultConfig(filepath.Join(h.dataDir, PKIDir))
+	pkiCfg.ServingNames = servingNames(h.cfg.APIAddr, h.cfg.TLSSANs, log)
+	pkiCfg.Logger = log
+	certs, err := pki.Ensure(pkiCfg)
+	if err != nil {
+		return fmt.Errorf("ensure pki: %w", err)
+	}
+
+	st, err := h.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := st.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
+		}
+	}()
+
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", h.cfg.APIAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", h.cfg.APIAddr, err)
+	}
+	defer ln.Close() // Serve owns it once started; closing twice is harmless
+	addr := ln.Addr().String()
+	server := "https://" + clientAddr(h.cfg.APIAddr, ln.Addr())
+	if err := pki.WriteKubeconfig(h.kubeconfig, certs.AdminKubeconfig(server)); err != nil {
+		return err
+	}
+
+	srv := &http.Server{
+		Handler: newAPIHandler(st, certs.CAPool, log),
+		TLSConfig: &tls.Config{
+			Certificates: []tls.Certificate{certs.Serving},
+			// Ask for a client certificate but verify it in the handler,
+			// so that a missing or foreign one is answered 401 with a
+			// Status, as Kubernetes does, not a failed handshake.
+			ClientAuth: tls.RequestClientCert,
+			MinVersion: tls.VersionTLS12,
+		},
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		// Failed handshakes and the like are the client's problem.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(ln, "", "") }()
+
+	h.addr.Store(&addr)
+	close(h.ready)
+	log.Info("hub ready", "api", server, "addr", addr, "kubeconfig", h.kubeconfig, "store", h.cfg.Store)
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve api: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("hub stopping")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		log.Warn("api server did not drain in time; closing connections", "err", err)
+		srv.Close()
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve api: %w", err)
+	}
+	log.Info("api server stopped; closing the store")
+	return nil
+}
+
+// openStore opens the configured backend. The caller closes it.
+func (h *Hub) openStore(ctx context.Context) (store.Store, error) {
+	switch h.cfg.Store {
+	case StoreEtcd:
+		cfg := etcdstore.DefaultConfig()
+		cfg.Endpoints = h.cfg.EtcdEndpoints
+		st, err := etcdstore.New(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("open etcd store: %w", err)
+		}
+		return st, nil
+	default:
+		cfg := badgerstore.DefaultConfig(filepath.Join(h.dataDir, StoreDir))
+		cfg.Logger = h.cfg.Logger
+		st, err := badgerstore.Open(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("open badger store: %w", err)
+		}
+		return st, nil
+	}
+}
+
+// servingNames returns the names the serving certificate must cover:
+// loopback, this host's name, the host of apiAddr and the extra names.
+func servingNames(apiAddr string, extra []string, log *slog.Logger) []string {
+	names := []string{"localhost", "127.0.0.1", "::1"}
+	if hn, err := os.Hostname(); err != nil {
+		log.Warn("host name unknown; leaving it out of the serving certificate", "err", err)
+	} else if err := pki.CheckName(hn); err == nil {
+		names = append(names, strings.ToLower(hn))
+	}
+	if host, _, err := net.SplitHostPort(apiAddr); err == nil && !unspecified(host) {
+		names = append(names, host)
+	}
+	return append(names, extra...)
+}
+
+// clientAddr returns the host:port clients dial for a listener configured
+// with apiAddr and bound to bound: the configured host, or loopback when it
+// was a wildcard, with the bound port.
+func clientAddr(apiAddr string, bound net.Addr) string {
+	host, _, _ := net.SplitHostPort(apiAddr)
+	_, port, _ := net.SplitHostPort(bound.String())
+	switch {
+	case host == "" || host == "0.0.0.0":
+		host = "127.0.0.1"
+	case unspecified(host):
+		host = "::1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func unspecified(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
+}

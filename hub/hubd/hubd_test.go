@@ -1,0 +1,289 @@
+package hubd
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/outpost-mesh/outpost/hub/pki"
+	"github.com/outpost-mesh/outpost/hub/store/etcdstore/etcdtest"
+)
+
+// startHub runs a hub on a free loopback port until the test ends and
+// returns it once ready. stop cancels it and waits for Run to return.
+func startHub(t *testing.T, dataDir string, opts ...func(*Config)) (h *Hub, stop func()) {
+	t.Helper()
+	cfg := DefaultConfig(dataDir)
+	cfg.APIAddr = "127.0.0.1:0"
+	for _, o := range opts {
+		o(&cfg)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		t.Helper()
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v after cancel, want nil", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("Run did not return within 30s of cancel")
+		}
+	}
+	t.Cleanup(stop)
+	select {
+	case <-h.Ready():
+	case err := <-done:
+		stopped = true
+		t.Fatalf("Run returned before ready: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("hub not ready within 60s")
+	}
+	return h, stop
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// adminClient returns an HTTP client that uses the credentials of the
+// kubeconfig at path, as kubectl would, and the server URL from it.
+func adminClient(t *testing.T, path string) (*http.Client, string) {
+	t.Helper()
+	k, err := pki.ReadKubeconfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, user, err := k.Context(k.CurrentContext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(user.ClientCertificateData, user.ClientKeyData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newClient(t, cluster.CertificateAuthorityData, &cert), cluster.Server
+}
+
+func newClient(t *testing.T, caPEM []byte, cert *tls.Certificate) *http.Client {
+	t.Helper()
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatal("no CA certificate in PEM")
+	}
+	cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	tr := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+func get(t *testing.T, c *http.Client, url string) (int, string, []byte) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: read body: %v", url, err)
+	}
+	return resp.StatusCode, resp.Header.Get("Content-Type"), body
+}
+
+func wantStatus(t *testing.T, body []byte, code int, reason string) {
+	t.Helper()
+	var s map[string]any
+	if err := json.Unmarshal(body, &s); err != nil {
+		t.Fatalf("body %q is not JSON: %v", body, err)
+	}
+	want := map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": float64(code)}
+	for k, v := range want {
+		if s[k] != v {
+			t.Errorf("Status %s = %v, want %v (body %s)", k, s[k], v, body)
+		}
+	}
+	if _, ok := s["metadata"].(map[string]any); !ok {
+		t.Errorf("Status has no metadata object: %s", body)
+	}
+}
+
+func TestHub(t *testing.T) {
+	defer goleak.VerifyNone(t)
+
+	dir := t.TempDir()
+	h, stop := startHub(t, dir)
+	if want := filepath.Join(dir, KubeconfigFile); h.KubeconfigPath() != want {
+		t.Errorf("KubeconfigPath() = %q, want %q", h.KubeconfigPath(), want)
+	}
+	if _, port, err := net.SplitHostPort(h.Addr()); err != nil || port == "0" {
+		t.Fatalf("Addr() = %q, want a bound port", h.Addr())
+	}
+	admin, server := adminClient(t, h.KubeconfigPath())
+	if want := "https://" + h.Addr(); server != want {
+		t.Errorf("kubeconfig server = %q, want %q", server, want)
+	}
+
+	t.Run("health", func(t *testing.T) {
+		for _, path := range []string{"/healthz", "/livez", "/readyz"} {
+			code, _, body := get(t, admin, server+path)
+			if code != http.StatusOK || string(body) != "ok" {
+				t.Errorf("GET %s = %d %q, want 200 ok", path, code, body)
+			}
+		}
+		code, _, body := get(t, admin, server+"/readyz?verbose")
+		if code != http.StatusOK || !bytes.Contains(body, []byte("[+]store ok")) {
+			t.Errorf("GET /readyz?verbose = %d %q, want 200 with [+]store ok", code, body)
+		}
+	})
+
+	t.Run("version", func(t *testing.T) {
+		code, ctype, body := get(t, admin, server+"/version")
+		if code != http.StatusOK || ctype != "application/json" {
+			t.Fatalf("GET /version = %d %s %s", code, ctype, body)
+		}
+		var v map[string]string
+		if err := json.Unmarshal(body, &v); err != nil {
+			t.Fatal(err)
+		}
+		for _, field := range []string{"major", "minor", "gitVersion", "gitCommit", "goVersion", "compiler", "platform", "buildDate"} {
+			if v[field] == "" {
+				t.Errorf("/version has no %s: %s", field, body)
+			}
+		}
+		if v["major"] != "1" || v["gitVersion"] != "v1.33.0-outpost+dev" {
+			t.Errorf("/version major %q gitVersion %q, want 1 and v1.33.0-outpost+dev", v["major"], v["gitVersion"])
+		}
+	})
+
+	t.Run("not found", func(t *testing.T) {
+		for _, path := range []string{"/", "/api", "/apis/apps/v1", "/healthz/extra"} {
+			code, ctype, body := get(t, admin, server+path)
+			if code != http.StatusNotFound || ctype != "application/json" {
+				t.Errorf("GET %s = %d %s, want 404 application/json", path, code, ctype)
+			}
+			wantStatus(t, body, http.StatusNotFound, "NotFound")
+		}
+	})
+
+	t.Run("no client certificate", func(t *testing.T) {
+		k, err := pki.ReadKubeconfig(h.KubeconfigPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		anon := newClient(t, k.Clusters[0].Cluster.CertificateAuthorityData, nil)
+		for _, path := range []string{"/healthz", "/version", "/api"} {
+			code, _, body := get(t, anon, server+path)
+			if code != http.StatusUnauthorized {
+				t.Errorf("GET %s without a certificate = %d, want 401", path, code)
+			}
+			const want = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`
+			if got := strings.TrimSpace(string(body)); got != want {
+				t.Errorf("GET %s without a certificate: body\n%s\nwant\n%s", path, got, want)
+			}
+		}
+	})
+
+	t.Run("foreign client certificate", func(t *testing.T) {
+		// An admin certificate from another hub's CA.
+		otherCfg := pki.DefaultConfig(filepath.Join(t.TempDir(), "pki"))
+		other, err := pki.Ensure(otherCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := tls.X509KeyPair(other.AdminCertPEM, other.AdminKeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := pki.ReadKubeconfig(h.KubeconfigPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newClient(t, k.Clusters[0].Cluster.CertificateAuthorityData, &cert)
+		code, _, body := get(t, c, server+"/healthz")
+		if code != http.StatusUnauthorized {
+			t.Errorf("GET /healthz with a foreign certificate = %d, want 401", code)
+		}
+		wantStatus(t, body, http.StatusUnauthorized, "Unauthorized")
+	})
+
+	first, err := pki.ReadKubeconfig(h.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.CloseIdleConnections()
+	stop()
+
+	// A second start reuses the PKI: the first kubeconfig's CA and
+	// credentials still work.
+	h2, stop2 := startHub(t, dir)
+	_, server2 := adminClient(t, h2.KubeconfigPath())
+	cert, err := tls.X509KeyPair(first.Users[0].User.ClientCertificateData, first.Users[0].User.ClientKeyData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, first.Clusters[0].Cluster.CertificateAuthorityData, &cert)
+	if code, _, body := get(t, c, server2+"/healthz"); code != http.StatusOK {
+		t.Errorf("GET /healthz after restart with the first kubeconfig = %d %q, want 200", code, body)
+	}
+	c.CloseIdleConnections()
+	stop2()
+}
+
+// TestHubEtcd runs the hub on an etcd store (an etcd server embedded in the
+// test) and checks that /readyz follows the store.
+func TestHubEtcd(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	etcd := etcdtest.Start(t, t.TempDir())
+	defer etcd.Stop()
+
+	h, stop := startHub(t, t.TempDir(), func(c *Config) {
+		c.Store = StoreEtcd
+		c.EtcdEndpoints = etcd.Endpoints()
+	})
+	admin, server := adminClient(t, h.KubeconfigPath())
+	if code, _, body := get(t, admin, server+"/readyz?verbose"); code != http.StatusOK || !bytes.Contains(body, []byte("[+]store ok")) {
+		t.Errorf("GET /readyz?verbose = %d %q, want 200 with [+]store ok", code, body)
+	}
+
+	etcd.Stop()
+	if code, _, body := get(t, admin, server+"/readyz"); code != http.StatusServiceUnavailable || !bytes.Contains(body, []byte("[-]store failed")) {
+		t.Errorf("GET /readyz with etcd stopped = %d %q, want 503 with [-]store failed", code, body)
+	}
+	if code, _, _ := get(t, admin, server+"/livez"); code != http.StatusOK {
+		t.Errorf("GET /livez with etcd stopped = %d, want 200: liveness does not depend on the store", code)
+	}
+	admin.CloseIdleConnections()
+	stop()
+}
