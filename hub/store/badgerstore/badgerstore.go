@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -36,6 +37,11 @@ type Store struct {
 
 	writes  chan *writeReq
 	closing chan struct{}
+	// releaseKick asks releaseLoop to page out sealed value logs; the
+	// committer sends when it has written a quarter of a value-log file
+	// since the last time (unwritten counts the bytes, committer-owned).
+	releaseKick chan struct{}
+	unwritten   int64
 	// committerDone is closed when the committer has exited.
 	committerDone chan struct{}
 	// closeCtx ends when Close starts; every watch derives from it.
@@ -80,11 +86,18 @@ func Open(cfg Config) (*Store, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create store dir: %w", err)
 	}
+	// Absolute, so the value-log files can be found in /proc/self/maps.
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("store dir: %w", err)
+	}
+	cfg.Dir = dir
 	opts := badger.DefaultOptions(cfg.Dir).
 		WithSyncWrites(true).
 		WithDetectConflicts(false).
 		WithNumVersionsToKeep(1).
 		WithMemTableSize(cfg.MemTableSize).
+		WithBaseTableSize(cfg.BaseTableSize).
 		WithNumMemtables(cfg.NumMemtables).
 		WithNumLevelZeroTables(cfg.NumMemtables).
 		WithNumLevelZeroTablesStall(cfg.NumMemtables * 4).
@@ -107,6 +120,7 @@ func Open(cfg Config) (*Store, error) {
 		closing: make(chan struct{}),
 
 		committerDone: make(chan struct{}),
+		releaseKick:   make(chan struct{}, 1),
 		index:         make(map[string]indexEntry),
 	}
 	s.closeCtx, s.closeCancel = context.WithCancel(context.Background())
@@ -122,6 +136,13 @@ func Open(cfg Config) (*Store, error) {
 		defer close(s.committerDone)
 		s.commitLoop()
 	}()
+	if cfg.ReleaseValueLogPages {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.releaseLoop()
+		}()
+	}
 	return s, nil
 }
 
@@ -194,6 +215,24 @@ func (s *Store) recover() error {
 	}
 	s.log.Debug("store opened", "dir", s.cfg.Dir, "revision", rev, "compacted", compact, "keys", len(s.index))
 	return nil
+}
+
+// releaseLoop pages out sealed value logs when the committer asks, until
+// Close. It stops for good if the kernel lacks MADV_PAGEOUT.
+func (s *Store) releaseLoop() {
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-s.releaseKick:
+		}
+		n, err := releaseSealedValueLogs(s.cfg.Dir)
+		if err != nil {
+			s.log.Warn("cannot page out sealed value logs; RSS will include every value written", "err", err)
+			return
+		}
+		s.log.Debug("paged out sealed value logs", "bytes", n)
+	}
 }
 
 // Close stops the committer and every watch and closes the database. Writes

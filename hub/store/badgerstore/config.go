@@ -9,8 +9,9 @@ import (
 )
 
 // Config sizes the store for small machines. The badger defaults are sized
-// for servers with gigabytes to spare (64 MiB memtables, 256 MiB caches); these
-// keep a hub with 100,000 objects well under 150 MB of RSS.
+// for servers with gigabytes to spare (64 MiB memtables, 256 MiB caches, 1 MiB
+// values inline in the LSM tree); these keep a hub with 100,000 objects of
+// 1 KiB under 150 MB of RSS (see `outpost bench store`).
 type Config struct {
 	// Dir holds the database; created if missing. Required.
 	Dir string
@@ -20,6 +21,10 @@ type Config struct {
 	// MemTableSize is the size of one badger memtable: 16 MiB. It also
 	// bounds one group commit (badger allows 15% of it per transaction).
 	MemTableSize int64
+	// BaseTableSize is the size of an LSM table in the first level; deeper
+	// levels grow by 2x. Each table being built holds a buffer of about its
+	// size: 2 MiB.
+	BaseTableSize int64
 	// NumMemtables is how many memtables may be in memory at once: 2.
 	NumMemtables int
 	// BlockCacheSize caches decompressed table blocks: 16 MiB.
@@ -29,9 +34,10 @@ type Config struct {
 	IndexCacheSize int64
 	// ValueLogFileSize is the size of one value log file: 64 MiB.
 	ValueLogFileSize int64
-	// ValueThreshold: values at least this large go to the value log
-	// instead of the LSM tree: 64 KiB, so Kubernetes objects (mostly a few
-	// KiB) are read without a second lookup.
+	// ValueThreshold: stored records at least this large go to the value
+	// log and the LSM tree keeps only a pointer: 512 B. Most Kubernetes
+	// objects are larger, so the tree stays small (cheap compaction, small
+	// table buffers) and values are written once.
 	ValueThreshold int64
 
 	// MaxBatchOps caps the writes committed together in one sync: 512.
@@ -39,10 +45,15 @@ type Config struct {
 	// MaxBatchBytes caps the inline bytes of one group commit: 1 MiB.
 	MaxBatchBytes int
 	// HistoryEvents and HistoryBytes bound the recent events kept in memory
-	// to start watches without reading the disk: 10,000 events, 32 MiB.
+	// to start watches without reading the disk: 4,096 events, 8 MiB.
 	// Older revisions are read from the on-disk log.
 	HistoryEvents int
 	HistoryBytes  int
+	// ReleaseValueLogPages pages out the process's mappings of value-log
+	// files badger has finished writing (Linux 5.4+): true. Badger writes
+	// through mmap, so without it every value written stays in the
+	// process's RSS until the kernel is short of memory.
+	ReleaseValueLogPages bool
 	// Watch bounds each watcher's backlog (defaults in fanout.Limits).
 	Watch fanout.Limits
 }
@@ -52,15 +63,18 @@ func DefaultConfig(dir string) Config {
 	return Config{
 		Dir:              dir,
 		MemTableSize:     16 << 20,
+		BaseTableSize:    2 << 20,
 		NumMemtables:     2,
 		BlockCacheSize:   16 << 20,
 		IndexCacheSize:   8 << 20,
 		ValueLogFileSize: 64 << 20,
-		ValueThreshold:   64 << 10,
+		ValueThreshold:   512,
 		MaxBatchOps:      512,
 		MaxBatchBytes:    1 << 20,
-		HistoryEvents:    10000,
-		HistoryBytes:     32 << 20,
+		HistoryEvents:    4096,
+		HistoryBytes:     8 << 20,
+
+		ReleaseValueLogPages: true,
 	}
 }
 
@@ -71,6 +85,8 @@ func (c Config) Validate() error {
 		return errors.New("badgerstore: Dir is required")
 	case c.MemTableSize < 1<<20:
 		return fmt.Errorf("badgerstore: MemTableSize %d is under 1 MiB", c.MemTableSize)
+	case c.BaseTableSize < 64<<10:
+		return fmt.Errorf("badgerstore: BaseTableSize %d is under 64 KiB", c.BaseTableSize)
 	case c.NumMemtables < 1:
 		return fmt.Errorf("badgerstore: NumMemtables %d is under 1", c.NumMemtables)
 	case c.BlockCacheSize < 0 || c.IndexCacheSize < 0:

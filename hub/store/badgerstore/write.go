@@ -300,6 +300,16 @@ func (s *Store) commit(batch []*writeReq) {
 	if len(events) > 0 {
 		s.hub.publish(events, next, &s.rev)
 	}
+	for _, e := range events {
+		s.unwritten += int64(len(e.ev.KV.Value) + len(e.ev.KV.Key))
+	}
+	if s.unwritten >= s.cfg.ValueLogFileSize/4 {
+		s.unwritten = 0
+		select {
+		case s.releaseKick <- struct{}{}:
+		default:
+		}
+	}
 	for i, r := range batch {
 		r.done <- results[i]
 	}
