@@ -11,7 +11,8 @@ import (
 	"github.com/outpost-mesh/outpost/hub/store"
 )
 
-// Limits bound one watcher's backlog.
+// Limits bound one watcher's backlog. A watcher holds at most about twice
+// these: the batch Run is handing over plus a full queue behind it.
 type Limits struct {
 	// MaxEvents is the most events queued for a consumer; 0 means 10,000.
 	MaxEvents int
