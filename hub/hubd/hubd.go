@@ -241,6 +241,7 @@ func (h *Hub) openStore(ctx context.Context) (store.Store, error) {
 	case StoreEtcd:
 		cfg := etcdstore.DefaultConfig()
 		cfg.Endpoints = h.cfg.EtcdEndpoints
+		cfg.Logger = h.cfg.Logger
 		st, err := etcdstore.New(ctx, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("open etcd store: %w", err)

@@ -7,8 +7,10 @@ import (
 )
 
 const (
-	// MaxValueSize is the largest value a write accepts: etcd's default
-	// request limit, which Kubernetes objects are sized for.
+	// MaxValueSize is the largest value a write accepts: the size of etcd's
+	// default request limit, which Kubernetes objects are sized for. That
+	// limit covers the whole request, so an etcd backing the hub needs
+	// --max-request-bytes of about 2 MiB to take values of this size.
 	MaxValueSize = 3 << 19 // 1.5 MiB
 	// MaxKeySize is the longest key accepted.
 	MaxKeySize = 1024
