@@ -1,0 +1,441 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/outpost-mesh/outpost/hub/store"
+)
+
+// request is one API request on a resource.
+type request struct {
+	s    *Server
+	w    http.ResponseWriter
+	r    *http.Request
+	ri   requestInfo
+	res  *resourceInfo
+	verb string
+	// warnings are sent as Warning headers (fieldValidation=Warn).
+	warnings []string
+}
+
+func (q *request) ctx() context.Context { return q.r.Context() }
+
+func (q *request) serve() {
+	var err error
+	switch {
+	case q.ri.subresource == "status" && q.res.Status:
+		err = q.serveStatus()
+	case q.ri.subresource == "scale" && q.res.Scale != nil:
+		err = q.serveScale()
+	case q.ri.subresource == "binding" && q.res.gvr.Resource == "pods" && q.verb == "create":
+		err = q.binding()
+	case q.ri.subresource == "eviction" && q.res.gvr.Resource == "pods" && q.verb == "create":
+		err = q.eviction()
+	case q.ri.subresource != "":
+		err = apierrors.NewNotFound(q.res.gr, q.ri.name+"/"+q.ri.subresource)
+	default:
+		switch q.verb {
+		case "get":
+			err = q.get()
+		case "list":
+			err = q.list()
+		case "watch":
+			err = q.watch()
+		case "create":
+			err = q.create()
+		case "update":
+			err = q.update()
+		case "patch":
+			err = q.patch()
+		case "delete":
+			err = q.delete()
+		case "deletecollection":
+			err = q.deleteCollection()
+		default:
+			err = apierrors.NewMethodNotSupported(q.res.gr, q.r.Method)
+		}
+	}
+	if err != nil {
+		q.s.writeError(q.w, q.r, err)
+	}
+}
+
+// respond writes obj, as a Table when the client asked for one.
+func (q *request) respond(code int, obj runtime.Object) error {
+	out, err := negotiate(q.r, q.verb == "get" || q.verb == "list")
+	if err != nil {
+		return err
+	}
+	for _, w := range q.warnings {
+		q.w.Header().Add("Warning", fmt.Sprintf("299 - %q", w))
+	}
+	if out.table {
+		if obj, err = q.table(obj); err != nil {
+			return err
+		}
+	}
+	q.s.writeObject(q.w, q.r, code, obj, &out)
+	return nil
+}
+
+func (q *request) get() error {
+	kv, err := q.s.store.Get(q.ctx(), q.res.key(q.ri.namespace, q.ri.name), 0)
+	if err != nil {
+		return storeError(err, q.res.gr, q.ri.name)
+	}
+	obj, err := q.res.decode(kv)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	return q.respond(http.StatusOK, obj)
+}
+
+// decodeBody decodes the request body into a new object of the resource,
+// checking its kind, name and namespace against the URL.
+func (q *request) decodeBody() (runtime.Object, error) {
+	body, err := readBody(q.r)
+	if err != nil {
+		return nil, err
+	}
+	return q.decodeBytes(body, q.r.Header.Get("Content-Type"))
+}
+
+func (q *request) decodeBytes(body []byte, contentType string) (runtime.Object, error) {
+	if len(body) == 0 {
+		return nil, apierrors.NewBadRequest("the request body is empty")
+	}
+	validation := q.r.URL.Query().Get("fieldValidation")
+	switch validation {
+	case "", "Ignore", "Warn", "Strict":
+	default:
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("fieldValidation %q is not one of Ignore, Warn, Strict", validation))
+	}
+	saved := q.r.Header.Get("Content-Type")
+	q.r.Header.Set("Content-Type", contentType)
+	dec, _, err := requestDecoder(q.r, validation == "Strict")
+	q.r.Header.Set("Content-Type", saved)
+	if err != nil {
+		return nil, err
+	}
+	into := q.res.New()
+	obj, gvk, err := dec.Decode(body, &q.res.gvk, into)
+	if err != nil {
+		if runtime.IsStrictDecodingError(err) {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the body of the request could not be decoded: %v", err))
+	}
+	if gvk != nil && (gvk.Kind != q.res.Kind || gvk.GroupVersion() != q.res.GroupVersion) {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s) or kind %q does not match %q",
+			gvk.GroupVersion(), q.res.GroupVersion, gvk.Kind, q.res.Kind))
+	}
+	if validation == "Warn" {
+		if info, ok := lookupInfo(contentType); ok && info.StrictSerializer != nil {
+			if _, _, serr := info.StrictSerializer.Decode(body, &q.res.gvk, q.res.New()); serr != nil {
+				if se, ok := serr.(interface{ Errors() []error }); ok {
+					for _, e := range se.Errors() {
+						q.warnings = append(q.warnings, e.Error())
+					}
+				}
+			}
+		}
+	}
+	obj.GetObjectKind().SetGroupVersionKind(q.res.gvk)
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if q.res.Namespaced {
+		if ns := m.GetNamespace(); ns != "" && ns != q.ri.namespace {
+			return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+		m.SetNamespace(q.ri.namespace)
+	} else {
+		m.SetNamespace("")
+	}
+	return obj, nil
+}
+
+func invalid(res *resourceInfo, name string, errs field.ErrorList) error {
+	return apierrors.NewInvalid(res.gvk.GroupKind(), name, errs)
+}
+
+func dryRun(r *http.Request) (bool, error) {
+	switch v := r.URL.Query()["dryRun"]; {
+	case len(v) == 0:
+		return false, nil
+	case len(v) == 1 && v[0] == "All":
+		return true, nil
+	default:
+		return false, apierrors.NewBadRequest(fmt.Sprintf("dryRun %q: only All is supported", v))
+	}
+}
+
+func (q *request) create() error {
+	if q.ri.name != "" {
+		return apierrors.NewMethodNotSupported(q.res.gr, "POST on a named object")
+	}
+	if q.res.Namespaced && q.ri.namespace == "" {
+		return apierrors.NewBadRequest("the namespace of the object must be set in the URL: /api/v1/namespaces/NAMESPACE/" + q.res.Plural)
+	}
+	obj, err := q.decodeBody()
+	if err != nil {
+		return err
+	}
+	created, err := q.s.createObject(q.ctx(), q.res, obj, q.r)
+	if err != nil {
+		return err
+	}
+	return q.respond(http.StatusCreated, created)
+}
+
+// createObject runs the create path for obj: defaults, metadata,
+// validation, the namespace check and the store write.
+func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtime.Object, r *http.Request) (runtime.Object, error) {
+	dry, err := dryRun(r)
+	if err != nil {
+		return nil, err
+	}
+	m, _ := meta.Accessor(obj)
+	res.Rules.Default(obj)
+	if m.GetName() == "" && m.GetGenerateName() != "" {
+		m.SetName(m.GetGenerateName() + randomSuffix(5))
+	}
+	m.SetUID(newUID())
+	m.SetCreationTimestamp(metav1.NewTime(s.now().Truncate(time.Second)))
+	res.Rules.PrepareForCreate(obj)
+	m.SetResourceVersion("")
+	m.SetDeletionTimestamp(nil)
+	m.SetDeletionGracePeriodSeconds(nil)
+	m.SetManagedFields(nil)
+	m.SetSelfLink("")
+	if hasSpec(obj) {
+		m.SetGeneration(1)
+	} else {
+		m.SetGeneration(0)
+	}
+	if errs := res.Rules.Validate(obj); len(errs) > 0 {
+		return nil, invalid(res, m.GetName(), errs)
+	}
+	if res.Namespaced {
+		if err := s.checkNamespace(ctx, m.GetNamespace()); err != nil {
+			return nil, err
+		}
+	}
+	if dry {
+		return obj, nil
+	}
+	data, err := res.encode(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	kv, err := s.store.Create(ctx, res.key(m.GetNamespace(), m.GetName()), data)
+	if err != nil {
+		return nil, storeError(err, res.gr, m.GetName())
+	}
+	m.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
+	return obj, nil
+}
+
+// checkNamespace refuses creates in a namespace that does not exist or is
+// being deleted, as upstream's NamespaceLifecycle admission does.
+func (s *Server) checkNamespace(ctx context.Context, ns string) error {
+	nsRes := s.byGVR[schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}]
+	if nsRes == nil {
+		return nil
+	}
+	kv, err := s.store.Get(ctx, nsRes.key("", ns), 0)
+	if errors.Is(err, store.ErrNotFound) {
+		return apierrors.NewNotFound(nsRes.gr, ns)
+	}
+	if err != nil {
+		return storeError(err, nsRes.gr, ns)
+	}
+	obj, err := nsRes.decode(kv)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if m, _ := meta.Accessor(obj); m.GetDeletionTimestamp() != nil {
+		return apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+	}
+	return nil
+}
+
+func (q *request) update() error {
+	obj, err := q.decodeBody()
+	if err != nil {
+		return err
+	}
+	m, _ := meta.Accessor(obj)
+	if m.GetName() != q.ri.name {
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), q.ri.name))
+	}
+	updated, code, err := q.s.updateObject(q.ctx(), q.res, q.ri.namespace, q.ri.name, q.r, func(old runtime.Object) (runtime.Object, error) {
+		return obj.DeepCopyObject(), nil
+	}, m.GetResourceVersion(), updateMain)
+	if err != nil {
+		return err
+	}
+	return q.respond(code, updated)
+}
+
+// updateKind says which part of an object an update may change.
+type updateKind int
+
+const (
+	updateMain updateKind = iota
+	updateStatus
+	// updateBinding sets spec.nodeName, which updates of the main resource
+	// may not change.
+	updateBinding
+)
+
+// updateObject reads the object, asks mutate for its new version (mutate
+// gets a copy and may return it changed), and writes it back guarded by the
+// read revision, retrying on conflicts unless the client gave a
+// resourceVersion (then a conflict is the client's 409). A missing object
+// is created when mutate is given nil and the rules allow it.
+func (s *Server) updateObject(ctx context.Context, res *resourceInfo, ns, name string, r *http.Request,
+	mutate func(old runtime.Object) (runtime.Object, error), clientRV string, kind updateKind) (runtime.Object, int, error) {
+	dry, err := dryRun(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	key := res.key(ns, name)
+	for attempt := 0; ; attempt++ {
+		kv, err := s.store.Get(ctx, key, 0)
+		if errors.Is(err, store.ErrNotFound) {
+			if kind != updateMain || !res.Rules.AllowCreateOnUpdate() {
+				return nil, 0, apierrors.NewNotFound(res.gr, name)
+			}
+			obj, err := mutate(nil)
+			if err != nil {
+				return nil, 0, err
+			}
+			created, err := s.createObject(ctx, res, obj, r)
+			if apierrors.IsAlreadyExists(err) && attempt < 10 {
+				continue
+			}
+			return created, http.StatusCreated, err
+		}
+		if err != nil {
+			return nil, 0, storeError(err, res.gr, name)
+		}
+		old, err := res.decode(kv)
+		if err != nil {
+			return nil, 0, apierrors.NewInternalError(err)
+		}
+		if clientRV != "" && clientRV != strconv.FormatInt(kv.ModRevision, 10) {
+			return nil, 0, apierrors.NewConflict(res.gr, name, errors.New(optimisticLockMsg))
+		}
+		obj, err := mutate(old.DeepCopyObject())
+		if err != nil {
+			return nil, 0, err
+		}
+		obj.GetObjectKind().SetGroupVersionKind(res.gvk)
+		if err := s.prepareUpdate(res, obj, old, kind); err != nil {
+			return nil, 0, err
+		}
+		m, _ := meta.Accessor(obj)
+		// An object being deleted goes once its last finalizer is removed.
+		if m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 && !dry {
+			_, _, err := s.store.Delete(ctx, key, kv.ModRevision)
+			if errors.Is(err, store.ErrConflict) && clientRV == "" && attempt < 50 {
+				continue
+			}
+			if err != nil {
+				return nil, 0, storeError(err, res.gr, name)
+			}
+			return obj, http.StatusOK, nil
+		}
+		if dry {
+			return obj, http.StatusOK, nil
+		}
+		data, err := res.encode(obj)
+		if err != nil {
+			return nil, 0, apierrors.NewInternalError(err)
+		}
+		nkv, err := s.store.Update(ctx, key, data, kv.ModRevision)
+		if (errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound)) && clientRV == "" && attempt < 50 {
+			continue
+		}
+		if err != nil {
+			return nil, 0, storeError(err, res.gr, name)
+		}
+		m.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
+		return obj, http.StatusOK, nil
+	}
+}
+
+// prepareUpdate applies the generic and the resource's update rules to obj
+// replacing old.
+func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind updateKind) error {
+	m, _ := meta.Accessor(obj)
+	om, _ := meta.Accessor(old)
+	if kind == updateStatus {
+		// Only status changes: everything else is the stored object's.
+		status := structField(obj, "Status")
+		fresh := old.DeepCopyObject()
+		if sf := structField(fresh, "Status"); sf.IsValid() && status.IsValid() {
+			sf.Set(status)
+		}
+		fm, _ := meta.Accessor(fresh)
+		fm.SetResourceVersion(m.GetResourceVersion())
+		reflectCopy(obj, fresh)
+	} else if kind == updateMain {
+		res.Rules.Default(obj)
+		if res.Status {
+			copyField(obj, old, "Status")
+		}
+		res.Rules.PrepareForUpdate(obj, old)
+	}
+	// System metadata is the server's.
+	m.SetUID(om.GetUID())
+	m.SetCreationTimestamp(om.GetCreationTimestamp())
+	m.SetNamespace(om.GetNamespace())
+	m.SetName(om.GetName())
+	m.SetSelfLink("")
+	m.SetManagedFields(nil)
+	if om.GetDeletionTimestamp() != nil {
+		m.SetDeletionTimestamp(om.GetDeletionTimestamp())
+		m.SetDeletionGracePeriodSeconds(om.GetDeletionGracePeriodSeconds())
+	} else if kind == updateMain {
+		m.SetDeletionTimestamp(nil)
+		m.SetDeletionGracePeriodSeconds(nil)
+	}
+	m.SetGeneration(om.GetGeneration())
+	if kind == updateMain && hasSpec(obj) && specChanged(obj, old) {
+		m.SetGeneration(om.GetGeneration() + 1)
+	}
+	if m.GetResourceVersion() == "" {
+		m.SetResourceVersion(om.GetResourceVersion()) // unconditional update
+	}
+	errs := res.Rules.ValidateUpdate(obj, old)
+	if kind != updateMain {
+		errs = nil
+		if sv, ok := res.Rules.(StatusValidator); ok && kind == updateStatus {
+			errs = sv.ValidateStatusUpdate(obj, old)
+		}
+	}
+	if len(errs) > 0 {
+		return invalid(res, m.GetName(), errs)
+	}
+	return nil
+}
+
+// reflectCopy sets *dst to *src for two pointers to the same struct type.
+func reflectCopy(dst, src runtime.Object) {
+	structPtr(dst).Set(structPtr(src))
+}

@@ -1,0 +1,98 @@
+package apiserver
+
+import (
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// output is the negotiated response form.
+type output struct {
+	info  runtime.SerializerInfo
+	table bool // as=Table;g=meta.k8s.io;v=v1
+}
+
+// negotiate picks the response encoding from the Accept header, as
+// kube-apiserver does: JSON, YAML or protobuf, optionally as a Table. An
+// empty or */* Accept gets JSON.
+func negotiate(r *http.Request, tableOK bool) (output, error) {
+	accept := r.Header.Get("Accept")
+	if accept == "" {
+		return output{info: mediaInfo(runtime.ContentTypeJSON)}, nil
+	}
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		if as := params["as"]; as != "" {
+			if as == "Table" && tableOK && params["g"] == "meta.k8s.io" && params["v"] == "v1" {
+				if info, ok := lookupInfo(mt); ok {
+					return output{info: info, table: true}, nil
+				}
+			}
+			continue // PartialObjectMetadata and older Table versions: not offered
+		}
+		switch mt {
+		case "*/*", "application/*":
+			return output{info: mediaInfo(runtime.ContentTypeJSON)}, nil
+		}
+		if info, ok := lookupInfo(mt); ok {
+			return output{info: info}, nil
+		}
+	}
+	return output{}, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "", schemaGR0, "", "only application/json, application/yaml and application/vnd.kubernetes.protobuf are supported", 0, false)
+}
+
+func lookupInfo(mediaType string) (runtime.SerializerInfo, bool) {
+	for _, info := range codecs.SupportedMediaTypes() {
+		if info.MediaType == mediaType {
+			return info, true
+		}
+	}
+	return runtime.SerializerInfo{}, false
+}
+
+func mediaInfo(mediaType string) runtime.SerializerInfo {
+	info, _ := lookupInfo(mediaType)
+	return info
+}
+
+// requestDecoder returns the decoder for the request body's Content-Type,
+// strict when fieldValidation=Strict.
+func requestDecoder(r *http.Request, strict bool) (runtime.Decoder, string, error) {
+	ct := r.Header.Get("Content-Type")
+	mt := runtime.ContentTypeJSON
+	if ct != "" {
+		var err error
+		if mt, _, err = mime.ParseMediaType(ct); err != nil {
+			return nil, "", unsupportedMediaType(ct)
+		}
+	}
+	factory := codecs
+	if strict {
+		factory = strictCodecs
+	}
+	for _, info := range factory.SupportedMediaTypes() {
+		if info.MediaType == mt {
+			if strict && info.StrictSerializer != nil {
+				return info.StrictSerializer, mt, nil
+			}
+			return info.Serializer, mt, nil
+		}
+	}
+	return nil, mt, unsupportedMediaType(ct)
+}
+
+func unsupportedMediaType(ct string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType,
+		Reason:  metav1.StatusReasonUnsupportedMediaType,
+		Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf (got %q)", ct),
+	}}
+}

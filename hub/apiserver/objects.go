@@ -1,0 +1,137 @@
+package apiserver
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"reflect"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/outpost-mesh/outpost/hub/store"
+)
+
+func typesUID(s string) types.UID { return types.UID(s) }
+
+// key returns the store key of an object.
+func (res *resourceInfo) key(namespace, name string) string {
+	if res.Namespaced {
+		return res.prefix + namespace + "/" + name
+	}
+	return res.prefix + name
+}
+
+// listPrefix returns the store prefix of a list in namespace ("" for all).
+func (res *resourceInfo) listPrefix(namespace string) string {
+	if res.Namespaced && namespace != "" {
+		return res.prefix + namespace + "/"
+	}
+	return res.prefix
+}
+
+// encode returns the stored form of obj: protobuf, without resourceVersion
+// (the store's revision is the resourceVersion).
+func (res *resourceInfo) encode(obj runtime.Object) ([]byte, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	rv := m.GetResourceVersion()
+	m.SetResourceVersion("")
+	defer m.SetResourceVersion(rv)
+	var buf bytes.Buffer
+	if err := codecs.EncoderForVersion(storageSerializer, res.GroupVersion).Encode(obj, &buf); err != nil {
+		return nil, fmt.Errorf("encode %s: %w", res.gvk.Kind, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// decode returns the object stored in kv, with its resourceVersion.
+func (res *resourceInfo) decode(kv store.KeyValue) (runtime.Object, error) {
+	obj := res.New()
+	if _, _, err := storageSerializer.Decode(kv.Value, nil, obj); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(res.gvk)
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	m.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
+	return obj, nil
+}
+
+// structField returns the addressable struct field name of obj (a pointer to a
+// struct), or an invalid Value.
+func structField(obj runtime.Object, name string) reflect.Value {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return reflect.Value{}
+	}
+	return v.Elem().FieldByName(name)
+}
+
+// copyField sets obj's field name to old's.
+func copyField(obj, old runtime.Object, name string) {
+	dst, src := structField(obj, name), structField(old, name)
+	if dst.IsValid() && src.IsValid() && dst.CanSet() {
+		dst.Set(src)
+	}
+}
+
+// specChanged reports whether an update changes anything but metadata and
+// status: what bumps metadata.generation.
+func specChanged(obj, old runtime.Object) bool {
+	a, b := reflect.ValueOf(obj).Elem(), reflect.ValueOf(old).Elem()
+	for i := 0; i < a.NumField(); i++ {
+		switch a.Type().Field(i).Name {
+		case "TypeMeta", "ObjectMeta", "Status":
+			continue
+		}
+		if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasSpec reports whether the kind has a spec (and so a generation).
+func hasSpec(obj runtime.Object) bool { return structField(obj, "Spec").IsValid() }
+
+// randomSuffix returns n characters for generateName, from the alphabet
+// upstream uses (no vowels, no confusable digits).
+func randomSuffix(n int) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	b := make([]byte, n)
+	rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+// newUID returns a random RFC 4122 version 4 UUID.
+func newUID() types.UID {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return types.UID(fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:]))
+}
+
+// partialMetadata returns the PartialObjectMetadata of obj for Tables.
+func partialMetadata(obj runtime.Object) *metav1.PartialObjectMetadata {
+	m, _ := meta.Accessor(obj)
+	pm := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"}}
+	if om, ok := m.(*metav1.ObjectMeta); ok {
+		pm.ObjectMeta = *om
+	}
+	return pm
+}
+
+// structPtr returns the struct obj points to, settable.
+func structPtr(obj runtime.Object) reflect.Value { return reflect.ValueOf(obj).Elem() }

@@ -1,0 +1,103 @@
+package apiserver
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Resource describes one served resource: its names and the rules it
+// contributes. Everything else (metadata, resourceVersion, CRUD, list,
+// watch, patch, Table, errors) is the generic machinery's.
+type Resource struct {
+	GroupVersion schema.GroupVersion
+	Kind         string   // "Pod"
+	Plural       string   // "pods"
+	Singular     string   // "pod"
+	ShortNames   []string // "po"
+	Categories   []string // "all"
+	Namespaced   bool
+	// New and NewList return empty objects of the resource's Go types,
+	// e.g. &corev1.Pod{} and &corev1.PodList{}.
+	New     func() runtime.Object
+	NewList func() runtime.Object
+	// Status serves the status subresource: PUT and PATCH there change only
+	// the object's Status field, and updates of the main resource keep the
+	// stored Status.
+	Status bool
+	// Scale serves the scale subresource (autoscaling/v1 Scale), or nil.
+	Scale *ScaleRules
+	// Rules are the resource's defaults, validation, fields and columns.
+	Rules Rules
+}
+
+// Rules is what one resource contributes to the generic machinery. The
+// machinery calls them in this order on a create: Default, generic metadata
+// (name from generateName, uid, creationTimestamp), PrepareForCreate,
+// Validate. On an update of the main resource: Default, PrepareForUpdate,
+// ValidateUpdate (the object then carries the stored uid, creationTimestamp
+// and, for an unconditional update, resourceVersion). On a status update:
+// ValidateStatusUpdate only. Objects are the resource's own Go types (e.g.
+// *corev1.Pod); methods may mutate the object they are given and must not
+// keep it.
+type Rules interface {
+	// Default applies the defaults upstream Kubernetes applies when it
+	// decodes an object (SetObjectDefaults_* in k8s.io/kubernetes), e.g.
+	// restartPolicy Always, dnsPolicy ClusterFirst, port protocol TCP.
+	Default(obj runtime.Object)
+	// PrepareForCreate clears what a client may not set on create,
+	// typically Status.
+	PrepareForCreate(obj runtime.Object)
+	// PrepareForUpdate is given the new object and the stored one on an
+	// update of the main resource; it restores what such an update must
+	// not change beyond Status (which the machinery keeps when Resource.Status
+	// is set).
+	PrepareForUpdate(obj, old runtime.Object)
+	// Validate checks a new object, metadata included (with
+	// ValidateObjectMeta and the resource's name rule), returning errors
+	// with field paths such as spec.containers[0].image.
+	Validate(obj runtime.Object) field.ErrorList
+	// ValidateUpdate checks an update completely: Validate's checks plus
+	// immutable fields (the machinery does not also call Validate).
+	ValidateUpdate(obj, old runtime.Object) field.ErrorList
+	// AllowCreateOnUpdate reports whether PUT of a missing object creates
+	// it, as upstream allows for a few resources.
+	AllowCreateOnUpdate() bool
+	// Fields returns the object's field-selector values beyond
+	// metadata.name and metadata.namespace, which the machinery adds
+	// (spec.nodeName and status.phase for pods, type for secrets, ...).
+	Fields(obj runtime.Object) fields.Set
+	// Columns returns the Table columns kubectl shows, as upstream's
+	// printers define them; Priority 1 columns are shown only with -o wide.
+	// Age is computed by the rules from creationTimestamp like the rest.
+	Columns() []metav1.TableColumnDefinition
+	// Row returns the cells of obj for Columns, in order.
+	Row(obj runtime.Object) []interface{}
+}
+
+// StatusValidator is implemented by rules that check status updates; the
+// machinery otherwise accepts any Status.
+type StatusValidator interface {
+	ValidateStatusUpdate(obj, old runtime.Object) field.ErrorList
+}
+
+// GracefulDeleter is implemented by rules of resources whose deletion may
+// be graceful (pods bound to a node). GracePeriod returns the grace period
+// to apply for a delete with the requested one (nil when the client gave
+// none); 0 deletes at once, more marks the object with deletionTimestamp and
+// deletionGracePeriodSeconds and leaves it for its node to confirm.
+type GracefulDeleter interface {
+	GracePeriod(obj runtime.Object, requested *int64) int64
+}
+
+// ScaleRules reads and writes the replica counts the scale subresource
+// exposes.
+type ScaleRules struct {
+	// Get returns spec.replicas, status.replicas and the label selector in
+	// its string form (status.selector of the Scale).
+	Get func(obj runtime.Object) (specReplicas, statusReplicas int32, selector string)
+	// Set sets spec.replicas.
+	Set func(obj runtime.Object, replicas int32)
+}

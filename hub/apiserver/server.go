@@ -1,0 +1,248 @@
+package apiserver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/outpost-mesh/outpost/hub/store"
+)
+
+var schemaGR0 = schema.GroupResource{}
+
+// MaxBodyBytes is the largest request body accepted (upstream's 3 MiB).
+const MaxBodyBytes = 3 << 20
+
+// Config configures a Server.
+type Config struct {
+	// Store keeps the objects; non-nil.
+	Store store.Store
+	// Resources are the served resources; at least one.
+	Resources []Resource
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// MaxInFlight caps concurrent non-watch requests; more get 429:
+	// default 400.
+	MaxInFlight int
+	// BookmarkInterval is how often a watch that allows bookmarks gets
+	// one: default one minute.
+	BookmarkInterval time.Duration
+}
+
+// Server serves the Kubernetes API for its resources. Its methods are safe
+// for concurrent use.
+type Server struct {
+	cfg   Config
+	store store.Store
+	log   *slog.Logger
+	now   func() time.Time
+
+	// byGVR finds a resource by group, version and plural.
+	byGVR map[schema.GroupVersionResource]*resourceInfo
+	// groups lists the served group versions in discovery order.
+	groups   []schema.GroupVersion
+	inflight chan struct{}
+	// stop ends every watch when Shutdown closes it.
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+// Shutdown ends every open watch (clients re-watch elsewhere or later),
+// so that an http.Server's Shutdown does not wait for them. Safe to call
+// more than once.
+func (s *Server) Shutdown() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+// resourceInfo is a Resource with what the machinery derives from it.
+type resourceInfo struct {
+	Resource
+	gvk    schema.GroupVersionKind
+	gvr    schema.GroupVersionResource
+	gr     schema.GroupResource
+	prefix string // store prefix, ending in /
+	// fieldKeys are the field labels selectors may use.
+	fieldKeys map[string]bool
+}
+
+// New checks cfg and returns a server; it starts nothing.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("apiserver: Store is nil")
+	}
+	if len(cfg.Resources) == 0 {
+		return nil, errors.New("apiserver: no resources")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 400
+	}
+	if cfg.BookmarkInterval <= 0 {
+		cfg.BookmarkInterval = time.Minute
+	}
+	s := &Server{
+		cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now,
+		byGVR:    map[schema.GroupVersionResource]*resourceInfo{},
+		inflight: make(chan struct{}, cfg.MaxInFlight),
+		stop:     make(chan struct{}),
+	}
+	seen := map[schema.GroupVersion]bool{}
+	for i := range cfg.Resources {
+		r := cfg.Resources[i]
+		if r.New == nil || r.NewList == nil || r.Rules == nil || r.Plural == "" || r.Kind == "" {
+			return nil, fmt.Errorf("apiserver: resource %s/%s is incomplete", r.GroupVersion, r.Plural)
+		}
+		ri := &resourceInfo{
+			Resource: r,
+			gvk:      r.GroupVersion.WithKind(r.Kind),
+			gvr:      r.GroupVersion.WithResource(r.Plural),
+			gr:       schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Plural},
+			fieldKeys: map[string]bool{
+				"metadata.name": true,
+			},
+		}
+		if r.Namespaced {
+			ri.fieldKeys["metadata.namespace"] = true
+		}
+		for k := range r.Rules.Fields(r.New()) {
+			ri.fieldKeys[k] = true
+		}
+		ri.prefix = "/registry/" + r.Plural + "/"
+		if g := r.GroupVersion.Group; g != "" {
+			ri.prefix = "/registry/" + g + "/" + r.Plural + "/"
+		}
+		if _, dup := s.byGVR[ri.gvr]; dup {
+			return nil, fmt.Errorf("apiserver: resource %s served twice", ri.gvr)
+		}
+		s.byGVR[ri.gvr] = ri
+		if !seen[r.GroupVersion] {
+			seen[r.GroupVersion] = true
+			s.groups = append(s.groups, r.GroupVersion)
+		}
+	}
+	// Core first, then groups by name, as kube-apiserver lists them.
+	sort.SliceStable(s.groups, func(i, j int) bool {
+		a, b := s.groups[i], s.groups[j]
+		if (a.Group == "") != (b.Group == "") {
+			return a.Group == ""
+		}
+		return a.Group < b.Group
+	})
+	return s, nil
+}
+
+// ServeHTTP serves /api and /apis; other paths get 404.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ri, ok := parsePath(r.URL.Path)
+	if !ok {
+		s.writeError(w, r, apierrors.NewNotFound(schemaGR0, r.URL.Path))
+		return
+	}
+	if ri.discovery {
+		s.serveDiscovery(w, r, ri)
+		return
+	}
+	res := s.byGVR[ri.gv.WithResource(ri.resource)]
+	if res == nil {
+		s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{Group: ri.gv.Group, Resource: ri.resource}, ""))
+		return
+	}
+	if ri.namespace != "" && !res.Namespaced {
+		s.writeError(w, r, apierrors.NewNotFound(res.gr, ri.name))
+		return
+	}
+	v := verb(r, ri)
+	if v != "watch" {
+		select {
+		case s.inflight <- struct{}{}:
+			defer func() { <-s.inflight }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			s.writeError(w, r, apierrors.NewTooManyRequests("too many requests in flight, please try again later", 1))
+			return
+		}
+	}
+	req := &request{s: s, w: w, r: r, ri: ri, res: res, verb: v}
+	req.serve()
+}
+
+// readBody reads a request body up to MaxBodyBytes.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength > MaxBodyBytes {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", MaxBodyBytes))
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("read request body: %v", err))
+	}
+	if len(b) > MaxBodyBytes {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", MaxBodyBytes))
+	}
+	return b, nil
+}
+
+// writeObject encodes obj in the negotiated form (JSON when negotiation
+// fails) with status code.
+func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, obj runtime.Object, out *output) {
+	o := output{info: mediaInfo(runtime.ContentTypeJSON)}
+	if out != nil {
+		o = *out
+	} else if n, err := negotiate(r, false); err == nil {
+		o = n
+	}
+	var buf bytes.Buffer
+	gv := obj.GetObjectKind().GroupVersionKind().GroupVersion()
+	enc := codecs.EncoderForVersion(o.info.Serializer, gvOrDefault(obj, gv))
+	if err := enc.Encode(obj, &buf); err != nil {
+		s.log.Error("encode response", "err", err)
+		http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	ct := o.info.MediaType
+	if o.table {
+		ct += ";as=Table;v=v1;g=meta.k8s.io"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.WriteHeader(code)
+	w.Write(buf.Bytes())
+}
+
+// gvOrDefault returns the version an object is encoded in: its own kind's
+// when set, else the one the scheme knows it by.
+func gvOrDefault(obj runtime.Object, gv schema.GroupVersion) runtime.GroupVersioner {
+	if !gv.Empty() {
+		return gv
+	}
+	if gvks, _, err := Scheme.ObjectKinds(obj); err == nil && len(gvks) > 0 {
+		return gvks[0].GroupVersion()
+	}
+	return schema.GroupVersion{Version: "v1"}
+}
+
+// statusOK is the Status returned by successful deletes.
+func statusOK(res *resourceInfo, name string, uid string) *metav1.Status {
+	return &metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusSuccess,
+		Details:  &metav1.StatusDetails{Name: name, Group: res.gr.Group, Kind: res.Plural, UID: typesUID(uid)},
+	}
+}
+
+func lower(s string) string { return strings.ToLower(s) }

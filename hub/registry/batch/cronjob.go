@@ -1,0 +1,207 @@
+package batch
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/core"
+)
+
+// maxCronJobNameLength leaves room for the 11 characters the cronjob
+// controller appends to a job's name ("-" and the scheduled minute) within
+// a DNS label's 63.
+const maxCronJobNameLength = 52
+
+// cronJobRules are the rules of batch/v1 cronjobs.
+type cronJobRules struct {
+	now func() time.Time
+}
+
+var _ apiserver.Rules = cronJobRules{}
+
+func (cronJobRules) Default(obj runtime.Object) {
+	cj := obj.(*batchv1.CronJob)
+	s := &cj.Spec
+	if s.ConcurrencyPolicy == "" {
+		s.ConcurrencyPolicy = batchv1.AllowConcurrent
+	}
+	if s.Suspend == nil {
+		s.Suspend = new(false)
+	}
+	if s.SuccessfulJobsHistoryLimit == nil {
+		s.SuccessfulJobsHistoryLimit = new(int32(3))
+	}
+	if s.FailedJobsHistoryLimit == nil {
+		s.FailedJobsHistoryLimit = new(int32(1))
+	}
+	// Upstream defaults the job template's pods, not the job template
+	// itself: its spec shows no backoffLimit or completionMode.
+	core.DefaultPodTemplate(&s.JobTemplate.Spec.Template)
+}
+
+func (cronJobRules) PrepareForCreate(obj runtime.Object) {
+	obj.(*batchv1.CronJob).Status = batchv1.CronJobStatus{}
+}
+
+func (cronJobRules) PrepareForUpdate(obj, old runtime.Object) {
+	obj.(*batchv1.CronJob).Status = old.(*batchv1.CronJob).Status
+}
+
+func (cronJobRules) Validate(obj runtime.Object) field.ErrorList {
+	cj := obj.(*batchv1.CronJob)
+	errs := apivalidation.ValidateObjectMeta(&cj.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, metadataPath)
+	if len(cj.Name) > maxCronJobNameLength {
+		errs = append(errs, field.Invalid(metadataPath.Child("name"), cj.Name, fmt.Sprintf("must be no more than %d characters", maxCronJobNameLength)))
+	}
+	return append(errs, validateCronJobSpec(&cj.Spec, nil, specPath)...)
+}
+
+func (cronJobRules) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
+	cj, o := obj.(*batchv1.CronJob), old.(*batchv1.CronJob)
+	// No name length check: cronjobs named before it stay updatable.
+	errs := apivalidation.ValidateObjectMetaUpdate(&cj.ObjectMeta, &o.ObjectMeta, metadataPath)
+	return append(errs, validateCronJobSpec(&cj.Spec, &o.Spec, specPath)...)
+}
+
+// validateCronJobSpec checks a cronjob's spec; old is the stored spec on an
+// update, nil on a create.
+func validateCronJobSpec(s, old *batchv1.CronJobSpec, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	sp := fld.Child("schedule")
+	if s.Schedule == "" {
+		errs = append(errs, field.Required(sp, ""))
+	} else {
+		if _, err := ParseSchedule(s.Schedule); err != nil {
+			errs = append(errs, field.Invalid(sp, s.Schedule, err.Error()))
+		}
+		// The zone belongs in timeZone; a schedule stored with one
+		// before that rule may keep it.
+		hadTZ := old != nil && strings.Contains(old.Schedule, "TZ")
+		switch {
+		case hadTZ && strings.Contains(s.Schedule, "TZ") && s.TimeZone != nil:
+			errs = append(errs, field.Invalid(sp, s.Schedule, "cannot use both timeZone field and TZ or CRON_TZ in schedule"))
+		case !hadTZ && strings.Contains(s.Schedule, "TZ"):
+			errs = append(errs, field.Invalid(sp, s.Schedule, "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"))
+		}
+	}
+	errs = append(errs, nonNegative(s.StartingDeadlineSeconds, fld.Child("startingDeadlineSeconds"))...)
+	if old == nil || !equalStrings(old.TimeZone, s.TimeZone) {
+		errs = append(errs, validateTimeZone(s.TimeZone, fld.Child("timeZone"))...)
+	}
+	switch p := s.ConcurrencyPolicy; p {
+	case batchv1.AllowConcurrent, batchv1.ForbidConcurrent, batchv1.ReplaceConcurrent:
+	case "":
+		errs = append(errs, field.Required(fld.Child("concurrencyPolicy"), ""))
+	default:
+		errs = append(errs, field.NotSupported(fld.Child("concurrencyPolicy"), p, []batchv1.ConcurrencyPolicy{
+			batchv1.AllowConcurrent, batchv1.ForbidConcurrent, batchv1.ReplaceConcurrent}))
+	}
+
+	jt := fld.Child("jobTemplate")
+	errs = append(errs, metav1validation.ValidateLabels(s.JobTemplate.Labels, jt.Child("metadata", "labels"))...)
+	errs = append(errs, apivalidation.ValidateAnnotations(s.JobTemplate.Annotations, jt.Child("metadata", "annotations"))...)
+	js := &s.JobTemplate.Spec
+	errs = append(errs, validateJobTemplateSpec(js, jt.Child("spec"))...)
+	if js.Selector != nil {
+		errs = append(errs, field.Invalid(jt.Child("spec", "selector"), js.Selector, "`selector` will be auto-generated"))
+	}
+	if js.ManualSelector != nil && *js.ManualSelector {
+		errs = append(errs, field.NotSupported(jt.Child("spec", "manualSelector"), *js.ManualSelector, []string{"nil", "false"}))
+	}
+
+	errs = append(errs, nonNegative(s.SuccessfulJobsHistoryLimit, fld.Child("successfulJobsHistoryLimit"))...)
+	return append(errs, nonNegative(s.FailedJobsHistoryLimit, fld.Child("failedJobsHistoryLimit"))...)
+}
+
+// timeZonePart is what each /-separated part of a zone name may hold.
+var timeZonePart = regexp.MustCompile(`^[A-Za-z\.\-_0-9+]{1,14}$`)
+
+// validateTimeZone checks that tz, if set, names a zone of the IANA
+// database, which the hub carries built in.
+func validateTimeZone(tz *string, fld *field.Path) field.ErrorList {
+	if tz == nil {
+		return nil
+	}
+	if *tz == "" {
+		return field.ErrorList{field.Invalid(fld, *tz, "timeZone must be nil or non-empty string")}
+	}
+	for _, part := range strings.Split(*tz, "/") {
+		if part == "." || part == ".." || strings.HasPrefix(part, "-") || !timeZonePart.MatchString(part) {
+			return field.ErrorList{field.Invalid(fld, *tz, "unknown time zone "+*tz)}
+		}
+	}
+	if strings.EqualFold(*tz, "Local") {
+		return field.ErrorList{field.Invalid(fld, *tz, "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones")}
+	}
+	if _, err := time.LoadLocation(*tz); err != nil {
+		return field.ErrorList{field.Invalid(fld, *tz, err.Error())}
+	}
+	return nil
+}
+
+func equalStrings(a, b *string) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+func (cronJobRules) AllowCreateOnUpdate() bool { return false }
+
+func (cronJobRules) Fields(runtime.Object) fields.Set { return fields.Set{} }
+
+func (cronJobRules) Columns() []metav1.TableColumnDefinition {
+	spec, status := batchv1.CronJobSpec{}.SwaggerDoc(), batchv1.CronJobStatus{}.SwaggerDoc()
+	return []metav1.TableColumnDefinition{
+		nameColumn,
+		{Name: "Schedule", Type: "string", Description: spec["schedule"]},
+		{Name: "Timezone", Type: "string", Description: spec["timeZone"]},
+		{Name: "Suspend", Type: "boolean", Description: spec["suspend"]},
+		{Name: "Active", Type: "integer", Description: status["active"]},
+		{Name: "Last Schedule", Type: "string", Description: status["lastScheduleTime"]},
+		ageColumn,
+		containersColumn,
+		imagesColumn,
+		selectorColumn,
+	}
+}
+
+func (r cronJobRules) Row(obj runtime.Object) []interface{} {
+	cj := obj.(*batchv1.CronJob)
+	tz := "<none>"
+	if cj.Spec.TimeZone != nil {
+		tz = *cj.Spec.TimeZone
+	}
+	suspend := "<unset>"
+	if cj.Spec.Suspend != nil {
+		suspend = "False"
+		if *cj.Spec.Suspend {
+			suspend = "True"
+		}
+	}
+	last := "<none>"
+	if cj.Status.LastScheduleTime != nil {
+		last = age(r.now, *cj.Status.LastScheduleTime)
+	}
+	names, images := containerCells(cj.Spec.JobTemplate.Spec.Template.Spec.Containers)
+	return []interface{}{
+		cj.Name,
+		cj.Spec.Schedule,
+		tz,
+		suspend,
+		int64(len(cj.Status.Active)),
+		last,
+		age(r.now, cj.CreationTimestamp),
+		names,
+		images,
+		metav1.FormatLabelSelector(cj.Spec.JobTemplate.Spec.Selector),
+	}
+}
