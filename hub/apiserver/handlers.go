@@ -194,7 +194,11 @@ func (q *request) create() error {
 	if err != nil {
 		return err
 	}
-	created, err := q.s.createObject(q.ctx(), q.res, obj, q.r)
+	dry, err := dryRun(q.r)
+	if err != nil {
+		return err
+	}
+	created, err := q.s.createObject(q.ctx(), q.res, obj, dry)
 	if err != nil {
 		return err
 	}
@@ -203,11 +207,7 @@ func (q *request) create() error {
 
 // createObject runs the create path for obj: defaults, metadata,
 // validation, the namespace check and the store write.
-func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtime.Object, r *http.Request) (runtime.Object, error) {
-	dry, err := dryRun(r)
-	if err != nil {
-		return nil, err
-	}
+func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtime.Object, dry bool) (runtime.Object, error) {
 	m, _ := meta.Accessor(obj)
 	res.Rules.Default(obj)
 	if m.GetName() == "" && m.GetGenerateName() != "" {
@@ -324,7 +324,7 @@ func (s *Server) updateObject(ctx context.Context, res *resourceInfo, ns, name s
 			if err != nil {
 				return nil, 0, err
 			}
-			created, err := s.createObject(ctx, res, obj, r)
+			created, err := s.createObject(ctx, res, obj, dry)
 			if apierrors.IsAlreadyExists(err) && attempt < 10 {
 				continue
 			}

@@ -125,10 +125,11 @@ func newUID() types.UID {
 
 // partialMetadata returns the PartialObjectMetadata of obj for Tables.
 func partialMetadata(obj runtime.Object) *metav1.PartialObjectMetadata {
-	m, _ := meta.Accessor(obj)
 	pm := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"}}
-	if om, ok := m.(*metav1.ObjectMeta); ok {
-		pm.ObjectMeta = *om
+	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if om, ok := a.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			pm.ObjectMeta = *om
+		}
 	}
 	return pm
 }

@@ -24,7 +24,7 @@ import (
 // object per line, or length-prefixed protobuf WatchEvents.
 type watchWriter struct {
 	w       http.ResponseWriter
-	flusher http.Flusher
+	flusher *http.ResponseController
 	out     output
 	q       *request
 	first   bool // no Table columns sent yet
@@ -74,8 +74,7 @@ func (ww *watchWriter) send(typ watch.EventType, obj runtime.Object) error {
 			return err
 		}
 	}
-	ww.flusher.Flush()
-	return nil
+	return ww.flusher.Flush()
 }
 
 func (q *request) watch() error {
@@ -90,10 +89,8 @@ func (q *request) watch() error {
 	if out.info.MediaType == "application/yaml" {
 		out.info = mediaInfo(runtime.ContentTypeJSON)
 	}
-	flusher, ok := q.w.(http.Flusher)
-	if !ok {
-		return apierrors.NewInternalError(errors.New("streaming unsupported"))
-	}
+	// The controller reaches through wrappers (Unwrap) to the flusher.
+	flusher := http.NewResponseController(q.w)
 	ctx, stop := context.WithCancel(q.ctx())
 	defer stop()
 	go func(done <-chan struct{}) {
@@ -144,7 +141,9 @@ func (q *request) watch() error {
 		return storeError(err, q.res.gr, "")
 	}
 	q.w.WriteHeader(http.StatusOK)
-	flusher.Flush()
+	if err := flusher.Flush(); err != nil {
+		return nil // the connection cannot stream: nothing more to say on it
+	}
 	for _, obj := range initial {
 		if err := ww.send(watch.Added, obj); err != nil {
 			q.s.log.Debug("watch send", "err", err)

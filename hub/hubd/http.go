@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outpost-mesh/outpost/hub/apiserver/openapi"
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/internal/version"
 )
@@ -25,9 +26,9 @@ const (
 // readyTimeout bounds the store check of /readyz.
 const readyTimeout = 2 * time.Second
 
-// apiHandler serves the hub's HTTP API. Until the Kubernetes API lands it
-// answers the health endpoints and /version, and 404 for the rest; every
-// request needs a client certificate signed by the hub CA.
+// apiHandler serves the hub's HTTP API: the Kubernetes API under /api and
+// /apis, OpenAPI, the health endpoints and /version; every request needs a
+// client certificate signed by the hub CA.
 type apiHandler struct {
 	store store.Reader
 	roots *x509.CertPool
@@ -35,8 +36,14 @@ type apiHandler struct {
 	mux   *http.ServeMux
 }
 
-func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger) *apiHandler {
+func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger, api http.Handler, spec *openapi.Spec) *apiHandler {
 	h := &apiHandler{store: st, roots: roots, log: log, mux: http.NewServeMux()}
+	for _, p := range []string{"/api", "/api/", "/apis", "/apis/"} {
+		h.mux.Handle(p, api)
+	}
+	h.mux.HandleFunc("/openapi/v2", spec.ServeV2)
+	h.mux.HandleFunc("/openapi/v3", spec.ServeV3)
+	h.mux.HandleFunc("/openapi/v3/", spec.ServeV3)
 	h.mux.HandleFunc("/livez", h.health("livez", nil))
 	h.mux.HandleFunc("/readyz", h.health("readyz", h.checkStore))
 	h.mux.HandleFunc("/healthz", h.health("healthz", h.checkStore))

@@ -182,6 +182,21 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		}
 	}()
 
+	api, spec, err := newAPI(st, log)
+	if err != nil {
+		return err
+	}
+	if err := ensureNamespaces(ctx, api); err != nil {
+		return err
+	}
+	compactCtx, stopCompact := context.WithCancel(ctx)
+	compactDone := make(chan struct{})
+	go func() {
+		defer close(compactDone)
+		compactLoop(compactCtx, st, compactInterval, log)
+	}()
+	defer func() { stopCompact(); <-compactDone }()
+
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", h.cfg.APIAddr)
 	if err != nil {
@@ -195,7 +210,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	}
 
 	srv := &http.Server{
-		Handler: newAPIHandler(st, certs.CAPool, log),
+		Handler: newAPIHandler(st, certs.CAPool, log, api, spec),
 		TLSConfig: &tls.Config{
 			Certificates: []tls.Certificate{certs.Serving},
 			// Ask for a client certificate but verify it in the handler,
@@ -224,6 +239,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	log.Info("hub stopping")
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	api.Shutdown() // end watches, or Shutdown would wait for them
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		log.Warn("api server did not drain in time; closing connections", "err", err)
 		srv.Close()

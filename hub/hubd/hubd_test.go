@@ -188,7 +188,7 @@ func TestHub(t *testing.T) {
 	})
 
 	t.Run("not found", func(t *testing.T) {
-		for _, path := range []string{"/", "/api", "/apis/apps/v1", "/healthz/extra"} {
+		for _, path := range []string{"/", "/apis/nogroup/v1", "/api/v1/nothings", "/healthz/extra"} {
 			code, ctype, body := get(t, admin, server+path)
 			if code != http.StatusNotFound || ctype != "application/json" {
 				t.Errorf("GET %s = %d %s, want 404 application/json", path, code, ctype)

@@ -1,0 +1,94 @@
+package hubd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/apiserver/openapi"
+	"github.com/outpost-mesh/outpost/hub/registry/apps"
+	"github.com/outpost-mesh/outpost/hub/registry/batch"
+	"github.com/outpost-mesh/outpost/hub/registry/coordination"
+	"github.com/outpost-mesh/outpost/hub/registry/core"
+	"github.com/outpost-mesh/outpost/hub/registry/discovery"
+	"github.com/outpost-mesh/outpost/hub/registry/events"
+	"github.com/outpost-mesh/outpost/hub/store"
+)
+
+// defaultNamespaces exist from the first start, as on any cluster.
+var defaultNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
+
+// resources returns every resource the hub serves.
+func resources() []apiserver.Resource {
+	var rs []apiserver.Resource
+	for _, group := range [][]apiserver.Resource{
+		core.Resources(), apps.Resources(), batch.Resources(),
+		coordination.Resources(), discovery.Resources(), events.Resources(),
+	} {
+		rs = append(rs, group...)
+	}
+	return rs
+}
+
+// newAPI builds the Kubernetes API server and its OpenAPI documents over st.
+func newAPI(st store.Store, log *slog.Logger) (*apiserver.Server, *openapi.Spec, error) {
+	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(), Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	spec, err := openapi.New(api.OpenAPIKinds())
+	if err != nil {
+		return nil, nil, fmt.Errorf("build openapi: %w", err)
+	}
+	return api, spec, nil
+}
+
+// ensureNamespaces creates the default namespaces that are missing.
+func ensureNamespaces(ctx context.Context, api *apiserver.Server) error {
+	var objs []runtime.Object
+	for _, ns := range defaultNamespaces {
+		objs = append(objs, &corev1.Namespace{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+			ObjectMeta: metav1.ObjectMeta{Name: ns},
+		})
+	}
+	return api.Ensure(ctx, objs...)
+}
+
+// compactInterval is how often the hub drops old store history, as
+// kube-apiserver does every five minutes: each round compacts to the
+// revision current at the previous round, so clients always have at least
+// one interval to resume a watch.
+const compactInterval = 5 * time.Minute
+
+// compactLoop compacts st until ctx ends.
+func compactLoop(ctx context.Context, st store.Store, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var prev int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cur, err := st.Revision(ctx)
+		if err != nil {
+			continue
+		}
+		if prev > 0 {
+			if err := st.Compact(ctx, prev); err != nil && ctx.Err() == nil {
+				log.Warn("store compaction failed", "revision", prev, "err", err)
+			} else {
+				log.Debug("store compacted", "revision", prev)
+			}
+		}
+		prev = cur
+	}
+}
