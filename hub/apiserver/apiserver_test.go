@@ -247,3 +247,4 @@ func TestInformerSeesChanges(t *testing.T) {
 	cancel()
 	f.Shutdown()
 }
+
