@@ -22,5 +22,6 @@ func newBenchCmd() *cobra.Command {
 	}
 	// Benchmarks, one subcommand each.
 	cmd.AddCommand(newBenchStoreCmd()) // bench_store.go: outpost bench store
+	cmd.AddCommand(newBenchAPICmd())   // bench_api.go: outpost bench api
 	return cmd
 }

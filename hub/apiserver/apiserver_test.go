@@ -247,4 +247,3 @@ func TestInformerSeesChanges(t *testing.T) {
 	cancel()
 	f.Shutdown()
 }
-
