@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -116,4 +117,8 @@ func verb(r *http.Request, ri requestInfo) string {
 	return ""
 }
 
-func isTrue(s string) bool { return s == "true" || s == "1" }
+// isTrue parses a boolean query parameter as upstream does.
+func isTrue(s string) bool {
+	b, err := strconv.ParseBool(s)
+	return err == nil && b
+}

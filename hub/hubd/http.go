@@ -36,8 +36,9 @@ type apiHandler struct {
 	mux   *http.ServeMux
 }
 
-func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger, api http.Handler, spec *openapi.Spec) *apiHandler {
+func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger, api http.Handler, spec *openapi.Spec, metrics http.Handler) *apiHandler {
 	h := &apiHandler{store: st, roots: roots, log: log, mux: http.NewServeMux()}
+	h.mux.Handle("/metrics", metrics)
 	for _, p := range []string{"/api", "/api/", "/apis", "/apis/"} {
 		h.mux.Handle(p, api)
 	}

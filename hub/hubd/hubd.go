@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outpost-mesh/outpost/hub/metrics"
 	"github.com/outpost-mesh/outpost/hub/pki"
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/hub/store/badgerstore"
@@ -176,6 +177,8 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	mets := metrics.New()
+	st = mets.InstrumentStore(st)
 	defer func() {
 		if cerr := st.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
@@ -210,7 +213,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	}
 
 	srv := &http.Server{
-		Handler: newAPIHandler(st, certs.CAPool, log, api, spec),
+		Handler: newAPIHandler(st, certs.CAPool, log, mets.Middleware(api), spec, mets.Handler()),
 		TLSConfig: &tls.Config{
 			Certificates: []tls.Certificate{certs.Serving},
 			// Ask for a client certificate but verify it in the handler,
