@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -221,7 +222,7 @@ func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtim
 	m.SetDeletionGracePeriodSeconds(nil)
 	m.SetManagedFields(nil)
 	m.SetSelfLink("")
-	if hasSpec(obj) {
+	if res.Generation {
 		m.SetGeneration(1)
 	} else {
 		m.SetGeneration(0)
@@ -363,6 +364,12 @@ func (s *Server) updateObject(ctx context.Context, res *resourceInfo, ns, name s
 		if dry {
 			return obj, http.StatusOK, nil
 		}
+		// An update that changes nothing writes nothing, as upstream: no
+		// new resourceVersion, no event for watchers.
+		m.SetResourceVersion(om(old).GetResourceVersion())
+		if apiequality.Semantic.DeepEqual(obj, old) {
+			return old, http.StatusOK, nil
+		}
 		data, err := res.encode(obj)
 		if err != nil {
 			return nil, 0, apierrors.NewInternalError(err)
@@ -416,7 +423,7 @@ func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind 
 		m.SetDeletionGracePeriodSeconds(nil)
 	}
 	m.SetGeneration(om.GetGeneration())
-	if kind == updateMain && hasSpec(obj) && specChanged(obj, old) {
+	if kind == updateMain && res.Generation && specChanged(obj, old) {
 		m.SetGeneration(om.GetGeneration() + 1)
 	}
 	if m.GetResourceVersion() == "" {
@@ -433,6 +440,11 @@ func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind 
 		return invalid(res, m.GetName(), errs)
 	}
 	return nil
+}
+
+func om(obj runtime.Object) metav1.Object {
+	m, _ := meta.Accessor(obj)
+	return m
 }
 
 // reflectCopy sets *dst to *src for two pointers to the same struct type.

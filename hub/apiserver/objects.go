@@ -99,8 +99,6 @@ func specChanged(obj, old runtime.Object) bool {
 	return false
 }
 
-// hasSpec reports whether the kind has a spec (and so a generation).
-func hasSpec(obj runtime.Object) bool { return structField(obj, "Spec").IsValid() }
 
 // randomSuffix returns n characters for generateName, from the alphabet
 // upstream uses (no vowels, no confusable digits).

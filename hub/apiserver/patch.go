@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"mime"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 )
@@ -82,12 +84,16 @@ func applyPatch(res *resourceInfo, pt types.PatchType, old runtime.Object, patch
 	cur := buf.Bytes()
 	var out []byte
 	var err error
+	if !json.Valid(patch) {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the patch is not valid JSON: %s", truncate(patch, 200)))
+	}
 	switch pt {
 	case types.JSONPatchType:
-		var p jsonpatch.Patch
-		if p, err = jsonpatch.DecodePatch(patch); err == nil {
-			out, err = p.Apply(cur)
+		p, derr := jsonpatch.DecodePatch(patch)
+		if derr != nil {
+			return nil, apierrors.NewBadRequest(derr.Error())
 		}
+		out, err = p.Apply(cur)
 	case types.MergePatchType:
 		out, err = jsonpatch.MergePatch(cur, patch)
 	case types.StrategicMergePatchType:
@@ -95,7 +101,14 @@ func applyPatch(res *resourceInfo, pt types.PatchType, old runtime.Object, patch
 	}
 	if err != nil {
 		// Upstream answers a patch that cannot be applied with 422.
-		return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", res.gr, "", fmt.Sprintf("the patch could not be applied: %v", err), 0, false)
+		return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
 	}
 	return out, nil
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
 }

@@ -27,6 +27,9 @@ type Resource struct {
 	// the object's Status field, and updates of the main resource keep the
 	// stored Status.
 	Status bool
+	// Generation makes metadata.generation count changes of everything but
+	// metadata and status (1 on create), as upstream does for workloads.
+	Generation bool
 	// Scale serves the scale subresource (autoscaling/v1 Scale), or nil.
 	Scale *ScaleRules
 	// Rules are the resource's defaults, validation, fields and columns.

@@ -32,6 +32,7 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 			New:          func() runtime.Object { return &batchv1.Job{} },
 			NewList:      func() runtime.Object { return &batchv1.JobList{} },
 			Status:       true,
+			Generation:   true,
 			Rules:        jobRules{now: now},
 		},
 		{
@@ -45,6 +46,7 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 			New:          func() runtime.Object { return &batchv1.CronJob{} },
 			NewList:      func() runtime.Object { return &batchv1.CronJobList{} },
 			Status:       true,
+			Generation:   true,
 			Rules:        cronJobRules{now: now},
 		},
 	}
