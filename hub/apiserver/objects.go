@@ -99,7 +99,6 @@ func specChanged(obj, old runtime.Object) bool {
 	return false
 }
 
-
 // randomSuffix returns n characters for generateName, from the alphabet
 // upstream uses (no vowels, no confusable digits).
 func randomSuffix(n int) string {
