@@ -56,6 +56,8 @@ type Server struct {
 	// groups lists the served group versions in discovery order.
 	groups   []schema.GroupVersion
 	inflight chan struct{}
+	// events shares encoded watch events between watchers.
+	events *eventCache
 	// stop ends every watch when Shutdown closes it.
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -102,6 +104,7 @@ func New(cfg Config) (*Server, error) {
 		byGVR:    map[schema.GroupVersionResource]*resourceInfo{},
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 		stop:     make(chan struct{}),
+		events:   newEventCache(4096),
 	}
 	seen := map[schema.GroupVersion]bool{}
 	for i := range cfg.Resources {

@@ -3,9 +3,9 @@ package apiserver
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -21,16 +21,37 @@ import (
 )
 
 // watchWriter writes watch events in the negotiated framing: one JSON
-// object per line, or length-prefixed protobuf WatchEvents.
+// object per line, or length-prefixed protobuf WatchEvents. Writes are
+// buffered by the connection until flush, which the watch calls once per
+// batch of events rather than once per event.
 type watchWriter struct {
 	w       http.ResponseWriter
 	flusher *http.ResponseController
 	out     output
 	q       *request
 	first   bool // no Table columns sent yet
+	// enc encodes objects of the watched resource; streamEnc the
+	// protobuf WatchEvent envelope.
+	enc       runtime.Encoder
+	streamEnc runtime.Encoder
+	frames    io.Writer
+	line      []byte
 }
 
-func (ww *watchWriter) send(typ watch.EventType, obj runtime.Object) error {
+func newWatchWriter(q *request, out output) *watchWriter {
+	ww := &watchWriter{
+		w: q.w, flusher: http.NewResponseController(q.w), out: out, q: q, first: true,
+		enc: codecs.EncoderForVersion(out.info.Serializer, q.res.GroupVersion),
+	}
+	if out.info.MediaType != runtime.ContentTypeJSON && out.info.StreamSerializer != nil {
+		ww.streamEnc = codecs.EncoderForVersion(out.info.StreamSerializer.Serializer, schema.GroupVersion{Version: "v1"})
+		ww.frames = out.info.StreamSerializer.Framer.NewFrameWriter(q.w)
+	}
+	return ww
+}
+
+// sendObject encodes and writes one event (as a Table row when asked).
+func (ww *watchWriter) sendObject(typ watch.EventType, obj runtime.Object) error {
 	if ww.out.table && typ != watch.Bookmark && typ != watch.Error {
 		t, err := ww.q.table(obj)
 		if err != nil {
@@ -47,34 +68,59 @@ func (ww *watchWriter) send(typ watch.EventType, obj runtime.Object) error {
 	if err := codecs.EncoderForVersion(ww.out.info.Serializer, gvOrDefault(obj, gv)).Encode(obj, &raw); err != nil {
 		return err
 	}
-	if ww.out.info.MediaType == runtime.ContentTypeJSON {
-		line, err := json.Marshal(struct {
-			Type   watch.EventType `json:"type"`
-			Object json.RawMessage `json:"object"`
-		}{typ, bytes.TrimSpace(raw.Bytes())})
+	b := raw.Bytes()
+	if ww.streamEnc == nil {
+		b = bytes.TrimSpace(b) // JSON ends with a newline; protobuf bytes are kept whole
+	}
+	return ww.sendRaw(typ, b)
+}
+
+// sendRaw writes one event whose object is already encoded.
+func (ww *watchWriter) sendRaw(typ watch.EventType, raw []byte) error {
+	if ww.streamEnc == nil {
+		ww.line = append(ww.line[:0], `{"type":"`...)
+		ww.line = append(ww.line, typ...)
+		ww.line = append(ww.line, `","object":`...)
+		ww.line = append(ww.line, raw...)
+		ww.line = append(ww.line, "}\n"...)
+		_, err := ww.w.Write(ww.line)
+		return err
+	}
+	var buf bytes.Buffer
+	ev := &metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: raw}}
+	if err := ww.streamEnc.Encode(ev, &buf); err != nil {
+		return err
+	}
+	_, err := ww.frames.Write(buf.Bytes())
+	return err
+}
+
+func (ww *watchWriter) flush() error { return ww.flusher.Flush() }
+
+// sendStoreEvent writes the event a store change is for this watch, if any.
+// Without selectors or Tables every watcher sends the same bytes, encoded
+// once for all of them.
+func (ww *watchWriter) sendStoreEvent(ev store.Event, o listOptions) error {
+	q := ww.q
+	if !ww.out.table && o.label.Empty() && o.field.Empty() {
+		typ, deleted := watch.Modified, false
+		switch {
+		case ev.Type == store.EventDelete:
+			typ, deleted = watch.Deleted, true
+		case ev.IsCreate():
+			typ = watch.Added
+		}
+		raw, err := q.s.encodedEventObject(q.res, ev, deleted, ww.enc, ww.out.info.MediaType)
 		if err != nil {
 			return err
 		}
-		line = append(line, '\n')
-		if _, err := ww.w.Write(line); err != nil {
-			return err
-		}
-	} else {
-		stream := ww.out.info.StreamSerializer
-		if stream == nil {
-			return fmt.Errorf("no stream serializer for %s", ww.out.info.MediaType)
-		}
-		ev := &metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: raw.Bytes()}}
-		var buf bytes.Buffer
-		if err := codecs.EncoderForVersion(stream.Serializer, schema.GroupVersion{Version: "v1"}).Encode(ev, &buf); err != nil {
-			return err
-		}
-		fw := stream.Framer.NewFrameWriter(ww.w)
-		if _, err := fw.Write(buf.Bytes()); err != nil {
-			return err
-		}
+		return ww.sendRaw(typ, raw)
 	}
-	return ww.flusher.Flush()
+	typ, obj, err := q.translate(ev, o)
+	if err != nil || obj == nil {
+		return err
+	}
+	return ww.sendObject(typ, obj)
 }
 
 func (q *request) watch() error {
@@ -89,8 +135,6 @@ func (q *request) watch() error {
 	if out.info.MediaType == "application/yaml" {
 		out.info = mediaInfo(runtime.ContentTypeJSON)
 	}
-	// The controller reaches through wrappers (Unwrap) to the flusher.
-	flusher := http.NewResponseController(q.w)
 	ctx, stop := context.WithCancel(q.ctx())
 	defer stop()
 	go func(done <-chan struct{}) {
@@ -129,23 +173,24 @@ func (q *request) watch() error {
 		ct += ";as=Table;v=v1;g=meta.k8s.io"
 	}
 	q.w.Header().Set("Content-Type", ct)
-	ww := &watchWriter{w: q.w, flusher: flusher, out: out, q: q, first: true}
+	ww := newWatchWriter(q, out)
 	if err != nil {
 		// Upstream answers a watch from a compacted revision with 200 and
 		// an ERROR event carrying 410 Gone, which reflectors act on.
 		if errors.Is(err, store.ErrCompacted) {
 			q.w.WriteHeader(http.StatusOK)
-			ww.send(watch.Error, toStatus(apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d", from))))
+			ww.sendObject(watch.Error, toStatus(apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d", from))))
+			ww.flush()
 			return nil
 		}
 		return storeError(err, q.res.gr, "")
 	}
 	q.w.WriteHeader(http.StatusOK)
-	if err := flusher.Flush(); err != nil {
+	if err := ww.flush(); err != nil {
 		return nil // the connection cannot stream: nothing more to say on it
 	}
 	for _, obj := range initial {
-		if err := ww.send(watch.Added, obj); err != nil {
+		if err := ww.sendObject(watch.Added, obj); err != nil {
 			q.s.log.Debug("watch send", "err", err)
 			return nil
 		}
@@ -153,10 +198,13 @@ func (q *request) watch() error {
 	if o.initialEvent {
 		bm := q.bookmark(from)
 		bm.(metav1.Object).SetAnnotations(map[string]string{"k8s.io/initial-events-end": "true"})
-		if err := ww.send(watch.Bookmark, bm); err != nil {
+		if err := ww.sendObject(watch.Bookmark, bm); err != nil {
 			q.s.log.Debug("watch send", "err", err)
 			return nil
 		}
+	}
+	if ww.flush() != nil {
+		return nil
 	}
 	ticker := time.NewTicker(q.s.cfg.BookmarkInterval)
 	defer ticker.Stop()
@@ -167,7 +215,7 @@ func (q *request) watch() error {
 			return nil
 		case <-ticker.C:
 			if o.bookmarks {
-				if ww.send(watch.Bookmark, q.bookmark(last)) != nil {
+				if ww.sendObject(watch.Bookmark, q.bookmark(last)) != nil || ww.flush() != nil {
 					return nil
 				}
 			}
@@ -177,22 +225,20 @@ func (q *request) watch() error {
 			}
 			if resp.Err != nil {
 				// Compacted or too slow: the client re-lists on 410.
-				ww.send(watch.Error, toStatus(apierrors.NewResourceExpired(fmt.Sprintf("watch ended: %v", resp.Err))))
+				ww.sendObject(watch.Error, toStatus(apierrors.NewResourceExpired(fmt.Sprintf("watch ended: %v", resp.Err))))
+				ww.flush()
 				return nil
 			}
 			for _, ev := range resp.Events {
 				last = ev.Revision()
-				typ, obj, err := q.translate(ev, o)
-				if err != nil {
-					ww.send(watch.Error, toStatus(apierrors.NewInternalError(err)))
+				if err := ww.sendStoreEvent(ev, o); err != nil {
+					ww.sendObject(watch.Error, toStatus(apierrors.NewInternalError(err)))
+					ww.flush()
 					return nil
 				}
-				if obj == nil {
-					continue
-				}
-				if ww.send(typ, obj) != nil {
-					return nil
-				}
+			}
+			if ww.flush() != nil {
+				return nil
 			}
 		}
 	}
