@@ -11,7 +11,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/store"
 )
 
-// eventCache keeps the encoded objects of recent watch events, so that a
+// eventCache keeps the wire bytes of recent watch events, so that a
 // change seen by a hundred watchers is decoded and encoded once per
 // encoding, not a hundred times. Entries are immutable once stored.
 type eventCache struct {
@@ -53,10 +53,13 @@ func (c *eventCache) put(k eventKey, b []byte) {
 	c.order = append(c.order, k)
 }
 
-// encodedEventObject returns the encoded object a watch event carries for
-// ev: the new object, or with deleted the last object before a delete,
-// stamped with the delete's revision. The caller must not change the bytes.
-func (s *Server) encodedEventObject(res *resourceInfo, ev store.Event, deleted bool, enc runtime.Encoder, media string) ([]byte, error) {
+// encodedEvent returns the bytes on the wire of the watch event for ev in
+// media: the new object, or with deleted the last object before a delete
+// stamped with the delete's revision, encoded by enc and wrapped by
+// envelope. Every watcher without selectors sends these same bytes, so they
+// are built once. The caller must not change them.
+func (s *Server) encodedEvent(res *resourceInfo, ev store.Event, deleted bool, media string,
+	envelope func(raw []byte) ([]byte, error), enc runtime.Encoder) ([]byte, error) {
 	k := eventKey{rev: ev.Revision(), key: ev.KV.Key, media: media, deleted: deleted}
 	if b, ok := s.events.get(k); ok {
 		return b, nil
@@ -77,9 +80,13 @@ func (s *Server) encodedEventObject(res *resourceInfo, ev store.Event, deleted b
 	if err := enc.Encode(obj, &buf); err != nil {
 		return nil, err
 	}
-	b := buf.Bytes()
+	raw := buf.Bytes()
 	if media == runtime.ContentTypeJSON {
-		b = bytes.TrimSpace(b) // the trailing newline; protobuf bytes are kept whole
+		raw = bytes.TrimSpace(raw) // the trailing newline; protobuf bytes are kept whole
+	}
+	b, err := envelope(raw)
+	if err != nil {
+		return nil, err
 	}
 	s.events.put(k, b)
 	return b, nil

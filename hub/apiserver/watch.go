@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -34,8 +33,6 @@ type watchWriter struct {
 	// protobuf WatchEvent envelope.
 	enc       runtime.Encoder
 	streamEnc runtime.Encoder
-	frames    io.Writer
-	line      []byte
 }
 
 func newWatchWriter(q *request, out output) *watchWriter {
@@ -45,7 +42,6 @@ func newWatchWriter(q *request, out output) *watchWriter {
 	}
 	if out.info.MediaType != runtime.ContentTypeJSON && out.info.StreamSerializer != nil {
 		ww.streamEnc = codecs.EncoderForVersion(out.info.StreamSerializer.Serializer, schema.GroupVersion{Version: "v1"})
-		ww.frames = out.info.StreamSerializer.Framer.NewFrameWriter(q.w)
 	}
 	return ww
 }
@@ -77,22 +73,35 @@ func (ww *watchWriter) sendObject(typ watch.EventType, obj runtime.Object) error
 
 // sendRaw writes one event whose object is already encoded.
 func (ww *watchWriter) sendRaw(typ watch.EventType, raw []byte) error {
-	if ww.streamEnc == nil {
-		ww.line = append(ww.line[:0], `{"type":"`...)
-		ww.line = append(ww.line, typ...)
-		ww.line = append(ww.line, `","object":`...)
-		ww.line = append(ww.line, raw...)
-		ww.line = append(ww.line, "}\n"...)
-		_, err := ww.w.Write(ww.line)
+	b, err := ww.envelope(typ, raw)
+	if err != nil {
 		return err
+	}
+	_, err = ww.w.Write(b)
+	return err
+}
+
+// envelope returns the bytes on the wire of one event: a JSON line, or a
+// length-prefixed protobuf WatchEvent.
+func (ww *watchWriter) envelope(typ watch.EventType, raw []byte) ([]byte, error) {
+	if ww.streamEnc == nil {
+		line := make([]byte, 0, len(raw)+32)
+		line = append(line, `{"type":"`...)
+		line = append(line, typ...)
+		line = append(line, `","object":`...)
+		line = append(line, raw...)
+		return append(line, "}\n"...), nil
 	}
 	var buf bytes.Buffer
 	ev := &metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: raw}}
 	if err := ww.streamEnc.Encode(ev, &buf); err != nil {
-		return err
+		return nil, err
 	}
-	_, err := ww.frames.Write(buf.Bytes())
-	return err
+	var framed bytes.Buffer
+	if _, err := ww.out.info.StreamSerializer.Framer.NewFrameWriter(&framed).Write(buf.Bytes()); err != nil {
+		return nil, err
+	}
+	return framed.Bytes(), nil
 }
 
 func (ww *watchWriter) flush() error { return ww.flusher.Flush() }
@@ -110,11 +119,14 @@ func (ww *watchWriter) sendStoreEvent(ev store.Event, o listOptions) error {
 		case ev.IsCreate():
 			typ = watch.Added
 		}
-		raw, err := q.s.encodedEventObject(q.res, ev, deleted, ww.enc, ww.out.info.MediaType)
+		wire, err := q.s.encodedEvent(q.res, ev, deleted, ww.out.info.MediaType, func(raw []byte) ([]byte, error) {
+			return ww.envelope(typ, raw)
+		}, ww.enc)
 		if err != nil {
 			return err
 		}
-		return ww.sendRaw(typ, raw)
+		_, err = ww.w.Write(wire)
+		return err
 	}
 	typ, obj, err := q.translate(ev, o)
 	if err != nil || obj == nil {
