@@ -59,6 +59,7 @@ fmt-check:
 bench: build
 	mkdir -p $(BENCH_DIR)
 	bin/outpost bench store $(BENCH_STORE_ARGS)
+	bin/outpost bench api --out $(BENCH_DIR)/api.json
 
 # Edge gateways are ARM; the binaries are static (CGO_ENABLED=0) and
 # stripped.
