@@ -2,12 +2,15 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver/openapi"
+	"github.com/outpost-mesh/outpost/hub/store"
 )
 
 // Ensure creates each object that does not exist yet, through the same
@@ -24,6 +27,15 @@ func (s *Server) Ensure(ctx context.Context, objs ...runtime.Object) error {
 		}
 		if res == nil {
 			return fmt.Errorf("ensure %s: not a served kind", gvk)
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return fmt.Errorf("ensure %s: %w", gvk.Kind, err)
+		}
+		if _, err := s.store.Get(ctx, res.key(m.GetNamespace(), m.GetName()), 0); err == nil {
+			continue // exists: leave it as it is
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("ensure %s %s: %w", gvk.Kind, m.GetName(), err)
 		}
 		if _, err := s.createObject(ctx, res, obj.DeepCopyObject(), false); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("ensure %s: %w", gvk.Kind, err)

@@ -125,6 +125,7 @@ func (s *Server) deleteObject(ctx context.Context, res *resourceInfo, ns, name s
 				}
 				return nil, false, storeError(err, res.gr, name)
 			}
+			s.releaseHeld(ctx, res, obj)
 			return obj, true, nil
 		}
 		// Mark: deletionTimestamp (now + grace), shortened but never
@@ -174,6 +175,9 @@ func (s *Server) deleteNamespaceContents(ctx context.Context, ns string) error {
 			for _, kv := range page.KVs {
 				if _, _, err := s.store.Delete(ctx, kv.Key, 0); err != nil && !errors.Is(err, store.ErrNotFound) {
 					return storeError(err, res.gr, kv.Key)
+				}
+				if obj, err := res.decode(kv); err == nil {
+					s.releaseHeld(ctx, res, obj)
 				}
 			}
 			if !page.More {

@@ -238,12 +238,19 @@ func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtim
 	if dry {
 		return obj, nil
 	}
+	key := res.key(m.GetNamespace(), m.GetName())
+	release, err := s.assign(ctx, res, obj, key)
+	if err != nil {
+		return nil, err
+	}
 	data, err := res.encode(obj)
 	if err != nil {
+		release()
 		return nil, apierrors.NewInternalError(err)
 	}
-	kv, err := s.store.Create(ctx, res.key(m.GetNamespace(), m.GetName()), data)
+	kv, err := s.store.Create(ctx, key, data)
 	if err != nil {
+		release()
 		return nil, storeError(err, res.gr, m.GetName())
 	}
 	m.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
@@ -359,6 +366,7 @@ func (s *Server) updateObject(ctx context.Context, res *resourceInfo, ns, name s
 			if err != nil {
 				return nil, 0, storeError(err, res.gr, name)
 			}
+			s.releaseHeld(ctx, res, old)
 			return obj, http.StatusOK, nil
 		}
 		if dry {

@@ -104,3 +104,17 @@ type ScaleRules struct {
 	// Set sets spec.replicas.
 	Set func(obj runtime.Object, replicas int32)
 }
+
+// Allocator is implemented by rules of resources whose objects hold values
+// that must be unique across the resource, such as a service's cluster IP.
+// On create, after validation, the machinery calls Assign, which fills in
+// the values obj lacks and reserves every value obj holds through reserve;
+// reserve reports false when another object holds the value. The machinery
+// records reservations in the store and releases them when the object is
+// deleted or its create fails.
+type Allocator interface {
+	// Assign fills in and reserves obj's unique values.
+	Assign(obj runtime.Object, reserve func(value string) (bool, error)) error
+	// Held returns the unique values obj holds.
+	Held(obj runtime.Object) []string
+}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/apiserver/openapi"
@@ -59,6 +60,22 @@ func ensureNamespaces(ctx context.Context, api *apiserver.Server) error {
 		})
 	}
 	return api.Ensure(ctx, objs...)
+}
+
+// ensureKubernetesService creates the `kubernetes` service in default
+// that points in-cluster clients at the API, as every cluster has, with the
+// first cluster IP.
+func ensureKubernetesService(ctx context.Context, api *apiserver.Server, apiPort int32) error {
+	ip := core.ServiceCIDR.Masked().Addr().Next().String()
+	return api.Ensure(ctx, &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
+			Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: ip, ClusterIPs: []string{ip},
+			Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(apiPort)}},
+		},
+	})
 }
 
 // compactInterval is how often the hub drops old store history, as

@@ -207,6 +207,9 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	}
 	defer ln.Close() // Serve owns it once started; closing twice is harmless
 	addr := ln.Addr().String()
+	if err := ensureKubernetesService(ctx, api, int32(ln.Addr().(*net.TCPAddr).Port)); err != nil {
+		return err
+	}
 	server := "https://" + clientAddr(h.cfg.APIAddr, ln.Addr())
 	if err := pki.WriteKubeconfig(h.kubeconfig, certs.AdminKubeconfig(server)); err != nil {
 		return err

@@ -36,7 +36,7 @@ func serviceResource(now func() time.Time) apiserver.Resource {
 		New:          func() runtime.Object { return &corev1.Service{} },
 		NewList:      func() runtime.Object { return &corev1.ServiceList{} },
 		Status:       true,
-		Rules: statusRules[*corev1.Service]{
+		Rules: serviceRules{statusRules[*corev1.Service]{
 			rules: &rules[*corev1.Service]{
 				now:            now,
 				defaults:       defaultService,
@@ -49,7 +49,7 @@ func serviceResource(now func() time.Time) apiserver.Resource {
 				row:            serviceRow,
 			},
 			validateStatus: validateServiceStatusUpdate,
-		},
+		}},
 	}
 }
 
