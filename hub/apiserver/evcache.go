@@ -2,7 +2,9 @@ package apiserver
 
 import (
 	"bytes"
+	"io"
 	"strconv"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -59,7 +61,7 @@ func (c *eventCache) put(k eventKey, b []byte) {
 // envelope. Every watcher without selectors sends these same bytes, so they
 // are built once. The caller must not change them.
 func (s *Server) encodedEvent(res *resourceInfo, ev store.Event, deleted bool, media string,
-	envelope func(raw []byte) ([]byte, error), enc runtime.Encoder) ([]byte, error) {
+	envelope func(raw []byte) ([]byte, error), encode func(runtime.Object, io.Writer) error) ([]byte, error) {
 	k := eventKey{rev: ev.Revision(), key: ev.KV.Key, media: media, deleted: deleted}
 	if b, ok := s.events.get(k); ok {
 		return b, nil
@@ -77,11 +79,11 @@ func (s *Server) encodedEvent(res *resourceInfo, ev store.Event, deleted bool, m
 		m.SetResourceVersion(strconv.FormatInt(ev.Revision(), 10))
 	}
 	var buf bytes.Buffer
-	if err := enc.Encode(obj, &buf); err != nil {
+	if err := encode(obj, &buf); err != nil {
 		return nil, err
 	}
 	raw := buf.Bytes()
-	if media == runtime.ContentTypeJSON {
+	if strings.HasPrefix(media, runtime.ContentTypeJSON) {
 		raw = bytes.TrimSpace(raw) // the trailing newline; protobuf bytes are kept whole
 	}
 	b, err := envelope(raw)

@@ -82,8 +82,13 @@ func (q *request) respond(code int, obj runtime.Object) error {
 	for _, w := range q.warnings {
 		q.w.Header().Add("Warning", fmt.Sprintf("299 - %q", w))
 	}
-	if out.table {
+	switch {
+	case out.table:
 		if obj, err = q.table(obj); err != nil {
+			return err
+		}
+	case out.partial:
+		if obj, err = partialOf(obj); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,20 @@ import (
 type output struct {
 	info  runtime.SerializerInfo
 	table bool // as=Table;g=meta.k8s.io;v=v1
+	// partial serves metadata only: as=PartialObjectMetadata (or its List)
+	// in meta.k8s.io/v1, as metadata informers ask.
+	partial bool
+}
+
+// asParam returns the Content-Type parameters of out's form.
+func (o output) asParam() string {
+	switch {
+	case o.table:
+		return ";as=Table;v=v1;g=meta.k8s.io"
+	case o.partial:
+		return ";as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
+	}
+	return ""
 }
 
 // negotiate picks the response encoding from the Accept header, as
@@ -34,6 +48,11 @@ func negotiate(r *http.Request, tableOK bool) (output, error) {
 			if as == "Table" && tableOK && params["g"] == "meta.k8s.io" && params["v"] == "v1" {
 				if info, ok := lookupInfo(mt); ok {
 					return output{info: info, table: true}, nil
+				}
+			}
+			if (as == "PartialObjectMetadata" || as == "PartialObjectMetadataList") && params["g"] == "meta.k8s.io" && params["v"] == "v1" {
+				if info, ok := lookupInfo(mt); ok {
+					return output{info: info, partial: true}, nil
 				}
 			}
 			continue // PartialObjectMetadata and older Table versions: not offered

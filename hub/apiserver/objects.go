@@ -133,3 +133,24 @@ func partialMetadata(obj runtime.Object) *metav1.PartialObjectMetadata {
 
 // structPtr returns the struct obj points to, settable.
 func structPtr(obj runtime.Object) reflect.Value { return reflect.ValueOf(obj).Elem() }
+
+// partialOf returns the metadata-only form of an object or list.
+func partialOf(obj runtime.Object) (runtime.Object, error) {
+	if !meta.IsListType(obj) {
+		return partialMetadata(obj), nil
+	}
+	items, err := meta.ExtractList(obj)
+	if err != nil {
+		return nil, err
+	}
+	lm, _ := meta.ListAccessor(obj)
+	list := &metav1.PartialObjectMetadataList{
+		TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadataList"},
+		ListMeta: metav1.ListMeta{ResourceVersion: lm.GetResourceVersion(), Continue: lm.GetContinue(), RemainingItemCount: lm.GetRemainingItemCount()},
+		Items:    make([]metav1.PartialObjectMetadata, 0, len(items)),
+	}
+	for _, item := range items {
+		list.Items = append(list.Items, *partialMetadata(item))
+	}
+	return list, nil
+}

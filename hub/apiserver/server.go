@@ -218,10 +218,7 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, o
 		http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	ct := o.info.MediaType
-	if o.table {
-		ct += ";as=Table;v=v1;g=meta.k8s.io"
-	}
+	ct := o.info.MediaType + o.asParam()
 	w.Header().Set("Content-Type", ct)
 	w.WriteHeader(code)
 	w.Write(buf.Bytes())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -48,6 +49,9 @@ func newWatchWriter(q *request, out output) *watchWriter {
 
 // sendObject encodes and writes one event (as a Table row when asked).
 func (ww *watchWriter) sendObject(typ watch.EventType, obj runtime.Object) error {
+	if ww.out.partial && typ != watch.Error {
+		obj = partialMetadata(obj)
+	}
 	if ww.out.table && typ != watch.Bookmark && typ != watch.Error {
 		t, err := ww.q.table(obj)
 		if err != nil {
@@ -106,6 +110,16 @@ func (ww *watchWriter) envelope(typ watch.EventType, raw []byte) ([]byte, error)
 
 func (ww *watchWriter) flush() error { return ww.flusher.Flush() }
 
+// encode writes the encoded object of a store event: the object, or its
+// metadata for a metadata-only watch.
+func (ww *watchWriter) encode(obj runtime.Object, w io.Writer) error {
+	if ww.out.partial {
+		pm := partialMetadata(obj)
+		return codecs.EncoderForVersion(ww.out.info.Serializer, metav1.SchemeGroupVersion).Encode(pm, w)
+	}
+	return ww.enc.Encode(obj, w)
+}
+
 // sendStoreEvent writes the event a store change is for this watch, if any.
 // Without selectors or Tables every watcher sends the same bytes, encoded
 // once for all of them.
@@ -119,9 +133,9 @@ func (ww *watchWriter) sendStoreEvent(ev store.Event, o listOptions) error {
 		case ev.IsCreate():
 			typ = watch.Added
 		}
-		wire, err := q.s.encodedEvent(q.res, ev, deleted, ww.out.info.MediaType, func(raw []byte) ([]byte, error) {
+		wire, err := q.s.encodedEvent(q.res, ev, deleted, ww.out.info.MediaType+ww.out.asParam(), func(raw []byte) ([]byte, error) {
 			return ww.envelope(typ, raw)
-		}, ww.enc)
+		}, ww.encode)
 		if err != nil {
 			return err
 		}
@@ -180,10 +194,7 @@ func (q *request) watch() error {
 		from, _ = strconv.ParseInt(o.rv, 10, 64)
 	}
 	events, err := q.s.store.Watch(ctx, q.res.listPrefix(q.ri.namespace), from)
-	ct := out.info.MediaType
-	if out.table {
-		ct += ";as=Table;v=v1;g=meta.k8s.io"
-	}
+	ct := out.info.MediaType + out.asParam()
 	q.w.Header().Set("Content-Type", ct)
 	ww := newWatchWriter(q, out)
 	if err != nil {
