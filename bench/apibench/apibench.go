@@ -38,6 +38,10 @@ type Config struct {
 	// for built-in types by default (and so controllers and kubelets do):
 	// false.
 	JSON bool `json:"json"`
+	// MetadataWatchers makes the watchers metadata-only, as client-go's
+	// metadata informers are (garbage collection, namespace cleanup): the
+	// hub sends, and each watcher decodes, only object metadata: false.
+	MetadataWatchers bool `json:"metadata_watchers"`
 
 	// ReadyTimeout bounds the wait for the hub to print its KUBECONFIG
 	// export line: 60s.

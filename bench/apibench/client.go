@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -35,6 +36,7 @@ func loadConfig(path string, asJSON bool) (*rest.Config, error) {
 // and so one HTTP/2 connection, among every clientset of equal config.
 type client struct {
 	*kubernetes.Clientset
+	meta      metadata.Interface
 	transport *http.Transport
 }
 
@@ -56,12 +58,18 @@ func newClient(cfg *rest.Config) (*client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client transport: %w", err)
 	}
-	cs, err := kubernetes.NewForConfigAndClient(cfg, &http.Client{Transport: rt})
+	hc := &http.Client{Transport: rt}
+	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		tr.CloseIdleConnections()
 		return nil, fmt.Errorf("new clientset: %w", err)
 	}
-	return &client{Clientset: cs, transport: tr}, nil
+	mc, err := metadata.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		tr.CloseIdleConnections()
+		return nil, fmt.Errorf("new metadata client: %w", err)
+	}
+	return &client{Clientset: cs, meta: mc, transport: tr}, nil
 }
 
 // close closes the client's idle connections; call it once its requests

@@ -206,8 +206,12 @@ func (r *Report) Render(w io.Writer) error {
 	if c.JSON {
 		enc = "JSON"
 	}
-	fmt.Fprintf(&b, "%s pods (one busybox container, unscheduled) created in namespace %q by %d workers sharing one client; %d watchers, one client each; %s on the wire.\n",
-		report.Count(int64(c.Pods)), c.Namespace, c.Workers, c.Watchers, enc)
+	kind := "typed"
+	if c.MetadataWatchers {
+		kind = "metadata-only (PartialObjectMetadata)"
+	}
+	fmt.Fprintf(&b, "%s pods (one busybox container, unscheduled) created in namespace %q by %d workers sharing one client; %d %s watchers, one client each; %s on the wire.\n",
+		report.Count(int64(c.Pods)), c.Namespace, c.Workers, c.Watchers, kind, enc)
 	b.WriteString("Create latency is of each Create call, which returns once the pod is durable; watch delivery runs from just before the Create call to the decoded ADDED event.\n")
 	b.WriteString("Lists are timed with decoding, after the creates and while watchers may still be receiving. RSS and CPU are the hub process's, from /proc, at the end.\n")
 	b.WriteString("Client and hub share this machine's CPUs.\n")

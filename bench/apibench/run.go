@@ -214,7 +214,7 @@ func startWatchers(ctx context.Context, restCfg *rest.Config, cfg Config, rv str
 			return nil, stop, err
 		}
 		clients = append(clients, c)
-		w, err := startWatch(ctx, c, cfg.Namespace, rv, clk, sent)
+		w, err := startWatch(ctx, c, cfg.Namespace, rv, clk, sent, cfg.MetadataWatchers)
 		if err != nil {
 			return nil, stop, err
 		}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 )
 
 // watcher is one watch on the namespace's pods that records, for each pod
@@ -20,6 +21,7 @@ import (
 // run has returned.
 type watcher struct {
 	pods  typedcorev1.PodInterface
+	meta  metadata.ResourceInterface // set for metadata-only watches
 	clk   clock
 	sent  sendTimes
 	n     int      // pods that may be created
@@ -38,7 +40,7 @@ type watcher struct {
 // startWatch opens a watch from resourceVersion rv and returns a watcher
 // reading it, which counts no event before the watch was open. Call run
 // next.
-func startWatch(ctx context.Context, c *client, namespace, rv string, clk clock, sent sendTimes) (*watcher, error) {
+func startWatch(ctx context.Context, c *client, namespace, rv string, clk clock, sent sendTimes, metadataOnly bool) (*watcher, error) {
 	w := &watcher{
 		pods: c.CoreV1().Pods(namespace),
 		clk:  clk,
@@ -46,6 +48,9 @@ func startWatch(ctx context.Context, c *client, namespace, rv string, clk clock,
 		n:    len(sent),
 		seen: make([]uint64, (len(sent)+63)/64),
 		rv:   rv,
+	}
+	if metadataOnly {
+		w.meta = c.meta.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(namespace)
 	}
 	var err error
 	if w.first, err = w.open(ctx); err != nil {
@@ -55,7 +60,14 @@ func startWatch(ctx context.Context, c *client, namespace, rv string, clk clock,
 }
 
 func (w *watcher) open(ctx context.Context) (watch.Interface, error) {
-	wi, err := w.pods.Watch(ctx, metav1.ListOptions{ResourceVersion: w.rv, AllowWatchBookmarks: true})
+	opts := metav1.ListOptions{ResourceVersion: w.rv, AllowWatchBookmarks: true}
+	var wi watch.Interface
+	var err error
+	if w.meta != nil {
+		wi, err = w.meta.Watch(ctx, opts)
+	} else {
+		wi, err = w.pods.Watch(ctx, opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("watch pods: %w", err)
 	}
@@ -124,12 +136,17 @@ func (w *watcher) consume(ctx context.Context, wi watch.Interface) {
 			continue
 		}
 		at := w.clk.now()
-		pod, ok := ev.Object.(*corev1.Pod)
-		if !ok {
+		var name string
+		switch o := ev.Object.(type) {
+		case *corev1.Pod:
+			name = o.Name
+		case *metav1.PartialObjectMetadata:
+			name = o.Name
+		default:
 			w.foreign++
 			continue
 		}
-		i, ok := podIndex(pod.Name, w.n)
+		i, ok := podIndex(name, w.n)
 		if !ok {
 			w.foreign++
 			continue

@@ -75,6 +75,7 @@ takes about a minute; --quick a few seconds, with rough numbers.`,
 	f.IntVar(&cfg.Watchers, "watchers", cfg.Watchers, "watches on the pods, each with a client of its own")
 	f.IntVar(&cfg.PageSize, "page-size", cfg.PageSize, "limit of each page of the paged list")
 	f.BoolVar(&cfg.JSON, "json", cfg.JSON, "speak JSON, as kubectl does, instead of protobuf, client-go's default")
+	f.BoolVar(&cfg.MetadataWatchers, "metadata-watchers", cfg.MetadataWatchers, "watch metadata only (PartialObjectMetadata), as client-go's metadata informers do")
 	f.DurationVar(&cfg.ReadyTimeout, "ready-timeout", cfg.ReadyTimeout, "longest wait for the hub to be ready")
 	f.DurationVar(&cfg.DeliveryTimeout, "delivery-timeout", cfg.DeliveryTimeout, "longest wait, after the creates, for every watcher to see every pod")
 	f.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "how long the hub gets to exit after SIGTERM before it is killed")
