@@ -17,22 +17,14 @@ type Report struct {
 	Targets []Target       `json:"targets"`
 }
 
-// Target is a goal the hub is held to, with whether this run met it.
-type Target struct {
-	Goal string `json:"goal"`
-	// Status is TargetMet, TargetMissed, or TargetNA when the run cannot
-	// tell (such as a quick run of a smaller workload than the goal's).
-	Status string `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	// row is the table row the target is shown next to.
-	row string
-}
+// Target is a goal the hub is held to; see report.Target.
+type Target = report.Target
 
-// Target statuses.
+// Target statuses, as in package report.
 const (
-	TargetMet    = "met"
-	TargetMissed = "MISSED"
-	TargetNA     = "n/a"
+	TargetMet    = report.TargetMet
+	TargetMissed = report.TargetMissed
+	TargetNA     = report.TargetNA
 )
 
 // The targets set by the issue that asked for this benchmark, for the
@@ -88,12 +80,12 @@ func evaluate(cfg Config, res *Result) []Target {
 	}
 	c := res.Creates
 	out := []Target{
-		judge(Target{Goal: fmt.Sprintf(">= %s creates/s", report.Count(targetCreatesPerSec)), row: createsRow,
+		judge(Target{Goal: fmt.Sprintf(">= %s creates/s", report.Count(targetCreatesPerSec)), Row: createsRow,
 			Detail: report.Rate(c.PerSec)}, c.Failed == 0 && c.PerSec >= targetCreatesPerSec),
-		judge(Target{Goal: "p99 < " + report.Duration(targetCreateP99), row: createP99Row,
+		judge(Target{Goal: "p99 < " + report.Duration(targetCreateP99), Row: createP99Row,
 			Detail: report.Duration(c.Latency.P99)}, c.Failed == 0 && c.Latency.P99 < targetCreateP99),
 	}
-	rss := Target{Goal: "RSS < " + report.Bytes(targetRSS), row: rssRow, Detail: report.Bytes(res.Hub.RSSBytes)}
+	rss := Target{Goal: "RSS < " + report.Bytes(targetRSS), Row: rssRow, Detail: report.Bytes(res.Hub.RSSBytes)}
 	if res.Hub.RSSBytes == 0 {
 		rss.Status, rss.Detail = TargetNA, "not measured: "+res.Hub.ProcError
 		out = append(out, rss)
@@ -103,7 +95,7 @@ func evaluate(cfg Config, res *Result) []Target {
 	// Every watcher seeing every pod is not a number but correctness; it
 	// holds whatever the workload.
 	w := res.Watch
-	t := Target{Goal: "every watcher sees every pod", Status: TargetMet, row: deliveriesRow}
+	t := Target{Goal: "every watcher sees every pod", Status: TargetMet, Row: deliveriesRow}
 	if w.Missing > 0 || w.Duplicates > 0 || w.Foreign > 0 || c.Failed > 0 {
 		t.Status = TargetMissed
 		t.Detail = fmt.Sprintf("%s missing, %d duplicates, %d foreign, %d creates failed",
@@ -116,7 +108,7 @@ func evaluate(cfg Config, res *Result) []Target {
 func (r *Report) targetCell(row string) string {
 	var cells []string
 	for _, t := range r.Targets {
-		if t.row != row {
+		if t.Row != row {
 			continue
 		}
 		cells = append(cells, t.Goal+": "+t.Status)

@@ -20,22 +20,14 @@ type Report struct {
 	Targets []Target  `json:"targets"`
 }
 
-// Target is a goal the store is held to, with whether this run met it.
-type Target struct {
-	Goal string `json:"goal"`
-	// Status is TargetMet, TargetMissed, or TargetNA when the run cannot
-	// tell (such as a quick run with fewer keys than the goal names).
-	Status string `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	// row is the table row the target is shown next to.
-	row string
-}
+// Target is a goal the store is held to; see report.Target.
+type Target = report.Target
 
-// Target statuses.
+// Target statuses, as in package report.
 const (
-	TargetMet    = "met"
-	TargetMissed = "MISSED"
-	TargetNA     = "n/a"
+	TargetMet    = report.TargetMet
+	TargetMissed = report.TargetMissed
+	TargetNA     = report.TargetNA
 )
 
 // The targets set by the issue that asked for this benchmark.
@@ -87,7 +79,7 @@ func evaluate(r *Report) []Target {
 	badger, etcd := r.Result(Badger), r.Result(Etcd)
 	var out []Target
 
-	t := Target{Goal: fmt.Sprintf("badger >= etcd at %d writers", targetWriters), Status: TargetNA, row: writesRow(targetWriters)}
+	t := Target{Goal: fmt.Sprintf("badger >= etcd at %d writers", targetWriters), Status: TargetNA, Row: writesRow(targetWriters)}
 	bw, ew := badger.WriteLevel(targetWriters), etcd.WriteLevel(targetWriters)
 	switch {
 	case bw == nil || ew == nil:
@@ -102,7 +94,7 @@ func evaluate(r *Report) []Target {
 	}
 	out = append(out, t)
 
-	t = Target{Goal: "every watcher gets every event", Status: TargetNA, row: deliveriesRow}
+	t = Target{Goal: "every watcher gets every event", Status: TargetNA, Row: deliveriesRow}
 	var short []string
 	measured := false
 	for _, res := range []*Result{badger, etcd} {
@@ -130,10 +122,10 @@ func evaluate(r *Report) []Target {
 	case badger == nil || badger.Memory == nil:
 		t.Detail = "memory not measured"
 	case badger.Memory.Keys != targetRSSKeys:
-		t.row = rssRow(badger.Memory.Keys)
+		t.Row = rssRow(badger.Memory.Keys)
 		t.Detail = fmt.Sprintf("measured at %s keys", report.Count(int64(badger.Memory.Keys)))
 	default:
-		t.row = rssRow(badger.Memory.Keys)
+		t.Row = rssRow(badger.Memory.Keys)
 		t.Status = TargetMet
 		if badger.Memory.RSSBytes >= targetRSS {
 			t.Status = TargetMissed
@@ -151,7 +143,7 @@ func evaluate(r *Report) []Target {
 func (r *Report) targetCell(row string) string {
 	var cells []string
 	for _, t := range r.Targets {
-		if t.row != row {
+		if t.Row != row {
 			continue
 		}
 		cell := t.Goal + ": " + t.Status

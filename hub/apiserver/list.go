@@ -10,7 +10,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -197,7 +196,7 @@ func (s *Server) listObjects(r *http.Request, res *resourceInfo, ns string, o li
 			return nil, storeError(err, res.gr, "")
 		}
 		rev = page.Revision
-		for i, kv := range page.KVs {
+		for _, kv := range page.KVs {
 			if o.limit > 0 && int64(len(items)) == o.limit {
 				more, next = true, kv.Key
 				break
@@ -209,7 +208,6 @@ func (s *Server) listObjects(r *http.Request, res *resourceInfo, ns string, o li
 			if res.matches(obj, o) {
 				items = append(items, obj)
 			}
-			_ = i
 		}
 		if more || !page.More {
 			if !more && o.limit > 0 && int64(len(items)) == o.limit && page.More {
@@ -234,5 +232,3 @@ func (s *Server) listObjects(r *http.Request, res *resourceInfo, ns string, o li
 	list.GetObjectKind().SetGroupVersionKind(res.GroupVersion.WithKind(res.Kind + "List"))
 	return list, nil
 }
-
-var _ = metav1.ListMeta{}

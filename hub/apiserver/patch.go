@@ -31,7 +31,6 @@ func (q *request) patchAs(kind updateKind) error {
 	if err != nil {
 		return err
 	}
-	var clientRV string
 	updated, _, err := q.s.updateObject(q.ctx(), q.res, q.ri.namespace, q.ri.name, q.r, func(old runtime.Object) (runtime.Object, error) {
 		if old == nil {
 			return nil, apierrors.NewNotFound(q.res.gr, q.ri.name)
@@ -56,7 +55,7 @@ func (q *request) patchAs(kind updateKind) error {
 			}
 		}
 		return obj, nil
-	}, clientRV, kind)
+	}, "", kind)
 	if err != nil {
 		return err
 	}

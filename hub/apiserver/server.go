@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -244,5 +243,3 @@ func statusOK(res *resourceInfo, name string, uid string) *metav1.Status {
 		Details:  &metav1.StatusDetails{Name: name, Group: res.gr.Group, Kind: res.Plural, UID: typesUID(uid)},
 	}
 }
-
-func lower(s string) string { return strings.ToLower(s) }

@@ -95,7 +95,6 @@ func (q *request) serveScale() error {
 		}
 		pt = string(p)
 	}
-	var clientRV string
 	updated, _, err := q.s.updateObject(q.ctx(), q.res, q.ri.namespace, q.ri.name, q.r, func(old runtime.Object) (runtime.Object, error) {
 		if old == nil {
 			return nil, apierrors.NewNotFound(q.res.gr, q.ri.name)
@@ -132,7 +131,7 @@ func (q *request) serveScale() error {
 		}
 		q.res.Scale.Set(old, scale.Spec.Replicas)
 		return old, nil
-	}, clientRV, updateMain)
+	}, "", updateMain)
 	if err != nil {
 		return err
 	}
