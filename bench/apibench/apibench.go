@@ -43,6 +43,13 @@ type Config struct {
 	// hub sends, and each watcher decodes, only object metadata: false.
 	MetadataWatchers bool `json:"metadata_watchers"`
 
+	// ProfileDir, unless "", receives CPU profiles of the hub
+	// (hub.cpu.pprof, from its /debug/pprof) and of this process
+	// (client.cpu.pprof) over the first ProfileDuration of the creates:
+	// "".
+	ProfileDir      string        `json:"-"`
+	ProfileDuration time.Duration `json:"-"`
+
 	// ReadyTimeout bounds the wait for the hub to print its KUBECONFIG
 	// export line: 60s.
 	ReadyTimeout time.Duration `json:"ready_timeout_ns"`
@@ -67,6 +74,7 @@ func DefaultConfig() Config {
 		ReadyTimeout:    60 * time.Second,
 		DeliveryTimeout: 60 * time.Second,
 		StopTimeout:     30 * time.Second,
+		ProfileDuration: 5 * time.Second,
 	}
 }
 
@@ -103,6 +111,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("ready timeout %v is not positive", c.ReadyTimeout)
 	case c.DeliveryTimeout <= 0:
 		return fmt.Errorf("delivery timeout %v is not positive", c.DeliveryTimeout)
+	case c.ProfileDir != "" && c.ProfileDuration < time.Second:
+		return fmt.Errorf("profile duration %v is under a second", c.ProfileDuration)
 	case c.StopTimeout <= 0:
 		return fmt.Errorf("stop timeout %v is not positive", c.StopTimeout)
 	}

@@ -103,10 +103,23 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	step.end()
 
 	step.begin(fmt.Sprintf("creating %s pods with %d workers", report.Count(int64(cfg.Pods)), cfg.Workers))
+	prof, err := newProfiler(cfg.ProfileDir, cfg.ProfileDuration, restCfg)
+	if err != nil {
+		step.fail()
+		return nil, err
+	}
+	if err := prof.start(ctx); err != nil {
+		step.fail()
+		return nil, err
+	}
 	before, _ := readProc(hubPID)
 	res.Creates = createPods(ctx, creator, cfg, clk, sent)
 	createsDone := clk.now()
 	after, _ := readProc(hubPID)
+	if err := prof.stop(); err != nil {
+		step.fail()
+		return nil, err
+	}
 	res.Hub.CreateCPUSeconds = after.CPUSeconds - before.CPUSeconds
 	step.end()
 	if err := ctx.Err(); err != nil {

@@ -79,6 +79,8 @@ takes about a minute; --quick a few seconds, with rough numbers.`,
 	f.DurationVar(&cfg.ReadyTimeout, "ready-timeout", cfg.ReadyTimeout, "longest wait for the hub to be ready")
 	f.DurationVar(&cfg.DeliveryTimeout, "delivery-timeout", cfg.DeliveryTimeout, "longest wait, after the creates, for every watcher to see every pod")
 	f.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "how long the hub gets to exit after SIGTERM before it is killed")
+	f.StringVar(&cfg.ProfileDir, "profile", "", "directory to write CPU profiles of the hub and of the clients to, taken over the first --profile-duration of the creates")
+	f.DurationVar(&cfg.ProfileDuration, "profile-duration", cfg.ProfileDuration, "length of the CPU profiles of --profile")
 	f.StringVar(&out, "out", "bench-results/api.json", "file to write the results to as JSON")
 	f.BoolVar(&quick, "quick", false, "500 pods, 10 workers, 10 watchers, for a smoke run (flags given explicitly still apply)")
 	return cmd

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,12 +22,16 @@ import (
 )
 
 // watchWriter writes watch events in the negotiated framing: one JSON
-// object per line, or length-prefixed protobuf WatchEvents. Writes are
-// buffered by the connection until flush, which the watch calls once per
-// batch of events rather than once per event.
+// object per line, or length-prefixed protobuf WatchEvents. Events are
+// gathered in a buffer of its own until flush, which the watch calls once
+// per batch of events rather than once per event: the HTTP/2 server would
+// otherwise cut them into 4 KiB DATA frames, each its own TLS record and
+// write(2), where one write of the batch goes out in frames as large as the
+// client allows.
 type watchWriter struct {
 	w       http.ResponseWriter
 	flusher *http.ResponseController
+	buf     *[]byte // pending events; from watchBufs, nil while empty
 	out     output
 	q       *request
 	first   bool // no Table columns sent yet
@@ -81,7 +86,44 @@ func (ww *watchWriter) sendRaw(typ watch.EventType, raw []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = ww.w.Write(b)
+	return ww.write(b)
+}
+
+// watchBufs holds the buffers of watches between flushes, so that an idle
+// watch keeps none.
+var watchBufs = sync.Pool{New: func() any { b := make([]byte, 0, watchBufSize); return &b }}
+
+// watchBufSize is the buffer a watch starts with; a batch larger than
+// maxWatchBuf is written out before its flush.
+const (
+	watchBufSize = 32 << 10
+	maxWatchBuf  = 256 << 10
+)
+
+// write adds b to the pending events.
+func (ww *watchWriter) write(b []byte) error {
+	if ww.buf == nil {
+		ww.buf = watchBufs.Get().(*[]byte)
+	}
+	*ww.buf = append(*ww.buf, b...)
+	if len(*ww.buf) >= maxWatchBuf {
+		return ww.writeOut()
+	}
+	return nil
+}
+
+// writeOut hands the pending events to the connection and returns the
+// buffer to the pool.
+func (ww *watchWriter) writeOut() error {
+	if ww.buf == nil {
+		return nil
+	}
+	_, err := ww.w.Write(*ww.buf)
+	if cap(*ww.buf) <= maxWatchBuf*2 {
+		*ww.buf = (*ww.buf)[:0]
+		watchBufs.Put(ww.buf)
+	}
+	ww.buf = nil
 	return err
 }
 
@@ -108,7 +150,13 @@ func (ww *watchWriter) envelope(typ watch.EventType, raw []byte) ([]byte, error)
 	return framed.Bytes(), nil
 }
 
-func (ww *watchWriter) flush() error { return ww.flusher.Flush() }
+// flush sends the pending events to the client.
+func (ww *watchWriter) flush() error {
+	if err := ww.writeOut(); err != nil {
+		return err
+	}
+	return ww.flusher.Flush()
+}
 
 // encode writes the encoded object of a store event: the object, or its
 // metadata for a metadata-only watch.
@@ -139,8 +187,7 @@ func (ww *watchWriter) sendStoreEvent(ev store.Event, o listOptions) error {
 		if err != nil {
 			return err
 		}
-		_, err = ww.w.Write(wire)
-		return err
+		return ww.write(wire)
 	}
 	typ, obj, err := q.translate(ev, o)
 	if err != nil || obj == nil {
@@ -231,6 +278,8 @@ func (q *request) watch() error {
 	}
 	ticker := time.NewTicker(q.s.cfg.BookmarkInterval)
 	defer ticker.Stop()
+	fl := newFlushPacer(ww, q.s.cfg.WatchFlushInterval)
+	defer fl.stop()
 	last := from
 	for {
 		select {
@@ -238,32 +287,96 @@ func (q *request) watch() error {
 			return nil
 		case <-ticker.C:
 			if o.bookmarks {
-				if ww.sendObject(watch.Bookmark, q.bookmark(last)) != nil || ww.flush() != nil {
+				if ww.sendObject(watch.Bookmark, q.bookmark(last)) != nil || fl.flushNow() != nil {
 					return nil
 				}
 			}
+		case <-fl.due():
+			if fl.flushNow() != nil {
+				return nil
+			}
 		case resp, ok := <-events:
 			if !ok {
+				fl.flushNow()
 				return nil
 			}
 			if resp.Err != nil {
 				// Compacted or too slow: the client re-lists on 410.
 				ww.sendObject(watch.Error, toStatus(apierrors.NewResourceExpired(fmt.Sprintf("watch ended: %v", resp.Err))))
-				ww.flush()
+				fl.flushNow()
 				return nil
 			}
 			for _, ev := range resp.Events {
 				last = ev.Revision()
 				if err := ww.sendStoreEvent(ev, o); err != nil {
 					ww.sendObject(watch.Error, toStatus(apierrors.NewInternalError(err)))
-					ww.flush()
+					fl.flushNow()
 					return nil
 				}
 			}
-			if ww.flush() != nil {
+			if fl.written() != nil {
 				return nil
 			}
 		}
+	}
+}
+
+// flushPacer flushes a watch stream at most once per interval while events
+// keep coming; see Config.WatchFlushInterval. It belongs to the watch's
+// goroutine.
+type flushPacer struct {
+	ww       *watchWriter
+	interval time.Duration
+	last     time.Time   // of the last flush
+	timer    *time.Timer // armed while a flush is pending; nil before the first
+	pending  bool
+}
+
+func newFlushPacer(ww *watchWriter, interval time.Duration) *flushPacer {
+	return &flushPacer{ww: ww, interval: interval}
+}
+
+// written is called after events were written: it flushes them at once
+// unless the last flush was under the interval ago, in which case the
+// flush is left to the timer whose channel due returns.
+func (f *flushPacer) written() error {
+	if f.pending {
+		return nil // the armed timer flushes these too
+	}
+	wait := f.interval - time.Since(f.last)
+	if f.interval <= 0 || wait <= 0 {
+		return f.flushNow()
+	}
+	if f.timer == nil {
+		f.timer = time.NewTimer(wait)
+	} else {
+		f.timer.Reset(wait)
+	}
+	f.pending = true
+	return nil
+}
+
+// due returns the channel of the pending flush, or nil when none is.
+func (f *flushPacer) due() <-chan time.Time {
+	if !f.pending {
+		return nil
+	}
+	return f.timer.C
+}
+
+// flushNow flushes what was written and disarms the timer.
+func (f *flushPacer) flushNow() error {
+	if f.pending {
+		f.timer.Stop()
+		f.pending = false
+	}
+	f.last = time.Now()
+	return f.ww.flush()
+}
+
+func (f *flushPacer) stop() {
+	if f.timer != nil {
+		f.timer.Stop()
 	}
 }
 

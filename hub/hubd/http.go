@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"runtime"
 	"strings"
 	"time"
@@ -31,13 +32,13 @@ const readyTimeout = 2 * time.Second
 // client certificate signed by the hub CA.
 type apiHandler struct {
 	store store.Reader
-	roots *x509.CertPool
+	authn *certAuthenticator
 	log   *slog.Logger
 	mux   *http.ServeMux
 }
 
 func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger, api http.Handler, spec *openapi.Spec, metrics http.Handler) *apiHandler {
-	h := &apiHandler{store: st, roots: roots, log: log, mux: http.NewServeMux()}
+	h := &apiHandler{store: st, authn: newCertAuthenticator(roots, time.Now), log: log, mux: http.NewServeMux()}
 	h.mux.Handle("/metrics", metrics)
 	for _, p := range []string{"/api", "/api/", "/apis", "/apis/"} {
 		h.mux.Handle(p, api)
@@ -49,6 +50,13 @@ func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger, api 
 	h.mux.HandleFunc("/readyz", h.health("readyz", h.checkStore))
 	h.mux.HandleFunc("/healthz", h.health("healthz", h.checkStore))
 	h.mux.HandleFunc("/version", h.version)
+	// Go's profiles, as kube-apiserver serves them with --profiling (its
+	// default): every authenticated user is an administrator for now.
+	h.mux.HandleFunc("/debug/pprof/", pprof.Index)
+	h.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	h.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	h.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	h.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
 	})
@@ -74,20 +82,12 @@ func (h *apiHandler) authenticate(r *http.Request) (string, bool) {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return "", false
 	}
-	certs := r.TLS.PeerCertificates
-	opts := x509.VerifyOptions{
-		Roots:         h.roots,
-		Intermediates: x509.NewCertPool(),
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	for _, c := range certs[1:] {
-		opts.Intermediates.AddCert(c)
-	}
-	if _, err := certs[0].Verify(opts); err != nil {
-		h.log.Debug("client certificate rejected", "remote", r.RemoteAddr, "subject", certs[0].Subject.String(), "err", err)
+	user, err := h.authn.authenticate(r.TLS.PeerCertificates)
+	if err != nil {
+		h.log.Debug("client certificate rejected", "remote", r.RemoteAddr, "subject", r.TLS.PeerCertificates[0].Subject.String(), "err", err)
 		return "", false
 	}
-	return certs[0].Subject.CommonName, true
+	return user, true
 }
 
 // check reports whether one part of the hub is healthy.

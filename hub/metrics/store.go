@@ -15,7 +15,7 @@ import (
 // Closing the returned store closes s and ends the watches opened through
 // it.
 func (m *Metrics) InstrumentStore(s store.Store) store.Store {
-	return &instrumentedStore{Store: s, m: m, closed: make(chan struct{})}
+	return &instrumentedStore{Store: s, m: m, open: map[*countedWatch]struct{}{}}
 }
 
 var _ store.Store = (*instrumentedStore)(nil)
@@ -24,8 +24,9 @@ type instrumentedStore struct {
 	store.Store // the measured store
 	m           *Metrics
 
-	closeOnce sync.Once
-	closed    chan struct{} // closed by Close; ends the watch forwarders
+	mu       sync.Mutex
+	open     map[*countedWatch]struct{} // watches counted in the gauge
+	isClosed bool
 }
 
 // observe records a call of op that started at start and returned err.
@@ -96,52 +97,56 @@ func (s *instrumentedStore) Compact(ctx context.Context, rev int64) error {
 	return err
 }
 
-// Watch counts the watch in outpost_store_watchers until its channel is
-// closed. The returned channel is unbuffered, so the watch's backlog stays
-// the wrapped store's; a goroutine forwards to it and exits when the wrapped
-// channel closes, ctx ends or the store is closed. The gauge is lowered
-// before the returned channel is closed.
+// Watch counts the watch in outpost_store_watchers until ctx ends or the
+// store is closed, whichever is first. It hands out the wrapped store's own
+// channel: a forwarding goroutine would cost every event of every watch a
+// channel hop and two context switches. The API server cancels the context
+// of a watch as soon as its channel ends, so the gauge follows the open
+// watches.
 func (s *instrumentedStore) Watch(ctx context.Context, prefix string, rev int64) (<-chan store.WatchResponse, error) {
 	src, err := s.Store.Watch(ctx, prefix, rev)
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan store.WatchResponse)
+	w := &countedWatch{}
+	s.mu.Lock()
+	if s.isClosed {
+		s.mu.Unlock()
+		return src, nil // the wrapped store ends it
+	}
+	s.open[w] = struct{}{}
 	s.m.storeWatchers.Inc()
-	go func() {
-		defer close(out)
-		defer s.m.storeWatchers.Dec()
-		for {
-			var resp store.WatchResponse
-			select {
-			case r, ok := <-src:
-				if !ok {
-					return
-				}
-				resp = r
-			case <-ctx.Done():
-				// src closes too; whatever it still holds is for a
-				// consumer that is gone.
-				return
-			case <-s.closed:
-				return
-			}
-			select {
-			case out <- resp:
-			case <-ctx.Done():
-				return
-			case <-s.closed:
-				return
-			}
-		}
-	}()
-	return out, nil
+	// AfterFunc runs its function in a goroutine of its own, which waits
+	// for mu if ctx has already ended.
+	w.stop = context.AfterFunc(ctx, func() { s.uncount(w) })
+	s.mu.Unlock()
+	return src, nil
+}
+
+// countedWatch is a watch counted in the gauge.
+type countedWatch struct{ stop func() bool }
+
+// uncount lowers the gauge for w unless that was done already.
+func (s *instrumentedStore) uncount(w *countedWatch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.open[w]; ok {
+		delete(s.open, w)
+		s.m.storeWatchers.Dec()
+	}
 }
 
 // Close ends the watches opened through s and closes the wrapped store. It
 // may be called more than once; each call closes the wrapped store again,
 // as its Close allows.
 func (s *instrumentedStore) Close() error {
-	s.closeOnce.Do(func() { close(s.closed) })
+	s.mu.Lock()
+	s.isClosed = true
+	for w := range s.open {
+		delete(s.open, w)
+		s.m.storeWatchers.Dec()
+		w.stop()
+	}
+	s.mu.Unlock()
 	return s.Store.Close()
 }
