@@ -60,6 +60,8 @@ func TestRunQuick(t *testing.T) {
 	cfg := QuickConfig()
 	cfg.Binary = buildOutpost(t)
 	cfg.Dir = t.TempDir()
+	cfg.ProfileDir = t.TempDir()
+	cfg.ProfileDuration = time.Second
 	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
 	defer cancel()
 	var progress bytes.Buffer
@@ -68,6 +70,11 @@ func TestRunQuick(t *testing.T) {
 		t.Fatalf("Run = %v\nprogress:\n%s", err, progress.String())
 	}
 	t.Logf("progress:\n%s", progress.String())
+	for _, name := range []string{"hub.cpu.pprof", "client.cpu.pprof"} {
+		if fi, err := os.Stat(filepath.Join(cfg.ProfileDir, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s: %v, want a non-empty file", name, err)
+		}
+	}
 	if left, _ := os.ReadDir(cfg.Dir); len(left) != 0 {
 		t.Errorf("Run left %d entries in %s, want the hub's data dir removed", len(left), cfg.Dir)
 	}
@@ -270,6 +277,41 @@ func TestEvaluate(t *testing.T) {
 	} {
 		if got := statuses(evaluate(tc.cfg, tc.res)); got != tc.want {
 			t.Errorf("evaluate(%s) = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestMedianReport(t *testing.T) {
+	rep := func(perSec float64) *Report {
+		return &Report{Result: &Result{Creates: CreateResult{PerSec: perSec}}}
+	}
+	one := rep(5)
+	if got := medianReport([]*Report{one}); got != one || got.Runs != nil {
+		t.Fatalf("one run: got %+v, want it unchanged", got)
+	}
+	for _, tc := range []struct {
+		rates []float64
+		want  int // index of the median run
+	}{
+		{[]float64{900, 1500, 1200}, 2},
+		{[]float64{1500, 900, 1200, 1300}, 2}, // the lower median
+		{[]float64{1000, 1000, 1000}, 1},
+	} {
+		var reps []*Report
+		for _, r := range tc.rates {
+			reps = append(reps, rep(r))
+		}
+		got := medianReport(reps)
+		if got != reps[tc.want] {
+			t.Errorf("rates %v: median is the run of %v/s, want run %d", tc.rates, got.Result.Creates.PerSec, tc.want)
+		}
+		if len(got.Runs) != len(tc.rates) {
+			t.Fatalf("rates %v: %d runs summarized, want %d", tc.rates, len(got.Runs), len(tc.rates))
+		}
+		for i, s := range got.Runs {
+			if s.CreatesPerSec != tc.rates[i] || s.Median != (i == tc.want) {
+				t.Errorf("rates %v: run %d = %+v", tc.rates, i, s)
+			}
 		}
 	}
 }

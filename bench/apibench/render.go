@@ -15,6 +15,9 @@ type Report struct {
 	Config  Config         `json:"config"`
 	Result  *Result        `json:"result"`
 	Targets []Target       `json:"targets"`
+	// Runs summarizes every run when several were made (RunMedian); the
+	// rest of the report is the median run's.
+	Runs []RunSummary `json:"runs,omitempty"`
 }
 
 // Target is a goal the hub is held to; see report.Target.
@@ -207,6 +210,19 @@ func (r *Report) Render(w io.Writer) error {
 	b.WriteString("Create latency is of each Create call, which returns once the pod is durable; watch delivery runs from just before the Create call to the decoded ADDED event.\n")
 	b.WriteString("Lists are timed with decoding, after the creates and while watchers may still be receiving. RSS and CPU are the hub process's, from /proc, at the end.\n")
 	b.WriteString("Client and hub share this machine's CPUs.\n")
+	if len(r.Runs) > 1 {
+		fmt.Fprintf(&b, "\nThe table is the median of %d runs by creates/s, each against a fresh hub:\n", len(r.Runs))
+		rt := report.NewTable("", "run", "creates/s", "create p99", "watch p99", "hub CPU s", "client CPU s", "")
+		for i, s := range r.Runs {
+			mark := ""
+			if s.Median {
+				mark = "median"
+			}
+			rt.AddRow(fmt.Sprint(i+1), report.Rate(s.CreatesPerSec), report.Duration(s.CreateP99), report.Duration(s.WatchP99),
+				fmt.Sprintf("%.2f", s.HubCPUSeconds), fmt.Sprintf("%.2f", s.ClientCPUSeconds), mark)
+		}
+		b.WriteString(rt.String())
+	}
 	for _, e := range res.Creates.Errors {
 		fmt.Fprintf(&b, "create error: %s\n", e)
 	}
