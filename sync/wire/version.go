@@ -1,0 +1,25 @@
+package wire
+
+// ALPN is the TLS application protocol of the sync connection.
+const ALPN = "outpost-sync"
+
+// CapabilityVersion is the version of the protocol this build speaks. It is
+// bumped on every change of meaning, with a line below. The hub and an edge
+// speak the lower of their two versions, since a fleet in the middle of a
+// rollout is always mixed; MinCapabilityVersion is the oldest this build
+// still speaks.
+//
+//   - 1 (2026-11-30): join with a bootstrap token and CSR; session with
+//     Hello/Welcome, resume by revision or inventory, Batch/Ack; status
+//     outbox with StatusPush/StatusAck; certificate renewal; tunnels.
+const (
+	CapabilityVersion    = 1
+	MinCapabilityVersion = 1
+)
+
+// Negotiate returns the version two peers speak, the lower of the two, and
+// whether it is one this build still speaks.
+func Negotiate(peer uint32) (uint32, bool) {
+	v := min(peer, CapabilityVersion)
+	return v, v >= MinCapabilityVersion
+}
