@@ -1,0 +1,190 @@
+// Package runtime is the edge agent's interface to a container runtime: the
+// Runtime that pods run through, the specs and statuses that cross it, and
+// its errors. Implementations: fake, for tests and simulation; containerd.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors returned by Runtime implementations, possibly wrapped; test them
+// with errors.Is.
+var (
+	// ErrNotFound is returned by StopContainer for a pod or container the
+	// runtime does not hold.
+	ErrNotFound = errors.New("not found")
+
+	// ErrImagePull is returned by StartContainer when the image could not
+	// be pulled (or, with PullNever, is not present). The error's text says
+	// why, for the container's status.
+	ErrImagePull = errors.New("image pull failed")
+
+	// ErrAlreadyRunning is returned by StartContainer when a container of
+	// that name is running in the pod; nothing was changed.
+	ErrAlreadyRunning = errors.New("container is already running")
+
+	// ErrNotSupported is returned by StartContainer for a spec that asks
+	// for something this runtime or node cannot provide (a feature the
+	// kernel lacks, an option the implementation does not have). Retrying
+	// the same spec fails the same way.
+	ErrNotSupported = errors.New("not supported")
+)
+
+// Runtime runs the containers of pods. All methods must be safe for
+// concurrent use; calls for different pods must not wait on each other
+// longer than the work at hand needs. Every call blocks until done or
+// until ctx is done.
+//
+// A Runtime keeps its state across restarts of the agent (containerd keeps
+// containers and their tasks; the fake is shared by the agent instances of
+// a test), which is how an agent that restarts adopts its pods: List shows
+// what runs, and nothing is restarted.
+type Runtime interface {
+	// List returns every pod the runtime holds, running or not, with its
+	// containers. The caller owns the returned slices.
+	List(ctx context.Context) ([]PodStatus, error)
+
+	// StartContainer pulls c.Image as c.PullPolicy says, creates the
+	// container and starts it, recording attempt (0 for the first run,
+	// then one more for every restart) with it. The pod is created first
+	// if the runtime does not hold it yet, even if the pull then fails.
+	// A created or exited container of the same name is replaced: the
+	// runtime keeps only the newest instance of each container.
+	//
+	// It returns an error wrapping ErrImagePull if the image could not be
+	// had, ErrAlreadyRunning if a container of that name runs, or
+	// ErrNotSupported for a spec it cannot run.
+	StartContainer(ctx context.Context, pod PodRef, c ContainerSpec, attempt int) error
+
+	// StopContainer asks the named container to stop (SIGTERM, or the
+	// image's stop signal), kills it once grace has passed (a grace of 0
+	// kills at once), and returns when it has exited. Stopping a container
+	// that is not running is not an error; an unknown pod or container is
+	// ErrNotFound.
+	StopContainer(ctx context.Context, pod PodRef, name string, grace time.Duration) error
+
+	// RemovePod kills whatever of the pod still runs, without grace (stop
+	// containers first), and removes its containers, network and other
+	// state. Removing a pod the runtime does not hold is not an error.
+	RemovePod(ctx context.Context, pod PodRef) error
+}
+
+// PodRef names a pod. UID identifies it; a pod recreated under the same
+// name has another UID and is another pod.
+type PodRef struct {
+	UID       string
+	Namespace string
+	Name      string
+}
+
+// String returns "namespace/name (uid)".
+func (p PodRef) String() string { return fmt.Sprintf("%s/%s (%s)", p.Namespace, p.Name, p.UID) }
+
+// PullPolicy says when StartContainer pulls the image.
+type PullPolicy string
+
+// Pull policies, as in a Kubernetes container's imagePullPolicy. The empty
+// policy is PullIfNotPresent.
+const (
+	PullAlways       PullPolicy = "Always"
+	PullIfNotPresent PullPolicy = "IfNotPresent"
+	PullNever        PullPolicy = "Never"
+)
+
+// ContainerSpec is what the runtime needs to create a container. The agent
+// builds it from the pod: the pods package fills what the pod alone says;
+// the agent adds what needs other objects or node state (Env from
+// configMaps, secrets and the downward API; Mounts of the pod's volumes;
+// NetNS).
+type ContainerSpec struct {
+	Name       string
+	Image      string
+	PullPolicy PullPolicy
+	Command    []string // replaces the image's entrypoint when non-empty
+	Args       []string // replaces the image's cmd when non-empty
+	Env        []EnvVar // in order; a later name overrides an earlier one
+	WorkingDir string   // "" for the image's
+	Mounts     []Mount
+	TTY        bool
+	Stdin      bool
+
+	Hostname string // the pod's hostname
+	NetNS    string // path of the pod's network namespace; "" for the host's
+
+	RunAsUser              *int64 // nil for the image's user
+	RunAsGroup             *int64 // nil for the image's group
+	Privileged             bool
+	ReadOnlyRootFilesystem bool
+
+	CPURequestMilli  int64 // relative CPU weight; 0 for the default
+	CPULimitMilli    int64 // CPU quota; 0 for none
+	MemoryLimitBytes int64 // 0 for none
+
+	// TerminationMessagePath is the file whose content becomes the
+	// termination message; "" for /dev/termination-log.
+	TerminationMessagePath string
+}
+
+// EnvVar is one environment variable.
+type EnvVar struct {
+	Name  string
+	Value string
+}
+
+// Mount binds a host path into a container.
+type Mount struct {
+	HostPath      string
+	ContainerPath string
+	ReadOnly      bool
+}
+
+// ContainerState is the state of a container instance.
+type ContainerState string
+
+// Container states.
+const (
+	StateCreated ContainerState = "created" // created, not started
+	StateRunning ContainerState = "running"
+	StateExited  ContainerState = "exited"
+	StateUnknown ContainerState = "unknown" // the runtime cannot tell; it may run
+)
+
+// ContainerStatus is the newest instance of one container of a pod.
+type ContainerStatus struct {
+	Name    string
+	ID      string // "runtime://id", as Kubernetes shows container IDs
+	Image   string // the image reference as given in the ContainerSpec
+	ImageID string // the resolved image, "name@sha256:..."
+	State   ContainerState
+	Attempt int // as given to StartContainer
+
+	CreatedAt  time.Time
+	StartedAt  time.Time // zero until started
+	FinishedAt time.Time // zero until exited
+
+	ExitCode int32  // for StateExited
+	Reason   string // for StateExited: "Completed", "Error", "OOMKilled", ...
+	Message  string // for StateExited: the termination message, if any
+}
+
+// PodStatus is one pod as the runtime holds it.
+type PodStatus struct {
+	Pod        PodRef
+	Containers []ContainerStatus // newest instance of each container, in no particular order
+	IP         string            // the pod's IP, "" if it has none
+	CreatedAt  time.Time
+}
+
+// Container returns the status of the named container, or nil. The result
+// points into p.
+func (p *PodStatus) Container(name string) *ContainerStatus {
+	for i := range p.Containers {
+		if p.Containers[i].Name == name {
+			return &p.Containers[i]
+		}
+	}
+	return nil
+}
