@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,7 +13,11 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/outpost-mesh/outpost/hub/apiserver/openapi"
+	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/internal/version"
 )
@@ -29,16 +34,23 @@ const readyTimeout = 2 * time.Second
 
 // apiHandler serves the hub's HTTP API: the Kubernetes API under /api and
 // /apis, OpenAPI, the health endpoints and /version; every request needs a
-// client certificate signed by the hub CA.
+// client certificate signed by the hub CA, and the authorizer's consent.
 type apiHandler struct {
 	store store.Reader
 	authn *certAuthenticator
+	authz *auth.Authorizer
 	log   *slog.Logger
 	mux   *http.ServeMux
 }
 
 func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger, api http.Handler, spec *openapi.Spec, metrics http.Handler) *apiHandler {
-	h := &apiHandler{store: st, authn: newCertAuthenticator(roots, time.Now), log: log, mux: http.NewServeMux()}
+	h := &apiHandler{
+		store: st,
+		authn: newCertAuthenticator(roots, time.Now),
+		authz: auth.NewAuthorizer(storePods{st}),
+		log:   log,
+		mux:   http.NewServeMux(),
+	}
 	h.mux.Handle("/metrics", metrics)
 	for _, p := range []string{"/api", "/api/", "/apis", "/apis/"} {
 		h.mux.Handle(p, api)
@@ -51,7 +63,7 @@ func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger, api 
 	h.mux.HandleFunc("/healthz", h.health("healthz", h.checkStore))
 	h.mux.HandleFunc("/version", h.version)
 	// Go's profiles, as kube-apiserver serves them with --profiling (its
-	// default): every authenticated user is an administrator for now.
+	// default), to system:masters only.
 	h.mux.HandleFunc("/debug/pprof/", pprof.Index)
 	h.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	h.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -70,24 +82,69 @@ func (h *apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		writeStatus(rec, http.StatusUnauthorized, "Unauthorized", "Unauthorized")
 	} else {
-		h.mux.ServeHTTP(rec, r)
+		h.serveAs(rec, r, user)
 	}
-	h.log.Debug("api request", "method", r.Method, "path", r.URL.Path, "user", user,
+	h.log.Debug("api request", "method", r.Method, "path", r.URL.Path, "user", user.Name,
 		"code", rec.code, "remote", r.RemoteAddr, "duration", time.Since(start))
 }
 
 // authenticate returns the user named by a client certificate that chains to
 // the hub CA for client authentication.
-func (h *apiHandler) authenticate(r *http.Request) (string, bool) {
+func (h *apiHandler) authenticate(r *http.Request) (auth.User, bool) {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
-		return "", false
+		return auth.User{}, false
 	}
-	user, err := h.authn.authenticate(r.TLS.PeerCertificates)
-	if err != nil {
+	if _, err := h.authn.authenticate(r.TLS.PeerCertificates); err != nil {
 		h.log.Debug("client certificate rejected", "remote", r.RemoteAddr, "subject", r.TLS.PeerCertificates[0].Subject.String(), "err", err)
-		return "", false
+		return auth.User{}, false
 	}
-	return user, true
+	// The leaf just verified (or was remembered whole, by the hash of the
+	// chain): its subject is the user and its groups.
+	return auth.UserFromCertificate(r.TLS.PeerCertificates[0]), true
+}
+
+// serveAs serves r for user, who is authenticated: if the authorizer
+// allows it.
+func (h *apiHandler) serveAs(w http.ResponseWriter, r *http.Request, user auth.User) {
+	if h.authorize(w, r, user) {
+		h.mux.ServeHTTP(w, r)
+	}
+}
+
+// authorize reports whether user may make request r; when not, it has
+// answered: 403 with upstream's Forbidden Status, or 500 when a lookup the
+// decision needs failed.
+func (h *apiHandler) authorize(w http.ResponseWriter, r *http.Request, user auth.User) bool {
+	attrs := auth.ParseAttributes(r.Method, r.URL.Path, r.URL.Query())
+	if auth.NeedsCreateName(user, attrs) {
+		name, err := createName(r, attrs)
+		if err != nil {
+			writeStatus(w, http.StatusBadRequest, "BadRequest", err.Error())
+			return false
+		}
+		attrs.Name = name
+	}
+	d, err := h.authz.Authorize(r.Context(), user, attrs)
+	if err != nil {
+		h.log.Warn("authorization failed", "user", user.Name, "method", r.Method, "path", r.URL.Path, "err", err)
+		writeStatus(w, http.StatusInternalServerError, "InternalError", "Internal error occurred: authorization failed")
+		return false
+	}
+	if d.Allowed {
+		return true
+	}
+	h.log.Debug("request forbidden", "user", user.Name, "method", r.Method, "path", r.URL.Path, "reason", d.Reason)
+	msg := errors.New(auth.ForbiddenMessage(user, attrs, d.Reason))
+	var forbidden *apierrors.StatusError
+	if attrs.ResourceRequest {
+		forbidden = apierrors.NewForbidden(schema.GroupResource{Group: attrs.APIGroup, Resource: attrs.Resource}, attrs.Name, msg)
+	} else {
+		forbidden = apierrors.NewForbidden(schema.GroupResource{}, "", msg)
+	}
+	st := forbidden.ErrStatus
+	st.Kind, st.APIVersion = "Status", "v1"
+	writeJSON(w, http.StatusForbidden, st)
+	return false
 }
 
 // check reports whether one part of the hub is healthy.
@@ -206,7 +263,8 @@ func writeStatus(w http.ResponseWriter, code int, reason, message string) {
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
-		// Only the fixed types above are written; they always marshal.
+		// Only the fixed types above and metav1.Status are written;
+		// they always marshal.
 		panic(fmt.Sprintf("marshal %T: %v", v, err))
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -134,6 +134,9 @@ type PKI struct {
 	CACertPEM []byte
 	// CAPool holds only CA, for verifying client certificates.
 	CAPool *x509.CertPool
+	// CAKey is the CA's private key, for signing node certificates
+	// (SignNodeCSR). It never leaves the hub.
+	CAKey crypto.Signer
 	// Serving is the API server's certificate and key.
 	Serving tls.Certificate
 	// AdminCertPEM and AdminKeyPEM are the admin client certificate and key.
@@ -161,7 +164,7 @@ func Ensure(cfg Config) (*PKI, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &PKI{CA: ca, CACertPEM: caPEM, CAPool: x509.NewCertPool()}
+	p := &PKI{CA: ca, CACertPEM: caPEM, CAPool: x509.NewCertPool(), CAKey: caKey}
 	p.CAPool.AddCert(ca)
 
 	dns, ips := splitNames(cfg.ServingNames)

@@ -1,0 +1,51 @@
+// Package auth decides who may do what on the hub: the user a verified client
+// certificate names, the attributes of a Kubernetes API request, the
+// authorizer (system:masters and nodes; there is no RBAC yet) and the
+// bootstrap tokens nodes join with. It does no I/O but through the lookups
+// its user hands it; the hub's composition root adapts the store to them.
+package auth
+
+import (
+	"crypto/x509"
+	"slices"
+	"strings"
+)
+
+// Well-known users and groups, as upstream Kubernetes names them.
+const (
+	// MastersGroup may do anything (upstream's system:masters, which no
+	// RBAC rule can restrict).
+	MastersGroup = "system:masters"
+	// NodesGroup and NodeUserPrefix form a node's identity: user
+	// system:node:<name> in group system:nodes.
+	NodesGroup     = "system:nodes"
+	NodeUserPrefix = "system:node:"
+)
+
+// User is an authenticated client.
+type User struct {
+	Name   string
+	Groups []string
+}
+
+// UserFromCertificate returns the user a client certificate names: its
+// subject's common name, and its organizations as groups. The certificate
+// must already have been verified.
+func UserFromCertificate(c *x509.Certificate) User {
+	return User{Name: c.Subject.CommonName, Groups: slices.Clone(c.Subject.Organization)}
+}
+
+// InGroup reports whether u is a member of group.
+func (u User) InGroup(group string) bool { return slices.Contains(u.Groups, group) }
+
+// NodeName returns the name of the node u is, and whether u is a node at
+// all: named system:node:<name> with a non-empty name, and a member of
+// system:nodes. Either alone is not a node, as upstream's node authorizer
+// has it.
+func (u User) NodeName() (string, bool) {
+	name, ok := strings.CutPrefix(u.Name, NodeUserPrefix)
+	if !ok || name == "" || !u.InGroup(NodesGroup) {
+		return "", false
+	}
+	return name, true
+}

@@ -1,0 +1,68 @@
+package wire
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// CAHash returns the pin of a CA certificate as joining nodes are given it
+// (kubeadm's --discovery-token-ca-cert-hash): "sha256:" and the hex SHA-256
+// of the certificate's SubjectPublicKeyInfo.
+func CAHash(ca *x509.Certificate) string {
+	sum := sha256.Sum256(ca.RawSubjectPublicKeyInfo)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// ErrPinMismatch is returned by VerifyPinned when no certificate of the
+// chain matches the pin.
+var ErrPinMismatch = errors.New("no certificate of the hub's chain matches the CA hash")
+
+// VerifyPinned checks a server's certificate chain (leaf first, as TLS
+// presents it) against a CA pin: a certificate of the chain must have the
+// pinned key, and the leaf must chain to it and be valid for serverName.
+// It returns the pinned CA certificate.
+func VerifyPinned(rawCerts [][]byte, pin, serverName string) (*x509.Certificate, error) {
+	want, ok := strings.CutPrefix(pin, "sha256:")
+	if !ok || len(want) != 2*sha256.Size {
+		return nil, fmt.Errorf("CA hash %q is not sha256:<64 hex digits>", pin)
+	}
+	if len(rawCerts) == 0 {
+		return nil, errors.New("hub presented no certificate")
+	}
+	certs := make([]*x509.Certificate, 0, len(rawCerts))
+	for _, raw := range rawCerts {
+		c, err := x509.ParseCertificate(raw)
+		if err != nil {
+			return nil, fmt.Errorf("parse hub certificate: %w", err)
+		}
+		certs = append(certs, c)
+	}
+	var ca *x509.Certificate
+	for _, c := range certs {
+		if subtle.ConstantTimeCompare([]byte(CAHash(c)[len("sha256:"):]), []byte(strings.ToLower(want))) == 1 {
+			ca = c
+			break
+		}
+	}
+	if ca == nil {
+		return nil, ErrPinMismatch
+	}
+	if !ca.IsCA {
+		return nil, fmt.Errorf("%w: the pinned certificate is not a CA", ErrPinMismatch)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: serverName, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		return nil, fmt.Errorf("hub certificate: %w", err)
+	}
+	return ca, nil
+}
