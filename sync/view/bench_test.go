@@ -1,0 +1,127 @@
+package view
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+// benchFleet is an index of nodes with pods, each session opened and up
+// to date.
+type benchFleet struct {
+	x        *Index
+	rev      int64
+	sessions []*Session
+	podRaw   map[wire.Key][]byte
+	raw      []byte // a secret, for any non-pod put
+}
+
+// newBenchFleet indexes nodes nodes of pods pods each; each pod references
+// one of three secrets and a configmap of its node, and the default
+// service account. There are 50 services and their slices.
+func newBenchFleet(b *testing.B, nodes, pods int) *benchFleet {
+	f := &benchFleet{podRaw: map[wire.Key][]byte{}}
+	f.x = NewIndex(DefaultConfig())
+	var objs []Object
+	add := func(k wire.Key, raw []byte) {
+		f.rev++
+		objs = append(objs, Object{Key: k, Revision: f.rev, Raw: raw})
+	}
+	f.raw = storedObject(b, key("secrets/default/s"), nil, 0)
+	add(key("serviceaccounts/default/default"), f.raw)
+	for i := range 50 {
+		add(wire.Key{Resource: wire.ResourceServices, Namespace: "default", Name: fmt.Sprintf("svc-%d", i)}, f.raw)
+		add(wire.Key{Resource: wire.ResourceEndpointSlices, Namespace: "default", Name: fmt.Sprintf("svc-%d-1", i)}, f.raw)
+	}
+	for n := range nodes {
+		node := fmt.Sprintf("edge-%04d", n)
+		add(wire.Key{Resource: wire.ResourceNodes, Name: node}, f.raw)
+		add(wire.Key{Resource: wire.ResourceConfigMaps, Namespace: "default", Name: node}, f.raw)
+		for s := range 3 {
+			add(wire.Key{Resource: wire.ResourceSecrets, Namespace: "default", Name: fmt.Sprintf("%s-%d", node, s)}, f.raw)
+		}
+		for p := range pods {
+			k := wire.Key{Resource: wire.ResourcePods, Namespace: "default", Name: fmt.Sprintf("%s-%d", node, p)}
+			spec := &podSpec{node: node, secrets: []string{fmt.Sprintf("%s-%d", node, p%3)}, configMaps: []string{node}}
+			f.podRaw[k] = storedObject(b, k, spec, 0)
+			add(k, f.podRaw[k])
+		}
+	}
+	if err := f.x.Reset(f.rev, objs); err != nil {
+		b.Fatal(err)
+	}
+	for n := range nodes {
+		s, _, _, err := f.x.Resume(fmt.Sprintf("edge-%04d", n), f.rev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.sessions = append(f.sessions, s)
+	}
+	return f
+}
+
+// BenchmarkApplyWith1000Sessions measures one store change with 1,000
+// nodes of 10 pods connected: Apply, then Next on every session, as the
+// hub does on each change. A pod or secret concerns one node; a service
+// all of them; an event none.
+func BenchmarkApplyWith1000Sessions(b *testing.B) {
+	const nodes, pods = 1000, 10
+	for _, tc := range []string{"pod", "secret", "service", "event"} {
+		b.Run(tc, func(b *testing.B) {
+			f := newBenchFleet(b, nodes, pods)
+			changes, i := 0, 0
+			for b.Loop() {
+				i++
+				node := fmt.Sprintf("edge-%04d", i%nodes)
+				ev := Event{Revision: f.rev + 1, Raw: f.raw}
+				switch tc {
+				case "pod":
+					ev.Key = wire.Key{Resource: wire.ResourcePods, Namespace: "default", Name: fmt.Sprintf("%s-%d", node, i%pods)}
+					ev.Raw = f.podRaw[ev.Key]
+				case "secret":
+					ev.Key = wire.Key{Resource: wire.ResourceSecrets, Namespace: "default", Name: node + "-1"}
+				case "service":
+					ev.Key = wire.Key{Resource: wire.ResourceServices, Namespace: "default", Name: fmt.Sprintf("svc-%d", i%50)}
+				case "event":
+					ev.Key = wire.Key{Resource: wire.ResourceEvents, Namespace: "default", Name: "e"}
+				}
+				f.rev++
+				if err := f.x.Apply([]Event{ev}); err != nil {
+					b.Fatal(err)
+				}
+				for _, s := range f.sessions {
+					c, _, err := s.Next()
+					if err != nil {
+						b.Fatal(err)
+					}
+					changes += len(c)
+				}
+			}
+			b.ReportMetric(float64(changes)/float64(b.N), "changes/op")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/nodes, "ns/session")
+		})
+	}
+}
+
+// BenchmarkResume measures resuming one node of the fleet from 1,000
+// changes ago (that of other nodes' pods, mostly).
+func BenchmarkResume(b *testing.B) {
+	const nodes, pods, back = 1000, 10, 1000
+	f := newBenchFleet(b, nodes, pods)
+	from := f.rev
+	for i := range back {
+		k := wire.Key{Resource: wire.ResourcePods, Namespace: "default", Name: fmt.Sprintf("edge-%04d-%d", i%nodes, i%pods)}
+		f.rev++
+		if err := f.x.Apply([]Event{{Revision: f.rev, Key: k, Raw: f.podRaw[k]}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		s, _, _, err := f.x.Resume("edge-0001", from)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+	}
+}

@@ -1,0 +1,452 @@
+// Package view indexes, for every edge node, the objects of its view (its
+// Node, its pods and what they reference, all services and endpoint slices)
+// and computes what to send the node, live and on resume. No I/O, no clock.
+package view
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+// Object is one object of the store at its revision. Raw is its stored
+// form (Kubernetes protobuf, without resourceVersion); the index keeps Raw
+// and forwards it unchanged, so the caller must not modify it afterwards.
+type Object struct {
+	Key      wire.Key
+	Revision int64
+	Raw      []byte
+}
+
+// Event is one change of the store. Raw is the new object (owned by the
+// index from then on, as for Object), nil when Deleted.
+type Event struct {
+	Revision int64
+	Key      wire.Key
+	Deleted  bool
+	Raw      []byte
+}
+
+// Config tunes an Index.
+type Config struct {
+	// HistoryLimit is the number of changes kept to resume nodes by
+	// revision and to feed sessions that have not caught up. A node that
+	// fell further behind resumes from its inventory; a session that did
+	// is sent the difference between what it holds and its view.
+	HistoryLimit int
+	// MaxBatchBytes is the size of object bytes a result of Next aims
+	// for: it ends at the first store revision that reaches it. A result
+	// over twice the size (one store revision brought many objects into
+	// the view, or a whole difference) comes in parts of at most this
+	// size, all but the last of revision 0 (see Session).
+	MaxBatchBytes int
+	// MaxBatchChanges is, likewise, the number of changes a result aims
+	// for.
+	MaxBatchChanges int
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		HistoryLimit:    100_000, // 88 bytes a change: under 9 MiB, minutes of a busy hub
+		MaxBatchBytes:   1 << 20, // results stay well under wire.DefaultMaxFrameSize
+		MaxBatchChanges: 1000,
+	}
+}
+
+// Validate reports whether c can be used.
+func (c Config) Validate() error {
+	switch {
+	case c.HistoryLimit < 1:
+		return fmt.Errorf("history limit %d: must be at least 1", c.HistoryLimit)
+	case c.MaxBatchBytes < 1:
+		return fmt.Errorf("max batch bytes %d: must be at least 1", c.MaxBatchBytes)
+	case c.MaxBatchChanges < 1:
+		return fmt.Errorf("max batch changes %d: must be at least 1", c.MaxBatchChanges)
+	}
+	return nil
+}
+
+// ErrNeedInventory is returned by Index.Resume when the node's revision is
+// not within the retained history (or is newer than the index, as after a
+// hub restore): the caller asks the node for its inventory and calls
+// ResumeFromInventory. Session.Next returns it in a rarer case described
+// there.
+var ErrNeedInventory = errors.New("revision not in the retained history: inventory needed")
+
+// ErrClosed is returned by Session.Next after Close.
+var ErrClosed = errors.New("view session closed")
+
+// ErrOutOfOrder is returned (wrapped) by Apply for events that do not
+// follow the index's revision; the index is then unchanged and the caller
+// lists the store again and calls Reset.
+var ErrOutOfOrder = errors.New("events out of revision order")
+
+// Index holds every object that can be part of a node's view, at the
+// store's latest revision, and a bounded history of its changes; sessions
+// read both to serve their nodes.
+//
+// One goroutine feeds it from the hub's store: Reset with a list of the
+// view's resources (nodes, pods, configmaps, secrets, serviceaccounts,
+// services, endpointslices) at one revision, then Apply with the events of
+// a watch from that revision, all the events of a revision in one call.
+// When the watch ends (compaction, a slow watcher) or Apply fails, it
+// lists and calls Reset again. Every other method may be called
+// concurrently from any goroutine.
+type Index struct {
+	cfg Config
+
+	mu      sync.RWMutex
+	rev     int64
+	epoch   uint64 // counts Resets: sessions older than one start over
+	objs    map[wire.Key]*object
+	shared  map[wire.Key]*object // services and endpoint slices: in every view
+	nodes   map[string]*nodeState
+	hist    history
+	floor   int64 // the oldest revision a resume may replay from; never decreases
+	changed chan struct{}
+
+	undecodable uint64       // pod versions that did not decode
+	sessions    atomic.Int64 // sessions not closed
+}
+
+// object is one object of the index; immutable once stored.
+type object struct {
+	rev int64
+	raw []byte
+	pod *podInfo // pods only
+}
+
+// nodeState is what the index knows of one node: the pods bound to it and
+// how many of them reference each configmap, secret and service account.
+type nodeState struct {
+	pods map[wire.Key]*podInfo
+	refs map[wire.Key]int32
+}
+
+// NewIndex returns an empty index at revision 0. It panics if cfg does not
+// Validate: the configuration is the program's, not input.
+func NewIndex(cfg Config) *Index {
+	if err := cfg.Validate(); err != nil {
+		panic(fmt.Sprintf("view: invalid config: %v", err))
+	}
+	return &Index{
+		cfg:     cfg,
+		objs:    make(map[wire.Key]*object),
+		shared:  make(map[wire.Key]*object),
+		nodes:   make(map[string]*nodeState),
+		hist:    newHistory(cfg.HistoryLimit, 0),
+		changed: make(chan struct{}),
+	}
+}
+
+// kind tells how a resource takes part in views.
+type kind uint8
+
+const (
+	kindNone   kind = iota // not part of any view
+	kindNode               // a node's own Node
+	kindPod                // pods bound to the node
+	kindRef                // referenced by the node's pods
+	kindShared             // in every view
+)
+
+func kindOf(resource string) kind {
+	switch resource {
+	case wire.ResourceNodes:
+		return kindNode
+	case wire.ResourcePods:
+		return kindPod
+	case wire.ResourceConfigMaps, wire.ResourceSecrets, wire.ResourceServiceAccounts:
+		return kindRef
+	case wire.ResourceServices, wire.ResourceEndpointSlices:
+		return kindShared
+	}
+	return kindNone
+}
+
+// Reset replaces the whole index with a snapshot of the store at rev (at
+// hub start, or after the hub's store watch had to start over). Objects of
+// resources that are in no view are ignored. The history restarts at rev;
+// open sessions send their nodes the difference with what they hold.
+// Reset must not run concurrently with Apply or another Reset.
+func (x *Index) Reset(rev int64, objects []Object) error {
+	if rev < 0 {
+		return fmt.Errorf("reset to revision %d: negative", rev)
+	}
+	objs := make(map[wire.Key]*object, len(objects))
+	var undecodable uint64
+	for _, o := range objects {
+		k := kindOf(o.Key.Resource)
+		if k == kindNone {
+			continue
+		}
+		switch {
+		case o.Revision < 1 || o.Revision > rev:
+			return fmt.Errorf("reset to revision %d: %s at revision %d", rev, o.Key, o.Revision)
+		case len(o.Raw) == 0:
+			return fmt.Errorf("reset to revision %d: %s without an object", rev, o.Key)
+		}
+		if err := o.Key.Validate(); err != nil {
+			return fmt.Errorf("reset to revision %d: %w", rev, err)
+		}
+		obj := &object{rev: o.Revision, raw: o.Raw}
+		if k == kindPod {
+			// The index's own fields are only written by this goroutine.
+			if old := x.objs[o.Key]; old != nil && old.rev == o.Revision && string(old.raw) == string(o.Raw) {
+				obj.pod = old.pod
+			} else {
+				var ok bool
+				if obj.pod, ok = decodePod(o.Key.Namespace, o.Raw); !ok {
+					undecodable++
+				}
+			}
+		}
+		objs[o.Key] = obj
+	}
+
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.objs = objs
+	x.shared = make(map[wire.Key]*object)
+	x.nodes = make(map[string]*nodeState)
+	for key, o := range objs {
+		switch kindOf(key.Resource) {
+		case kindShared:
+			x.shared[key] = o
+		case kindPod:
+			x.bind(key, o.pod)
+		}
+	}
+	x.rev = rev
+	x.epoch++
+	x.hist.reset(rev)
+	x.floor = max(x.floor, rev)
+	x.undecodable += undecodable
+	x.wake()
+	return nil
+}
+
+// Apply applies changes of the store, in revision order, all after the
+// index's revision; the events of one store revision (one transaction may
+// change several keys) must come in one call. Events of resources that are
+// in no view only move the revision on. On error nothing is applied. Apply
+// wakes the waiters of Changed. It must not run concurrently with Reset or
+// another Apply.
+func (x *Index) Apply(events []Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	// Check and decode before taking the lock: sessions keep reading
+	// meanwhile. Only this goroutine writes x.rev.
+	pods := make([]*podInfo, len(events))
+	last := x.rev
+	var undecodable uint64
+	for i, ev := range events {
+		switch {
+		case ev.Revision <= x.rev:
+			return fmt.Errorf("%w: %s at revision %d, index at %d", ErrOutOfOrder, ev.Key, ev.Revision, x.rev)
+		case ev.Revision < last:
+			return fmt.Errorf("%w: %s at revision %d after revision %d", ErrOutOfOrder, ev.Key, ev.Revision, last)
+		}
+		last = ev.Revision
+		k := kindOf(ev.Key.Resource)
+		if k == kindNone {
+			continue
+		}
+		if err := ev.Key.Validate(); err != nil {
+			return fmt.Errorf("apply revision %d: %w", ev.Revision, err)
+		}
+		if ev.Deleted {
+			continue
+		}
+		if len(ev.Raw) == 0 {
+			return fmt.Errorf("apply revision %d: put of %s without an object", ev.Revision, ev.Key)
+		}
+		if k == kindPod {
+			pi, ok := decodePod(ev.Key.Namespace, ev.Raw)
+			if !ok {
+				undecodable++
+			}
+			pods[i] = pi
+		}
+	}
+
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i, ev := range events {
+		k := kindOf(ev.Key.Resource)
+		if k == kindNone {
+			continue
+		}
+		old := x.objs[ev.Key]
+		if ev.Deleted && old == nil {
+			continue // nothing to delete: the view did not change
+		}
+		r := record{rev: ev.Revision, key: ev.Key, kind: k, deleted: ev.Deleted}
+		if old != nil {
+			r.prevRev, r.prevPod = old.rev, old.pod
+		}
+		var obj *object
+		if !ev.Deleted {
+			obj = &object{rev: ev.Revision, raw: ev.Raw}
+			if k == kindPod {
+				obj.pod = pods[i]
+				if old != nil && samePod(old.pod, obj.pod) {
+					obj.pod = old.pod // share, and let sessions skip the references
+				}
+				r.newPod = obj.pod
+			}
+		}
+		if k == kindPod {
+			x.unbind(ev.Key, r.prevPod)
+			x.bind(ev.Key, r.newPod)
+		}
+		if obj == nil {
+			delete(x.objs, ev.Key)
+			delete(x.shared, ev.Key)
+		} else {
+			x.objs[ev.Key] = obj
+			if k == kindShared {
+				x.shared[ev.Key] = obj
+			}
+		}
+		x.hist.push(r)
+		x.floor = max(x.floor, x.hist.start)
+	}
+	x.rev = last
+	x.undecodable += undecodable
+	x.wake()
+	return nil
+}
+
+// bind adds pod key with pi (nil for none) to its node.
+func (x *Index) bind(key wire.Key, pi *podInfo) {
+	if pi == nil || pi.node == "" {
+		return
+	}
+	n := x.nodes[pi.node]
+	if n == nil {
+		n = &nodeState{pods: make(map[wire.Key]*podInfo), refs: make(map[wire.Key]int32)}
+		x.nodes[pi.node] = n
+	}
+	n.pods[key] = pi
+	for _, ref := range pi.refs {
+		n.refs[ref]++
+	}
+}
+
+// unbind removes pod key with pi (nil for none) from its node.
+func (x *Index) unbind(key wire.Key, pi *podInfo) {
+	if pi == nil || pi.node == "" {
+		return
+	}
+	n := x.nodes[pi.node]
+	if n == nil {
+		return
+	}
+	delete(n.pods, key)
+	for _, ref := range pi.refs {
+		if n.refs[ref]--; n.refs[ref] <= 0 {
+			delete(n.refs, ref)
+		}
+	}
+	if len(n.pods) == 0 {
+		delete(x.nodes, pi.node)
+	}
+}
+
+// wake closes the channel Changed returned and makes the next one. x.mu is
+// held.
+func (x *Index) wake() {
+	close(x.changed)
+	x.changed = make(chan struct{})
+}
+
+// Revision returns the store revision the index is at.
+func (x *Index) Revision() int64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.rev
+}
+
+// Changed returns a channel closed by the next Apply or Reset. Take it
+// before calling Session.Next, so that a change between the two is not
+// missed.
+func (x *Index) Changed() <-chan struct{} {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.changed
+}
+
+// View returns the node's view now: its objects and their revisions,
+// sorted by resource, namespace and name. The caller owns the slice.
+func (x *Index) View(node string) []wire.InventoryEntry {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out []wire.InventoryEntry
+	x.eachInView(node, func(key wire.Key, o *object) {
+		out = append(out, wire.InventoryEntry{Key: key, Revision: o.rev})
+	})
+	slices.SortFunc(out, func(a, b wire.InventoryEntry) int { return compareKeys(a.Key, b.Key) })
+	return out
+}
+
+// eachInView calls f for every object of the node's view now, in no
+// particular order. x.mu is held.
+func (x *Index) eachInView(node string, f func(wire.Key, *object)) {
+	nodeKey := wire.Key{Resource: wire.ResourceNodes, Name: node}
+	if o := x.objs[nodeKey]; o != nil {
+		f(nodeKey, o)
+	}
+	if n := x.nodes[node]; n != nil {
+		for key := range n.pods {
+			f(key, x.objs[key])
+		}
+		for key := range n.refs {
+			if o := x.objs[key]; o != nil {
+				f(key, o)
+			}
+		}
+	}
+	for key, o := range x.shared {
+		f(key, o)
+	}
+}
+
+// Stats describes an index.
+type Stats struct {
+	Revision int64
+	// ResumeFrom is the oldest revision Resume can replay from.
+	ResumeFrom int64
+	// History is the number of changes retained.
+	History int
+	// Objects is the number of objects indexed.
+	Objects int
+	// Nodes is the number of nodes with pods bound to them.
+	Nodes int
+	// Sessions is the number of sessions not yet closed.
+	Sessions int
+	// UndecodablePods counts the pod versions, since NewIndex, that did
+	// not decode; each was taken as bound to no node.
+	UndecodablePods uint64
+}
+
+// Stats returns the index's figures now.
+func (x *Index) Stats() Stats {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return Stats{
+		Revision:        x.rev,
+		ResumeFrom:      x.floor,
+		History:         x.hist.n,
+		Objects:         len(x.objs),
+		Nodes:           len(x.nodes),
+		Sessions:        int(x.sessions.Load()),
+		UndecodablePods: x.undecodable,
+	}
+}

@@ -1,0 +1,381 @@
+package view
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+// The tests encode objects as the hub stores them: Kubernetes protobuf,
+// without resourceVersion.
+var (
+	testScheme = func() *runtime.Scheme {
+		s := runtime.NewScheme()
+		utilruntime.Must(corev1.AddToScheme(s))
+		utilruntime.Must(discoveryv1.AddToScheme(s))
+		return s
+	}()
+	testCodec = protobuf.NewSerializer(testScheme, testScheme)
+)
+
+func encode(tb testing.TB, obj runtime.Object) []byte {
+	tb.Helper()
+	gvks, _, err := testScheme.ObjectKinds(obj)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvks[0])
+	var buf bytes.Buffer
+	if err := testCodec.Encode(obj, &buf); err != nil {
+		tb.Fatal(err)
+	}
+	if !bytes.HasPrefix(buf.Bytes(), []byte("k8s\x00")) {
+		tb.Fatalf("encoded %T = %q..., want the k8s\\x00 prefix", obj, buf.Bytes()[:8])
+	}
+	return buf.Bytes()
+}
+
+// podSpec describes a test pod: the node it is bound to and what it
+// references, by where the reference is.
+type podSpec struct {
+	node           string
+	secrets        []string // volumes
+	configMaps     []string
+	projSecrets    []string // projected volume sources
+	projConfigMaps []string
+	envSecrets     []string // env valueFrom
+	envConfigMaps  []string
+	fromSecrets    []string // envFrom
+	fromConfigMaps []string
+	pull           []string // imagePullSecrets
+	sa             string
+	garbage        bool // stored as bytes that do not decode
+}
+
+// refs returns the keys p references in ns, computed independently of
+// podRefs.
+func (p *podSpec) refs(ns string) map[wire.Key]bool {
+	refs := make(map[wire.Key]bool)
+	for _, l := range [][]string{p.secrets, p.projSecrets, p.envSecrets, p.fromSecrets, p.pull} {
+		for _, n := range l {
+			refs[wire.Key{Resource: wire.ResourceSecrets, Namespace: ns, Name: n}] = true
+		}
+	}
+	for _, l := range [][]string{p.configMaps, p.projConfigMaps, p.envConfigMaps, p.fromConfigMaps} {
+		for _, n := range l {
+			refs[wire.Key{Resource: wire.ResourceConfigMaps, Namespace: ns, Name: n}] = true
+		}
+	}
+	sa := p.sa
+	if sa == "" {
+		sa = "default"
+	}
+	refs[wire.Key{Resource: wire.ResourceServiceAccounts, Namespace: ns, Name: sa}] = true
+	return refs
+}
+
+func (p *podSpec) pod(ns, name string, gen int) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{"gen": strconv.Itoa(gen)}},
+		Spec: corev1.PodSpec{
+			NodeName:           p.node,
+			ServiceAccountName: p.sa,
+			Containers:         []corev1.Container{{Name: "main", Image: "registry.local/app:1"}},
+		},
+	}
+	c := &pod.Spec.Containers[0]
+	for _, n := range p.secrets {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "s-" + n, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: n}}})
+	}
+	for _, n := range p.configMaps {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "c-" + n, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: n}}}})
+	}
+	if len(p.projSecrets)+len(p.projConfigMaps) > 0 {
+		var srcs []corev1.VolumeProjection
+		for _, n := range p.projSecrets {
+			srcs = append(srcs, corev1.VolumeProjection{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: n}}})
+		}
+		for _, n := range p.projConfigMaps {
+			srcs = append(srcs, corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: n}}})
+		}
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "projected", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: srcs}}})
+	}
+	for _, n := range p.envSecrets {
+		c.Env = append(c.Env, corev1.EnvVar{Name: "S_" + n, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: n}, Key: "k"}}})
+	}
+	for _, n := range p.envConfigMaps {
+		c.Env = append(c.Env, corev1.EnvVar{Name: "C_" + n, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: n}, Key: "k"}}})
+	}
+	for _, n := range p.fromSecrets {
+		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: n}}})
+	}
+	for _, n := range p.fromConfigMaps {
+		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: n}}})
+	}
+	for _, n := range p.pull {
+		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: n})
+	}
+	return pod
+}
+
+// storedObject returns the stored form of the object of key, at generation gen;
+// spec is for pods only.
+func storedObject(tb testing.TB, key wire.Key, spec *podSpec, gen int) []byte {
+	tb.Helper()
+	meta := metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{"gen": strconv.Itoa(gen)}}
+	var obj runtime.Object
+	switch key.Resource {
+	case wire.ResourcePods:
+		if spec.garbage {
+			return []byte("k8s\x00\xff\xff not a pod " + strconv.Itoa(gen))
+		}
+		obj = spec.pod(key.Namespace, key.Name, gen)
+	case wire.ResourceNodes:
+		obj = &corev1.Node{ObjectMeta: meta}
+	case wire.ResourceConfigMaps:
+		obj = &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"k": "v"}}
+	case wire.ResourceSecrets:
+		obj = &corev1.Secret{ObjectMeta: meta, Data: map[string][]byte{"k": []byte("v")}}
+	case wire.ResourceServiceAccounts:
+		obj = &corev1.ServiceAccount{ObjectMeta: meta}
+	case wire.ResourceServices:
+		obj = &corev1.Service{ObjectMeta: meta, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10"}}
+	case wire.ResourceEndpointSlices:
+		obj = &discoveryv1.EndpointSlice{ObjectMeta: meta, AddressType: discoveryv1.AddressTypeIPv4}
+	default:
+		obj = &corev1.Event{ObjectMeta: meta, Reason: "Test"}
+	}
+	return encode(tb, obj)
+}
+
+// worldObj is one object of a world's store.
+type worldObj struct {
+	rev int64
+	raw []byte
+	pod *podSpec // pods only
+}
+
+// world is a store in miniature that feeds an Index and remembers every
+// event, so that any past state can be rebuilt from scratch.
+type world struct {
+	tb   testing.TB
+	x    *Index
+	rev  int64
+	gen  int
+	objs map[wire.Key]worldObj
+	log  []Event
+	spec map[int64]map[wire.Key]*podSpec // the pods' specs by revision
+}
+
+func newWorld(tb testing.TB, cfg Config) *world {
+	return &world{tb: tb, x: NewIndex(cfg), objs: map[wire.Key]worldObj{}, spec: map[int64]map[wire.Key]*podSpec{}}
+}
+
+// change is one change of a world transaction: a put of key (with spec for
+// a pod) or its deletion.
+type change struct {
+	key     wire.Key
+	spec    *podSpec
+	deleted bool
+}
+
+// commit writes changes at the next revision and applies them to the
+// index.
+func (w *world) commit(changes ...change) {
+	w.tb.Helper()
+	w.rev++
+	var events []Event
+	for _, c := range changes {
+		ev := Event{Revision: w.rev, Key: c.key, Deleted: c.deleted}
+		if c.deleted {
+			delete(w.objs, c.key)
+		} else {
+			w.gen++
+			spec := c.spec
+			if c.key.Resource == wire.ResourcePods && spec == nil {
+				spec = &podSpec{}
+			}
+			ev.Raw = storedObject(w.tb, c.key, spec, w.gen)
+			w.objs[c.key] = worldObj{rev: w.rev, raw: ev.Raw, pod: spec}
+			if spec != nil {
+				if w.spec[w.rev] == nil {
+					w.spec[w.rev] = map[wire.Key]*podSpec{}
+				}
+				w.spec[w.rev][c.key] = spec
+			}
+		}
+		events = append(events, ev)
+	}
+	w.log = append(w.log, events...)
+	if err := w.x.Apply(events); err != nil {
+		w.tb.Fatalf("Apply(revision %d) = %v", w.rev, err)
+	}
+}
+
+// reset resets the index to the world as it is now.
+func (w *world) reset() {
+	w.tb.Helper()
+	var objs []Object
+	for k, o := range w.objs {
+		objs = append(objs, Object{Key: k, Revision: o.rev, Raw: o.raw})
+	}
+	if err := w.x.Reset(w.rev, objs); err != nil {
+		w.tb.Fatalf("Reset(%d) = %v", w.rev, err)
+	}
+}
+
+// at rebuilds the store at rev from the log.
+func (w *world) at(rev int64) map[wire.Key]worldObj {
+	objs := map[wire.Key]worldObj{}
+	for _, ev := range w.log {
+		if ev.Revision > rev {
+			break
+		}
+		if ev.Deleted {
+			delete(objs, ev.Key)
+			continue
+		}
+		objs[ev.Key] = worldObj{rev: ev.Revision, raw: ev.Raw, pod: w.spec[ev.Revision][ev.Key]}
+	}
+	return objs
+}
+
+// viewOf computes the view of node in objs from scratch.
+func viewOf(objs map[wire.Key]worldObj, node string) map[wire.Key]int64 {
+	v := map[wire.Key]int64{}
+	for k, o := range objs {
+		switch k.Resource {
+		case wire.ResourceNodes:
+			if k.Name == node {
+				v[k] = o.rev
+			}
+		case wire.ResourceServices, wire.ResourceEndpointSlices:
+			v[k] = o.rev
+		case wire.ResourcePods:
+			if o.pod.garbage || o.pod.node != node {
+				continue
+			}
+			v[k] = o.rev
+			for ref := range o.pod.refs(k.Namespace) {
+				if r, ok := objs[ref]; ok {
+					v[ref] = r.rev
+				}
+			}
+		}
+	}
+	return v
+}
+
+// viewAt is the view of node at rev, rebuilt from scratch.
+func (w *world) viewAt(rev int64, node string) map[wire.Key]int64 {
+	return viewOf(w.at(rev), node)
+}
+
+// edge plays a node as sync/client does: what it holds, and the revision
+// its view is complete through.
+type edge struct {
+	node  string
+	s     *Session
+	rev   int64
+	holds map[wire.Key]int64
+	// midStep: the last result applied was a part that more follow.
+	// dirty: the node may hold part of a step beyond its view at rev.
+	midStep, dirty bool
+}
+
+func newEdge(node string) *edge {
+	return &edge{node: node, holds: map[wire.Key]int64{}}
+}
+
+// apply applies one result as the node would: a result of revision 0 is
+// a part of a step that more parts follow, after which the node keeps its
+// revision.
+func (e *edge) apply(changes []wire.Change, rev int64) {
+	e.applyPrefix(changes, len(changes))
+	if rev != 0 {
+		e.rev = rev
+	}
+	e.midStep = rev == 0
+}
+
+// applyPrefix applies the first n changes only, as a node that lost the
+// connection in the middle of a batch's frames: it keeps its revision.
+func (e *edge) applyPrefix(changes []wire.Change, n int) {
+	for _, c := range changes[:n] {
+		switch c.Op {
+		case wire.OpPut:
+			e.holds[c.Key] = c.Revision
+		case wire.OpDelete:
+			delete(e.holds, c.Key)
+		}
+	}
+}
+
+func (e *edge) inventory() []wire.InventoryEntry {
+	var inv []wire.InventoryEntry
+	for k, rev := range e.holds {
+		inv = append(inv, wire.InventoryEntry{Key: k, Revision: rev})
+	}
+	slices.SortFunc(inv, func(a, b wire.InventoryEntry) int { return compareKeys(a.Key, b.Key) })
+	return inv
+}
+
+// diffViews describes how got differs from want, "" if not at all.
+func diffViews(got, want map[wire.Key]int64) string {
+	var b strings.Builder
+	keys := slices.SortedFunc(maps.Keys(got), compareKeys)
+	for _, k := range keys {
+		if r, ok := want[k]; !ok {
+			fmt.Fprintf(&b, " extra %s@%d;", k, got[k])
+		} else if r != got[k] {
+			fmt.Fprintf(&b, " %s@%d, want @%d;", k, got[k], r)
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(want), compareKeys) {
+		if _, ok := got[k]; !ok {
+			fmt.Fprintf(&b, " missing %s@%d;", k, want[k])
+		}
+	}
+	return b.String()
+}
+
+func inventoryMap(inv []wire.InventoryEntry) map[wire.Key]int64 {
+	m := map[wire.Key]int64{}
+	for _, e := range inv {
+		m[e.Key] = e.Revision
+	}
+	return m
+}
+
+func formatChanges(changes []wire.Change) string {
+	var parts []string
+	for _, c := range changes {
+		op := "put"
+		if c.Op == wire.OpDelete {
+			op = "del"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s@%d", op, c.Key, c.Revision))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func key(s string) wire.Key {
+	k, err := wire.ParseKey(s)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
