@@ -36,7 +36,7 @@ func startHub(binary, dataDir string) (*hubProcess, error) {
 		stderr: &tailBuffer{max: 16 << 10},
 		exited: make(chan struct{}),
 	}
-	h.cmd = exec.Command(binary, "hub", "--data-dir", dataDir, "--api-addr", "127.0.0.1:0")
+	h.cmd = exec.Command(binary, "hub", "--data-dir", dataDir, "--api-addr", "127.0.0.1:0", "--sync-addr", "")
 	h.cmd.Stdout = h.stdout
 	h.cmd.Stderr = h.stderr
 	if err := h.cmd.Start(); err != nil {

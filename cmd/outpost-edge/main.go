@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outpost-mesh/outpost/cmd/internal/cli"
+	"github.com/outpost-mesh/outpost/cmd/internal/edgecmd"
 )
 
 func main() {
@@ -42,5 +43,10 @@ func newRootCmd() *cobra.Command {
 	}
 	logFlags.Register(cmd.PersistentFlags())
 	cmd.AddCommand(cli.NewVersionCmd("outpost-edge"))
+	// `outpost-edge --hub ...` runs the agent, as `outpost edge` does.
+	run := edgecmd.NewCmd("outpost-edge")
+	cmd.Flags().AddFlagSet(run.Flags())
+	cmd.Args = run.Args
+	cmd.RunE = run.RunE
 	return cmd
 }

@@ -39,6 +39,8 @@ Once the API server is up it prints an export line for KUBECONFIG on stdout.`,
 	f.StringVar(&cfg.APIAddr, "api-addr", cfg.APIAddr, "host:port the Kubernetes API listens on")
 	f.StringVar(&store, "store", store, "storage backend: badger (embedded) or etcd")
 	f.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "comma-separated etcd client URLs, with --store etcd")
+	f.StringVar(&cfg.SyncAddr, "sync-addr", "127.0.0.1:7443", "host:port (UDP) of the QUIC endpoint edge nodes join and sync through; empty for none")
+	f.DurationVar(&cfg.NodeCertLifetime, "node-cert-lifetime", cfg.NodeCertLifetime, "lifetime of the node certificates the hub signs")
 	f.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS name or IP address for the API server's certificate (repeatable)")
 	cmd.MarkFlagRequired("data-dir")
 	return cmd

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outpost-mesh/outpost/cmd/internal/cli"
+	"github.com/outpost-mesh/outpost/cmd/internal/edgecmd"
 )
 
 func main() {
@@ -52,6 +53,8 @@ uplink is down.`,
 		cli.NewVersionCmd("outpost"),
 		newHubCmd(),
 		newBenchCmd(),
+		newTokenCmd(),
+		edgecmd.NewCmd("edge"),
 	)
 	return cmd
 }

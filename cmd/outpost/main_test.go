@@ -51,7 +51,7 @@ func TestHubCommand(t *testing.T) {
 	cmd := newRootCmd()
 	cmd.SetOut(pw)
 	cmd.SetErr(io.Discard)
-	cmd.SetArgs([]string{"--log-level", "error", "hub", "--data-dir", dir, "--api-addr", "127.0.0.1:0", "--tls-san", "hub.example.com"})
+	cmd.SetArgs([]string{"--log-level", "error", "hub", "--data-dir", dir, "--api-addr", "127.0.0.1:0", "--sync-addr", "127.0.0.1:0", "--tls-san", "hub.example.com"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

@@ -58,6 +58,13 @@ type Config struct {
 	// TLSSANs are extra DNS names and IP addresses for the serving
 	// certificate, beyond loopback, the host name and APIAddr's host.
 	TLSSANs []string
+	// SyncAddr is the host:port (UDP) of the QUIC endpoint edge nodes
+	// join and sync through; "" runs no sync endpoint, port 0 picks a free
+	// one (see Hub.SyncAddr).
+	SyncAddr string
+	// NodeCertLifetime is the life of the node certificates the hub signs;
+	// nodes renew them once two thirds have passed.
+	NodeCertLifetime time.Duration
 	// Logger receives the hub's logs; non-nil.
 	Logger *slog.Logger
 }
@@ -69,6 +76,9 @@ func DefaultConfig(dataDir string) Config {
 		APIAddr: "127.0.0.1:6443",              // loopback, the Kubernetes API port
 		Store:   StoreBadger,                   // embedded, nothing else to run
 		Logger:  slog.New(slog.DiscardHandler), // silent
+		// No sync endpoint unless asked: `outpost hub` asks for
+		// 127.0.0.1:7443.
+		NodeCertLifetime: 365 * 24 * time.Hour, // a year, as kubelet's
 	}
 }
 
@@ -102,6 +112,14 @@ func (c Config) Validate() error {
 			return fmt.Errorf("tls san: %w", err)
 		}
 	}
+	if c.SyncAddr != "" {
+		if _, port, err := net.SplitHostPort(c.SyncAddr); err != nil || port == "" {
+			return fmt.Errorf("sync address %q: want host:port, such as 127.0.0.1:7443", c.SyncAddr)
+		}
+	}
+	if c.NodeCertLifetime < time.Hour {
+		return fmt.Errorf("node certificate lifetime %v is under an hour", c.NodeCertLifetime)
+	}
 	if c.Logger == nil {
 		return errors.New("logger is nil")
 	}
@@ -114,9 +132,10 @@ type Hub struct {
 	dataDir    string // absolute
 	kubeconfig string // absolute
 
-	started atomic.Bool
-	ready   chan struct{}
-	addr    atomic.Pointer[string]
+	started  atomic.Bool
+	ready    chan struct{}
+	addr     atomic.Pointer[string]
+	syncAddr atomic.Pointer[string]
 }
 
 // New checks cfg and returns a hub; it starts nothing.
@@ -144,6 +163,15 @@ func (h *Hub) Ready() <-chan struct{} { return h.ready }
 // closed; "" before.
 func (h *Hub) Addr() string {
 	if p := h.addr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// SyncAddr returns the host:port of the sync endpoint once Ready is
+// closed; "" before, and when there is none.
+func (h *Hub) SyncAddr() string {
+	if p := h.syncAddr.Load(); p != nil {
 		return *p
 	}
 	return ""
@@ -215,8 +243,20 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		return err
 	}
 
+	handler := newAPIHandler(st, certs.CAPool, log, mets.Middleware(api), spec, mets.Handler())
+	syncAddr := ""
+	if h.cfg.SyncAddr != "" {
+		ep, err := h.startSync(ctx, st, handler, certs, log)
+		if err != nil {
+			return fmt.Errorf("start sync endpoint: %w", err)
+		}
+		defer ep.stop() // before the store closes
+		syncAddr = ep.addr
+		h.syncAddr.Store(&syncAddr)
+	}
+
 	srv := &http.Server{
-		Handler: newAPIHandler(st, certs.CAPool, log, mets.Middleware(api), spec, mets.Handler()),
+		Handler: handler,
 		TLSConfig: &tls.Config{
 			Certificates: []tls.Certificate{certs.Serving},
 			// Ask for a client certificate but verify it in the handler,
@@ -235,7 +275,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 
 	h.addr.Store(&addr)
 	close(h.ready)
-	log.Info("hub ready", "api", server, "addr", addr, "kubeconfig", h.kubeconfig, "store", h.cfg.Store)
+	log.Info("hub ready", "api", server, "addr", addr, "sync", syncAddr, "kubeconfig", h.kubeconfig, "store", h.cfg.Store)
 
 	select {
 	case err := <-served:

@@ -145,6 +145,11 @@ func NewReader(r io.Reader, max int) *Reader {
 	return &Reader{r: bufio.NewReaderSize(r, 16<<10), max: max}
 }
 
+// Rest returns the stream after the frames read so far, bytes the reader
+// has buffered first: for a stream that turns from frames to raw bytes (a
+// tunnel). Do not call Read after using it.
+func (r *Reader) Rest() io.Reader { return r.r }
+
 // BytesRead returns the bytes of frames read so far.
 func (r *Reader) BytesRead() int64 { return r.n }
 

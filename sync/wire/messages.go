@@ -418,7 +418,10 @@ type Change struct {
 // Batch carries changes of the view in hub-revision order. Once the edge
 // has made the batch durable, its view is complete through Revision; it
 // answers with an Ack of that revision. A batch without changes only moves
-// the revision on.
+// the revision on. Revision 0 marks a batch that more batches of the same
+// step follow (a resume too large for one frame): the edge applies it but
+// keeps its last revision until the step's last batch, and acknowledges
+// only that one.
 type Batch struct {
 	Changes  []Change
 	Revision int64

@@ -40,7 +40,7 @@ func startHub(t *testing.T) *hub {
 	dataDir := filepath.Join(t.TempDir(), "hub")
 	// No CommandContext: the hub is stopped with SIGTERM by stopHub, not
 	// killed when a context ends.
-	cmd := exec.Command(bin, "hub", "--data-dir", dataDir, "--api-addr", "127.0.0.1:0")
+	cmd := exec.Command(bin, "hub", "--data-dir", dataDir, "--api-addr", "127.0.0.1:0", "--sync-addr", "127.0.0.1:0")
 	p := startProc(t, cmd)
 	h := &hub{proc: p, dataDir: dataDir}
 	t.Cleanup(func() { h.stop(t) })

@@ -1,0 +1,686 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/outpost-mesh/outpost/edge/checkpoint"
+	"github.com/outpost-mesh/outpost/edge/pods"
+	"github.com/outpost-mesh/outpost/edge/runtime"
+	"github.com/outpost-mesh/outpost/internal/version"
+	"github.com/outpost-mesh/outpost/sync/client"
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+// Paths under Config.DataDir.
+const (
+	CheckpointDir = "checkpoint"
+	ManifestsDir  = "manifests"
+)
+
+// Config configures an agent.
+type Config struct {
+	NodeName string // required
+	Site     string
+	DataDir  string // required; created with mode 0700
+	// HubAddr is the hub's sync endpoint, host:port. Token and CAHash
+	// join the node the first time; later starts use the certificate in
+	// DataDir.
+	HubAddr string
+	Token   string
+	CAHash  string
+
+	Runtime        runtime.Runtime // required
+	RuntimeVersion string          // reported in the node's info, e.g. "containerd://1.7.24"
+	// Capacity is what the node offers; zero reads this machine's.
+	Capacity Capacity
+	// Checkpoint configures the local store.
+	Checkpoint checkpoint.Config
+	// Sync tunes the hub connection (back-off, keep-alives); the agent
+	// fills in the rest.
+	Sync client.Config
+	// Tunnels serve the streams the hub opens (logs, exec, ...).
+	Tunnels map[string]client.TunnelHandler
+
+	// Resync is how often the agent looks at the runtime even when nothing
+	// told it to: 1s.
+	Resync time.Duration
+	// NodeStatusInterval is how often the node reports its status when
+	// nothing changed: 5m, kubelet's nodeStatusReportFrequency.
+	NodeStatusInterval time.Duration
+	// JoinRetry bounds the back-off of join attempts while the hub cannot
+	// be reached: 30s.
+	JoinRetry time.Duration
+
+	Logger *slog.Logger
+	Clock  func() time.Time // or nil for the wall clock
+}
+
+// DefaultConfig returns the defaults above; the required fields are left
+// empty.
+func DefaultConfig() Config {
+	return Config{
+		Checkpoint:         checkpoint.DefaultConfig(),
+		Sync:               client.DefaultConfig(),
+		Resync:             time.Second,
+		NodeStatusInterval: 5 * time.Minute,
+		JoinRetry:          30 * time.Second,
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	switch {
+	case c.NodeName == "":
+		return errors.New("node name is required")
+	case c.DataDir == "":
+		return errors.New("data directory is required")
+	case c.Runtime == nil:
+		return errors.New("runtime is required")
+	case c.HubAddr == "":
+		return errors.New("hub address is required")
+	case c.Resync <= 0 || c.NodeStatusInterval <= 0 || c.JoinRetry <= 0:
+		return errors.New("resync, node status interval and join retry must be positive")
+	}
+	return c.Checkpoint.Validate()
+}
+
+// Agent runs one edge node. Start it with Run.
+type Agent struct {
+	cfg Config
+	log *slog.Logger
+	now func() time.Time
+	rt  runtime.Runtime
+
+	cp     *checkpoint.Store
+	id     *identity
+	client *client.Client // nil until joined
+
+	trigger chan struct{}
+
+	mu       sync.Mutex
+	busy     map[string]bool             // pods whose worker runs actions
+	records  map[string]pods.Record      // by pod UID
+	reported map[string]corev1.PodStatus // the last status sent, by pod UID
+	mirrored map[string]string           // static pod UID -> mirror key sent
+
+	node     *corev1.Node // the last node status sent; the loop's own
+	nodeSent time.Time
+	clientMu sync.Mutex
+}
+
+// New checks cfg and returns an agent; it starts nothing.
+func New(cfg Config) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("agent config: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Capacity == (Capacity{}) {
+		cfg.Capacity = hostCapacity()
+	}
+	return &Agent{
+		cfg: cfg, log: cfg.Logger, now: cfg.Clock, rt: cfg.Runtime,
+		trigger:  make(chan struct{}, 1),
+		busy:     map[string]bool{},
+		records:  map[string]pods.Record{},
+		reported: map[string]corev1.PodStatus{},
+		mirrored: map[string]string{},
+	}, nil
+}
+
+// ErrJoinRefused is returned (wrapped) by Run when the hub refused to
+// admit the node: a wrong, expired or deleted token.
+var ErrJoinRefused = errors.New("hub refused to admit this node")
+
+// Run starts the agent in the order that keeps pods running without the
+// hub: open the checkpoint, adopt what the runtime runs and reconcile it to
+// the checkpointed desired state, then connect to the hub in the
+// background (joining first if the node never did). It returns nil when
+// ctx ends, after everything it started has stopped, or an error wrapping
+// ErrJoinRefused when the hub refuses the node.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := os.MkdirAll(a.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	cp, err := checkpoint.Open(filepath.Join(a.cfg.DataDir, CheckpointDir), a.cfg.Checkpoint)
+	if err != nil {
+		return fmt.Errorf("open checkpoint: %w", err)
+	}
+	defer cp.Close()
+	a.cp = cp
+	if err := a.loadRecords(); err != nil {
+		return err
+	}
+	id, joined, err := loadIdentity(a.cfg.DataDir, a.cfg.NodeName)
+	if err != nil {
+		return err
+	}
+	a.id = id
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { a.loop(ctx) })
+
+	errc := make(chan error, 1)
+	wg.Go(func() { errc <- a.connect(ctx, joined) })
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errc:
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+}
+
+// connect joins the node if it never did, then keeps the hub connection
+// until ctx ends.
+func (a *Agent) connect(ctx context.Context, joined bool) error {
+	if !joined {
+		if err := a.join(ctx); err != nil {
+			return err
+		}
+	}
+	cfg := a.cfg.Sync
+	cfg.HubAddr = a.cfg.HubAddr
+	cfg.NodeName = a.cfg.NodeName
+	cfg.AgentVersion = version.Version
+	cfg.Certificate = a.id.certificate
+	cfg.RootCAs = a.id.roots()
+	cfg.Store = a.cp
+	cfg.Outbox = a.cp
+	cfg.Applied = func([]wire.Change) { a.kick() }
+	cfg.Renew = func() ([]byte, func([]byte) error, error) {
+		csr, commit, err := a.id.newCSR()
+		if err != nil {
+			return nil, nil, err
+		}
+		return csr, func(cert []byte) error { return commit(cert, nil) }, nil
+	}
+	cfg.Tunnels = a.cfg.Tunnels
+	cfg.Logger = a.log.With("component", "sync")
+	c, err := client.New(cfg)
+	if err != nil {
+		return err
+	}
+	a.clientMu.Lock()
+	a.client = c
+	a.clientMu.Unlock()
+	c.NotifyOutbox() // whatever piled up before the connection
+	return c.Run(ctx)
+}
+
+// join admits the node, retrying while the hub cannot be reached; a
+// refusal ends it.
+func (a *Agent) join(ctx context.Context) error {
+	if a.cfg.Token == "" || a.cfg.CAHash == "" {
+		return fmt.Errorf("%w: node %s has not joined and no --token and --ca-cert-hash were given", ErrJoinRefused, a.cfg.NodeName)
+	}
+	backoff := time.Second
+	for {
+		csr, commit, err := a.id.newCSR()
+		if err != nil {
+			return err
+		}
+		cert, ca, err := client.Join(ctx, client.JoinConfig{
+			HubAddr: a.cfg.HubAddr, Token: a.cfg.Token, CAHash: a.cfg.CAHash,
+			NodeName: a.cfg.NodeName, Site: a.cfg.Site, CSR: csr,
+		})
+		if err == nil {
+			if err := commit(cert, ca); err != nil {
+				return fmt.Errorf("store node certificate: %w", err)
+			}
+			a.log.Info("joined the hub", "hub", a.cfg.HubAddr)
+			return nil
+		}
+		var we *wire.Error
+		if errors.As(err, &we) || errors.Is(err, wire.ErrPinMismatch) {
+			return fmt.Errorf("%w: %w", ErrJoinRefused, err)
+		}
+		a.log.Info("hub not reachable to join; pods run meanwhile", "err", err, "retry_in", backoff)
+		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(backoff*2, a.cfg.JoinRetry)
+	}
+}
+
+// kick asks the loop to reconcile now. It never blocks.
+func (a *Agent) kick() {
+	select {
+	case a.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// notify tells the sync client the outbox has news, once there is one.
+func (a *Agent) notify() {
+	a.clientMu.Lock()
+	c := a.client
+	a.clientMu.Unlock()
+	if c != nil {
+		c.NotifyOutbox()
+	}
+}
+
+// Connected reports whether the agent has a session with the hub.
+func (a *Agent) Connected() bool {
+	a.clientMu.Lock()
+	c := a.client
+	a.clientMu.Unlock()
+	return c != nil && c.Connected()
+}
+
+// SyncStats returns the sync client's counters, nil before the node
+// joined.
+func (a *Agent) SyncStats() *client.Stats {
+	a.clientMu.Lock()
+	defer a.clientMu.Unlock()
+	if a.client == nil {
+		return nil
+	}
+	return a.client.Stats()
+}
+
+// loop reconciles until ctx ends: at once, when kicked, at the decision's
+// wake time, and every Resync.
+func (a *Agent) loop(ctx context.Context) {
+	var workers sync.WaitGroup
+	defer workers.Wait()
+	resync := time.NewTicker(a.cfg.Resync)
+	defer resync.Stop()
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
+	for {
+		next := a.reconcile(ctx, &workers)
+		if !next.IsZero() {
+			wake.Reset(max(next.Sub(a.now()), time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.trigger:
+		case <-resync.C:
+		case <-wake.C:
+		}
+	}
+}
+
+// recordKey and statusKey name the agent's local records of a pod.
+func recordKey(uid string) string { return "pod/" + uid }
+func statusKey(uid string) string { return "status/" + uid }
+
+// loadRecords reads the pods' records and last reported statuses.
+func (a *Agent) loadRecords() error {
+	recs, err := a.cp.ListLocal("pod/")
+	if err != nil {
+		return fmt.Errorf("read pod records: %w", err)
+	}
+	for k, v := range recs {
+		r, err := pods.UnmarshalRecord(v)
+		if err != nil {
+			a.log.Warn("dropping unreadable pod record", "key", k, "err", err)
+			continue
+		}
+		a.records[k[len("pod/"):]] = r
+	}
+	sts, err := a.cp.ListLocal("status/")
+	if err != nil {
+		return fmt.Errorf("read pod statuses: %w", err)
+	}
+	for k, v := range sts {
+		var s corev1.PodStatus
+		if err := json.Unmarshal(v, &s); err != nil {
+			continue
+		}
+		a.reported[k[len("status/"):]] = s
+	}
+	return nil
+}
+
+// desiredPods returns the pods bound to this node: those of the view, then
+// the static pods; it returns ok false if the view could not be read, in
+// which case nothing may be stopped for its absence.
+func (a *Agent) desiredPods() (desired []*corev1.Pod, static map[string]*corev1.Pod, ok bool) {
+	objs, err := a.cp.List(wire.ResourcePods)
+	if err != nil {
+		a.log.Error("read pods from the checkpoint", "err", err)
+		return nil, nil, false
+	}
+	for _, o := range objs {
+		var p corev1.Pod
+		if err := decodeObject(o.Raw, o.Revision, &p); err != nil {
+			a.log.Warn("undecodable pod in the view", "key", o.Key.String(), "err", err)
+			continue
+		}
+		if p.Spec.NodeName != a.cfg.NodeName || p.UID == "" {
+			continue
+		}
+		desired = append(desired, &p)
+	}
+	static = map[string]*corev1.Pod{}
+	ms, err := readManifests(filepath.Join(a.cfg.DataDir, ManifestsDir), a.cfg.NodeName)
+	if err != nil {
+		a.log.Warn("read static pod manifests", "err", err)
+	}
+	for _, m := range ms {
+		if m.err != nil {
+			a.log.Warn("static pod manifest not used", "path", m.path, "err", m.err)
+			continue
+		}
+		static[string(m.pod.UID)] = m.pod
+		desired = append(desired, m.pod)
+	}
+	return desired, static, true
+}
+
+// reconcile runs one round: plan, start the actions of idle pods, and
+// report statuses. It returns when the next round is due at the latest.
+func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Time {
+	desired, static, ok := a.desiredPods()
+	if !ok {
+		return time.Time{}
+	}
+	actual, err := a.rt.List(ctx)
+	if err != nil {
+		a.log.Warn("list runtime", "err", err)
+		return time.Time{}
+	}
+	now := a.now()
+	a.mu.Lock()
+	records := make(map[string]pods.Record, len(a.records))
+	for k, v := range a.records {
+		records[k] = v
+	}
+	a.mu.Unlock()
+
+	d := pods.Plan(desired, actual, records, now)
+	byUID := map[string]*corev1.Pod{}
+	for _, p := range desired {
+		byUID[string(p.UID)] = p
+	}
+	for _, pd := range d.Pods {
+		uid := pd.Pod.UID
+		a.mu.Lock()
+		busy := a.busy[uid]
+		if !busy {
+			if pd.Forget && len(pd.Actions) == 0 {
+				delete(a.records, uid)
+				delete(a.reported, uid)
+			} else {
+				a.records[uid] = pd.Record
+			}
+			if len(pd.Actions) > 0 {
+				a.busy[uid] = true
+			}
+		}
+		a.mu.Unlock()
+		if busy {
+			continue
+		}
+		if pd.Forget && len(pd.Actions) == 0 {
+			a.cp.DeleteLocal(recordKey(uid))
+			a.cp.DeleteLocal(statusKey(uid))
+			a.mu.Lock()
+			key, mirrored := a.mirrored[uid]
+			delete(a.mirrored, uid)
+			a.mu.Unlock()
+			if mirrored {
+				a.enqueueMirrorDelete(key)
+			}
+			continue
+		}
+		a.saveRecord(uid, pd.Record)
+		if len(pd.Actions) > 0 {
+			workers.Go(func() { a.work(ctx, pd, byUID[uid], static[uid] != nil) })
+		}
+	}
+
+	byActual := map[string]*runtime.PodStatus{}
+	for i := range actual {
+		byActual[actual[i].Pod.UID] = &actual[i]
+	}
+	for _, p := range desired {
+		uid := string(p.UID)
+		a.mu.Lock()
+		rec := a.records[uid]
+		last, had := a.reported[uid]
+		a.mu.Unlock()
+		in := p
+		if had {
+			in = p.DeepCopy()
+			in.Status = last
+		}
+		st := pods.Status(in, byActual[uid], rec, now)
+		a.fillIPs(&st)
+		if had && equality.Semantic.DeepEqual(st, last) {
+			continue
+		}
+		a.report(p, st, static[uid] != nil)
+	}
+	a.reportNode(now)
+	a.notify()
+	return d.NextWake
+}
+
+// fillIPs sets the host IPs, which the runtime does not know.
+func (a *Agent) fillIPs(st *corev1.PodStatus) {
+	for _, addr := range hostAddresses(a.cfg.NodeName) {
+		if addr.Type == corev1.NodeInternalIP {
+			st.HostIP = addr.Address
+			st.HostIPs = []corev1.HostIP{{IP: addr.Address}}
+		}
+	}
+}
+
+// work runs one pod's actions in order, recording their outcomes, then
+// asks for another round.
+func (a *Agent) work(ctx context.Context, pd pods.PodDecision, pod *corev1.Pod, static bool) {
+	defer func() {
+		a.mu.Lock()
+		delete(a.busy, pd.Pod.UID)
+		a.mu.Unlock()
+		a.kick()
+	}()
+	rec := pd.Record
+	for _, act := range pd.Actions {
+		err := a.run(ctx, act, pod, static)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			a.log.Info("pod action failed", "action", act.String(), "err", err)
+		}
+		rec = pods.Observe(rec, act, err, a.now())
+		a.mu.Lock()
+		a.records[pd.Pod.UID] = rec
+		a.mu.Unlock()
+		a.saveRecord(pd.Pod.UID, rec)
+	}
+	if pd.Forget {
+		a.mu.Lock()
+		delete(a.records, pd.Pod.UID)
+		delete(a.reported, pd.Pod.UID)
+		a.mu.Unlock()
+		a.cp.DeleteLocal(recordKey(pd.Pod.UID))
+		a.cp.DeleteLocal(statusKey(pd.Pod.UID))
+	}
+}
+
+// run performs one action.
+func (a *Agent) run(ctx context.Context, act pods.Action, pod *corev1.Pod, static bool) error {
+	switch act.Type {
+	case pods.StartContainer:
+		spec := act.Spec
+		if pod != nil {
+			env, err := a.resolveEnv(pod, act.Container)
+			if err != nil {
+				return err
+			}
+			spec.Env = append(spec.Env, env...)
+		}
+		return a.rt.StartContainer(ctx, act.Pod, spec, act.Attempt)
+	case pods.StopContainer:
+		return a.rt.StopContainer(ctx, act.Pod, act.Container, act.Grace)
+	case pods.RemovePod:
+		return a.rt.RemovePod(ctx, act.Pod)
+	case pods.ConfirmTerminated:
+		if pod == nil || static {
+			return nil
+		}
+		return a.confirmTerminated(pod)
+	}
+	return fmt.Errorf("unknown action %v", act.Type)
+}
+
+// confirmTerminated sends the pod's final status, then tells the hub it
+// may remove the pod.
+func (a *Agent) confirmTerminated(pod *corev1.Pod) error {
+	actual, err := a.rt.List(context.Background())
+	if err != nil {
+		return err
+	}
+	var ps *runtime.PodStatus
+	for i := range actual {
+		if actual[i].Pod.UID == string(pod.UID) {
+			ps = &actual[i]
+		}
+	}
+	a.mu.Lock()
+	rec := a.records[string(pod.UID)]
+	a.mu.Unlock()
+	st := pods.Status(pod, ps, rec, a.now())
+	a.fillIPs(&st)
+	a.report(pod, st, false)
+	raw, err := encodeObject(podForHub(pod, st))
+	if err != nil {
+		return err
+	}
+	if _, err := a.cp.Enqueue(wire.KindPodTerminated, podKey(pod), raw); err != nil {
+		return err
+	}
+	a.notify()
+	return nil
+}
+
+func podKey(p *corev1.Pod) wire.Key {
+	return wire.Key{Resource: wire.ResourcePods, Namespace: p.Namespace, Name: p.Name}
+}
+
+// podForHub returns what is sent of a pod with status st: its identity and
+// the status.
+func podForHub(p *corev1.Pod, st corev1.PodStatus) *corev1.Pod {
+	return &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
+		Status:     st,
+	}
+}
+
+// report queues a pod's status for the hub and remembers it.
+func (a *Agent) report(p *corev1.Pod, st corev1.PodStatus, static bool) {
+	uid := string(p.UID)
+	var err error
+	if static {
+		m := mirrorOf(p)
+		m.Status = st
+		var raw []byte
+		if raw, err = encodeObject(m); err == nil {
+			_, err = a.cp.Enqueue(wire.KindMirrorPod, podKey(p), raw)
+		}
+		if err == nil {
+			a.mu.Lock()
+			a.mirrored[uid] = podKey(p).String()
+			a.mu.Unlock()
+		}
+	} else {
+		var raw []byte
+		if raw, err = encodeObject(podForHub(p, st)); err == nil {
+			_, err = a.cp.Enqueue(wire.KindPodStatus, podKey(p), raw)
+		}
+	}
+	if err != nil {
+		a.log.Warn("queue pod status", "pod", p.Namespace+"/"+p.Name, "err", err)
+		return
+	}
+	a.mu.Lock()
+	a.reported[uid] = st
+	a.mu.Unlock()
+	if b, err := json.Marshal(st); err == nil {
+		a.cp.PutLocal(statusKey(uid), b)
+	}
+}
+
+func (a *Agent) enqueueMirrorDelete(key string) {
+	k, err := wire.ParseKey(key)
+	if err != nil {
+		return
+	}
+	if _, err := a.cp.Enqueue(wire.KindMirrorPodDelete, k, nil); err != nil {
+		a.log.Warn("queue mirror pod removal", "pod", key, "err", err)
+	}
+}
+
+// reportNode queues the node's status when it changed or is due.
+func (a *Agent) reportNode(now time.Time) {
+	n := nodeObject(a.cfg.NodeName, a.cfg.Site, a.cfg.Capacity, a.cfg.RuntimeVersion, hostAddresses(a.cfg.NodeName), a.node, now)
+	if a.node != nil && now.Sub(a.nodeSent) < a.cfg.NodeStatusInterval && sameNodeStatus(a.node, n) {
+		return
+	}
+	raw, err := encodeObject(n)
+	if err != nil {
+		a.log.Warn("encode node status", "err", err)
+		return
+	}
+	if _, err := a.cp.Enqueue(wire.KindNodeStatus, wire.Key{Resource: wire.ResourceNodes, Name: a.cfg.NodeName}, raw); err != nil {
+		a.log.Warn("queue node status", "err", err)
+		return
+	}
+	a.node, a.nodeSent = n, now
+}
+
+// sameNodeStatus compares two node reports but for heartbeat times.
+func sameNodeStatus(a, b *corev1.Node) bool {
+	x, y := a.DeepCopy(), b.DeepCopy()
+	for _, n := range []*corev1.Node{x, y} {
+		for i := range n.Status.Conditions {
+			n.Status.Conditions[i].LastHeartbeatTime = metav1.Time{}
+		}
+	}
+	return equality.Semantic.DeepEqual(x, y)
+}
+
+func (a *Agent) saveRecord(uid string, r pods.Record) {
+	b, err := pods.MarshalRecord(r)
+	if err == nil {
+		err = a.cp.PutLocal(recordKey(uid), b)
+	}
+	if err != nil {
+		a.log.Warn("save pod record", "uid", uid, "err", err)
+	}
+}

@@ -1,0 +1,51 @@
+package agent
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+)
+
+// The agent decodes the objects of its view, and encodes what it sends up,
+// as Kubernetes protobuf, with a scheme of only the kinds that travel, to
+// keep the edge binary small.
+var (
+	scheme = func() *runtime.Scheme {
+		s := runtime.NewScheme()
+		if err := corev1.AddToScheme(s); err != nil {
+			panic(err)
+		}
+		if err := discoveryv1.AddToScheme(s); err != nil {
+			panic(err)
+		}
+		return s
+	}()
+	pbSerializer = protobuf.NewSerializer(scheme, scheme)
+)
+
+// decodeObject decodes raw into into, setting its resourceVersion to rev
+// (the hub strips it from the stored form).
+func decodeObject(raw []byte, rev int64, into runtime.Object) error {
+	if _, _, err := pbSerializer.Decode(raw, nil, into); err != nil {
+		return fmt.Errorf("decode %T: %w", into, err)
+	}
+	if m, err := meta.Accessor(into); err == nil {
+		m.SetResourceVersion(strconv.FormatInt(rev, 10))
+	}
+	return nil
+}
+
+// encodeObject encodes obj, whose apiVersion and kind must be set.
+func encodeObject(obj runtime.Object) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := pbSerializer.Encode(obj, &buf); err != nil {
+		return nil, fmt.Errorf("encode %T: %w", obj, err)
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,81 @@
+package hubd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+
+	"github.com/outpost-mesh/outpost/hub/pki"
+	"github.com/outpost-mesh/outpost/hub/store"
+	"github.com/outpost-mesh/outpost/sync/server"
+	"github.com/outpost-mesh/outpost/sync/view"
+)
+
+// syncEndpoint is the hub's running sync endpoint.
+type syncEndpoint struct {
+	addr   string
+	server *server.Server
+	views  *view.Index
+	stop   func()
+}
+
+// startSync starts the sync endpoint on h.cfg.SyncAddr: the views fed from
+// the store, the QUIC server, and the lease renewer. It returns once the
+// views hold the store's state and the endpoint listens; stop ends it all
+// and waits.
+func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler, certs *pki.PKI, log *slog.Logger) (*syncEndpoint, error) {
+	keys, err := loadSyncKeys(filepath.Join(h.dataDir, syncKeysFile))
+	if err != nil {
+		return nil, err
+	}
+	api, err := inprocClient(handler)
+	if err != nil {
+		return nil, fmt.Errorf("in-process api client: %w", err)
+	}
+	glue := newSyncGlue(api, certs, h.cfg.NodeCertLifetime, log.With("component", "sync"))
+	idx := view.NewIndex(view.DefaultConfig())
+
+	cfg := server.DefaultConfig()
+	cfg.Certificate = certs.ServingChain()
+	cfg.ClientCAs = certs.CAPool
+	cfg.SessionTicketKeys = [][32]byte{keys.ticket}
+	cfg.StatelessResetKey = &keys.reset
+	cfg.Views, cfg.Authority, cfg.Sink, cfg.Presence = idx, glue, glue, glue
+	cfg.Logger = log.With("component", "sync")
+	srv, err := server.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pc, err := net.ListenPacket("udp", h.cfg.SyncAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for sync on %s: %w", h.cfg.SyncAddr, err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	ready := make(chan struct{})
+	wg.Go(func() { feedViews(ctx, st, idx, ready, log.With("component", "sync-feed")) })
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		cancel()
+		pc.Close()
+		wg.Wait()
+		return nil, ctx.Err()
+	}
+	wg.Go(func() { glue.renewLeases(ctx) })
+	wg.Go(func() {
+		if err := srv.Serve(ctx, pc); err != nil {
+			log.Error("sync endpoint stopped", "err", err)
+		}
+	})
+	return &syncEndpoint{
+		addr:   pc.LocalAddr().String(),
+		server: srv,
+		views:  idx,
+		stop:   func() { cancel(); wg.Wait() },
+	}, nil
+}

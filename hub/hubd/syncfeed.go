@@ -1,0 +1,147 @@
+package hubd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/outpost-mesh/outpost/hub/store"
+	"github.com/outpost-mesh/outpost/sync/view"
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+// syncResources are the stored resources nodes' views are made of, by
+// store prefix.
+var syncResources = []struct {
+	prefix     string
+	resource   string
+	namespaced bool
+}{
+	{"/registry/nodes/", wire.ResourceNodes, false},
+	{"/registry/pods/", wire.ResourcePods, true},
+	{"/registry/configmaps/", wire.ResourceConfigMaps, true},
+	{"/registry/secrets/", wire.ResourceSecrets, true},
+	{"/registry/serviceaccounts/", wire.ResourceServiceAccounts, true},
+	{"/registry/services/", wire.ResourceServices, true},
+	{"/registry/discovery.k8s.io/endpointslices/", wire.ResourceEndpointSlices, true},
+}
+
+// syncWatchPrefix covers every prefix above in one watch, so that their
+// events come in one revision order.
+const syncWatchPrefix = "/registry/"
+
+// wireKey maps a store key to the object key of the sync protocol; ok is
+// false for keys of other resources.
+func wireKey(key string) (wire.Key, bool) {
+	for _, r := range syncResources {
+		rest, found := strings.CutPrefix(key, r.prefix)
+		if !found {
+			continue
+		}
+		k := wire.Key{Resource: r.resource, Name: rest}
+		if r.namespaced {
+			ns, name, ok := strings.Cut(rest, "/")
+			if !ok {
+				return wire.Key{}, false
+			}
+			k.Namespace, k.Name = ns, name
+		}
+		return k, k.Validate() == nil
+	}
+	return wire.Key{}, false
+}
+
+// feedListPage bounds each page of the lists that seed the views.
+const feedListPage = 1000
+
+// feedViews keeps idx equal to the store: a snapshot of every sync
+// resource at one revision, then the changes after it from one watch. When
+// the watch ends (compaction, too slow) it takes a new snapshot. It returns
+// when ctx ends.
+func feedViews(ctx context.Context, st store.Store, idx *view.Index, ready chan<- struct{}, log *slog.Logger) {
+	for ctx.Err() == nil {
+		err := feedOnce(ctx, st, idx, ready)
+		ready = nil // closed by the first round
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("sync view feed restarts", "err", err)
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func feedOnce(ctx context.Context, st store.Store, idx *view.Index, ready chan<- struct{}) error {
+	rev, err := st.Revision(ctx)
+	if err != nil {
+		return fmt.Errorf("store revision: %w", err)
+	}
+	var objs []view.Object
+	for _, r := range syncResources {
+		opts := store.ListOptions{Revision: rev, Limit: feedListPage}
+		for {
+			page, err := st.List(ctx, r.prefix, opts)
+			if err != nil {
+				return fmt.Errorf("list %s: %w", r.prefix, err)
+			}
+			for _, kv := range page.KVs {
+				if k, ok := wireKey(kv.Key); ok {
+					objs = append(objs, view.Object{Key: k, Revision: kv.ModRevision, Raw: kv.Value})
+				}
+			}
+			if !page.More {
+				break
+			}
+			opts.Continue = page.Continue
+		}
+	}
+	if err := idx.Reset(rev, objs); err != nil {
+		return fmt.Errorf("reset views: %w", err)
+	}
+	if ready != nil {
+		close(ready)
+	}
+	watchCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := st.Watch(watchCtx, syncWatchPrefix, rev)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", syncWatchPrefix, err)
+	}
+	for resp := range events {
+		if resp.Err != nil {
+			return fmt.Errorf("watch %s: %w", syncWatchPrefix, resp.Err)
+		}
+		batch := make([]view.Event, 0, len(resp.Events))
+		for _, ev := range resp.Events {
+			k, ok := wireKey(ev.KV.Key)
+			if !ok {
+				continue
+			}
+			e := view.Event{Revision: ev.Revision(), Key: k}
+			if ev.Type == store.EventDelete {
+				e.Deleted = true
+			} else {
+				e.Raw = ev.KV.Value
+			}
+			batch = append(batch, e)
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		if err := idx.Apply(batch); err != nil {
+			return fmt.Errorf("apply to views: %w", err)
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errors.New("watch channel closed")
+}

@@ -1,0 +1,437 @@
+package hubd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/outpost-mesh/outpost/hub/auth"
+	"github.com/outpost-mesh/outpost/hub/pki"
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+// Labels the hub keeps on nodes: those kubelet sets on its own Node, and
+// the site the node joined with.
+const (
+	labelHostname = "kubernetes.io/hostname"
+	labelOS       = "kubernetes.io/os"
+	labelArch     = "kubernetes.io/arch"
+	labelSite     = "topology.outpost.dev/site"
+)
+
+// nodeOwnLabels are the labels a node may set on its own Node (upstream's
+// NodeRestriction lets kubelet set these).
+var nodeOwnLabels = []string{labelHostname, labelOS, labelArch}
+
+// syncGlue adapts the hub to the sync server: it admits nodes (Authority),
+// applies what they send as their own identity through the API (Sink), and
+// renews their Leases while they are connected (Presence).
+type syncGlue struct {
+	api      kubernetes.Interface // in-process, as the user of each context
+	pki      *pki.PKI
+	certLife time.Duration
+	log      *slog.Logger
+	now      func() time.Time
+	decoder  runtime.Decoder
+
+	mu        sync.Mutex
+	connected map[string]*coordinationv1.Lease // the last lease written, nil before
+}
+
+func newSyncGlue(api kubernetes.Interface, p *pki.PKI, certLife time.Duration, log *slog.Logger) *syncGlue {
+	return &syncGlue{
+		api: api, pki: p, certLife: certLife, log: log, now: time.Now,
+		decoder:   protobuf.NewSerializer(scheme.Scheme, scheme.Scheme),
+		connected: map[string]*coordinationv1.Lease{},
+	}
+}
+
+// wireError maps an API error to what a node is told.
+func wireError(err error) error {
+	var code wire.ErrorCode
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsForbidden(err):
+		code = wire.CodeForbidden
+	case apierrors.IsNotFound(err):
+		code = wire.CodeNotFound
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		code = wire.CodeInvalid
+	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err):
+		code = wire.CodeConflict
+	case apierrors.IsUnauthorized(err):
+		code = wire.CodeUnauthorized
+	case apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsServiceUnavailable(err):
+		code = wire.CodeUnavailable
+	default:
+		code = wire.CodeInternal
+	}
+	return &wire.Error{Code: code, Message: err.Error()}
+}
+
+// Join admits a node with a bootstrap token: it checks the token, signs the
+// node's CSR and registers its Node with the hostname and site labels.
+func (g *syncGlue) Join(ctx context.Context, req *wire.JoinRequest) ([]byte, []byte, error) {
+	if errs := validation.IsDNS1123Subdomain(req.NodeName); len(errs) > 0 {
+		return nil, nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("node name %q: %v", req.NodeName, errs)}
+	}
+	id, _, err := auth.ParseToken(req.Token)
+	if err != nil {
+		return nil, nil, &wire.Error{Code: wire.CodeUnauthorized, Message: err.Error()}
+	}
+	hctx := asUser(ctx, hubUser)
+	secret, err := g.api.CoreV1().Secrets(metav1.NamespaceSystem).Get(hctx, auth.BootstrapTokenSecretName(id), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		secret, err = nil, nil
+	}
+	if err != nil {
+		return nil, nil, &wire.Error{Code: wire.CodeUnavailable, Message: "read bootstrap token: " + err.Error()}
+	}
+	site, err := auth.ValidateBootstrapToken(secret, req.Token, g.now())
+	if err != nil {
+		return nil, nil, &wire.Error{Code: wire.CodeUnauthorized, Message: err.Error()}
+	}
+	if req.Site != "" && site != "" && req.Site != site {
+		return nil, nil, &wire.Error{Code: wire.CodeForbidden, Message: fmt.Sprintf("the token is for site %q, not %q", site, req.Site)}
+	}
+	if site == "" {
+		site = req.Site
+	}
+	cert, err := pki.SignNodeCSR(g.pki.CA, g.pki.CAKey, req.CSR, req.NodeName, g.certLife, g.now())
+	if err != nil {
+		return nil, nil, &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
+	}
+	if err := g.registerNode(hctx, req.NodeName, site); err != nil {
+		return nil, nil, wireError(err)
+	}
+	return cert, g.pki.CA.Raw, nil
+}
+
+// registerNode creates the node's Node, or makes sure an existing one has
+// its hostname and site labels.
+func (g *syncGlue) registerNode(ctx context.Context, name, site string) error {
+	labels := map[string]string{labelHostname: name}
+	if site != "" {
+		labels[labelSite] = site
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	_, err := g.api.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	cur, err := g.api.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if cur.Labels == nil {
+		cur.Labels = map[string]string{}
+	}
+	if cur.Labels[labelHostname] == name && cur.Labels[labelSite] == labels[labelSite] {
+		return nil
+	}
+	maps.Copy(cur.Labels, labels)
+	_, err = g.api.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
+	return err
+}
+
+// Renew signs a new certificate for a connected node.
+func (g *syncGlue) Renew(ctx context.Context, node string, csr []byte) ([]byte, error) {
+	cert, err := pki.SignNodeCSR(g.pki.CA, g.pki.CAKey, csr, node, g.certLife, g.now())
+	if err != nil {
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
+	}
+	return cert, nil
+}
+
+// decode decodes an object a node sent, of the type want is.
+func (g *syncGlue) decode(raw []byte, want runtime.Object) error {
+	if _, _, err := g.decoder.Decode(raw, nil, want); err != nil {
+		return &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("decode %T: %v", want, err)}
+	}
+	return nil
+}
+
+// ApplyStatus applies one status item as node. What the node may not
+// write is refused by the API's authorizer, as for any client.
+func (g *syncGlue) ApplyStatus(ctx context.Context, node string, it wire.StatusItem) error {
+	ctx = asUser(ctx, nodeUser(node))
+	switch it.Kind {
+	case wire.KindPodStatus:
+		var pod corev1.Pod
+		if err := g.decode(it.Object, &pod); err != nil {
+			return err
+		}
+		return wireError(g.podStatus(ctx, it.Key, &pod))
+	case wire.KindNodeStatus:
+		var n corev1.Node
+		if err := g.decode(it.Object, &n); err != nil {
+			return err
+		}
+		if it.Key.Name != node || n.Name != node {
+			return &wire.Error{Code: wire.CodeForbidden, Message: fmt.Sprintf("node %q may only report its own status, not %q", node, n.Name)}
+		}
+		return wireError(g.nodeStatus(ctx, &n))
+	case wire.KindEvent:
+		var ev corev1.Event
+		if err := g.decode(it.Object, &ev); err != nil {
+			return err
+		}
+		ev.ResourceVersion = ""
+		_, err := g.api.CoreV1().Events(ev.Namespace).Create(ctx, &ev, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			err = nil // a resent event
+		}
+		return wireError(err)
+	case wire.KindPodTerminated:
+		var pod corev1.Pod
+		if err := g.decode(it.Object, &pod); err != nil {
+			return err
+		}
+		zero := int64(0)
+		err := g.api.CoreV1().Pods(it.Key.Namespace).Delete(ctx, it.Key.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: &zero,
+			Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+		})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			err = nil // gone already, or a newer pod of that name
+		}
+		return wireError(err)
+	case wire.KindMirrorPod:
+		var pod corev1.Pod
+		if err := g.decode(it.Object, &pod); err != nil {
+			return err
+		}
+		return wireError(g.mirrorPod(ctx, node, &pod))
+	case wire.KindMirrorPodDelete:
+		return wireError(g.deleteMirror(ctx, node, it.Key))
+	}
+	return &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("unknown status kind %d", it.Kind)}
+}
+
+// podStatus replaces the status of the pod at key with pod's, if the pod
+// there is still the one the node reported on (same UID).
+func (g *syncGlue) podStatus(ctx context.Context, key wire.Key, pod *corev1.Pod) error {
+	pods := g.api.CoreV1().Pods(key.Namespace)
+	for attempt := 0; ; attempt++ {
+		cur, err := pods.Get(ctx, key.Name, metav1.GetOptions{})
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil // deleted meanwhile: nothing to report on
+			}
+			return err
+		}
+		if pod.UID != "" && cur.UID != pod.UID {
+			return nil // a newer pod of that name: the report is stale
+		}
+		cur.Status = pod.Status
+		_, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) && attempt < 3 {
+			continue
+		}
+		return err
+	}
+}
+
+// nodeStatus replaces the node's status and its own labels.
+func (g *syncGlue) nodeStatus(ctx context.Context, n *corev1.Node) error {
+	nodes := g.api.CoreV1().Nodes()
+	for attempt := 0; ; attempt++ {
+		cur, err := nodes.Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		changed := false
+		if cur.Labels == nil {
+			cur.Labels = map[string]string{}
+		}
+		for _, l := range nodeOwnLabels {
+			if v, ok := n.Labels[l]; ok && cur.Labels[l] != v {
+				cur.Labels[l], changed = v, true
+			}
+		}
+		if changed {
+			if cur, err = nodes.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+				if apierrors.IsConflict(err) && attempt < 3 {
+					continue
+				}
+				return err
+			}
+		}
+		cur.Status = n.Status
+		_, err = nodes.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) && attempt < 3 {
+			continue
+		}
+		return err
+	}
+}
+
+// annotationMirror marks a mirror pod; its value is the static pod's hash.
+const annotationMirror = "kubernetes.io/config.mirror"
+
+// mirrorPod creates the mirror of a static pod of node, replacing one of an
+// older manifest.
+func (g *syncGlue) mirrorPod(ctx context.Context, node string, pod *corev1.Pod) error {
+	if pod.Spec.NodeName != node || pod.Annotations[annotationMirror] == "" {
+		return &wire.Error{Code: wire.CodeForbidden, Message: fmt.Sprintf("node %q may only mirror its own static pods", node)}
+	}
+	pods := g.api.CoreV1().Pods(pod.Namespace)
+	pod.ResourceVersion, pod.UID = "", ""
+	status := pod.Status
+	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		cur, gerr := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return gerr
+		}
+		if cur.Annotations[annotationMirror] == "" || cur.Spec.NodeName != node {
+			return &wire.Error{Code: wire.CodeConflict, Message: fmt.Sprintf("pod %s/%s exists and is not a mirror of this node's", pod.Namespace, pod.Name)}
+		}
+		if cur.Annotations[annotationMirror] != pod.Annotations[annotationMirror] {
+			// The manifest changed: the old mirror goes, the new comes.
+			zero := int64(0)
+			if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &cur.UID}}); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			created, err = pods.Create(ctx, pod, metav1.CreateOptions{})
+		} else {
+			created, err = cur, nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	created.Status = status
+	_, err = pods.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	return err
+}
+
+func (g *syncGlue) deleteMirror(ctx context.Context, node string, key wire.Key) error {
+	pods := g.api.CoreV1().Pods(key.Namespace)
+	cur, err := pods.Get(ctx, key.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if cur.Annotations[annotationMirror] == "" || cur.Spec.NodeName != node {
+		return &wire.Error{Code: wire.CodeForbidden, Message: fmt.Sprintf("pod %s/%s is not a mirror pod of node %q", key.Namespace, key.Name, node)}
+	}
+	zero := int64(0)
+	err = pods.Delete(ctx, key.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &cur.UID}})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// Lease timing, as kubelet's: a lease of 40s renewed every 10s.
+const (
+	leaseDuration = 40
+	leaseRenew    = 10 * time.Second
+)
+
+// Connected starts renewing node's Lease.
+func (g *syncGlue) Connected(node string) {
+	g.mu.Lock()
+	if _, ok := g.connected[node]; !ok {
+		g.connected[node] = nil
+	}
+	g.mu.Unlock()
+}
+
+// Disconnected stops renewing node's Lease.
+func (g *syncGlue) Disconnected(node string) {
+	g.mu.Lock()
+	delete(g.connected, node)
+	g.mu.Unlock()
+}
+
+// renewLeases renews the Lease of every connected node every leaseRenew,
+// and of a newly connected one at once, until ctx ends.
+func (g *syncGlue) renewLeases(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := g.now()
+		g.mu.Lock()
+		var due []string
+		for node, l := range g.connected {
+			if l == nil || l.Spec.RenewTime == nil || now.Sub(l.Spec.RenewTime.Time) >= leaseRenew {
+				due = append(due, node)
+			}
+		}
+		g.mu.Unlock()
+		for _, node := range due {
+			l, err := g.renewLease(ctx, node, now)
+			if err != nil {
+				if ctx.Err() == nil {
+					g.log.Warn("renew node lease", "node", node, "err", err)
+				}
+				continue
+			}
+			g.mu.Lock()
+			if _, ok := g.connected[node]; ok {
+				g.connected[node] = l
+			}
+			g.mu.Unlock()
+		}
+	}
+}
+
+func (g *syncGlue) renewLease(ctx context.Context, node string, now time.Time) (*coordinationv1.Lease, error) {
+	ctx = asUser(ctx, nodeUser(node))
+	leases := g.api.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	g.mu.Lock()
+	l := g.connected[node]
+	g.mu.Unlock()
+	renew := metav1.NewMicroTime(now)
+	if l != nil {
+		l = l.DeepCopy()
+		l.Spec.RenewTime = &renew
+		out, err := leases.Update(ctx, l, metav1.UpdateOptions{})
+		if err == nil {
+			return out, nil
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+	}
+	cur, err := leases.Get(ctx, node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		holder, dur := node, int32(leaseDuration)
+		lease := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: corev1.NamespaceNodeLease},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, RenewTime: &renew},
+		}
+		if n, err := g.api.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil {
+			lease.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: n.UID}}
+		}
+		return leases.Create(ctx, lease, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	cur.Spec.RenewTime = &renew
+	return leases.Update(ctx, cur, metav1.UpdateOptions{})
+}

@@ -1,0 +1,571 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+// Store is the edge's checkpoint of its view.
+type Store interface {
+	// LastRevision is the hub revision the view is complete through, 0
+	// before the first sync.
+	LastRevision() int64
+	Inventory() ([]wire.InventoryEntry, error)
+	// ApplyBatch makes changes durable and records revision, atomically.
+	ApplyBatch(changes []wire.Change, revision int64) error
+}
+
+// Outbox is the edge's durable queue of status for the hub.
+type Outbox interface {
+	// Pending returns up to max entries in order.
+	Pending(max int) ([]wire.StatusItem, error)
+	// Ack removes the entries of these sequence numbers.
+	Ack(seqs ...uint64) error
+}
+
+// TunnelHandler serves a tunnel the hub opened; it owns rw and closes it.
+type TunnelHandler func(ctx context.Context, open *wire.TunnelOpen, rw io.ReadWriteCloser)
+
+// Config configures a Client.
+type Config struct {
+	HubAddr    string // host:port of the hub's sync endpoint; required
+	ServerName string // checked against the hub's certificate; "" means the host of HubAddr
+	NodeName   string // required
+	// AgentVersion is reported in Hello.
+	AgentVersion string
+	// Certificate returns the node's current certificate and key; it is
+	// called for every connection, so a renewed one is used from the next.
+	Certificate func() (*tls.Certificate, error)
+	RootCAs     *x509.CertPool // the hub CA; required
+
+	Store  Store  // required
+	Outbox Outbox // required
+	// Applied, if set, is called after every batch was made durable, with
+	// its changes; the agent reconciles on it. It must not block long.
+	Applied func(changes []wire.Change)
+	// Renew, if set, is called once two thirds of the certificate's life
+	// have passed: it returns a CSR for a new key and a commit function
+	// that stores the certificate the hub signs for it.
+	Renew func() (csr []byte, commit func(cert []byte) error, err error)
+	// Tunnels serve the streams the hub opens, by kind.
+	Tunnels map[string]TunnelHandler
+	Logger  *slog.Logger
+
+	// Back-off between connection attempts: from MinBackoff doubling to
+	// MaxBackoff, with jitter: 500ms and 30s.
+	MinBackoff, MaxBackoff time.Duration
+	// IdleTimeout and KeepAlive: a link that carries nothing for
+	// IdleTimeout is dead; keep-alives every KeepAlive: 15s and 5s.
+	IdleTimeout, KeepAlive time.Duration
+	// StatusBatch bounds the items of one StatusPush: 100.
+	StatusBatch int
+}
+
+// DefaultConfig returns the defaults above.
+func DefaultConfig() Config {
+	return Config{
+		MinBackoff:  500 * time.Millisecond,
+		MaxBackoff:  30 * time.Second,
+		IdleTimeout: 15 * time.Second,
+		KeepAlive:   5 * time.Second,
+		StatusBatch: 100,
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	switch {
+	case c.HubAddr == "" || c.NodeName == "":
+		return errors.New("hub address and node name are required")
+	case c.Certificate == nil || c.RootCAs == nil:
+		return errors.New("certificate and root CAs are required")
+	case c.Store == nil || c.Outbox == nil:
+		return errors.New("store and outbox are required")
+	case c.MinBackoff <= 0 || c.MaxBackoff < c.MinBackoff:
+		return fmt.Errorf("back-off %v..%v is not a range", c.MinBackoff, c.MaxBackoff)
+	case c.KeepAlive <= 0 || c.KeepAlive >= c.IdleTimeout:
+		return fmt.Errorf("keep-alive %v must be positive and under the idle timeout %v", c.KeepAlive, c.IdleTimeout)
+	case c.StatusBatch < 1:
+		return fmt.Errorf("status batch %d is under 1", c.StatusBatch)
+	}
+	return nil
+}
+
+// Client keeps a node's connection to its hub. Its methods are safe for
+// concurrent use.
+type Client struct {
+	cfg     Config
+	log     *slog.Logger
+	tickets tls.ClientSessionCache
+	outbox  chan struct{} // a wake-up for the status sender
+
+	connected atomic.Bool
+	stats     Stats
+}
+
+// Stats counts the client's traffic.
+type Stats struct {
+	Connects       atomic.Int64 // connections that reached a session
+	Inventories    atomic.Int64 // sessions resumed from an inventory
+	BytesReceived  atomic.Int64 // frame bytes received on session streams
+	ResumeBytes    atomic.Int64 // frame bytes of the resume step of the last session
+	BatchesApplied atomic.Int64
+	StatusSent     atomic.Int64 // status items acknowledged by the hub
+	StatusRefused  atomic.Int64 // of which refused
+}
+
+// New checks cfg and returns a client; Run connects.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("sync client config: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(cfg.HubAddr)
+		if err != nil {
+			return nil, fmt.Errorf("hub address %q: %w", cfg.HubAddr, err)
+		}
+		cfg.ServerName = host
+	}
+	return &Client{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		tickets: tls.NewLRUClientSessionCache(4),
+		outbox:  make(chan struct{}, 1),
+	}, nil
+}
+
+// Stats returns the client's counters.
+func (c *Client) Stats() *Stats { return &c.stats }
+
+// Connected reports whether a session with the hub is up.
+func (c *Client) Connected() bool { return c.connected.Load() }
+
+// NotifyOutbox tells the client the outbox has new entries. It never
+// blocks.
+func (c *Client) NotifyOutbox() {
+	select {
+	case c.outbox <- struct{}{}:
+	default:
+	}
+}
+
+// Run keeps a connection to the hub until ctx ends, reconnecting with
+// back-off and jitter. It returns nil when ctx ends.
+func (c *Client) Run(ctx context.Context) error {
+	backoff := c.cfg.MinBackoff
+	for {
+		start := time.Now()
+		err := c.connectOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(start) > c.cfg.MaxBackoff {
+			backoff = c.cfg.MinBackoff // it was up a while: start over
+		}
+		var we *wire.Error
+		switch {
+		case errors.As(err, &we) && (we.Code == wire.CodeUnauthorized || we.Code == wire.CodeForbidden):
+			c.log.Error("hub refused this node; check its certificate", "err", err)
+		default:
+			c.log.Info("hub connection ended", "err", err, "retry_in", backoff)
+		}
+		// Full jitter over the upper half keeps a fleet from reconnecting
+		// in step after a hub restart.
+		wait := backoff/2 + rand.N(backoff/2+1)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(backoff*2, c.cfg.MaxBackoff)
+	}
+}
+
+func (c *Client) tlsConfig() (*tls.Config, *x509.Certificate, error) {
+	cert, err := c.cfg.Certificate()
+	if err != nil {
+		return nil, nil, fmt.Errorf("node certificate: %w", err)
+	}
+	leaf := cert.Leaf
+	if leaf == nil && len(cert.Certificate) > 0 {
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, nil, fmt.Errorf("parse node certificate: %w", err)
+		}
+	}
+	return &tls.Config{
+		Certificates:       []tls.Certificate{*cert},
+		RootCAs:            c.cfg.RootCAs,
+		ServerName:         c.cfg.ServerName,
+		NextProtos:         []string{wire.ALPN},
+		MinVersion:         tls.VersionTLS13,
+		ClientSessionCache: c.tickets,
+	}, leaf, nil
+}
+
+// connectOnce dials, runs one session until it ends, and returns why.
+func (c *Client) connectOnce(ctx context.Context) error {
+	tlsConf, leaf, err := c.tlsConfig()
+	if err != nil {
+		return err
+	}
+	qconf := &quic.Config{
+		MaxIdleTimeout:       c.cfg.IdleTimeout,
+		KeepAlivePeriod:      c.cfg.KeepAlive,
+		HandshakeIdleTimeout: 10 * time.Second,
+		MaxIncomingStreams:   16,
+	}
+	dialCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	conn, err := quic.DialAddrEarly(dialCtx, c.cfg.HubAddr, tlsConf, qconf)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("dial hub %s: %w", c.cfg.HubAddr, err)
+	}
+	defer conn.CloseWithError(0, "")
+
+	st, welcome, err := c.hello(ctx, conn)
+	if errors.Is(err, quic.Err0RTTRejected) {
+		// The hub did not take the early data (new ticket keys): go on on
+		// the same handshake, resending what was sent early.
+		if conn, err = conn.NextConnection(ctx); err != nil {
+			return fmt.Errorf("after 0-RTT rejection: %w", err)
+		}
+		st, welcome, err = c.hello(ctx, conn)
+	}
+	if err != nil {
+		return err
+	}
+	c.stats.Connects.Add(1)
+	c.connected.Store(true)
+	defer c.connected.Store(false)
+	c.log.Info("connected to hub", "hub", c.cfg.HubAddr, "revision", welcome.HubRevision, "inventory", welcome.SendInventory, "early", conn.ConnectionState().Used0RTT)
+
+	// The session lasts until any of its parts ends: the view stream, the
+	// status sender, the tunnel acceptor or the renewer.
+	sessCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+	errs := make(chan error, 4)
+	wg.Go(func() { errs <- c.receive(st, welcome) })
+	wg.Go(func() { errs <- c.statusLoop(sessCtx, conn) })
+	wg.Go(func() { errs <- c.tunnels(sessCtx, conn) })
+	if c.cfg.Renew != nil && leaf != nil {
+		wg.Go(func() { errs <- c.renewLoop(sessCtx, conn, leaf) })
+	}
+	wg.Go(func() {
+		<-sessCtx.Done()
+		st.st.CancelRead(0)
+		st.st.CancelWrite(0)
+	})
+	select {
+	case err = <-errs:
+	case <-ctx.Done():
+	}
+	stop()
+	conn.CloseWithError(0, "session ended")
+	return err
+}
+
+// stream is a QUIC stream with frame reading and writing.
+type stream struct {
+	st *quic.Stream
+	r  *wire.Reader
+	w  *wire.Writer
+}
+
+func newStream(st *quic.Stream) *stream {
+	return &stream{st: st, r: wire.NewReader(st, 0), w: wire.NewWriter(st)}
+}
+
+// fail sends an Error frame and ends the stream both ways.
+func (s *stream) fail(code wire.ErrorCode, msg string) {
+	s.w.Write(&wire.Error{Code: code, Message: msg})
+	s.st.CancelRead(quic.StreamErrorCode(code))
+	s.st.Close()
+}
+
+// hello opens the session stream and reads the hub's Welcome.
+func (c *Client) hello(ctx context.Context, conn *quic.Conn) (*stream, *wire.Welcome, error) {
+	qs, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open session stream: %w", err)
+	}
+	st := newStream(qs)
+	last := c.cfg.Store.LastRevision()
+	if err := st.w.Write(&wire.Hello{CapabilityVersion: wire.CapabilityVersion, NodeName: c.cfg.NodeName, LastRevision: last, AgentVersion: c.cfg.AgentVersion}); err != nil {
+		return nil, nil, fmt.Errorf("send hello: %w", err)
+	}
+	m, err := st.r.Read()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read welcome: %w", err)
+	}
+	switch m := m.(type) {
+	case *wire.Welcome:
+		if _, ok := wire.Negotiate(m.CapabilityVersion); !ok {
+			st.fail(wire.CodeVersion, fmt.Sprintf("capability version %d is not spoken here", m.CapabilityVersion))
+			return nil, nil, fmt.Errorf("hub speaks capability version %d, this agent %d..%d", m.CapabilityVersion, wire.MinCapabilityVersion, wire.CapabilityVersion)
+		}
+		return st, m, nil
+	case *wire.Error:
+		return nil, nil, m
+	default:
+		st.fail(wire.CodeBadRequest, fmt.Sprintf("expected Welcome, got %v", m.Type()))
+		return nil, nil, fmt.Errorf("expected Welcome, got %v", m.Type())
+	}
+}
+
+// inventoryChunk bounds the entries of one Inventory frame.
+const inventoryChunk = 5000
+
+// receive sends the inventory if asked, then applies batches and
+// acknowledges them until the stream ends.
+func (c *Client) receive(st *stream, welcome *wire.Welcome) error {
+	if welcome.SendInventory {
+		c.stats.Inventories.Add(1)
+		inv, err := c.cfg.Store.Inventory()
+		if err != nil {
+			st.fail(wire.CodeInternal, "read inventory")
+			return fmt.Errorf("read inventory: %w", err)
+		}
+		for {
+			n := min(len(inv), inventoryChunk)
+			if err := st.w.Write(&wire.Inventory{Entries: inv[:n], More: n < len(inv)}); err != nil {
+				return fmt.Errorf("send inventory: %w", err)
+			}
+			inv = inv[n:]
+			if len(inv) == 0 {
+				break
+			}
+		}
+	}
+	resuming := true
+	var resumeBytes int64
+	for {
+		before := st.r.BytesRead()
+		m, err := st.r.Read()
+		if err != nil {
+			return fmt.Errorf("session: %w", err)
+		}
+		n := st.r.BytesRead() - before
+		c.stats.BytesReceived.Add(n)
+		if resuming {
+			resumeBytes += n
+		}
+		switch m := m.(type) {
+		case *wire.Batch:
+			rev := m.Revision
+			if rev == 0 {
+				rev = c.cfg.Store.LastRevision() // more of this step follows
+			}
+			if err := c.cfg.Store.ApplyBatch(m.Changes, rev); err != nil {
+				st.fail(wire.CodeInternal, "checkpoint write failed")
+				return fmt.Errorf("apply batch: %w", err)
+			}
+			c.stats.BatchesApplied.Add(1)
+			if c.cfg.Applied != nil && len(m.Changes) > 0 {
+				c.cfg.Applied(m.Changes)
+			}
+			if m.Revision != 0 {
+				if err := st.w.Write(&wire.Ack{Revision: m.Revision}); err != nil {
+					return fmt.Errorf("send ack: %w", err)
+				}
+				if resuming {
+					resuming = false
+					c.stats.ResumeBytes.Store(resumeBytes)
+				}
+			}
+		case *wire.Error:
+			return m
+		default:
+			st.fail(wire.CodeBadRequest, fmt.Sprintf("unexpected %v on the session stream", m.Type()))
+			return fmt.Errorf("unexpected %v on the session stream", m.Type())
+		}
+	}
+}
+
+// statusLoop drains the outbox to the hub: it pushes pending entries on a
+// status stream, waits for the acknowledgement and drops what the hub
+// answered, until ctx ends.
+func (c *Client) statusLoop(ctx context.Context, conn *quic.Conn) error {
+	var st *stream
+	defer func() {
+		if st != nil {
+			st.st.CancelRead(0)
+			st.st.Close()
+		}
+	}()
+	for {
+		items, err := c.cfg.Outbox.Pending(c.cfg.StatusBatch)
+		if err != nil {
+			return fmt.Errorf("read outbox: %w", err)
+		}
+		if len(items) == 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-c.outbox:
+				continue
+			}
+		}
+		if st == nil {
+			qs, err := conn.OpenStreamSync(ctx)
+			if err != nil {
+				return fmt.Errorf("open status stream: %w", err)
+			}
+			st = newStream(qs)
+		}
+		if err := st.w.Write(&wire.StatusPush{Items: items}); err != nil {
+			return fmt.Errorf("push status: %w", err)
+		}
+		m, err := st.r.Read()
+		if err != nil {
+			return fmt.Errorf("read status ack: %w", err)
+		}
+		ack, ok := m.(*wire.StatusAck)
+		if !ok {
+			if e, isErr := m.(*wire.Error); isErr {
+				return e
+			}
+			return fmt.Errorf("expected StatusAck, got %v", m.Type())
+		}
+		seqs := make([]uint64, 0, len(ack.Results))
+		for _, r := range ack.Results {
+			seqs = append(seqs, r.Seq)
+			if r.Code != wire.CodeOK {
+				c.stats.StatusRefused.Add(1)
+				c.log.Warn("hub refused a status update", "seq", r.Seq, "code", r.Code, "err", r.Message)
+			}
+		}
+		if err := c.cfg.Outbox.Ack(seqs...); err != nil {
+			return fmt.Errorf("ack outbox: %w", err)
+		}
+		c.stats.StatusSent.Add(int64(len(seqs)))
+		if len(ack.Results) < len(items) {
+			// Some were left for later by the hub: do not spin on them.
+			t := time.NewTimer(c.cfg.MinBackoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// tunnels accepts the streams the hub opens and hands them to their
+// handlers, until the connection or ctx ends.
+func (c *Client) tunnels(ctx context.Context, conn *quic.Conn) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		qs, err := conn.AcceptStream(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("accept tunnel: %w", err)
+		}
+		wg.Go(func() { c.serveTunnel(ctx, qs) })
+	}
+}
+
+func (c *Client) serveTunnel(ctx context.Context, qs *quic.Stream) {
+	st := newStream(qs)
+	m, err := st.r.Read()
+	if err != nil {
+		qs.CancelRead(quic.StreamErrorCode(wire.CodeBadRequest))
+		qs.CancelWrite(quic.StreamErrorCode(wire.CodeBadRequest))
+		return
+	}
+	open, ok := m.(*wire.TunnelOpen)
+	if !ok {
+		st.fail(wire.CodeBadRequest, fmt.Sprintf("a tunnel starts with TunnelOpen, not %v", m.Type()))
+		return
+	}
+	h := c.cfg.Tunnels[open.Kind]
+	if h == nil {
+		st.fail(wire.CodeNotFound, fmt.Sprintf("this agent serves no %q tunnels", open.Kind))
+		return
+	}
+	if err := st.w.Write(&wire.TunnelReply{}); err != nil {
+		return
+	}
+	h(ctx, open, &tunnelConn{st: st})
+}
+
+// tunnelConn reads what the frame reader buffered before the stream.
+type tunnelConn struct{ st *stream }
+
+func (t *tunnelConn) Read(p []byte) (int, error)  { return t.st.r.Rest().Read(p) }
+func (t *tunnelConn) Write(p []byte) (int, error) { return t.st.st.Write(p) }
+func (t *tunnelConn) Close() error {
+	t.st.st.CancelRead(0)
+	return t.st.st.Close()
+}
+
+// renewLoop renews the node certificate once two thirds of its life have
+// passed, while connected.
+func (c *Client) renewLoop(ctx context.Context, conn *quic.Conn, leaf *x509.Certificate) error {
+	life := leaf.NotAfter.Sub(leaf.NotBefore)
+	at := leaf.NotBefore.Add(life * 2 / 3)
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-t.C:
+	}
+	csr, commit, err := c.cfg.Renew()
+	if err != nil {
+		return fmt.Errorf("renewal CSR: %w", err)
+	}
+	qs, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		return fmt.Errorf("open renew stream: %w", err)
+	}
+	st := newStream(qs)
+	defer qs.CancelRead(0)
+	if err := st.w.Write(&wire.RenewRequest{CSR: csr}); err != nil {
+		return fmt.Errorf("send renew request: %w", err)
+	}
+	qs.Close()
+	m, err := st.r.Read()
+	if err != nil {
+		return fmt.Errorf("read renew response: %w", err)
+	}
+	switch m := m.(type) {
+	case *wire.RenewResponse:
+		if err := commit(m.Certificate); err != nil {
+			return fmt.Errorf("store renewed certificate: %w", err)
+		}
+		c.log.Info("node certificate renewed")
+		// The new certificate is used from the next connection; this one
+		// stays up. Wait here so that the loop does not end the session.
+		<-ctx.Done()
+		return nil
+	case *wire.Error:
+		return fmt.Errorf("renew certificate: %w", m)
+	default:
+		return fmt.Errorf("renew: unexpected %v", m.Type())
+	}
+}

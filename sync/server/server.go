@@ -1,0 +1,468 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/outpost-mesh/outpost/sync/view"
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+// Authority admits nodes and renews their certificates.
+type Authority interface {
+	// Join checks req's bootstrap token and signs its CSR, registering the
+	// node; it returns the node's certificate and the CA's, both DER. A
+	// refusal is a *wire.Error (CodeUnauthorized for a bad, expired or
+	// deleted token, CodeBadRequest for a bad CSR).
+	Join(ctx context.Context, req *wire.JoinRequest) (cert, ca []byte, err error)
+	// Renew signs csr for node, which proved its identity with its
+	// current certificate.
+	Renew(ctx context.Context, node string, csr []byte) (cert []byte, err error)
+}
+
+// Sink applies what a node sends up, as that node: it refuses what the
+// node may not write with a *wire.Error of CodeForbidden.
+type Sink interface {
+	ApplyStatus(ctx context.Context, node string, item wire.StatusItem) error
+}
+
+// Presence hears of sessions: the hub renews a node's Lease while it is
+// connected and marks the node when it is not.
+type Presence interface {
+	Connected(node string)
+	Disconnected(node string)
+}
+
+// NodeUserPrefix and NodesGroup are the subject of node certificates:
+// CN system:node:<name>, O system:nodes.
+const (
+	NodeUserPrefix = "system:node:"
+	NodesGroup     = "system:nodes"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Certificate is the hub's serving certificate; its chain must include
+	// the CA, which joining nodes pin by hash. Required.
+	Certificate tls.Certificate
+	// ClientCAs verifies node certificates. Required.
+	ClientCAs *x509.CertPool
+	// SessionTicketKeys, when set, encrypt TLS session tickets; kept
+	// across restarts they let nodes resume (and send 0-RTT) after the
+	// hub restarts.
+	SessionTicketKeys [][32]byte
+	// StatelessResetKey, kept across restarts, lets a restarted hub tell
+	// nodes at once that their old connections are gone, instead of their
+	// noticing only at the idle timeout.
+	StatelessResetKey *quic.StatelessResetKey
+
+	Views     *view.Index // non-nil
+	Authority Authority   // non-nil
+	Sink      Sink        // non-nil
+	Presence  Presence    // or nil
+	Logger    *slog.Logger
+
+	// IdleTimeout ends a connection that heard nothing for this long; the
+	// peers' keep-alives come every KeepAlive: 15s and 5s by default, so
+	// a dead link is noticed within 15s.
+	IdleTimeout time.Duration
+	KeepAlive   time.Duration
+	// MaxBatchBytes bounds the objects of one Batch frame: 512 KiB.
+	MaxBatchBytes int
+	// MaxStatusItems bounds the items of one StatusPush: 1,000.
+	MaxStatusItems int
+	// MaxInventory bounds the entries of an edge's inventory: 200,000.
+	MaxInventory int
+}
+
+// DefaultConfig returns the defaults above; the required fields are left
+// empty.
+func DefaultConfig() Config {
+	return Config{
+		IdleTimeout:    15 * time.Second,
+		KeepAlive:      5 * time.Second,
+		MaxBatchBytes:  512 << 10,
+		MaxStatusItems: 1000,
+		MaxInventory:   200_000,
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	switch {
+	case len(c.Certificate.Certificate) == 0:
+		return errors.New("no serving certificate")
+	case c.ClientCAs == nil:
+		return errors.New("no client CA pool")
+	case c.Views == nil || c.Authority == nil || c.Sink == nil:
+		return errors.New("views, authority and sink are required")
+	case c.IdleTimeout <= 0 || c.KeepAlive <= 0 || c.KeepAlive >= c.IdleTimeout:
+		return fmt.Errorf("keep-alive %v must be positive and under the idle timeout %v", c.KeepAlive, c.IdleTimeout)
+	case c.MaxBatchBytes < 1<<10 || c.MaxBatchBytes > wire.DefaultMaxFrameSize/2:
+		return fmt.Errorf("max batch bytes %d out of range", c.MaxBatchBytes)
+	case c.MaxStatusItems < 1 || c.MaxInventory < 1:
+		return errors.New("max status items and max inventory must be positive")
+	}
+	return nil
+}
+
+// Server serves the sync protocol. Its methods are safe for concurrent use.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	mu    sync.Mutex
+	conns map[string]*nodeConn // the live connection of each node
+
+	stats Stats
+}
+
+// Stats counts the server's traffic in frames; read with Snapshot.
+type Stats struct {
+	Sessions      atomic.Int64 // sessions started
+	Resumes       atomic.Int64 // sessions resumed from a revision
+	Inventories   atomic.Int64 // sessions resumed from an inventory
+	BatchBytes    atomic.Int64 // bytes of Batch frames sent
+	ResumeBytes   atomic.Int64 // of which in the first step of a session
+	StatusItems   atomic.Int64 // status items applied or refused
+	Joins         atomic.Int64
+	JoinsRefused  atomic.Int64
+	ConnsAccepted atomic.Int64
+}
+
+// New checks cfg and returns a server; it starts nothing.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("sync server config: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, conns: map[string]*nodeConn{}}, nil
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() *Stats { return &s.stats }
+
+func (s *Server) tlsConfig() *tls.Config {
+	c := &tls.Config{
+		Certificates: []tls.Certificate{s.cfg.Certificate},
+		ClientCAs:    s.cfg.ClientCAs,
+		// A joining node has no certificate yet; every stream but join
+		// needs one, checked per stream.
+		ClientAuth: tls.VerifyClientCertIfGiven,
+		NextProtos: []string{wire.ALPN},
+		MinVersion: tls.VersionTLS13,
+	}
+	if len(s.cfg.SessionTicketKeys) > 0 {
+		c.SetSessionTicketKeys(s.cfg.SessionTicketKeys)
+	}
+	return c
+}
+
+func (s *Server) quicConfig() *quic.Config {
+	return &quic.Config{
+		MaxIdleTimeout:        s.cfg.IdleTimeout,
+		KeepAlivePeriod:       s.cfg.KeepAlive,
+		HandshakeIdleTimeout:  5 * time.Second,
+		MaxIncomingStreams:    64,
+		MaxIncomingUniStreams: -1,
+		// Only Hello and StatusPush can come early, and both may be
+		// replayed: a Hello resumes read-only, status writes are
+		// idempotent (the latest status of an object).
+		Allow0RTT: true,
+	}
+}
+
+// Serve accepts connections on pc until ctx ends, then closes every
+// connection and returns once all of them have ended. It owns pc.
+func (s *Server) Serve(ctx context.Context, pc net.PacketConn) error {
+	tr := &quic.Transport{Conn: pc, StatelessResetKey: s.cfg.StatelessResetKey}
+	defer tr.Close()
+	ln, err := tr.ListenEarly(s.tlsConfig(), s.quicConfig())
+	if err != nil {
+		return fmt.Errorf("listen for sync: %w", err)
+	}
+	defer ln.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		conn, err := ln.Accept(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				s.closeAll("hub shutting down")
+				return nil
+			}
+			return fmt.Errorf("accept sync connection: %w", err)
+		}
+		s.stats.ConnsAccepted.Add(1)
+		wg.Go(func() { s.serveConn(ctx, conn) })
+	}
+}
+
+func (s *Server) closeAll(why string) {
+	s.mu.Lock()
+	conns := make([]*nodeConn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.conn.CloseWithError(appErrShutdown, why)
+	}
+}
+
+// Application error codes on connections and streams.
+const (
+	appErrNone     quic.ApplicationErrorCode = 0
+	appErrProtocol quic.ApplicationErrorCode = 1
+	appErrReplaced quic.ApplicationErrorCode = 2
+	appErrShutdown quic.ApplicationErrorCode = 3
+	appErrAuth     quic.ApplicationErrorCode = 4
+)
+
+// nodeConn is the connection of an authenticated node.
+type nodeConn struct {
+	node string
+	conn *quic.Conn
+}
+
+// identity returns the node a connection's verified client certificate
+// names, or "" for a connection without one.
+func identity(conn *quic.Conn) (string, error) {
+	st := conn.ConnectionState().TLS
+	if len(st.VerifiedChains) == 0 || len(st.PeerCertificates) == 0 {
+		return "", nil
+	}
+	leaf := st.PeerCertificates[0]
+	name, ok := strings.CutPrefix(leaf.Subject.CommonName, NodeUserPrefix)
+	if !ok || name == "" || !hasGroup(leaf, NodesGroup) {
+		return "", fmt.Errorf("certificate of %q is not a node's", leaf.Subject.CommonName)
+	}
+	return name, nil
+}
+
+func hasGroup(c *x509.Certificate, g string) bool {
+	for _, o := range c.Subject.Organization {
+		if o == g {
+			return true
+		}
+	}
+	return false
+}
+
+// serveConn serves one connection's streams until it ends.
+func (s *Server) serveConn(ctx context.Context, conn *quic.Conn) {
+	// An early connection is accepted before the client's certificate has
+	// arrived, unless it resumed a session, whose ticket carries it; wait
+	// for the handshake in the first case.
+	if !conn.ConnectionState().TLS.DidResume {
+		select {
+		case <-conn.HandshakeComplete():
+		case <-conn.Context().Done():
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+	node, err := identity(conn)
+	if err != nil {
+		conn.CloseWithError(appErrAuth, err.Error())
+		return
+	}
+	log := s.log.With("remote", conn.RemoteAddr().String())
+	var nc *nodeConn
+	if node != "" {
+		log = log.With("node", node)
+		nc = &nodeConn{node: node, conn: conn}
+		s.register(nc)
+		defer s.unregister(nc)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		st, err := conn.AcceptStream(ctx)
+		if err != nil {
+			return // the connection ended
+		}
+		wg.Go(func() { s.serveStream(conn.Context(), log, node, st) })
+	}
+}
+
+// register makes nc its node's connection, closing one it replaces.
+func (s *Server) register(nc *nodeConn) {
+	s.mu.Lock()
+	old := s.conns[nc.node]
+	s.conns[nc.node] = nc
+	s.mu.Unlock()
+	if old != nil {
+		old.conn.CloseWithError(appErrReplaced, "replaced by a newer connection of the node")
+	}
+}
+
+func (s *Server) unregister(nc *nodeConn) {
+	s.mu.Lock()
+	if s.conns[nc.node] == nc {
+		delete(s.conns, nc.node)
+	}
+	s.mu.Unlock()
+}
+
+// stream is a QUIC stream with frame reading and writing.
+type stream struct {
+	st *quic.Stream
+	r  *wire.Reader
+	w  *wire.Writer
+}
+
+func newStream(st *quic.Stream) *stream {
+	return &stream{st: st, r: wire.NewReader(st, 0), w: wire.NewWriter(st)}
+}
+
+// fail sends an Error frame and ends the stream both ways.
+func (s *stream) fail(code wire.ErrorCode, msg string) {
+	s.w.Write(&wire.Error{Code: code, Message: msg})
+	s.st.CancelRead(quic.StreamErrorCode(code))
+	s.st.Close()
+}
+
+// readError turns a frame read error into what to tell the peer.
+func (s *stream) readFailed(err error) {
+	switch {
+	case errors.Is(err, io.EOF):
+		s.st.Close()
+	case errors.Is(err, wire.ErrFrameTooLarge):
+		s.fail(wire.CodeTooLarge, err.Error())
+	case errors.Is(err, wire.ErrMalformed):
+		s.fail(wire.CodeBadRequest, err.Error())
+	default:
+		s.st.CancelRead(quic.StreamErrorCode(wire.CodeInternal))
+		s.st.CancelWrite(quic.StreamErrorCode(wire.CodeInternal))
+	}
+}
+
+// serveStream dispatches a stream by its first frame.
+func (s *Server) serveStream(ctx context.Context, log *slog.Logger, node string, qs *quic.Stream) {
+	st := newStream(qs)
+	m, err := st.r.Read()
+	if err != nil {
+		st.readFailed(err)
+		return
+	}
+	if j, ok := m.(*wire.JoinRequest); ok {
+		s.join(ctx, log, st, j)
+		return
+	}
+	if node == "" {
+		st.fail(wire.CodeUnauthorized, fmt.Sprintf("a %v needs a node certificate; join first", m.Type()))
+		return
+	}
+	switch m := m.(type) {
+	case *wire.Hello:
+		s.session(ctx, log, node, st, m)
+	case *wire.StatusPush:
+		s.status(ctx, log, node, st, m)
+	case *wire.RenewRequest:
+		s.renew(ctx, log, node, st, m)
+	default:
+		st.fail(wire.CodeBadRequest, fmt.Sprintf("a stream cannot start with %v", m.Type()))
+	}
+}
+
+func (s *Server) join(ctx context.Context, log *slog.Logger, st *stream, req *wire.JoinRequest) {
+	s.stats.Joins.Add(1)
+	if _, ok := wire.Negotiate(req.CapabilityVersion); !ok {
+		s.stats.JoinsRefused.Add(1)
+		st.fail(wire.CodeVersion, fmt.Sprintf("capability version %d is not spoken here (%d..%d)", req.CapabilityVersion, wire.MinCapabilityVersion, wire.CapabilityVersion))
+		return
+	}
+	cert, ca, err := s.cfg.Authority.Join(ctx, req)
+	if err != nil {
+		s.stats.JoinsRefused.Add(1)
+		code, msg := errorCode(err)
+		log.Info("join refused", "node", req.NodeName, "code", code, "err", msg)
+		st.fail(code, msg)
+		return
+	}
+	log.Info("node joined", "node", req.NodeName, "site", req.Site)
+	if err := st.w.Write(&wire.JoinResponse{Certificate: cert, CA: ca}); err != nil {
+		return
+	}
+	st.st.Close()
+}
+
+func (s *Server) renew(ctx context.Context, log *slog.Logger, node string, st *stream, req *wire.RenewRequest) {
+	cert, err := s.cfg.Authority.Renew(ctx, node, req.CSR)
+	if err != nil {
+		code, msg := errorCode(err)
+		log.Warn("certificate renewal refused", "code", code, "err", msg)
+		st.fail(code, msg)
+		return
+	}
+	log.Info("node certificate renewed")
+	if st.w.Write(&wire.RenewResponse{Certificate: cert}) == nil {
+		st.st.Close()
+	}
+}
+
+// errorCode maps an error to what the peer is told: a *wire.Error as it
+// is, anything else as an internal error with its text.
+func errorCode(err error) (wire.ErrorCode, string) {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we.Code, we.Message
+	}
+	return wire.CodeInternal, err.Error()
+}
+
+// status applies StatusPush frames until the stream ends.
+func (s *Server) status(ctx context.Context, log *slog.Logger, node string, st *stream, first *wire.StatusPush) {
+	m := wire.Message(first)
+	for {
+		push, ok := m.(*wire.StatusPush)
+		if !ok {
+			st.fail(wire.CodeBadRequest, fmt.Sprintf("unexpected %v on the status stream", m.Type()))
+			return
+		}
+		if len(push.Items) > s.cfg.MaxStatusItems {
+			st.fail(wire.CodeTooLarge, fmt.Sprintf("%d status items in one push; at most %d", len(push.Items), s.cfg.MaxStatusItems))
+			return
+		}
+		ack := &wire.StatusAck{Results: make([]wire.StatusResult, 0, len(push.Items))}
+		for _, it := range push.Items {
+			r := wire.StatusResult{Seq: it.Seq}
+			if err := s.cfg.Sink.ApplyStatus(ctx, node, it); err != nil {
+				r.Code, r.Message = errorCode(err)
+				if r.Code == wire.CodeUnavailable || r.Code == wire.CodeInternal {
+					// The hub could not take it now: leave it in the
+					// outbox by not answering it; the edge resends.
+					log.Warn("status not applied", "key", it.Key.String(), "err", r.Message)
+					continue
+				}
+				log.Info("status refused", "key", it.Key.String(), "code", r.Code, "err", r.Message)
+			}
+			ack.Results = append(ack.Results, r)
+		}
+		s.stats.StatusItems.Add(int64(len(push.Items)))
+		if err := st.w.Write(ack); err != nil {
+			return
+		}
+		var err error
+		if m, err = st.r.Read(); err != nil {
+			st.readFailed(err)
+			return
+		}
+	}
+}

@@ -1,0 +1,190 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/outpost-mesh/outpost/sync/view"
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+// progressInterval is how long a session stays silent while the hub's
+// revision moves on without touching the node's view; then an empty Batch
+// moves the edge's revision on, so that a later resume replays less.
+const progressInterval = 10 * time.Minute
+
+// session streams a node's view: the resume step, then changes as they
+// come, until the stream or ctx ends.
+func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st *stream, hello *wire.Hello) {
+	if hello.NodeName != node {
+		st.fail(wire.CodeForbidden, fmt.Sprintf("certificate of node %q cannot open a session for %q", node, hello.NodeName))
+		return
+	}
+	version, ok := wire.Negotiate(hello.CapabilityVersion)
+	if !ok {
+		st.fail(wire.CodeVersion, fmt.Sprintf("capability version %d is not spoken here (%d..%d)", hello.CapabilityVersion, wire.MinCapabilityVersion, wire.CapabilityVersion))
+		return
+	}
+	s.stats.Sessions.Add(1)
+
+	sess, changes, rev, err := s.cfg.Views.Resume(node, hello.LastRevision)
+	byInventory := errors.Is(err, view.ErrNeedInventory)
+	switch {
+	case byInventory:
+		if err := st.w.Write(&wire.Welcome{CapabilityVersion: version, HubRevision: s.cfg.Views.Revision(), SendInventory: true}); err != nil {
+			return
+		}
+		inv, err := s.readInventory(st)
+		if err != nil {
+			return
+		}
+		sess, changes, rev = s.cfg.Views.ResumeFromInventory(node, inv)
+		s.stats.Inventories.Add(1)
+	case err != nil:
+		st.fail(wire.CodeInternal, err.Error())
+		return
+	default:
+		if err := st.w.Write(&wire.Welcome{CapabilityVersion: version, HubRevision: s.cfg.Views.Revision()}); err != nil {
+			sess.Close()
+			return
+		}
+		s.stats.Resumes.Add(1)
+	}
+	defer sess.Close()
+	log.Debug("session started", "last_revision", hello.LastRevision, "inventory", byInventory, "changes", len(changes), "revision", rev)
+
+	if s.cfg.Presence != nil {
+		s.cfg.Presence.Connected(node)
+		defer s.cfg.Presence.Disconnected(node)
+	}
+
+	var acked atomic.Int64
+	ackErr := make(chan error, 1)
+	go func() { ackErr <- s.readAcks(st, &acked) }()
+
+	before := st.w.BytesWritten()
+	if err := s.sendChanges(st, changes, rev); err != nil {
+		return
+	}
+	s.stats.ResumeBytes.Add(st.w.BytesWritten() - before)
+	sent, lastSend := rev, time.Now()
+
+	progress := time.NewTicker(progressInterval)
+	defer progress.Stop()
+	for {
+		changed := s.cfg.Views.Changed()
+		changes, rev, err := sess.Next()
+		if err != nil {
+			// The session fell behind what the hub can replay: the edge
+			// resumes again, from its inventory.
+			code := wire.CodeInternal
+			if errors.Is(err, view.ErrNeedInventory) {
+				code = wire.CodeUnavailable
+			}
+			st.fail(code, err.Error())
+			return
+		}
+		if len(changes) > 0 {
+			if err := s.sendChanges(st, changes, rev); err != nil {
+				return
+			}
+			sent, lastSend = rev, time.Now()
+			continue // there may be more
+		}
+		select {
+		case <-ctx.Done():
+			st.st.CancelRead(0)
+			st.st.Close()
+			return
+		case err := <-ackErr:
+			if err != nil {
+				log.Debug("session ended", "err", err)
+			}
+			return
+		case <-changed:
+		case <-progress.C:
+			if rev > sent && time.Since(lastSend) >= progressInterval {
+				if err := s.sendChanges(st, nil, rev); err != nil {
+					return
+				}
+				sent, lastSend = rev, time.Now()
+			}
+		}
+	}
+}
+
+// sendChanges writes changes in Batch frames of at most MaxBatchBytes of
+// objects each; only the last carries rev.
+func (s *Server) sendChanges(st *stream, changes []wire.Change, rev int64) error {
+	for {
+		n, size := 0, 0
+		for n < len(changes) {
+			c := len(changes[n].Object) + len(changes[n].Key.Name) + 64
+			if n > 0 && size+c > s.cfg.MaxBatchBytes {
+				break
+			}
+			size += c
+			n++
+		}
+		b := &wire.Batch{Changes: changes[:n]}
+		if n == len(changes) {
+			b.Revision = rev
+		}
+		before := st.w.BytesWritten()
+		if err := st.w.Write(b); err != nil {
+			return err
+		}
+		s.stats.BatchBytes.Add(st.w.BytesWritten() - before)
+		changes = changes[n:]
+		if len(changes) == 0 {
+			return nil
+		}
+	}
+}
+
+// readInventory reads the edge's Inventory frames.
+func (s *Server) readInventory(st *stream) ([]wire.InventoryEntry, error) {
+	var inv []wire.InventoryEntry
+	for {
+		m, err := st.r.Read()
+		if err != nil {
+			st.readFailed(err)
+			return nil, err
+		}
+		part, ok := m.(*wire.Inventory)
+		if !ok {
+			st.fail(wire.CodeBadRequest, fmt.Sprintf("expected Inventory, got %v", m.Type()))
+			return nil, fmt.Errorf("expected Inventory, got %v", m.Type())
+		}
+		if len(inv)+len(part.Entries) > s.cfg.MaxInventory {
+			st.fail(wire.CodeTooLarge, fmt.Sprintf("inventory of more than %d entries", s.cfg.MaxInventory))
+			return nil, errors.New("inventory too large")
+		}
+		inv = append(inv, part.Entries...)
+		if !part.More {
+			return inv, nil
+		}
+	}
+}
+
+// readAcks reads Ack frames until the stream ends; it returns nil at the
+// stream's clean end.
+func (s *Server) readAcks(st *stream, acked *atomic.Int64) error {
+	for {
+		m, err := st.r.Read()
+		if err != nil {
+			st.readFailed(err)
+			return err
+		}
+		a, ok := m.(*wire.Ack)
+		if !ok {
+			st.fail(wire.CodeBadRequest, fmt.Sprintf("expected Ack, got %v", m.Type()))
+			return fmt.Errorf("expected Ack, got %v", m.Type())
+		}
+		acked.Store(a.Revision)
+	}
+}

@@ -1,0 +1,350 @@
+// Package syncint tests the hub and edge agents together in one process:
+// a real hub (API, store, QUIC sync endpoint) and agents on the fake
+// runtime, through the real sync protocol on loopback.
+package syncint
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/outpost-mesh/outpost/edge/agent"
+	"github.com/outpost-mesh/outpost/edge/runtime/fake"
+	"github.com/outpost-mesh/outpost/hub/auth"
+	"github.com/outpost-mesh/outpost/hub/hubd"
+	"github.com/outpost-mesh/outpost/internal/netem"
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+func logger(t *testing.T, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
+}
+
+// hub is a hub running for a test.
+type hub struct {
+	h      *hubd.Hub
+	client kubernetes.Interface
+	caHash string
+}
+
+func startHub(t *testing.T, dir string) *hub {
+	t.Helper()
+	cfg := hubd.DefaultConfig(dir)
+	cfg.APIAddr = "127.0.0.1:0"
+	cfg.SyncAddr = "127.0.0.1:0"
+	cfg.Logger = logger(t, slog.LevelInfo)
+	h, err := hubd.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("hub Run = %v", err)
+		}
+	})
+	select {
+	case <-h.Ready():
+	case err := <-done:
+		t.Fatalf("hub stopped: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("hub not ready in 60s")
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", h.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, hubd.PKIDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := pem.Decode(caPEM)
+	ca, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &hub{h: h, client: cs, caHash: wire.CAHash(ca)}
+}
+
+// token creates a bootstrap token on the hub.
+func (h *hub) token(t *testing.T, site string, ttl time.Duration) string {
+	t.Helper()
+	return h.tokenAt(t, site, ttl, time.Now())
+}
+
+// tokenAt creates a bootstrap token as if made at now.
+func (h *hub) tokenAt(t *testing.T, site string, ttl time.Duration, now time.Time) string {
+	t.Helper()
+	id, secret := auth.GenerateToken()
+	s := auth.NewBootstrapTokenSecret(id, secret, site, ttl, now)
+	if _, err := h.client.CoreV1().Secrets(metav1.NamespaceSystem).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return id + "." + secret
+}
+
+// runAgent runs an agent until the returned stop is called (or the test
+// ends); the runtime is kept by the caller so a restarted agent adopts it.
+func runAgent(t *testing.T, cfg agent.Config) (a *agent.Agent, stop func() error) {
+	t.Helper()
+	a, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	stopped := false
+	var result error
+	stop = func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			result = <-done
+		}
+		return result
+	}
+	t.Cleanup(func() { stop() })
+	return a, stop
+}
+
+func agentConfig(t *testing.T, h *hub, node, token string, rt *fake.Runtime) agent.Config {
+	cfg := agent.DefaultConfig()
+	cfg.NodeName = node
+	cfg.Site = "store-1"
+	cfg.DataDir = filepath.Join(t.TempDir(), node)
+	cfg.HubAddr = h.h.SyncAddr()
+	cfg.Token = token
+	cfg.CAHash = h.caHash
+	cfg.Runtime = rt
+	cfg.RuntimeVersion = "fake://test"
+	cfg.Capacity = agent.Capacity{CPUMillis: 4000, MemoryBytes: 4 << 30, Pods: 110}
+	cfg.Checkpoint.InMemory = false
+	cfg.Logger = logger(t, slog.LevelInfo).With("node", node)
+	cfg.Sync.MinBackoff = 100 * time.Millisecond
+	cfg.Sync.MaxBackoff = time.Second
+	cfg.Resync = 200 * time.Millisecond
+	return cfg
+}
+
+// eventually polls cond every 50ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %s", what, timeout, last)
+		}
+		time.Sleep(50 * time.Millisecond) // polling with a deadline
+	}
+}
+
+func pod(name, node, image string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName:   node,
+			Containers: []corev1.Container{{Name: "main", Image: image}},
+		},
+	}
+}
+
+func TestJoinAndRunPod(t *testing.T) {
+	ctx := context.Background()
+	h := startHub(t, t.TempDir())
+	tok := h.token(t, "store-1", time.Hour)
+	rt := fake.New(fake.Config{})
+	runAgent(t, agentConfig(t, h, "edge-1", tok, rt))
+
+	eventually(t, 20*time.Second, "node edge-1 Ready", func() (bool, string) {
+		n, err := h.client.CoreV1().Nodes().Get(ctx, "edge-1", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return n.Labels[agent.LabelSite] == "store-1" && n.Labels[agent.LabelArch] != "", fmt.Sprint(n.Labels)
+			}
+		}
+		return false, fmt.Sprint(n.Status.Conditions)
+	})
+	if _, err := h.client.CoreV1().Pods("default").Create(ctx, pod("web", "edge-1", "nginx"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "pod web Running", func() (bool, string) {
+		p, err := h.client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == corev1.PodRunning, fmt.Sprintf("%s %v", p.Status.Phase, p.Status.ContainerStatuses)
+	})
+	eventually(t, 20*time.Second, "lease of edge-1", func() (bool, string) {
+		l, err := h.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "edge-1", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return l.Spec.RenewTime != nil, "no renew time"
+	})
+
+	// Deleting the pod on the hub stops it on the edge, which confirms.
+	if err := h.client.CoreV1().Pods("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 40*time.Second, "pod web gone", func() (bool, string) {
+		_, err := h.client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+		if err == nil {
+			return false, "still there"
+		}
+		ps, _ := rt.List(ctx)
+		return len(ps) == 0, fmt.Sprintf("runtime holds %d pods", len(ps))
+	})
+}
+
+func TestJoinRefused(t *testing.T) {
+	h := startHub(t, t.TempDir())
+	expired := h.tokenAt(t, "", time.Minute, time.Now().Add(-time.Hour))
+	for _, tc := range []struct {
+		name, token, hash, want string
+	}{
+		{"unknown token", "abcdef.0123456789abcdef", h.caHash, "not found"},
+		{"expired token", expired, h.caHash, "expired"},
+		{"wrong secret", expired[:7] + "0000000000000000", h.caHash, "does not match"},
+		{"wrong CA hash", h.token(t, "", time.Hour), "sha256:" + strings.Repeat("ab", 32), "CA hash"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := agentConfig(t, h, "edge-x", tc.token, fake.New(fake.Config{}))
+			cfg.CAHash = tc.hash
+			a, err := agent.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			err = a.Run(ctx)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run = %v, want a refusal mentioning %q", err, tc.want)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+}
+
+func podPhase(ctx context.Context, h *hub, name string) (*corev1.Pod, error) {
+	return h.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+}
+
+// TestOfflineAndResume cuts one node off for longer than the idle timeout
+// while pods change on both sides, then checks that everything converges
+// and that the resume sent little.
+func TestOfflineAndResume(t *testing.T) {
+	ctx := context.Background()
+	h := startHub(t, t.TempDir())
+	relay, err := netem.Listen(h.h.SyncAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
+	tok := h.token(t, "", time.Hour)
+	rt := fake.New(fake.Config{})
+	cfg := agentConfig(t, h, "edge-1", tok, rt)
+	cfg.HubAddr = relay.Addr()
+	a, _ := runAgent(t, cfg)
+
+	for _, name := range []string{"a", "b"} {
+		if _, err := h.client.CoreV1().Pods("default").Create(ctx, pod(name, "edge-1", "nginx"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	running := func(names ...string) func() (bool, string) {
+		return func() (bool, string) {
+			for _, n := range names {
+				p, err := podPhase(ctx, h, n)
+				if err != nil {
+					return false, err.Error()
+				}
+				if p.Status.Phase != corev1.PodRunning {
+					return false, n + " is " + string(p.Status.Phase)
+				}
+			}
+			return true, ""
+		}
+	}
+	eventually(t, 20*time.Second, "pods a, b Running", running("a", "b"))
+
+	relay.Set(netem.Conditions{Blackhole: true})
+	// On the hub: a new pod, and a deletion; on the edge: a crash.
+	if _, err := h.client.CoreV1().Pods("default").Create(ctx, pod("c", "edge-1", "nginx"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.client.CoreV1().Pods("default").Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pa, _ := podPhase(ctx, h, "a")
+	if err := rt.Exit(string(pa.UID), "main", 1); err != nil {
+		t.Fatal(err)
+	}
+	// Offline, the edge restarts the crashed container by itself.
+	eventually(t, 20*time.Second, "a restarted offline", func() (bool, string) {
+		ps, _ := rt.List(ctx)
+		for _, p := range ps {
+			if p.Pod.UID == string(pa.UID) {
+				c := p.Container("main")
+				return c != nil && c.State == "running" && c.Attempt == 1, fmt.Sprint(c)
+			}
+		}
+		return false, "pod a not in the runtime"
+	})
+	// Past the idle timeout: the session is gone.
+	eventually(t, 30*time.Second, "edge notices the link is down", func() (bool, string) {
+		return !a.Connected(), "still connected"
+	})
+	up0, down0 := relay.Bytes()
+	relay.Set(netem.Conditions{})
+	eventually(t, 40*time.Second, "c Running, b gone, a restarted on the hub", func() (bool, string) {
+		if ok, why := running("a", "c")(); !ok {
+			return false, why
+		}
+		if _, err := podPhase(ctx, h, "b"); err == nil {
+			return false, "b still on the hub"
+		}
+		p, _ := podPhase(ctx, h, "a")
+		if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount != 1 {
+			return false, fmt.Sprint("a: ", p.Status.ContainerStatuses)
+		}
+		return true, ""
+	})
+	up1, down1 := relay.Bytes()
+	t.Logf("resume: %d bytes up, %d bytes down through the relay", up1-up0, down1-down0)
+}
