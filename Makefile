@@ -1,6 +1,6 @@
 # Outpost build, run and test entry points (GNU make).
 #   make build   bin/outpost and bin/outpost-edge
-#   make run     build, then run a hub in ./.outpost/hub
+#   make run     build, then run a hub and two edge nodes with their state in ./.outpost/
 #   make test    everything CI runs: vet, gofmt check, go test -race
 #   make bench   the store benchmark, JSON results in ./bench-results/
 #   make cross   linux/arm64 and linux/arm (ARMv7) binaries in bin/<os>-<arch>/
@@ -24,7 +24,7 @@ LDFLAGS := -X $(PKG)/internal/version.Version=$(VERSION) \
 BUILDFLAGS := -trimpath -buildvcs=false
 CMDS := ./cmd/outpost ./cmd/outpost-edge
 
-DATA_DIR ?= ./.outpost/hub
+DATA_DIR ?= ./.outpost
 BENCH_DIR ?= ./bench-results
 # Arguments of `outpost bench store`; the result file goes under BENCH_DIR.
 BENCH_STORE_ARGS ?= --out $(BENCH_DIR)/store.json
@@ -40,7 +40,7 @@ build: deps
 	$(GO) build $(BUILDFLAGS) -ldflags '$(LDFLAGS)' -o bin/ $(CMDS)
 
 run: build
-	bin/outpost hub --data-dir $(DATA_DIR)
+	bin/outpost up --dir $(DATA_DIR) --nodes 2
 
 test: deps vet fmt-check
 	$(GO) test -race -count=1 -timeout 25m ./...

@@ -55,6 +55,7 @@ uplink is down.`,
 		newBenchCmd(),
 		newTokenCmd(),
 		edgecmd.NewCmd("edge"),
+		newUpCmd(),
 	)
 	return cmd
 }
