@@ -35,7 +35,8 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	if err != nil {
 		return nil, fmt.Errorf("in-process api client: %w", err)
 	}
-	glue := newSyncGlue(api, certs, h.cfg.NodeCertLifetime, log.With("component", "sync"))
+	ctx, cancel := context.WithCancel(ctx)
+	glue := newSyncGlue(ctx, api, certs, h.cfg.NodeCertLifetime, log.With("component", "sync"))
 	idx := view.NewIndex(view.DefaultConfig())
 
 	cfg := server.DefaultConfig()
@@ -47,14 +48,15 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	cfg.Logger = log.With("component", "sync")
 	srv, err := server.New(cfg)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	pc, err := net.ListenPacket("udp", h.cfg.SyncAddr)
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("listen for sync on %s: %w", h.cfg.SyncAddr, err)
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	ready := make(chan struct{})
 	wg.Go(func() { feedViews(ctx, st, idx, ready, log.With("component", "sync-feed")) })
@@ -76,6 +78,6 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 		addr:   pc.LocalAddr().String(),
 		server: srv,
 		views:  idx,
-		stop:   func() { cancel(); wg.Wait() },
+		stop:   func() { cancel(); wg.Wait(); glue.stop() },
 	}, nil
 }

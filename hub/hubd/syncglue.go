@@ -47,15 +47,24 @@ type syncGlue struct {
 	now      func() time.Time
 	decoder  runtime.Decoder
 
+	// ctx ends the glue's background work (readiness updates); wg waits
+	// for it. See stop.
+	ctx context.Context
+	wg  sync.WaitGroup
+
 	mu        sync.Mutex
+	sessions  map[string]int                   // live sessions per node: a new one may start before the old ends
 	connected map[string]*coordinationv1.Lease // the last lease written, nil before
+	lost      map[string]*time.Timer           // nodes away, until nodeGrace
 }
 
-func newSyncGlue(api kubernetes.Interface, p *pki.PKI, certLife time.Duration, log *slog.Logger) *syncGlue {
+func newSyncGlue(ctx context.Context, api kubernetes.Interface, p *pki.PKI, certLife time.Duration, log *slog.Logger) *syncGlue {
 	return &syncGlue{
-		api: api, pki: p, certLife: certLife, log: log, now: time.Now,
+		ctx: ctx, api: api, pki: p, certLife: certLife, log: log, now: time.Now,
+		sessions:  map[string]int{},
 		decoder:   protobuf.NewSerializer(scheme.Scheme, scheme.Scheme),
 		connected: map[string]*coordinationv1.Lease{},
+		lost:      map[string]*time.Timer{},
 	}
 }
 
@@ -346,20 +355,112 @@ const (
 	leaseRenew    = 10 * time.Second
 )
 
-// Connected starts renewing node's Lease.
+// nodeGrace is how long a node may be disconnected before the hub marks
+// it Ready=Unknown, as the node lifecycle controller does once its lease
+// expires (node-monitor-grace-period, 40s). Its pods are not evicted: the
+// node runs them on its own.
+const nodeGrace = 40 * time.Second
+
+// Connected starts renewing node's Lease, and marks it Ready again if the
+// hub had marked it Unknown.
 func (g *syncGlue) Connected(node string) {
 	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sessions[node]++
 	if _, ok := g.connected[node]; !ok {
 		g.connected[node] = nil
 	}
-	g.mu.Unlock()
+	if t := g.lost[node]; t != nil {
+		t.Stop()
+		delete(g.lost, node)
+	}
+	if g.ctx.Err() == nil {
+		g.wg.Go(func() { g.setReady(node, corev1.ConditionTrue, "KubeletReady", "outpost edge agent is connected") })
+	}
 }
 
-// Disconnected stops renewing node's Lease.
+// Disconnected stops renewing node's Lease, and marks the node Unknown if
+// it is not back within nodeGrace.
 func (g *syncGlue) Disconnected(node string) {
 	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.sessions[node]--; g.sessions[node] > 0 {
+		return // a newer session of the node is up
+	}
+	delete(g.sessions, node)
 	delete(g.connected, node)
+	if g.lost[node] != nil || g.ctx.Err() != nil {
+		return
+	}
+	g.wg.Add(1)
+	g.lost[node] = time.AfterFunc(nodeGrace, func() {
+		defer g.wg.Done()
+		g.mu.Lock()
+		_, back := g.connected[node]
+		if g.lost[node] != nil {
+			delete(g.lost, node)
+		}
+		g.mu.Unlock()
+		if !back && g.ctx.Err() == nil {
+			g.setReady(node, corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status.")
+		}
+	})
+}
+
+// stop waits for the glue's background work, once its context has ended:
+// pending readiness timers are stopped.
+func (g *syncGlue) stop() {
+	g.mu.Lock()
+	for node, t := range g.lost {
+		if t.Stop() {
+			g.wg.Done() // the timer's function will not run
+		}
+		delete(g.lost, node)
+	}
 	g.mu.Unlock()
+	g.wg.Wait()
+}
+
+// setReady sets the node's Ready condition to status unless it already
+// is: Unknown when the node has been away past its grace, True again when
+// it is back (only if the hub had set Unknown; the node reports the rest).
+func (g *syncGlue) setReady(node string, status corev1.ConditionStatus, reason, msg string) {
+	ctx, cancel := context.WithTimeout(asUser(g.ctx, hubUser), 10*time.Second)
+	defer cancel()
+	nodes := g.api.CoreV1().Nodes()
+	for attempt := 0; attempt < 3; attempt++ {
+		n, err := nodes.Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return
+		}
+		i := -1
+		for j, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				i = j
+			}
+		}
+		now := metav1.NewTime(g.now())
+		switch {
+		case i < 0 && status == corev1.ConditionTrue:
+			return // the node reports its own status
+		case i < 0:
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeReady})
+			i = len(n.Status.Conditions) - 1
+		case n.Status.Conditions[i].Status == status:
+			return
+		case status == corev1.ConditionTrue && n.Status.Conditions[i].Reason != "NodeStatusUnknown":
+			return // not ours to flip
+		}
+		c := &n.Status.Conditions[i]
+		c.Status, c.Reason, c.Message, c.LastTransitionTime = status, reason, msg, now
+		_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		if !apierrors.IsConflict(err) {
+			if err != nil {
+				g.log.Warn("set node readiness", "node", node, "status", status, "err", err)
+			}
+			return
+		}
+	}
 }
 
 // renewLeases renews the Lease of every connected node every leaseRenew,
