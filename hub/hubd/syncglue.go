@@ -371,7 +371,9 @@ func (g *syncGlue) Connected(node string) {
 		g.connected[node] = nil
 	}
 	if t := g.lost[node]; t != nil {
-		t.Stop()
+		if t.Stop() {
+			g.wg.Done() // its function will not run
+		}
 		delete(g.lost, node)
 	}
 	if g.ctx.Err() == nil {
