@@ -114,10 +114,14 @@ type Agent struct {
 	busy     map[string]bool             // pods whose worker runs actions
 	records  map[string]pods.Record      // by pod UID
 	reported map[string]corev1.PodStatus // the last status sent, by pod UID
-	mirrored map[string]string           // static pod UID -> mirror key sent
+	mirrored map[string]string           // static pod UID -> mirror key sent; on disk too
 
 	node     *corev1.Node // the last node status sent; the loop's own
 	nodeSent time.Time
+	// badManifests holds why each manifest that could not be used was
+	// not, as last logged; the loop's own.
+	badManifests map[string]string
+
 	clientMu sync.Mutex
 }
 
@@ -231,8 +235,8 @@ func (a *Agent) connect(ctx context.Context, joined bool) error {
 	return c.Run(ctx)
 }
 
-// join admits the node, retrying while the hub cannot be reached; a
-// refusal ends it.
+// join admits the node, retrying while the hub cannot be reached or
+// cannot admit it now; a refusal ends it.
 func (a *Agent) join(ctx context.Context) error {
 	if a.cfg.Token == "" || a.cfg.CAHash == "" {
 		return fmt.Errorf("%w: node %s has not joined and no --token and --ca-cert-hash were given", ErrJoinRefused, a.cfg.NodeName)
@@ -254,8 +258,10 @@ func (a *Agent) join(ctx context.Context) error {
 			a.log.Info("joined the hub", "hub", a.cfg.HubAddr)
 			return nil
 		}
+		// A refusal ends it; a hub that cannot admit the node now
+		// (Unavailable, Internal) is tried again, as one not reached.
 		var we *wire.Error
-		if errors.As(err, &we) || errors.Is(err, wire.ErrPinMismatch) {
+		if errors.As(err, &we) && we.Code != wire.CodeUnavailable && we.Code != wire.CodeInternal || errors.Is(err, wire.ErrPinMismatch) {
 			return fmt.Errorf("%w: %w", ErrJoinRefused, err)
 		}
 		a.log.Info("hub not reachable to join; pods run meanwhile", "err", err, "retry_in", backoff)
@@ -331,9 +337,11 @@ func (a *Agent) loop(ctx context.Context) {
 	}
 }
 
-// recordKey and statusKey name the agent's local records of a pod.
+// recordKey, statusKey and mirrorKey name the agent's local records of a
+// pod.
 func recordKey(uid string) string { return "pod/" + uid }
 func statusKey(uid string) string { return "status/" + uid }
+func mirrorKey(uid string) string { return "mirror/" + uid }
 
 // loadRecords reads the pods' records and last reported statuses.
 func (a *Agent) loadRecords() error {
@@ -359,6 +367,15 @@ func (a *Agent) loadRecords() error {
 			continue
 		}
 		a.reported[k[len("status/"):]] = s
+	}
+	// The mirrors sent, so that a static pod whose manifest goes away
+	// after a restart still has its mirror removed.
+	ms, err := a.cp.ListLocal("mirror/")
+	if err != nil {
+		return fmt.Errorf("read mirror pods: %w", err)
+	}
+	for k, v := range ms {
+		a.mirrored[k[len("mirror/"):]] = string(v)
 	}
 	return nil
 }
@@ -388,14 +405,20 @@ func (a *Agent) desiredPods() (desired []*corev1.Pod, static map[string]*corev1.
 	if err != nil {
 		a.log.Warn("read static pod manifests", "err", err)
 	}
+	bad := map[string]string{}
 	for _, m := range ms {
 		if m.err != nil {
-			a.log.Warn("static pod manifest not used", "path", m.path, "err", m.err)
+			// Once per manifest and error, not at every round.
+			bad[m.path] = m.err.Error()
+			if a.badManifests[m.path] != bad[m.path] {
+				a.log.Warn("static pod manifest not used", "path", m.path, "err", m.err)
+			}
 			continue
 		}
 		static[string(m.pod.UID)] = m.pod
 		desired = append(desired, m.pod)
 	}
+	a.badManifests = bad
 	return desired, static, true
 }
 
@@ -446,13 +469,7 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 		if pd.Forget && len(pd.Actions) == 0 {
 			a.cp.DeleteLocal(recordKey(uid))
 			a.cp.DeleteLocal(statusKey(uid))
-			a.mu.Lock()
-			key, mirrored := a.mirrored[uid]
-			delete(a.mirrored, uid)
-			a.mu.Unlock()
-			if mirrored {
-				a.enqueueMirrorDelete(key)
-			}
+			a.forgetMirror(uid)
 			continue
 		}
 		a.saveRecord(uid, pd.Record)
@@ -529,6 +546,9 @@ func (a *Agent) work(ctx context.Context, pd pods.PodDecision, pod *corev1.Pod, 
 		a.mu.Unlock()
 		a.cp.DeleteLocal(recordKey(pd.Pod.UID))
 		a.cp.DeleteLocal(statusKey(pd.Pod.UID))
+		// A static pod is forgotten here, once removed from the runtime,
+		// the usual way its manifest's removal ends.
+		a.forgetMirror(pd.Pod.UID)
 	}
 }
 
@@ -542,7 +562,11 @@ func (a *Agent) run(ctx context.Context, act pods.Action, pod *corev1.Pod, stati
 			if err != nil {
 				return err
 			}
-			spec.Env = append(spec.Env, env...)
+			if env != nil {
+				// The whole environment in kubelet's order, the spec's
+				// literal values in their place among the others.
+				spec.Env = env
+			}
 		}
 		return a.rt.StartContainer(ctx, act.Pod, spec, act.Attempt)
 	case pods.StopContainer:
@@ -614,9 +638,14 @@ func (a *Agent) report(p *corev1.Pod, st corev1.PodStatus, static bool) {
 			_, err = a.cp.Enqueue(wire.KindMirrorPod, podKey(p), raw)
 		}
 		if err == nil {
+			key := podKey(p).String()
 			a.mu.Lock()
-			a.mirrored[uid] = podKey(p).String()
+			known := a.mirrored[uid] == key
+			a.mirrored[uid] = key
 			a.mu.Unlock()
+			if !known {
+				a.cp.PutLocal(mirrorKey(uid), []byte(key))
+			}
 		}
 	} else {
 		var raw []byte
@@ -634,6 +663,28 @@ func (a *Agent) report(p *corev1.Pod, st corev1.PodStatus, static bool) {
 	if b, err := json.Marshal(st); err == nil {
 		a.cp.PutLocal(statusKey(uid), b)
 	}
+}
+
+// forgetMirror forgets the mirror of a static pod that is gone, if one
+// was sent, and queues its removal, unless the static pod of a changed
+// manifest, the same pod to the hub, has sent its own since: the hub
+// replaces a mirror by itself, and the removal would take the new one.
+func (a *Agent) forgetMirror(uid string) {
+	a.mu.Lock()
+	key, ok := a.mirrored[uid]
+	delete(a.mirrored, uid)
+	replaced := false
+	for _, k := range a.mirrored {
+		replaced = replaced || k == key
+	}
+	a.mu.Unlock()
+	if !ok {
+		return
+	}
+	if !replaced {
+		a.enqueueMirrorDelete(key)
+	}
+	a.cp.DeleteLocal(mirrorKey(uid))
 }
 
 func (a *Agent) enqueueMirrorDelete(key string) {

@@ -10,11 +10,13 @@ import (
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
-// resolveEnv returns the environment of a container that the pod's spec
-// does not hold literally: envFrom, then valueFrom, as kubelet orders them
-// (literal values are in the action's spec already). ConfigMaps and
-// Secrets come from the checkpoint, so they resolve offline. A reference
-// that cannot be resolved is an error wrapping pods.ErrContainerConfig.
+// resolveEnv returns the whole environment of a container as kubelet
+// builds it: the variables of envFrom, then those of env in order, literal
+// values and valueFrom alike, so that with the runtime's rule (a later
+// name overrides an earlier one) env overrides envFrom. It returns nil if
+// there is none (or the pod has no such container). ConfigMaps and Secrets
+// come from the checkpoint, so they resolve offline. A reference that
+// cannot be resolved is an error wrapping pods.ErrContainerConfig.
 func (a *Agent) resolveEnv(pod *corev1.Pod, container string) ([]runtime.EnvVar, error) {
 	var c *corev1.Container
 	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
@@ -56,6 +58,7 @@ func (a *Agent) resolveEnv(pod *corev1.Pod, container string) ([]runtime.EnvVar,
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
+			out = append(out, runtime.EnvVar{Name: e.Name, Value: e.Value})
 			continue
 		}
 		v, ok, err := a.envValue(pod, e.ValueFrom)

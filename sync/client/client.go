@@ -310,6 +310,11 @@ func (c *Client) hello(ctx context.Context, conn *quic.Conn) (*stream, *wire.Wel
 		return nil, nil, fmt.Errorf("open session stream: %w", err)
 	}
 	st := newStream(qs)
+	// A connection dialed with early data is returned before the hub
+	// answered: if it never does, only the handshake timeout would end
+	// the wait for the Welcome, however long after ctx.
+	stop := context.AfterFunc(ctx, func() { qs.CancelRead(0); qs.CancelWrite(0) })
+	defer stop()
 	last := c.cfg.Store.LastRevision()
 	if err := st.w.Write(&wire.Hello{CapabilityVersion: wire.CapabilityVersion, NodeName: c.cfg.NodeName, LastRevision: last, AgentVersion: c.cfg.AgentVersion}); err != nil {
 		return nil, nil, fmt.Errorf("send hello: %w", err)
@@ -523,49 +528,83 @@ func (t *tunnelConn) Close() error {
 	return t.st.st.Close()
 }
 
-// renewLoop renews the node certificate once two thirds of its life have
-// passed, while connected.
+// renewLoop renews the node certificate each time two thirds of its life
+// have passed, for as long as the connection lasts: a connection may
+// outlive several certificates. A renewal that fails is tried again with
+// back-off; it does not end the session, which needs no new certificate
+// until the next connection.
 func (c *Client) renewLoop(ctx context.Context, conn *quic.Conn, leaf *x509.Certificate) error {
-	life := leaf.NotAfter.Sub(leaf.NotBefore)
-	at := leaf.NotBefore.Add(life * 2 / 3)
-	t := time.NewTimer(time.Until(at))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-t.C:
+	for {
+		life := leaf.NotAfter.Sub(leaf.NotBefore)
+		t := time.NewTimer(time.Until(leaf.NotBefore.Add(life * 2 / 3)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff := c.cfg.MinBackoff
+		for {
+			next, err := c.renew(ctx, conn)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err == nil {
+				leaf = next
+				break
+			}
+			c.log.Warn("node certificate not renewed; trying again", "err", err, "retry_in", backoff, "expires", leaf.NotAfter)
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			backoff = min(backoff*2, c.cfg.MaxBackoff)
+		}
 	}
+}
+
+// renew asks the hub for a new certificate on a stream of conn, commits
+// it, and returns it.
+func (c *Client) renew(ctx context.Context, conn *quic.Conn) (*x509.Certificate, error) {
 	csr, commit, err := c.cfg.Renew()
 	if err != nil {
-		return fmt.Errorf("renewal CSR: %w", err)
+		return nil, fmt.Errorf("renewal CSR: %w", err)
 	}
 	qs, err := conn.OpenStreamSync(ctx)
 	if err != nil {
-		return fmt.Errorf("open renew stream: %w", err)
+		return nil, fmt.Errorf("open renew stream: %w", err)
 	}
 	st := newStream(qs)
 	defer qs.CancelRead(0)
+	stop := context.AfterFunc(ctx, func() { qs.CancelRead(0); qs.CancelWrite(0) })
+	defer stop()
 	if err := st.w.Write(&wire.RenewRequest{CSR: csr}); err != nil {
-		return fmt.Errorf("send renew request: %w", err)
+		return nil, fmt.Errorf("send renew request: %w", err)
 	}
 	qs.Close()
 	m, err := st.r.Read()
 	if err != nil {
-		return fmt.Errorf("read renew response: %w", err)
+		return nil, fmt.Errorf("read renew response: %w", err)
 	}
 	switch m := m.(type) {
 	case *wire.RenewResponse:
-		if err := commit(m.Certificate); err != nil {
-			return fmt.Errorf("store renewed certificate: %w", err)
+		leaf, err := x509.ParseCertificate(m.Certificate)
+		if err != nil {
+			return nil, fmt.Errorf("renewed certificate: %w", err)
 		}
-		c.log.Info("node certificate renewed")
+		if err := commit(m.Certificate); err != nil {
+			return nil, fmt.Errorf("store renewed certificate: %w", err)
+		}
 		// The new certificate is used from the next connection; this one
-		// stays up. Wait here so that the loop does not end the session.
-		<-ctx.Done()
-		return nil
+		// stays up.
+		c.log.Info("node certificate renewed", "expires", leaf.NotAfter)
+		return leaf, nil
 	case *wire.Error:
-		return fmt.Errorf("renew certificate: %w", m)
+		return nil, fmt.Errorf("renew certificate: %w", m)
 	default:
-		return fmt.Errorf("renew: unexpected %v", m.Type())
+		return nil, fmt.Errorf("renew: unexpected %v", m.Type())
 	}
 }

@@ -39,7 +39,11 @@ type Sink interface {
 }
 
 // Presence hears of sessions: the hub renews a node's Lease while it is
-// connected and marks the node when it is not.
+// connected and marks the node when it is not. For each node the calls
+// alternate, Connected when its first session starts and Disconnected
+// when its last one ends, however its sessions overlap (a new connection
+// replacing an old one). They are made with the server's lock held: they
+// must not block, nor call the Server.
 type Presence interface {
 	Connected(node string)
 	Disconnected(node string)
@@ -123,8 +127,9 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	mu    sync.Mutex
-	conns map[string]*nodeConn // the live connection of each node
+	mu       sync.Mutex
+	conns    map[string]*nodeConn // the live connection of each node
+	sessions map[string]int       // the sessions of each node, for Presence
 
 	stats Stats
 }
@@ -150,7 +155,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, conns: map[string]*nodeConn{}}, nil
+	return &Server{cfg: cfg, log: cfg.Logger, conns: map[string]*nodeConn{}, sessions: map[string]int{}}, nil
 }
 
 // Stats returns the server's counters.
@@ -189,6 +194,9 @@ func (s *Server) quicConfig() *quic.Config {
 // Serve accepts connections on pc until ctx ends, then closes every
 // connection and returns once all of them have ended. It owns pc.
 func (s *Server) Serve(ctx context.Context, pc net.PacketConn) error {
+	// quic.Transport.Close leaves a PacketConn it did not create open; a
+	// hub restarting in the same process needs the port again.
+	defer pc.Close()
 	tr := &quic.Transport{Conn: pc, StatelessResetKey: s.cfg.StatelessResetKey}
 	defer tr.Close()
 	ln, err := tr.ListenEarly(s.tlsConfig(), s.quicConfig())
@@ -274,6 +282,7 @@ func (s *Server) serveConn(ctx context.Context, conn *quic.Conn) {
 		case <-conn.Context().Done():
 			return
 		case <-ctx.Done():
+			conn.CloseWithError(appErrShutdown, "hub shutting down")
 			return
 		}
 	}
@@ -292,6 +301,12 @@ func (s *Server) serveConn(ctx context.Context, conn *quic.Conn) {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// Streams run on the connection's context: once no more are accepted
+	// (the hub shuts down, or the connection ended), close it, so that
+	// they end too before serveConn returns. closeAll reaches only the
+	// registered connections, not those of joining nodes or one that
+	// registers after it ran.
+	defer conn.CloseWithError(appErrShutdown, "hub shutting down")
 	for {
 		st, err := conn.AcceptStream(ctx)
 		if err != nil {
@@ -318,6 +333,36 @@ func (s *Server) unregister(nc *nodeConn) {
 		delete(s.conns, nc.node)
 	}
 	s.mu.Unlock()
+}
+
+// sessionStarted tells Presence that node is connected when its first
+// session starts. A node may briefly have two (a new connection replaces
+// an old one whose session has not ended yet): Presence hears only the
+// first start and the last end, in that order.
+func (s *Server) sessionStarted(node string) {
+	if s.cfg.Presence == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessions[node]++
+	if s.sessions[node] == 1 {
+		s.cfg.Presence.Connected(node)
+	}
+}
+
+// sessionEnded tells Presence that node is gone when its last session
+// ends.
+func (s *Server) sessionEnded(node string) {
+	if s.cfg.Presence == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions[node]--; s.sessions[node] <= 0 {
+		delete(s.sessions, node)
+		s.cfg.Presence.Disconnected(node)
+	}
 }
 
 // stream is a QUIC stream with frame reading and writing.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -57,14 +58,24 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 	defer sess.Close()
 	log.Debug("session started", "last_revision", hello.LastRevision, "inventory", byInventory, "changes", len(changes), "revision", rev)
 
-	if s.cfg.Presence != nil {
-		s.cfg.Presence.Connected(node)
-		defer s.cfg.Presence.Disconnected(node)
-	}
+	s.sessionStarted(node)
+	defer s.sessionEnded(node)
 
+	// readAcks only reads: this goroutine is the stream's only writer
+	// (wire.Writer and quic's Close must not run concurrently with a
+	// write), so it tells the edge why the stream failed. It is waited
+	// for, so that nothing of the session outlives it.
 	var acked atomic.Int64
 	ackErr := make(chan error, 1)
-	go func() { ackErr <- s.readAcks(st, &acked) }()
+	acksDone := make(chan struct{})
+	go func() {
+		defer close(acksDone)
+		ackErr <- s.readAcks(st, &acked)
+	}()
+	defer func() {
+		st.st.CancelRead(0)
+		<-acksDone
+	}()
 
 	before := st.w.BytesWritten()
 	if err := s.sendChanges(st, changes, rev); err != nil {
@@ -76,6 +87,12 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 	progress := time.NewTicker(progressInterval)
 	defer progress.Stop()
 	for {
+		select {
+		case err := <-ackErr:
+			s.acksEnded(log, st, err)
+			return
+		default:
+		}
 		changed := s.cfg.Views.Changed()
 		changes, rev, err := sess.Next()
 		if err != nil {
@@ -101,9 +118,7 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 			st.st.Close()
 			return
 		case err := <-ackErr:
-			if err != nil {
-				log.Debug("session ended", "err", err)
-			}
+			s.acksEnded(log, st, err)
 			return
 		case <-changed:
 		case <-progress.C:
@@ -171,20 +186,33 @@ func (s *Server) readInventory(st *stream) ([]wire.InventoryEntry, error) {
 	}
 }
 
-// readAcks reads Ack frames until the stream ends; it returns nil at the
-// stream's clean end.
+// errNotAck is returned by readAcks for a frame that is not an Ack.
+var errNotAck = errors.New("expected Ack")
+
+// readAcks reads Ack frames until the stream ends and returns why it did
+// (io.EOF at its clean end). It does not write to the stream.
 func (s *Server) readAcks(st *stream, acked *atomic.Int64) error {
 	for {
 		m, err := st.r.Read()
 		if err != nil {
-			st.readFailed(err)
 			return err
 		}
 		a, ok := m.(*wire.Ack)
 		if !ok {
-			st.fail(wire.CodeBadRequest, fmt.Sprintf("expected Ack, got %v", m.Type()))
-			return fmt.Errorf("expected Ack, got %v", m.Type())
+			return fmt.Errorf("%w, got %v", errNotAck, m.Type())
 		}
 		acked.Store(a.Revision)
+	}
+}
+
+// acksEnded ends the session stream after readAcks returned err.
+func (s *Server) acksEnded(log *slog.Logger, st *stream, err error) {
+	if errors.Is(err, errNotAck) {
+		st.fail(wire.CodeBadRequest, err.Error())
+	} else {
+		st.readFailed(err)
+	}
+	if !errors.Is(err, io.EOF) {
+		log.Debug("session ended", "err", err)
 	}
 }

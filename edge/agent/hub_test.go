@@ -1,0 +1,255 @@
+package agent_test
+
+// A hub for the agent: the real sync server and view index, with fakes of
+// the hub's parts (admission, status) behind them.
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/outpost-mesh/outpost/edge/agent"
+	"github.com/outpost-mesh/outpost/edge/runtime/fake"
+	"github.com/outpost-mesh/outpost/sync/server"
+	"github.com/outpost-mesh/outpost/sync/view"
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+// authority admits nodes with token after refusing the first refuse
+// joins as Unavailable, and signs with its CA.
+type authority struct {
+	ca    *x509.Certificate
+	key   *ecdsa.PrivateKey
+	token string
+
+	mu     sync.Mutex
+	refuse int
+	joins  int
+}
+
+func (a *authority) Join(ctx context.Context, req *wire.JoinRequest) ([]byte, []byte, error) {
+	a.mu.Lock()
+	a.joins++
+	refuse := a.joins <= a.refuse
+	a.mu.Unlock()
+	if refuse {
+		return nil, nil, &wire.Error{Code: wire.CodeUnavailable, Message: "read bootstrap token: the API is starting"}
+	}
+	if req.Token != a.token {
+		return nil, nil, &wire.Error{Code: wire.CodeUnauthorized, Message: "bootstrap token not found"}
+	}
+	cert, err := a.sign(req.NodeName, req.CSR)
+	return cert, a.ca.Raw, err
+}
+
+func (a *authority) Renew(ctx context.Context, node string, csr []byte) ([]byte, error) {
+	return a.sign(node, csr)
+}
+
+func (a *authority) sign(node string, csrDER []byte) ([]byte, error) {
+	csr, err := x509.ParseCertificateRequest(csrDER)
+	if err != nil {
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
+	}
+	if csr.Subject.CommonName != server.NodeUserPrefix+node {
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "CSR for " + csr.Subject.CommonName}
+	}
+	now := time.Now()
+	return x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(now.UnixNano()),
+		Subject:      pkix.Name{CommonName: server.NodeUserPrefix + node, Organization: []string{server.NodesGroup}},
+		NotBefore:    now.Add(-time.Minute), NotAfter: now.Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, a.ca, csr.PublicKey, a.key)
+}
+
+// sink keeps the last status of each pod the node sent.
+type sink struct {
+	mu   sync.Mutex
+	pods map[string]corev1.PodPhase
+}
+
+func (s *sink) ApplyStatus(ctx context.Context, node string, it wire.StatusItem) error {
+	if it.Kind != wire.KindPodStatus {
+		return nil
+	}
+	var p corev1.Pod
+	if _, _, err := testCodec.Decode(it.Object, nil, &p); err != nil {
+		return &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pods[it.Key.Name] = p.Status.Phase
+	return nil
+}
+
+func (s *sink) phase(name string) corev1.PodPhase {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pods[name]
+}
+
+// testHub is a running hub.
+type testHub struct {
+	addr, caHash string
+	auth         *authority
+	sink         *sink
+	x            *view.Index
+	stop         func()
+}
+
+func startHub(t *testing.T) *testHub {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hub CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "hub"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+
+	h := &testHub{
+		caHash: wire.CAHash(ca),
+		auth:   &authority{ca: ca, key: caKey, token: "abcdef.0123456789abcdef"},
+		sink:   &sink{pods: map[string]corev1.PodPhase{}},
+		x:      view.NewIndex(view.DefaultConfig()),
+	}
+	if err := h.x.Reset(0, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.DefaultConfig()
+	cfg.Certificate = tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}
+	cfg.ClientCAs = pool
+	cfg.Views, cfg.Authority, cfg.Sink = h.x, h.auth, h.sink
+	cfg.IdleTimeout, cfg.KeepAlive = 2*time.Second, 500*time.Millisecond
+	cfg.Logger = testLogger(t).With("side", "hub")
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.addr = pc.LocalAddr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, pc) }()
+	stopped := false
+	h.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve = %v", err)
+		}
+	}
+	t.Cleanup(h.stop)
+	return h
+}
+
+// TestJoinLoseHub: an agent joins through a hub that cannot admit it at
+// first, runs the pod the hub binds to it and reports it; then the hub
+// goes away, and the pod runs on.
+func TestJoinLoseHub(t *testing.T) {
+	h := startHub(t)
+	h.auth.refuse = 1
+	dir := t.TempDir()
+	rt := fake.New(fake.Config{})
+	ta := newAgentConfig(t, dir, rt)
+	ta.cfg.HubAddr, ta.cfg.Token, ta.cfg.CAHash = h.addr, h.auth.token, h.caHash
+	ta.cfg.JoinRetry = 200 * time.Millisecond
+	a, err := agent.New(ta.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run = %v, want nil after its context ended", err)
+			}
+		case <-time.After(waitLong):
+			t.Errorf("Run did not return within %v of its context's end", waitLong)
+		}
+	}()
+
+	waitFor(t, waitLong, "joined and connected", func() (bool, string) {
+		select {
+		case err := <-done:
+			done <- err // for the deferred stop
+			if errors.Is(err, agent.ErrJoinRefused) {
+				t.Fatalf("Run = %v: the hub could not admit the node then, it did not refuse it", err)
+			}
+			t.Fatalf("Run = %v while joining", err)
+		default:
+		}
+		return a.Connected(), "not connected"
+	})
+	for _, f := range []string{"node.crt", "node.key", "ca.crt"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("identity not stored: %v", err)
+		}
+	}
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web"},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "nginx:1.27"}}},
+	}
+	if err := h.x.Apply([]view.Event{{Revision: 1, Key: podKey("web"), Raw: encode(t, pod)}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, waitLong, "web running", running(t, rt, "web"))
+	waitFor(t, waitLong, "web reported Running", func() (bool, string) {
+		p := h.sink.phase("web")
+		return p == corev1.PodRunning, string(p)
+	})
+
+	h.stop()
+	waitFor(t, waitLong, "hub lost", func() (bool, string) { return !a.Connected(), "still connected" })
+	ta.afterRounds(t, 30)
+	if ok, why := running(t, rt, "web")(); !ok {
+		t.Errorf("web stopped when the hub went away: %s", why)
+	}
+	if s := rt.Stats(); s.Stops != 0 || s.Removes != 0 {
+		t.Errorf("runtime: %d stops, %d removes after the hub went away, want none", s.Stops, s.Removes)
+	}
+}
