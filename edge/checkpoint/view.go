@@ -78,6 +78,24 @@ func (s *Store) ApplyBatch(changes []wire.Change, revision int64) error {
 	return nil
 }
 
+// Rewind sets LastRevision to 0, durably, keeping every object: for a hub
+// whose revisions went back (restored from a backup), whose history the
+// node's revision no longer names. The node's next sync then resumes from
+// its inventory, and ApplyBatch takes the hub's lower revisions.
+func (s *Store) Rewind() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
+	if _, err := s.commit([]op{{key: metaRev, value: encodeUint(metaRev, 0)}}, false); err != nil {
+		return fmt.Errorf("rewind revision: %w", err)
+	}
+	s.rev.Store(0)
+	return nil
+}
+
 // checkObject refuses what cannot be stored as an object, apart from its
 // key.
 func (s *Store) checkObject(o Object) error {

@@ -27,6 +27,10 @@ type Store interface {
 	Inventory() ([]wire.InventoryEntry, error)
 	// ApplyBatch makes changes durable and records revision, atomically.
 	ApplyBatch(changes []wire.Change, revision int64) error
+	// Rewind sets the revision to 0, keeping the objects: the hub's
+	// revisions went back (it was restored from a backup) and the node
+	// resumes from its inventory at the hub's lower revision.
+	Rewind() error
 }
 
 // Outbox is the edge's durable queue of status for the hub.
@@ -346,6 +350,13 @@ const inventoryChunk = 5000
 func (c *Client) receive(st *stream, welcome *wire.Welcome) error {
 	if welcome.SendInventory {
 		c.stats.Inventories.Add(1)
+		if last := c.cfg.Store.LastRevision(); welcome.HubRevision < last {
+			c.log.Warn("the hub's revision went back: was it restored from a backup? resyncing from the inventory", "hub_revision", welcome.HubRevision, "last_revision", last)
+			if err := c.cfg.Store.Rewind(); err != nil {
+				st.fail(wire.CodeInternal, "checkpoint write failed")
+				return fmt.Errorf("rewind checkpoint: %w", err)
+			}
+		}
 		inv, err := c.cfg.Store.Inventory()
 		if err != nil {
 			st.fail(wire.CodeInternal, "read inventory")

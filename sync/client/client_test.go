@@ -665,3 +665,10 @@ func TestRunStopsWhileDialing(t *testing.T) {
 		t.Errorf("Connected() = true with no hub")
 	}
 }
+
+func (s *store) Rewind() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rev = 0
+	return nil
+}

@@ -827,3 +827,10 @@ func isStreamEnd(err error) bool {
 	var se *quic.StreamError
 	return errors.Is(err, io.EOF) || errors.As(err, &se)
 }
+
+func (s *memStore) Rewind() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rev = 0
+	return nil
+}
