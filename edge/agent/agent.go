@@ -183,6 +183,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
+	if objs, err := cp.List(wire.ResourcePods); err == nil {
+		a.log.Info("agent starting from its checkpoint", "pods", len(objs), "revision", cp.LastRevision(), "joined", joined)
+	}
 	wg.Go(func() { a.loop(ctx) })
 
 	errc := make(chan error, 1)
@@ -568,7 +571,11 @@ func (a *Agent) run(ctx context.Context, act pods.Action, pod *corev1.Pod, stati
 				spec.Env = env
 			}
 		}
-		return a.rt.StartContainer(ctx, act.Pod, spec, act.Attempt)
+		if err := a.rt.StartContainer(ctx, act.Pod, spec, act.Attempt); err != nil {
+			return err
+		}
+		a.log.Info("container started", "pod", act.Pod.Namespace+"/"+act.Pod.Name, "container", act.Container, "attempt", act.Attempt)
+		return nil
 	case pods.StopContainer:
 		return a.rt.StopContainer(ctx, act.Pod, act.Container, act.Grace)
 	case pods.RemovePod:

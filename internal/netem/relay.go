@@ -12,6 +12,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -190,6 +191,9 @@ func (r *Relay) fromTarget(p *peer) {
 	for {
 		n, err := p.conn.Read(buf)
 		if err != nil {
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				continue // an ICMP error: the target was down, not the end
+			}
 			return // closed
 		}
 		ok, delay := r.pass()

@@ -130,6 +130,7 @@ type Stats struct {
 	BatchesApplied atomic.Int64
 	StatusSent     atomic.Int64 // status items acknowledged by the hub
 	StatusRefused  atomic.Int64 // of which refused
+	Probes         atomic.Int64 // liveness probes sent to a silent hub
 }
 
 // New checks cfg and returns a client; Run connects.
@@ -236,6 +237,8 @@ func (c *Client) connectOnce(ctx context.Context) error {
 		KeepAlivePeriod:      c.cfg.KeepAlive,
 		HandshakeIdleTimeout: 10 * time.Second,
 		MaxIncomingStreams:   16,
+		// Datagrams carry the liveness probes of probeLoop.
+		EnableDatagrams: true,
 	}
 	dialCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	conn, err := quic.DialAddrEarly(dialCtx, c.cfg.HubAddr, tlsConf, qconf)
@@ -272,6 +275,7 @@ func (c *Client) connectOnce(ctx context.Context) error {
 	wg.Go(func() { errs <- c.receive(st, welcome) })
 	wg.Go(func() { errs <- c.statusLoop(sessCtx, conn) })
 	wg.Go(func() { errs <- c.tunnels(sessCtx, conn) })
+	wg.Go(func() { c.probeLoop(sessCtx, conn) })
 	if c.cfg.Renew != nil && leaf != nil {
 		wg.Go(func() { errs <- c.renewLoop(sessCtx, conn, leaf) })
 	}
@@ -617,5 +621,39 @@ func (c *Client) renew(ctx context.Context, conn *quic.Conn) (*x509.Certificate,
 		return nil, fmt.Errorf("renew certificate: %w", m)
 	default:
 		return nil, fmt.Errorf("renew: unexpected %v", m.Type())
+	}
+}
+
+// probeSize is the size of a liveness probe: over the 42 bytes under
+// which quic-go answers no packet with a stateless reset.
+const probeSize = 48
+
+// probeLoop watches for a silent hub until ctx ends. QUIC's keep-alives
+// are PINGs of about 25 bytes, too small for a restarted hub to answer with
+// a stateless reset, so an idle node would notice a hub restart only at
+// the idle timeout. Every KeepAlive, if nothing at all came from the hub
+// since the last look (not even the acknowledgement of a keep-alive), the
+// node sends one padded datagram, which a restarted hub answers with a
+// reset. A live link answers every keep-alive, so it costs nothing there.
+func (c *Client) probeLoop(ctx context.Context, conn *quic.Conn) {
+	if !conn.ConnectionState().SupportsDatagrams.Remote {
+		return // a hub without datagrams: keep-alives only
+	}
+	t := time.NewTicker(c.cfg.KeepAlive)
+	defer t.Stop()
+	probe := make([]byte, probeSize)
+	last := conn.ConnectionStats().PacketsReceived
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		got := conn.ConnectionStats().PacketsReceived
+		if got == last {
+			c.stats.Probes.Add(1)
+			conn.SendDatagram(probe) // best effort: a lost probe is retried next time
+		}
+		last = got
 	}
 }

@@ -188,6 +188,9 @@ func (s *Server) quicConfig() *quic.Config {
 		// replayed: a Hello resumes read-only, status writes are
 		// idempotent (the latest status of an object).
 		Allow0RTT: true,
+		// Nodes probe a silent link with a datagram (see the client's
+		// probeLoop); probes are left unread.
+		EnableDatagrams: true,
 	}
 }
 
