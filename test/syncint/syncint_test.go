@@ -4,7 +4,9 @@
 package syncint
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
@@ -17,8 +19,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/quic-go/quic-go"
 
 	"github.com/outpost-mesh/outpost/edge/agent"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
@@ -347,4 +353,142 @@ func TestOfflineAndResume(t *testing.T) {
 	})
 	up1, down1 := relay.Bytes()
 	t.Logf("resume: %d bytes up, %d bytes down through the relay", up1-up0, down1-down0)
+}
+
+// TestNodeIsolation: node A's certificate, on the sync protocol, cannot
+// write node B's pod status, and its view holds none of node B's secrets.
+func TestNodeIsolation(t *testing.T) {
+	ctx := context.Background()
+	h := startHub(t, t.TempDir())
+	tok := h.token(t, "", time.Hour)
+	cfgA := agentConfig(t, h, "edge-a", tok, fake.New(fake.Config{}))
+	a, stopA := runAgent(t, cfgA)
+	runAgent(t, agentConfig(t, h, "edge-b", tok, fake.New(fake.Config{})))
+	eventually(t, 20*time.Second, "edge-a connected", func() (bool, string) { return a.Connected(), "" })
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "b-only", Namespace: "default"}, Data: map[string][]byte{"k": []byte("v")}}
+	if _, err := h.client.CoreV1().Secrets("default").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pb := pod("on-b", "edge-b", "nginx")
+	pb.Spec.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "b-only"}}}}
+	if _, err := h.client.CoreV1().Pods("default").Create(ctx, pb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "on-b Running", func() (bool, string) {
+		p, err := podPhase(ctx, h, "on-b")
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == corev1.PodRunning, string(p.Status.Phase)
+	})
+	onB, _ := podPhase(ctx, h, "on-b")
+	if err := stopA(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Node A's certificate, speaking the protocol itself.
+	certPEM, _ := os.ReadFile(filepath.Join(cfgA.DataDir, "node.crt"))
+	keyPEM, _ := os.ReadFile(filepath.Join(cfgA.DataDir, "node.key"))
+	caPEM, _ := os.ReadFile(filepath.Join(cfgA.DataDir, "ca.crt"))
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	conn, err := quic.DialAddr(ctx, h.h.SyncAddr(), &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{wire.ALPN}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseWithError(0, "")
+	qs, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := onB.DeepCopy()
+	forged.Status.Phase = corev1.PodFailed
+	forged.Status.Message = "forged by edge-a"
+	forged.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	raw := encodePod(t, forged)
+	w, r := wire.NewWriter(qs), wire.NewReader(qs, 0)
+	if err := w.Write(&wire.StatusPush{Items: []wire.StatusItem{{Seq: 1, Kind: wire.KindPodStatus, Key: wire.Key{Resource: wire.ResourcePods, Namespace: "default", Name: "on-b"}, Object: raw}}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := r.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, ok := m.(*wire.StatusAck)
+	if !ok || len(ack.Results) != 1 || ack.Results[0].Code != wire.CodeForbidden {
+		t.Fatalf("status push for node B's pod = %#v, want one result with CodeForbidden", m)
+	}
+	t.Logf("refused: %s", ack.Results[0].Message)
+	if p, _ := podPhase(ctx, h, "on-b"); p.Status.Phase != corev1.PodRunning || p.Status.Message != "" {
+		t.Fatalf("on-b status after the forged push = %s %q, want Running untouched", p.Status.Phase, p.Status.Message)
+	}
+
+	// A session for node B with node A's certificate is refused.
+	qs2, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, r2 := wire.NewWriter(qs2), wire.NewReader(qs2, 0)
+	w2.Write(&wire.Hello{CapabilityVersion: wire.CapabilityVersion, NodeName: "edge-b"})
+	m, err = r2.Read()
+	if e, ok := m.(*wire.Error); err != nil || !ok || e.Code != wire.CodeForbidden {
+		t.Fatalf("Hello as edge-b with edge-a's certificate = %v, %v; want CodeForbidden", m, err)
+	}
+
+	// Node A's whole view holds none of node B's objects.
+	qs3, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w3, r3 := wire.NewWriter(qs3), wire.NewReader(qs3, 0)
+	w3.Write(&wire.Hello{CapabilityVersion: wire.CapabilityVersion, NodeName: "edge-a"})
+	m, err = r3.Read()
+	welcome, ok := m.(*wire.Welcome)
+	if err != nil || !ok {
+		t.Fatalf("Hello as edge-a = %v, %v; want a Welcome", m, err)
+	}
+	if welcome.SendInventory {
+		w3.Write(&wire.Inventory{})
+	}
+	var keys []wire.Key
+	for {
+		m, err := r3.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, ok := m.(*wire.Batch)
+		if !ok {
+			t.Fatalf("got %v, want Batch", m.Type())
+		}
+		for _, c := range b.Changes {
+			keys = append(keys, c.Key)
+		}
+		if b.Revision != 0 {
+			break
+		}
+	}
+	if len(keys) == 0 {
+		t.Fatal("node A's view is empty; want at least its Node")
+	}
+	for _, k := range keys {
+		if k.Name == "b-only" || k.Name == "on-b" || k.Name == "edge-b" {
+			t.Errorf("node A's view holds %v", k)
+		}
+	}
+	t.Logf("node A's view: %v", keys)
+}
+
+// encodePod encodes a pod as Kubernetes protobuf, as agents send it.
+func encodePod(t *testing.T, p *corev1.Pod) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(p, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
