@@ -116,6 +116,8 @@ type Agent struct {
 	reported map[string]corev1.PodStatus // the last status sent, by pod UID
 	mirrored map[string]string           // static pod UID -> mirror key sent; on disk too
 
+	addrs []corev1.NodeAddress // the node's addresses, looked up with each node status
+
 	node     *corev1.Node // the last node status sent; the loop's own
 	nodeSent time.Time
 	// badManifests holds why each manifest that could not be used was
@@ -510,7 +512,7 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 
 // fillIPs sets the host IPs, which the runtime does not know.
 func (a *Agent) fillIPs(st *corev1.PodStatus) {
-	for _, addr := range hostAddresses(a.cfg.NodeName) {
+	for _, addr := range a.addresses() {
 		if addr.Type == corev1.NodeInternalIP {
 			st.HostIP = addr.Address
 			st.HostIPs = []corev1.HostIP{{IP: addr.Address}}
@@ -706,7 +708,14 @@ func (a *Agent) enqueueMirrorDelete(key string) {
 
 // reportNode queues the node's status when it changed or is due.
 func (a *Agent) reportNode(now time.Time) {
-	n := nodeObject(a.cfg.NodeName, a.cfg.Site, a.cfg.Capacity, a.cfg.RuntimeVersion, hostAddresses(a.cfg.NodeName), a.node, now)
+	addrs := a.addresses()
+	if a.node == nil || now.Sub(a.nodeSent) >= a.cfg.NodeStatusInterval {
+		addrs = hostAddresses(a.cfg.NodeName) // looked up again when due
+		a.mu.Lock()
+		a.addrs = addrs
+		a.mu.Unlock()
+	}
+	n := nodeObject(a.cfg.NodeName, a.cfg.Site, a.cfg.Capacity, a.cfg.RuntimeVersion, addrs, a.node, now)
 	if a.node != nil && now.Sub(a.nodeSent) < a.cfg.NodeStatusInterval && sameNodeStatus(a.node, n) {
 		return
 	}
@@ -741,4 +750,19 @@ func (a *Agent) saveRecord(uid string, r pods.Record) {
 	if err != nil {
 		a.log.Warn("save pod record", "uid", uid, "err", err)
 	}
+}
+
+// addresses returns the node's addresses as last looked up: a lookup lists
+// the interfaces over netlink, too dear for every pod of every round.
+func (a *Agent) addresses() []corev1.NodeAddress {
+	a.mu.Lock()
+	addrs := a.addrs
+	a.mu.Unlock()
+	if addrs == nil {
+		addrs = hostAddresses(a.cfg.NodeName)
+		a.mu.Lock()
+		a.addrs = addrs
+		a.mu.Unlock()
+	}
+	return addrs
 }

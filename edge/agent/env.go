@@ -113,7 +113,7 @@ func (a *Agent) envValue(pod *corev1.Pod, src *corev1.EnvVarSource) (string, boo
 		case "spec.serviceAccountName":
 			return pod.Spec.ServiceAccountName, true, nil
 		case "status.hostIP":
-			for _, addr := range hostAddresses(a.cfg.NodeName) {
+			for _, addr := range a.addresses() {
 				if addr.Type == corev1.NodeInternalIP {
 					return addr.Address, true, nil
 				}

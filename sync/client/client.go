@@ -72,8 +72,11 @@ type Config struct {
 	// Back-off between connection attempts: from MinBackoff doubling to
 	// MaxBackoff, with jitter: 500ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
-	// IdleTimeout and KeepAlive: a link that carries nothing for
-	// IdleTimeout is dead; keep-alives every KeepAlive: 15s and 5s.
+	// IdleTimeout and KeepAlive: the node sends a keep-alive after
+	// KeepAlive without traffic, which the hub answers; a link that
+	// brought nothing from the hub for IdleTimeout is dead, and the node
+	// reconnects: 15s and 10s. An idle node so costs two small packets
+	// every KeepAlive.
 	IdleTimeout, KeepAlive time.Duration
 	// StatusBatch bounds the items of one StatusPush: 100.
 	StatusBatch int
@@ -85,7 +88,7 @@ func DefaultConfig() Config {
 		MinBackoff:  500 * time.Millisecond,
 		MaxBackoff:  30 * time.Second,
 		IdleTimeout: 15 * time.Second,
-		KeepAlive:   5 * time.Second,
+		KeepAlive:   10 * time.Second,
 		StatusBatch: 100,
 	}
 }
@@ -233,7 +236,10 @@ func (c *Client) connectOnce(ctx context.Context) error {
 		return err
 	}
 	qconf := &quic.Config{
-		MaxIdleTimeout:       c.cfg.IdleTimeout,
+		// QUIC's own idle timeout is a backstop at twice ours, so that
+		// its cap on keep-alives (half the idle timeout) leaves ours be;
+		// livenessLoop ends a silent link at IdleTimeout.
+		MaxIdleTimeout:       2 * c.cfg.IdleTimeout,
 		KeepAlivePeriod:      c.cfg.KeepAlive,
 		HandshakeIdleTimeout: 10 * time.Second,
 		MaxIncomingStreams:   16,
@@ -271,11 +277,11 @@ func (c *Client) connectOnce(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stop()
-	errs := make(chan error, 4)
+	errs := make(chan error, 5)
 	wg.Go(func() { errs <- c.receive(st, welcome) })
 	wg.Go(func() { errs <- c.statusLoop(sessCtx, conn) })
 	wg.Go(func() { errs <- c.tunnels(sessCtx, conn) })
-	wg.Go(func() { c.probeLoop(sessCtx, conn) })
+	wg.Go(func() { errs <- c.livenessLoop(sessCtx, conn) })
 	if c.cfg.Renew != nil && leaf != nil {
 		wg.Go(func() { errs <- c.renewLoop(sessCtx, conn, leaf) })
 	}
@@ -628,32 +634,51 @@ func (c *Client) renew(ctx context.Context, conn *quic.Conn) (*x509.Certificate,
 // which quic-go answers no packet with a stateless reset.
 const probeSize = 48
 
-// probeLoop watches for a silent hub until ctx ends. QUIC's keep-alives
-// are PINGs of about 25 bytes, too small for a restarted hub to answer with
-// a stateless reset, so an idle node would notice a hub restart only at
-// the idle timeout. Every KeepAlive, if nothing at all came from the hub
-// since the last look (not even the acknowledgement of a keep-alive), the
-// node sends one padded datagram, which a restarted hub answers with a
-// reset. A live link answers every keep-alive, so it costs nothing there.
-func (c *Client) probeLoop(ctx context.Context, conn *quic.Conn) {
-	if !conn.ConnectionState().SupportsDatagrams.Remote {
-		return // a hub without datagrams: keep-alives only
-	}
-	t := time.NewTicker(c.cfg.KeepAlive)
+// livenessTick is how often livenessLoop looks at the link; probeEvery
+// how often it probes a silent hub, so that a hub back from a restart
+// resets the node within that.
+const (
+	livenessTick = time.Second
+	probeEvery   = 2 * time.Second
+)
+
+// ErrLinkDead is returned (wrapped) when nothing came from the hub for
+// IdleTimeout.
+var ErrLinkDead = errors.New("link to the hub is dead")
+
+// livenessLoop watches what comes from the hub until ctx ends. A live hub
+// answers every keep-alive, so silence past KeepAlive means the keep-alive
+// went unanswered: the node then sends one padded datagram, because QUIC's
+// keep-alives (PINGs of about 25 bytes) are too small for a restarted hub
+// to answer with a stateless reset, and a 48-byte probe is not. Silence
+// for IdleTimeout ends the connection with ErrLinkDead.
+func (c *Client) livenessLoop(ctx context.Context, conn *quic.Conn) error {
+	datagrams := conn.ConnectionState().SupportsDatagrams.Remote
+	t := time.NewTicker(livenessTick)
 	defer t.Stop()
 	probe := make([]byte, probeSize)
-	last := conn.ConnectionStats().PacketsReceived
+	last, heard := conn.ConnectionStats().PacketsReceived, time.Now()
+	var probed time.Time // the last probe of this silence
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
-		got := conn.ConnectionStats().PacketsReceived
-		if got == last {
-			c.stats.Probes.Add(1)
-			conn.SendDatagram(probe) // best effort: a lost probe is retried next time
+		now := time.Now()
+		if got := conn.ConnectionStats().PacketsReceived; got != last {
+			last, heard, probed = got, now, time.Time{}
+			continue
 		}
-		last = got
+		silent := now.Sub(heard)
+		if silent >= c.cfg.IdleTimeout {
+			conn.CloseWithError(0, "no packet from the hub")
+			return fmt.Errorf("%w: nothing heard for %v", ErrLinkDead, silent.Round(time.Second))
+		}
+		if datagrams && silent > c.cfg.KeepAlive+livenessTick && now.Sub(probed) >= probeEvery {
+			probed = now
+			c.stats.Probes.Add(1)
+			conn.SendDatagram(probe) // best effort: a lost probe is sent again
+		}
 	}
 }

@@ -78,9 +78,11 @@ type Config struct {
 	Presence  Presence    // or nil
 	Logger    *slog.Logger
 
-	// IdleTimeout ends a connection that heard nothing for this long; the
-	// peers' keep-alives come every KeepAlive: 15s and 5s by default, so
-	// a dead link is noticed within 15s.
+	// IdleTimeout ends a node's connection that brought nothing for this
+	// long: 15s. Nodes send the keep-alives (sync/client's KeepAlive, 10s)
+	// and the hub answers them, so a dead link is noticed within 15s on
+	// both ends. KeepAlive, if set, makes the hub send keep-alives too:
+	// 0 by default, as they would only double an idle node's traffic.
 	IdleTimeout time.Duration
 	KeepAlive   time.Duration
 	// MaxBatchBytes bounds the objects of one Batch frame: 512 KiB.
@@ -96,7 +98,6 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		IdleTimeout:    15 * time.Second,
-		KeepAlive:      5 * time.Second,
 		MaxBatchBytes:  512 << 10,
 		MaxStatusItems: 1000,
 		MaxInventory:   200_000,
@@ -112,8 +113,8 @@ func (c *Config) Validate() error {
 		return errors.New("no client CA pool")
 	case c.Views == nil || c.Authority == nil || c.Sink == nil:
 		return errors.New("views, authority and sink are required")
-	case c.IdleTimeout <= 0 || c.KeepAlive <= 0 || c.KeepAlive >= c.IdleTimeout:
-		return fmt.Errorf("keep-alive %v must be positive and under the idle timeout %v", c.KeepAlive, c.IdleTimeout)
+	case c.IdleTimeout <= 0 || c.KeepAlive < 0 || c.KeepAlive >= c.IdleTimeout:
+		return fmt.Errorf("idle timeout %v must be positive and keep-alive %v under it", c.IdleTimeout, c.KeepAlive)
 	case c.MaxBatchBytes < 1<<10 || c.MaxBatchBytes > wire.DefaultMaxFrameSize/2:
 		return fmt.Errorf("max batch bytes %d out of range", c.MaxBatchBytes)
 	case c.MaxStatusItems < 1 || c.MaxInventory < 1:
@@ -179,7 +180,9 @@ func (s *Server) tlsConfig() *tls.Config {
 
 func (s *Server) quicConfig() *quic.Config {
 	return &quic.Config{
-		MaxIdleTimeout:        s.cfg.IdleTimeout,
+		// QUIC's own idle timeout is a backstop at twice ours; sweep ends
+		// a node's silent connection at IdleTimeout.
+		MaxIdleTimeout:        2 * s.cfg.IdleTimeout,
 		KeepAlivePeriod:       s.cfg.KeepAlive,
 		HandshakeIdleTimeout:  5 * time.Second,
 		MaxIncomingStreams:    64,
@@ -209,6 +212,9 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn) error {
 	defer ln.Close()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	wg.Go(func() { s.sweep(sweepCtx) })
 	for {
 		conn, err := ln.Accept(ctx)
 		if err != nil {
@@ -248,6 +254,48 @@ const (
 type nodeConn struct {
 	node string
 	conn *quic.Conn
+
+	// What sweep last saw: the packets received, and when they changed.
+	// sweep's own.
+	packets uint64
+	heard   time.Time
+}
+
+// sweepEvery is how often sweep looks at the nodes' connections.
+const sweepEvery = time.Second
+
+// sweep ends, every sweepEvery until ctx ends, the node connections that
+// brought nothing for IdleTimeout: a node keeps its link alive with
+// keep-alives every few seconds, so silence means the link or the node is
+// gone, and the node's presence ends with it.
+func (s *Server) sweep(ctx context.Context) {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		s.mu.Lock()
+		conns := make([]*nodeConn, 0, len(s.conns))
+		for _, c := range s.conns {
+			conns = append(conns, c)
+		}
+		s.mu.Unlock()
+		for _, c := range conns {
+			got := c.conn.ConnectionStats().PacketsReceived
+			if got != c.packets || c.heard.IsZero() {
+				c.packets, c.heard = got, now
+				continue
+			}
+			if now.Sub(c.heard) >= s.cfg.IdleTimeout {
+				s.log.Info("node link silent; closing it", "node", c.node, "silent", now.Sub(c.heard).Round(time.Second))
+				c.conn.CloseWithError(appErrShutdown, "no packet from the node")
+			}
+		}
+	}
 }
 
 // identity returns the node a connection's verified client certificate

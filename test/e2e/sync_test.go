@@ -509,11 +509,13 @@ func TestSyncHubKilled(t *testing.T) {
 		f.logf("%s reconnected %.1fs after the hub was ready (inventory=%s); its old session ended with: %s",
 			n, after.Seconds(), logField(line, "inventory"), why)
 		if e.relay == nil {
-			// The reset comes with the first keep-alive (every 5s) the
-			// new hub gets; the idle timeout would have taken 15s.
-			if !strings.Contains(why, "stateless reset") {
+			// A silent hub is probed every 2s with a datagram large
+			// enough for the restarted hub to answer with a stateless
+			// reset; a link silent for 15s is given up. Either way the
+			// node must be back soon after the hub.
+			if !strings.Contains(why, "stateless reset") && !strings.Contains(why, "link to the hub is dead") {
 				t.Errorf("%s's old session ended with %q, want a stateless reset from the restarted hub "+
-					"(quic-go answers only packets over 42 bytes with a reset; an idle agent sends only keep-alives)", n, why)
+					"or the node's own dead-link detection", n, why)
 			}
 			if after > 10*time.Second {
 				t.Errorf("%s reconnected %.1fs after the hub was back, want within 10s (a keep-alive, a reset, a dial)", n, after.Seconds())
