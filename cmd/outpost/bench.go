@@ -23,5 +23,6 @@ func newBenchCmd() *cobra.Command {
 	// Benchmarks, one subcommand each.
 	cmd.AddCommand(newBenchStoreCmd()) // bench_store.go: outpost bench store
 	cmd.AddCommand(newBenchAPICmd())   // bench_api.go: outpost bench api
+	cmd.AddCommand(newBenchFleetCmd()) // bench_fleet.go: outpost bench fleet
 	return cmd
 }
