@@ -93,7 +93,7 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 			return
 		default:
 		}
-		changed := s.cfg.Views.Changed()
+		changed := sess.Changed()
 		changes, rev, err := sess.Next()
 		if err != nil {
 			// The session fell behind what the hub can replay: the edge

@@ -112,6 +112,14 @@ type Index struct {
 
 	undecodable uint64       // pod versions that did not decode
 	sessions    atomic.Int64 // sessions not closed
+
+	// refNodes lists, for each configmap, secret and service account,
+	// the nodes whose pods reference it: with nodes, it tells which
+	// sessions a change concerns. Guarded by mu.
+	refNodes map[wire.Key]map[string]struct{}
+	// open holds the open sessions by node, for their wake-ups.
+	openMu sync.Mutex
+	open   map[string]map[*Session]struct{}
 }
 
 // object is one object of the index; immutable once stored.
@@ -141,6 +149,9 @@ func NewIndex(cfg Config) *Index {
 		nodes:   make(map[string]*nodeState),
 		hist:    newHistory(cfg.HistoryLimit, 0),
 		changed: make(chan struct{}),
+
+		refNodes: make(map[wire.Key]map[string]struct{}),
+		open:     make(map[string]map[*Session]struct{}),
 	}
 }
 
@@ -214,6 +225,7 @@ func (x *Index) Reset(rev int64, objects []Object) error {
 	x.objs = objs
 	x.shared = make(map[wire.Key]*object)
 	x.nodes = make(map[string]*nodeState)
+	x.refNodes = make(map[wire.Key]map[string]struct{})
 	for key, o := range objs {
 		switch kindOf(key.Resource) {
 		case kindShared:
@@ -228,6 +240,7 @@ func (x *Index) Reset(rev int64, objects []Object) error {
 	x.floor = max(x.floor, rev)
 	x.undecodable += undecodable
 	x.wake()
+	x.notify(true, nil)
 	return nil
 }
 
@@ -278,10 +291,21 @@ func (x *Index) Apply(events []Event) error {
 
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	all, touched := false, map[string]struct{}{}
 	for i, ev := range events {
 		k := kindOf(ev.Key.Resource)
 		if k == kindNone {
 			continue
+		}
+		switch k {
+		case kindShared:
+			all = true
+		case kindNode:
+			touched[ev.Key.Name] = struct{}{}
+		case kindRef:
+			for n := range x.refNodes[ev.Key] {
+				touched[n] = struct{}{}
+			}
 		}
 		old := x.objs[ev.Key]
 		if ev.Deleted && old == nil {
@@ -303,6 +327,11 @@ func (x *Index) Apply(events []Event) error {
 			}
 		}
 		if k == kindPod {
+			for _, pi := range []*podInfo{r.prevPod, r.newPod} {
+				if pi != nil && pi.node != "" {
+					touched[pi.node] = struct{}{}
+				}
+			}
 			x.unbind(ev.Key, r.prevPod)
 			x.bind(ev.Key, r.newPod)
 		}
@@ -321,6 +350,7 @@ func (x *Index) Apply(events []Event) error {
 	x.rev = last
 	x.undecodable += undecodable
 	x.wake()
+	x.notify(all, touched)
 	return nil
 }
 
@@ -336,7 +366,14 @@ func (x *Index) bind(key wire.Key, pi *podInfo) {
 	}
 	n.pods[key] = pi
 	for _, ref := range pi.refs {
-		n.refs[ref]++
+		if n.refs[ref]++; n.refs[ref] == 1 {
+			ns := x.refNodes[ref]
+			if ns == nil {
+				ns = make(map[string]struct{})
+				x.refNodes[ref] = ns
+			}
+			ns[pi.node] = struct{}{}
+		}
 	}
 }
 
@@ -353,6 +390,12 @@ func (x *Index) unbind(key wire.Key, pi *podInfo) {
 	for _, ref := range pi.refs {
 		if n.refs[ref]--; n.refs[ref] <= 0 {
 			delete(n.refs, ref)
+			if ns := x.refNodes[ref]; ns != nil {
+				delete(ns, pi.node)
+				if len(ns) == 0 {
+					delete(x.refNodes, ref)
+				}
+			}
 		}
 	}
 	if len(n.pods) == 0 {
@@ -365,6 +408,50 @@ func (x *Index) unbind(key wire.Key, pi *podInfo) {
 func (x *Index) wake() {
 	close(x.changed)
 	x.changed = make(chan struct{})
+}
+
+// notify wakes the sessions a change concerns: those of the touched
+// nodes, or all of them. Waking every session for every change would cost
+// a hub with a thousand nodes a thousand wake-ups per pod status.
+func (x *Index) notify(all bool, touched map[string]struct{}) {
+	x.openMu.Lock()
+	defer x.openMu.Unlock()
+	if all {
+		for _, ss := range x.open {
+			for s := range ss {
+				s.signal()
+			}
+		}
+		return
+	}
+	for n := range touched {
+		for s := range x.open[n] {
+			s.signal()
+		}
+	}
+}
+
+// register and unregister keep x.open.
+func (x *Index) register(s *Session) {
+	x.openMu.Lock()
+	defer x.openMu.Unlock()
+	ss := x.open[s.node]
+	if ss == nil {
+		ss = make(map[*Session]struct{})
+		x.open[s.node] = ss
+	}
+	ss[s] = struct{}{}
+}
+
+func (x *Index) unregister(s *Session) {
+	x.openMu.Lock()
+	defer x.openMu.Unlock()
+	if ss := x.open[s.node]; ss != nil {
+		delete(ss, s)
+		if len(ss) == 0 {
+			delete(x.open, s.node)
+		}
+	}
 }
 
 // Revision returns the store revision the index is at.

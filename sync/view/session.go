@@ -82,6 +82,22 @@ type Session struct {
 	// held says.
 	unsureUntil int64
 	gone        map[wire.Key]bool // configmaps, secrets and service accounts deleted since
+
+	wakeup chan struct{} // holds a token once a change concerns the node
+}
+
+// Changed returns the session's wake-up channel: it receives once a change
+// that may concern the node (or a Reset) has come since it was last
+// drained. Unlike Index.Changed, changes of other nodes do not wake it.
+// Call Next after each receive, and until it returns no changes.
+func (s *Session) Changed() <-chan struct{} { return s.wakeup }
+
+// signal leaves a token in the session's wake-up channel.
+func (s *Session) signal() {
+	select {
+	case s.wakeup <- struct{}{}:
+	default:
+	}
 }
 
 // unknownRev in Session.held: the node may hold any version of the key,
@@ -141,7 +157,9 @@ func (x *Index) ResumeFromInventory(node string, inv []wire.InventoryEntry) (*Se
 }
 
 func (x *Index) newSession(node string) *Session {
-	return &Session{x: x, node: node, nodeKey: wire.Key{Resource: wire.ResourceNodes, Name: node}}
+	s := &Session{x: x, node: node, nodeKey: wire.Key{Resource: wire.ResourceNodes, Name: node}, wakeup: make(chan struct{}, 1)}
+	x.register(s)
+	return s
 }
 
 // Next returns the changes to the node's view after the previous result
@@ -180,6 +198,7 @@ func (s *Session) Close() {
 		return
 	}
 	s.closed = true
+	s.x.unregister(s)
 	s.pods, s.refs, s.held, s.pending, s.scratch, s.gone = nil, nil, nil, nil, nil, nil
 	s.x.sessions.Add(-1)
 }
