@@ -107,7 +107,7 @@ func DefaultConfig() Config {
 }
 
 // QuickConfig returns DefaultConfig scaled down to 50 nodes of 2 pods and
-// a 10s idle window: a smoke run of well under a minute whose numbers are
+// a 20s idle window: a smoke run of well under a minute whose numbers are
 // rough and are not held to the targets.
 func QuickConfig() Config {
 	c := DefaultConfig()
@@ -115,7 +115,7 @@ func QuickConfig() Config {
 	c.PodsPerNode = 2
 	c.Workers = 10
 	c.Settle = 2 * time.Second
-	c.Idle = 10 * time.Second
+	c.Idle = 20 * time.Second // two of the nodes' 10s keep-alive periods
 	c.ProfileDuration = 2 * time.Second
 	return c
 }

@@ -68,7 +68,7 @@ func TestRunQuick(t *testing.T) {
 	// Keep-alives come every 5s after the last packet: a window from the
 	// pods' start to 6s later sees some.
 	cfg.Settle = 0
-	cfg.Idle = 6 * time.Second
+	cfg.Idle = 12 * time.Second // over one keep-alive period (10s) of every node
 	cfg.Binary = buildOutpost(t)
 	cfg.Dir = t.TempDir()
 	cfg.AgentDir = t.TempDir()

@@ -40,7 +40,7 @@ The results are printed as a table, next to the targets (for 1,000 nodes of
 10 pods: pod start p99 under 2s, idle traffic under 0.1 kbit/s per node,
 reconnect storm converged within 30s), and written as JSON to --out. A full
 run takes three to four minutes on two CPUs; --quick (50 nodes of 2 pods, a
-10s idle window) under half a minute, with rough numbers.`,
+20s idle window) in under a minute, with rough numbers.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context() // canceled on SIGINT and SIGTERM by main
@@ -96,7 +96,7 @@ run takes three to four minutes on two CPUs; --quick (50 nodes of 2 pods, a
 	f.DurationVar(&cfg.ProfileDuration, "profile-duration", cfg.ProfileDuration, "length of the CPU profiles of --profile")
 	f.StringVar(&cfg.ProfilePhase, "profile-phase", cfg.ProfilePhase, "phase to profile: join, pods, idle or restart (from the restarted hub being ready)")
 	f.StringVar(&out, "out", "bench-results/fleet.json", "file to write the results to as JSON")
-	f.BoolVar(&quick, "quick", false, "50 nodes of 2 pods, 10 workers, a 10s idle window, for a smoke run (flags given explicitly still apply)")
+	f.BoolVar(&quick, "quick", false, "50 nodes of 2 pods, 10 workers, a 20s idle window, for a smoke run (flags given explicitly still apply)")
 	return cmd
 }
 

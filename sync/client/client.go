@@ -672,7 +672,7 @@ func (c *Client) livenessLoop(ctx context.Context, conn *quic.Conn) error {
 		}
 		silent := now.Sub(heard)
 		if silent >= c.cfg.IdleTimeout {
-			conn.CloseWithError(0, "no packet from the hub")
+			conn.CloseWithError(0, "link to the hub is dead: no packet from it")
 			return fmt.Errorf("%w: nothing heard for %v", ErrLinkDead, silent.Round(time.Second))
 		}
 		if datagrams && silent > c.cfg.KeepAlive+livenessTick && now.Sub(probed) >= probeEvery {
