@@ -86,6 +86,13 @@ func inprocClient(h *apiHandler) (kubernetes.Interface, error) {
 		Host:      "http://hub.internal",
 		QPS:       -1,
 		UserAgent: "outpost-hub",
+		// Protobuf both ways, as kubelet and controllers speak: every
+		// status a node sends costs the hub a Get and an UpdateStatus
+		// through this client.
+		ContentConfig: rest.ContentConfig{
+			ContentType:        "application/vnd.kubernetes.protobuf",
+			AcceptContentTypes: "application/vnd.kubernetes.protobuf,application/json",
+		},
 	}
 	return kubernetes.NewForConfigAndClient(cfg, &http.Client{Transport: inprocTransport{h: h}})
 }
