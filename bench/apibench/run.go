@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/outpost-mesh/outpost/bench/internal/childhub"
 	"github.com/outpost-mesh/outpost/bench/report"
 )
 
@@ -54,25 +55,25 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	step := newStepper(progress, clk)
 
 	step.begin("starting hub")
-	hub, err := startHub(cfg.Binary, filepath.Join(dir, "hub"))
+	hub, err := childhub.Start(cfg.Binary, filepath.Join(dir, "hub"), "127.0.0.1:0", "")
 	if err != nil {
 		step.fail()
 		return nil, err
 	}
 	defer func() {
 		fmt.Fprint(progress, "stopping hub ... ")
-		res.Hub.Exit = hub.stop(cfg.StopTimeout)
+		res.Hub.Exit = hub.Stop(cfg.StopTimeout)
 		fmt.Fprintln(progress, res.Hub.Exit)
 	}()
-	kubeconfig, err := hub.kubeconfig(ctx, cfg.ReadyTimeout)
+	kubeconfig, err := hub.Kubeconfig(ctx, cfg.ReadyTimeout)
 	if err != nil {
 		step.fail()
 		return nil, err
 	}
 	res.Hub.ReadySeconds = step.end().Seconds()
-	hubPID := strconv.Itoa(hub.pid())
-	hubStart, procErr := readProc(hubPID)
-	selfStart, _ := readProc("self")
+	hubPID := strconv.Itoa(hub.PID())
+	hubStart, procErr := childhub.ReadProc(hubPID)
+	selfStart, _ := childhub.ReadProc("self")
 	res.Hub.StartRSSBytes = hubStart.RSS
 	res.Hub.StartCPUSeconds = hubStart.CPUSeconds
 
@@ -103,20 +104,20 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	step.end()
 
 	step.begin(fmt.Sprintf("creating %s pods with %d workers", report.Count(int64(cfg.Pods)), cfg.Workers))
-	prof, err := newProfiler(cfg.ProfileDir, cfg.ProfileDuration, restCfg)
+	prof, err := childhub.NewProfiler(cfg.ProfileDir, "client", cfg.ProfileDuration, restCfg)
 	if err != nil {
 		step.fail()
 		return nil, err
 	}
-	if err := prof.start(ctx); err != nil {
+	if err := prof.Start(ctx); err != nil {
 		step.fail()
 		return nil, err
 	}
-	before, _ := readProc(hubPID)
+	before, _ := childhub.ReadProc(hubPID)
 	res.Creates = createPods(ctx, creator, cfg, clk, sent)
 	createsDone := clk.now()
-	after, _ := readProc(hubPID)
-	if err := prof.stop(); err != nil {
+	after, _ := childhub.ReadProc(hubPID)
+	if err := prof.Stop(); err != nil {
 		step.fail()
 		return nil, err
 	}
@@ -144,7 +145,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		return nil, err
 	}
 
-	hubEnd, err := readProc(hubPID)
+	hubEnd, err := childhub.ReadProc(hubPID)
 	if err != nil && procErr == nil {
 		procErr = err
 	}
@@ -154,7 +155,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	if procErr != nil {
 		res.Hub.ProcError = procErr.Error()
 	}
-	if selfEnd, err := readProc("self"); err == nil {
+	if selfEnd, err := childhub.ReadProc("self"); err == nil {
 		res.ClientCPUSeconds = selfEnd.CPUSeconds - selfStart.CPUSeconds
 	}
 

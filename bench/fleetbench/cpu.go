@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/outpost-mesh/outpost/bench/internal/childhub"
 )
 
 // PhaseCPU is the CPU the hub, this process (the fleet) and every other
@@ -34,10 +36,10 @@ type cpuSample struct {
 // time; what cannot be read is 0.
 func sampleCPU(hubPID string) cpuSample {
 	s := cpuSample{at: time.Now()}
-	if p, err := readProc(hubPID); err == nil {
+	if p, err := childhub.ReadProc(hubPID); err == nil {
 		s.hub = p.CPUSeconds
 	}
-	if p, err := readProc("self"); err == nil {
+	if p, err := childhub.ReadProc("self"); err == nil {
 		s.self = p.CPUSeconds
 	}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
@@ -89,5 +91,5 @@ func parseMachineBusy(b []byte) (float64, error) {
 		}
 		busy += n
 	}
-	return float64(busy) / clockTicks, nil
+	return float64(busy) / childhub.ClockTicks, nil
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/outpost-mesh/outpost/bench/internal/childhub"
 	"github.com/outpost-mesh/outpost/bench/report"
 )
 
@@ -64,7 +65,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	}
 	r := &runner{cfg: cfg, dir: dir, agentDir: agentDir, res: &Result{}, clk: clock{base: time.Now()}}
 	r.step = &stepper{w: progress, clk: r.clk}
-	r.selfStart, _ = readProc("self")
+	r.selfStart, _ = childhub.ReadProc("self")
 	defer r.close(progress)
 	if err := r.run(ctx); err != nil {
 		return nil, err
@@ -81,7 +82,7 @@ type runner struct {
 	clk      clock
 	step     *stepper
 
-	hub       *hubProcess // the current hub process
+	hub       *childhub.Hub // the current hub process
 	hubDir    string
 	syncAddr  string
 	apiAddr   string
@@ -92,7 +93,7 @@ type runner struct {
 	fleet     *fleet
 	nodes     *slots
 	pods      *slots
-	selfStart procSample
+	selfStart childhub.Sample
 	procErr   error
 }
 
@@ -113,7 +114,7 @@ func (r *runner) close(progress io.Writer) {
 	}
 	if r.hub != nil {
 		fmt.Fprint(progress, "stopping hub ... ")
-		r.res.Hub.Exit = r.hub.stop(r.cfg.StopTimeout)
+		r.res.Hub.Exit = r.hub.Stop(r.cfg.StopTimeout)
 		fmt.Fprintln(progress, r.res.Hub.Exit)
 	}
 }
@@ -142,15 +143,15 @@ func (r *runner) run(ctx context.Context) error {
 
 // hubProc reads the current hub's memory and CPU time, keeping the first
 // error.
-func (r *runner) hubProc() procSample {
-	s, err := readProc(r.hubPID())
+func (r *runner) hubProc() childhub.Sample {
+	s, err := childhub.ReadProc(r.hubPID())
 	if err != nil && r.procErr == nil {
 		r.procErr = err
 	}
 	return s
 }
 
-func (r *runner) hubPID() string { return strconv.Itoa(r.hub.pid()) }
+func (r *runner) hubPID() string { return strconv.Itoa(r.hub.PID()) }
 
 // cpu samples the CPU times phases are measured with.
 func (r *runner) cpu() cpuSample { return sampleCPU(r.hubPID()) }
@@ -164,16 +165,16 @@ func (r *runner) phase(name string, start cpuSample, hubRestarted bool) {
 // sync port, and prepares the namespace, the token and the watches.
 func (r *runner) startHub(ctx context.Context) error {
 	var err error
-	if r.syncAddr, err = freeUDPAddr(); err != nil {
+	if r.syncAddr, err = childhub.FreeUDPAddr(); err != nil {
 		return err
 	}
 	r.hubDir = filepath.Join(r.dir, "hub")
 	r.step.begin("starting hub")
-	if r.hub, err = startHub(r.cfg.Binary, r.hubDir, "127.0.0.1:0", r.syncAddr); err != nil {
+	if r.hub, err = childhub.Start(r.cfg.Binary, r.hubDir, "127.0.0.1:0", r.syncAddr); err != nil {
 		r.step.fail()
 		return err
 	}
-	kubeconfig, err := r.hub.kubeconfig(ctx, r.cfg.ReadyTimeout)
+	kubeconfig, err := r.hub.Kubeconfig(ctx, r.cfg.ReadyTimeout)
 	if err != nil {
 		r.step.fail()
 		return err
@@ -182,7 +183,7 @@ func (r *runner) startHub(ctx context.Context) error {
 	if r.restCfg, err = loadConfig(kubeconfig); err != nil {
 		return err
 	}
-	if r.apiAddr, err = apiAddr(r.restCfg.Host); err != nil {
+	if r.apiAddr, err = childhub.APIAddr(r.restCfg.Host); err != nil {
 		return err
 	}
 	if r.creator, err = newClient(r.restCfg); err != nil {
@@ -252,7 +253,7 @@ func (r *runner) join(ctx context.Context) error {
 	}
 	j.AgentErrors = r.fleet.errors()
 	r.phase(PhaseJoin, cpu, false)
-	if err := prof.stop(); err != nil {
+	if err := prof.Stop(); err != nil {
 		r.step.fail()
 		return err
 	}
@@ -289,7 +290,7 @@ func (r *runner) startPods(ctx context.Context) error {
 	}
 	p.CreateLatency = report.Summarize(cr.latency)
 	if err := ctx.Err(); err != nil {
-		prof.stop()
+		prof.Stop()
 		return err
 	}
 
@@ -306,7 +307,7 @@ func (r *runner) startPods(ctx context.Context) error {
 		p.DrainSeconds = r.cfg.RunningTimeout.Seconds()
 	}
 	r.phase(PhasePods, cpu, false)
-	if err := prof.stop(); err != nil {
+	if err := prof.Stop(); err != nil {
 		r.step.fail()
 		return err
 	}
@@ -341,7 +342,7 @@ func (r *runner) idle(ctx context.Context) error {
 	syncBefore := r.fleet.syncTotals()
 	cpu := r.cpu()
 	if !sleepCtx(ctx, r.cfg.Idle) {
-		prof.stop()
+		prof.Stop()
 		r.step.fail()
 		return ctx.Err()
 	}
@@ -350,10 +351,10 @@ func (r *runner) idle(ctx context.Context) error {
 	r.phase(PhaseIdle, cpu, false)
 	secs := r.res.CPU[len(r.res.CPU)-1].Seconds
 	hub := r.hubProc()
-	self, selfErr := readProc("self")
+	self, selfErr := childhub.ReadProc("self")
 	var ms goruntime.MemStats
 	goruntime.ReadMemStats(&ms)
-	if err := prof.stop(); err != nil {
+	if err := prof.Stop(); err != nil {
 		r.step.fail()
 		return err
 	}
@@ -399,15 +400,15 @@ func (r *runner) restart(ctx context.Context) error {
 	cpu := r.cpu()
 	killed := r.clk.now()
 	killedWall := time.Now()
-	r.hub.kill()
-	h, err := startHub(r.cfg.Binary, r.hubDir, r.apiAddr, r.syncAddr)
+	r.hub.Kill()
+	h, err := childhub.Start(r.cfg.Binary, r.hubDir, r.apiAddr, r.syncAddr)
 	if err != nil {
 		r.hub = nil
 		r.step.fail()
 		return err
 	}
 	r.hub = h
-	if _, err := h.kubeconfig(ctx, r.cfg.ReadyTimeout); err != nil {
+	if _, err := h.Kubeconfig(ctx, r.cfg.ReadyTimeout); err != nil {
 		r.step.fail()
 		return err
 	}
@@ -461,7 +462,7 @@ func (r *runner) restart(ctx context.Context) error {
 	<-pollDone // the same deadline, or all sessions back
 	stopPoll()
 	r.phase(PhaseRestart, cpu, true)
-	if err := prof.stop(); err != nil {
+	if err := prof.Stop(); err != nil {
 		r.step.fail()
 		return err
 	}
@@ -512,7 +513,7 @@ func (r *runner) restart(ctx context.Context) error {
 		rs.CheckError = err.Error()
 	}
 	r.res.Hub.RestartRSSBytes = r.hubProc().RSS
-	if self, err := readProc("self"); err == nil {
+	if self, err := childhub.ReadProc("self"); err == nil {
 		r.res.Fleet.TotalCPUSeconds = self.CPUSeconds - r.selfStart.CPUSeconds
 	}
 	r.res.Fleet.AgentWarnings = r.fleet.logs.warnings.Load()
@@ -568,15 +569,15 @@ func (r *runner) check(ctx context.Context, killed time.Time) error {
 
 // profile starts a profile if phase is the one asked for; the returned
 // profiler, nil otherwise, must be stopped.
-func (r *runner) profile(ctx context.Context, phase string) (*profiler, error) {
+func (r *runner) profile(ctx context.Context, phase string) (*childhub.Profiler, error) {
 	if r.cfg.ProfileDir == "" || r.cfg.ProfilePhase != phase {
 		return nil, nil
 	}
-	p, err := newProfiler(r.cfg.ProfileDir, r.cfg.ProfileDuration, r.restCfg)
+	p, err := childhub.NewProfiler(r.cfg.ProfileDir, "fleet", r.cfg.ProfileDuration, r.restCfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.start(ctx); err != nil {
+	if err := p.Start(ctx); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -1,4 +1,4 @@
-package fleetbench
+package childhub
 
 import (
 	"context"
@@ -16,21 +16,24 @@ import (
 // maxProfileBytes bounds a CPU profile read from the hub.
 const maxProfileBytes = 64 << 20
 
-// profiler captures CPU profiles of the hub, through its /debug/pprof
-// endpoint, and of this process (agents, relays and clients) over the same
-// window, into a directory.
-type profiler struct {
+// Profiler captures CPU profiles of the hub, through its /debug/pprof
+// endpoint, and of this process over the same window, into a directory:
+// hub.cpu.pprof and <self>.cpu.pprof.
+type Profiler struct {
 	dir      string
 	duration time.Duration
 	hub      *http.Client
 	host     string
 
-	hubDone chan error
-	self    *os.File
+	self string // names this process's profile
+
+	hubDone  chan error
+	selfFile *os.File
 }
 
-// newProfiler returns a profiler writing into dir, or nil when dir is "".
-func newProfiler(dir string, duration time.Duration, cfg *rest.Config) (*profiler, error) {
+// NewProfiler returns a profiler writing into dir, naming this process's
+// profile after self, or nil when dir is "".
+func NewProfiler(dir, self string, duration time.Duration, cfg *rest.Config) (*Profiler, error) {
 	if dir == "" {
 		return nil, nil
 	}
@@ -41,15 +44,15 @@ func newProfiler(dir string, duration time.Duration, cfg *rest.Config) (*profile
 	if err != nil {
 		return nil, fmt.Errorf("profile client: %w", err)
 	}
-	return &profiler{dir: dir, duration: duration, hub: hc, host: cfg.Host}, nil
+	return &Profiler{dir: dir, self: self, duration: duration, hub: hc, host: cfg.Host}, nil
 }
 
-// start begins both profiles; call stop next, also on failure.
-func (p *profiler) start(ctx context.Context) error {
+// Start begins both profiles; call Stop next, also on failure.
+func (p *Profiler) Start(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
-	f, err := os.Create(filepath.Join(p.dir, "fleet.cpu.pprof"))
+	f, err := os.Create(filepath.Join(p.dir, p.self+".cpu.pprof"))
 	if err != nil {
 		return fmt.Errorf("create client profile: %w", err)
 	}
@@ -57,14 +60,14 @@ func (p *profiler) start(ctx context.Context) error {
 		f.Close()
 		return fmt.Errorf("start client profile: %w", err)
 	}
-	p.self = f
+	p.selfFile = f
 	p.hubDone = make(chan error, 1)
 	secs := max(int(p.duration/time.Second), 1)
 	go func() { p.hubDone <- p.fetchHub(ctx, secs) }()
 	return nil
 }
 
-func (p *profiler) fetchHub(ctx context.Context, secs int) error {
+func (p *Profiler) fetchHub(ctx context.Context, secs int) error {
 	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", p.host, secs)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -85,16 +88,16 @@ func (p *profiler) fetchHub(ctx context.Context, secs int) error {
 	return os.WriteFile(filepath.Join(p.dir, "hub.cpu.pprof"), data, 0o644)
 }
 
-// stop waits for the hub's profile, which ends by itself once its window
+// Stop waits for the hub's profile, which ends by itself once its window
 // has passed, then ends this process's.
-func (p *profiler) stop() error {
-	if p == nil || p.self == nil {
+func (p *Profiler) Stop() error {
+	if p == nil || p.selfFile == nil {
 		return nil
 	}
 	hubErr := <-p.hubDone
 	pprof.StopCPUProfile()
-	err := p.self.Close()
-	p.self = nil
+	err := p.selfFile.Close()
+	p.selfFile = nil
 	if hubErr != nil {
 		return hubErr
 	}

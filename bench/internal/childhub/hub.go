@@ -1,10 +1,12 @@
-package apibench
+package childhub
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,9 +15,10 @@ import (
 	"time"
 )
 
-// hubProcess is a hub run as a child process: `outpost hub` on a fresh
-// data dir and a free loopback port.
-type hubProcess struct {
+// Hub is a hub run as a child process: `outpost hub` on a data dir
+// with given API and sync addresses, so that it can be restarted on the
+// same ones.
+type Hub struct {
 	cmd    *exec.Cmd
 	stdout *exportLine
 	stderr *tailBuffer
@@ -26,17 +29,18 @@ type hubProcess struct {
 // exportPrefix starts the line `outpost hub` prints on stdout once ready.
 const exportPrefix = "export KUBECONFIG="
 
-// startHub starts binary as a hub keeping its state in dataDir and
-// listening on a loopback port the kernel picks (the hub writes the port it
-// got into its kubeconfig). It returns once the process runs; wait for
-// ready with kubeconfig. The caller must call stop.
-func startHub(binary, dataDir string) (*hubProcess, error) {
-	h := &hubProcess{
+// Start starts binary as a hub keeping its state in dataDir, serving
+// the API on apiAddr (port 0: the kernel picks, and the hub writes the
+// port it got into its kubeconfig) and sync on syncAddr. It returns once
+// the process runs; wait for ready with Kubeconfig. The caller must call
+// stop or kill.
+func Start(binary, dataDir, apiAddr, syncAddr string) (*Hub, error) {
+	h := &Hub{
 		stdout: &exportLine{found: make(chan struct{})},
 		stderr: &tailBuffer{max: 16 << 10},
 		exited: make(chan struct{}),
 	}
-	h.cmd = exec.Command(binary, "hub", "--data-dir", dataDir, "--api-addr", "127.0.0.1:0", "--sync-addr", "")
+	h.cmd = exec.Command(binary, "hub", "--data-dir", dataDir, "--api-addr", apiAddr, "--sync-addr", syncAddr)
 	h.cmd.Stdout = h.stdout
 	h.cmd.Stderr = h.stderr
 	if err := h.cmd.Start(); err != nil {
@@ -49,12 +53,12 @@ func startHub(binary, dataDir string) (*hubProcess, error) {
 	return h, nil
 }
 
-// pid returns the hub's process id.
-func (h *hubProcess) pid() int { return h.cmd.Process.Pid }
+// PID returns the hub's process id.
+func (h *Hub) PID() int { return h.cmd.Process.Pid }
 
-// kubeconfig waits, at most timeout, for the hub's export line and returns
+// Kubeconfig waits, at most timeout, for the hub's export line and returns
 // the kubeconfig path it names.
-func (h *hubProcess) kubeconfig(ctx context.Context, timeout time.Duration) (string, error) {
+func (h *Hub) Kubeconfig(ctx context.Context, timeout time.Duration) (string, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -75,10 +79,17 @@ func (h *hubProcess) kubeconfig(ctx context.Context, timeout time.Duration) (str
 	}
 }
 
-// stop sends SIGTERM, waits at most timeout for the hub to exit, kills it
+// Kill ends the hub with SIGKILL, as a power cut or an OOM kill would, and
+// waits for it to be gone.
+func (h *Hub) Kill() {
+	h.cmd.Process.Kill()
+	<-h.exited
+}
+
+// Stop sends SIGTERM, waits at most timeout for the hub to exit, kills it
 // if it has not, and returns how it ended. It is safe to call after the hub
 // has exited on its own, and more than once.
-func (h *hubProcess) stop(timeout time.Duration) string {
+func (h *Hub) Stop(timeout time.Duration) string {
 	if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		h.cmd.Process.Kill()
 		<-h.exited
@@ -97,6 +108,28 @@ func (h *hubProcess) stop(timeout time.Duration) string {
 		return h.err.Error()
 	}
 	return h.cmd.ProcessState.String()
+}
+
+// FreeUDPAddr returns a loopback UDP address that was free a moment ago:
+// the hub's sync address must be known before it starts, so that it can be
+// restarted on the same one.
+func FreeUDPAddr() (string, error) {
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free UDP port: %w", err)
+	}
+	addr := c.LocalAddr().String()
+	c.Close()
+	return addr, nil
+}
+
+// APIAddr returns the host:port of a kubeconfig's server URL.
+func APIAddr(server string) (string, error) {
+	u, err := url.Parse(server)
+	if err != nil || u.Host == "" || u.Port() == "" {
+		return "", fmt.Errorf("kubeconfig server %q has no host:port", server)
+	}
+	return u.Host, nil
 }
 
 // exportLine is the hub's stdout: it watches for the export line and

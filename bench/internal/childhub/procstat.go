@@ -1,4 +1,4 @@
-package fleetbench
+package childhub
 
 import (
 	"bufio"
@@ -9,30 +9,30 @@ import (
 	"strings"
 )
 
-// procSample is one reading of a process's memory and CPU time from /proc
+// Sample is one reading of a process's memory and CPU time from /proc
 // (Linux only).
-type procSample struct {
+type Sample struct {
 	RSS, HWM   uint64  // VmRSS and VmHWM, in bytes
 	CPUSeconds float64 // utime+stime
 }
 
-// readProc reads the memory and CPU time of process pid ("self" for this
+// ReadProc reads the memory and CPU time of process pid ("self" for this
 // one).
-func readProc(pid string) (procSample, error) {
+func ReadProc(pid string) (Sample, error) {
 	status, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
-		return procSample{}, fmt.Errorf("read process memory: %w", err)
+		return Sample{}, fmt.Errorf("read process memory: %w", err)
 	}
 	stat, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
-		return procSample{}, fmt.Errorf("read process cpu time: %w", err)
+		return Sample{}, fmt.Errorf("read process cpu time: %w", err)
 	}
-	var s procSample
+	var s Sample
 	if s.RSS, s.HWM, err = parseStatus(status); err != nil {
-		return procSample{}, err
+		return Sample{}, err
 	}
 	if s.CPUSeconds, err = parseStatCPU(stat); err != nil {
-		return procSample{}, err
+		return Sample{}, err
 	}
 	return s, nil
 }
@@ -61,10 +61,10 @@ func parseStatus(b []byte) (rss, hwm uint64, err error) {
 	return rss, hwm, nil
 }
 
-// clockTicks is USER_HZ, the unit of the times in /proc/PID/stat: 100 on
-// every Linux architecture Outpost runs on (it is fixed by the kernel's ABI,
-// whatever CONFIG_HZ is).
-const clockTicks = 100
+// ClockTicks is USER_HZ, the unit of the times in /proc/PID/stat and
+// /proc/stat: 100 on every Linux architecture Outpost runs on (it is fixed
+// by the kernel's ABI, whatever CONFIG_HZ is).
+const ClockTicks = 100
 
 // parseStatCPU returns utime+stime, in seconds, from /proc/PID/stat.
 func parseStatCPU(b []byte) (float64, error) {
@@ -88,5 +88,5 @@ func parseStatCPU(b []byte) (float64, error) {
 		}
 		ticks += n
 	}
-	return float64(ticks) / clockTicks, nil
+	return float64(ticks) / ClockTicks, nil
 }
