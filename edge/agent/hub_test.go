@@ -66,13 +66,13 @@ func (a *authority) sign(node string, csrDER []byte) ([]byte, error) {
 	if err != nil {
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
 	}
-	if csr.Subject.CommonName != server.NodeUserPrefix+node {
+	if csr.Subject.CommonName != wire.NodeUserPrefix+node {
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "CSR for " + csr.Subject.CommonName}
 	}
 	now := time.Now()
 	return x509.CreateCertificate(rand.Reader, &x509.Certificate{
 		SerialNumber: big.NewInt(now.UnixNano()),
-		Subject:      pkix.Name{CommonName: server.NodeUserPrefix + node, Organization: []string{server.NodesGroup}},
+		Subject:      pkix.Name{CommonName: wire.NodeUserPrefix + node, Organization: []string{wire.NodesGroup}},
 		NotBefore:    now.Add(-time.Minute), NotAfter: now.Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}, a.ca, csr.PublicKey, a.key)

@@ -16,6 +16,8 @@ import (
 	"sync"
 
 	"github.com/outpost-mesh/outpost/internal/atomicfile"
+
+	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // Files of the node identity in the data dir.
@@ -23,12 +25,6 @@ const (
 	nodeKeyFile  = "node.key"
 	nodeCertFile = "node.crt"
 	caCertFile   = "ca.crt"
-)
-
-// Subject of node certificates, as the hub signs them.
-const (
-	nodeUserPrefix = "system:node:"
-	nodesGroup     = "system:nodes"
 )
 
 // identity is the node's key and certificate in the data dir. Its methods
@@ -72,8 +68,8 @@ func (id *identity) set(certPEM, keyPEM, caPEM []byte) error {
 	if err != nil {
 		return fmt.Errorf("node certificate: %w", err)
 	}
-	if cn := cert.Leaf.Subject.CommonName; cn != nodeUserPrefix+id.node {
-		return fmt.Errorf("node certificate is for %q, not %q: use the data dir of that node, or a new one", cn, nodeUserPrefix+id.node)
+	if cn := cert.Leaf.Subject.CommonName; cn != wire.NodeUserPrefix+id.node {
+		return fmt.Errorf("node certificate is for %q, not %q: use the data dir of that node, or a new one", cn, wire.NodeUserPrefix+id.node)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
@@ -110,7 +106,7 @@ func (id *identity) newCSR() (csr []byte, commit func(certDER []byte, caDER []by
 		return nil, nil, fmt.Errorf("generate node key: %w", err)
 	}
 	csr, err = x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: nodeUserPrefix + id.node, Organization: []string{nodesGroup}},
+		Subject: pkix.Name{CommonName: wire.NodeUserPrefix + id.node, Organization: []string{wire.NodesGroup}},
 	}, key)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create certificate request: %w", err)

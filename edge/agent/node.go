@@ -16,14 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/outpost-mesh/outpost/internal/version"
-)
 
-// Labels the agent puts on its Node, as kubelet does, and the site label.
-const (
-	LabelHostname = "kubernetes.io/hostname"
-	LabelOS       = "kubernetes.io/os"
-	LabelArch     = "kubernetes.io/arch"
-	LabelSite     = "topology.outpost.dev/site"
+	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // Capacity is what the node offers to pods.
@@ -56,12 +50,12 @@ func hostCapacity() Capacity {
 // prev's transition times kept where the condition did not change.
 func nodeObject(name, site string, capacity Capacity, runtimeVersion string, addresses []corev1.NodeAddress, prev *corev1.Node, now time.Time) *corev1.Node {
 	labels := map[string]string{
-		LabelHostname: name,
-		LabelOS:       runtime.GOOS,
-		LabelArch:     runtime.GOARCH,
+		corev1.LabelHostname:   name,
+		corev1.LabelOSStable:   runtime.GOOS,
+		corev1.LabelArchStable: runtime.GOARCH,
 	}
 	if site != "" {
-		labels[LabelSite] = site
+		labels[wire.SiteLabel] = site
 	}
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewMilliQuantity(capacity.CPUMillis, resource.DecimalSI),

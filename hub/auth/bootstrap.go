@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // Bootstrap tokens are kept as upstream keeps them: a Secret of type
@@ -28,7 +30,7 @@ const (
 
 	// SiteLabel names the site of a node, and on a bootstrap token Secret
 	// the site the nodes joining with it belong to.
-	SiteLabel = "topology.outpost.dev/site"
+	SiteLabel = wire.SiteLabel
 )
 
 // Lengths of a token's parts, each of [a-z0-9].

@@ -9,6 +9,8 @@ import (
 	"crypto/x509"
 	"slices"
 	"strings"
+
+	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // Well-known users and groups, as upstream Kubernetes names them.
@@ -18,8 +20,8 @@ const (
 	MastersGroup = "system:masters"
 	// NodesGroup and NodeUserPrefix form a node's identity: user
 	// system:node:<name> in group system:nodes.
-	NodesGroup     = "system:nodes"
-	NodeUserPrefix = "system:node:"
+	NodesGroup     = wire.NodesGroup
+	NodeUserPrefix = wire.NodeUserPrefix
 )
 
 // User is an authenticated client.

@@ -23,18 +23,9 @@ import (
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
-// Labels the hub keeps on nodes: those kubelet sets on its own Node, and
-// the site the node joined with.
-const (
-	labelHostname = "kubernetes.io/hostname"
-	labelOS       = "kubernetes.io/os"
-	labelArch     = "kubernetes.io/arch"
-	labelSite     = "topology.outpost.dev/site"
-)
-
 // nodeOwnLabels are the labels a node may set on its own Node (upstream's
 // NodeRestriction lets kubelet set these).
-var nodeOwnLabels = []string{labelHostname, labelOS, labelArch}
+var nodeOwnLabels = []string{corev1.LabelHostname, corev1.LabelOSStable, corev1.LabelArchStable}
 
 // syncGlue adapts the hub to the sync server: it admits nodes (Authority),
 // applies what they send as their own identity through the API (Sink), and
@@ -133,9 +124,9 @@ func (g *syncGlue) Join(ctx context.Context, req *wire.JoinRequest) ([]byte, []b
 // registerNode creates the node's Node, or makes sure an existing one has
 // its hostname and site labels.
 func (g *syncGlue) registerNode(ctx context.Context, name, site string) error {
-	labels := map[string]string{labelHostname: name}
+	labels := map[string]string{corev1.LabelHostname: name}
 	if site != "" {
-		labels[labelSite] = site
+		labels[wire.SiteLabel] = site
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	_, err := g.api.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
@@ -149,7 +140,7 @@ func (g *syncGlue) registerNode(ctx context.Context, name, site string) error {
 	if cur.Labels == nil {
 		cur.Labels = map[string]string{}
 	}
-	if cur.Labels[labelHostname] == name && cur.Labels[labelSite] == labels[labelSite] {
+	if cur.Labels[corev1.LabelHostname] == name && cur.Labels[wire.SiteLabel] == labels[wire.SiteLabel] {
 		return nil
 	}
 	maps.Copy(cur.Labels, labels)

@@ -15,13 +15,15 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // Subject of node certificates: user system:node:<name> in group
 // system:nodes, as upstream's kubelets have.
 const (
-	NodeUserPrefix = "system:node:"
-	NodesGroup     = "system:nodes"
+	NodeUserPrefix = wire.NodeUserPrefix
+	NodesGroup     = wire.NodesGroup
 )
 
 const (

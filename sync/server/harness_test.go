@@ -163,7 +163,7 @@ func (ca *testCA) serving(t testing.TB) tls.Certificate {
 // nodeTemplate is the subject and usage of a node certificate.
 func nodeTemplate(node string, notBefore time.Time, life time.Duration) *x509.Certificate {
 	return &x509.Certificate{
-		Subject:     pkix.Name{CommonName: server.NodeUserPrefix + node, Organization: []string{server.NodesGroup}},
+		Subject:     pkix.Name{CommonName: wire.NodeUserPrefix + node, Organization: []string{wire.NodesGroup}},
 		NotBefore:   notBefore,
 		NotAfter:    notBefore.Add(life),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
@@ -207,7 +207,7 @@ func newCSR(t testing.TB, node string) (*ecdsa.PrivateKey, []byte) {
 		t.Fatal(err)
 	}
 	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: server.NodeUserPrefix + node, Organization: []string{server.NodesGroup}},
+		Subject: pkix.Name{CommonName: wire.NodeUserPrefix + node, Organization: []string{wire.NodesGroup}},
 	}, key)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,13 +49,6 @@ type Presence interface {
 	Connected(node string)
 	Disconnected(node string)
 }
-
-// NodeUserPrefix and NodesGroup are the subject of node certificates:
-// CN system:node:<name>, O system:nodes.
-const (
-	NodeUserPrefix = "system:node:"
-	NodesGroup     = "system:nodes"
-)
 
 // Config configures a Server.
 type Config struct {
@@ -306,20 +300,11 @@ func identity(conn *quic.Conn) (string, error) {
 		return "", nil
 	}
 	leaf := st.PeerCertificates[0]
-	name, ok := strings.CutPrefix(leaf.Subject.CommonName, NodeUserPrefix)
-	if !ok || name == "" || !hasGroup(leaf, NodesGroup) {
+	name, ok := strings.CutPrefix(leaf.Subject.CommonName, wire.NodeUserPrefix)
+	if !ok || name == "" || !slices.Contains(leaf.Subject.Organization, wire.NodesGroup) {
 		return "", fmt.Errorf("certificate of %q is not a node's", leaf.Subject.CommonName)
 	}
 	return name, nil
-}
-
-func hasGroup(c *x509.Certificate, g string) bool {
-	for _, o := range c.Subject.Organization {
-		if o == g {
-			return true
-		}
-	}
-	return false
 }
 
 // serveConn serves one connection's streams until it ends.

@@ -47,7 +47,7 @@ func TestJoin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := server.NodeUserPrefix + "edge-1"; cert.Subject.CommonName != want {
+		if want := wire.NodeUserPrefix + "edge-1"; cert.Subject.CommonName != want {
 			t.Errorf("node certificate for %q, want %q", cert.Subject.CommonName, want)
 		}
 		if _, err := cert.Verify(x509.VerifyOptions{Roots: h.ca.pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
@@ -589,7 +589,7 @@ func TestRenew(t *testing.T) {
 	}
 	mu.Lock()
 	for _, leaf := range commits {
-		if leaf.Subject.CommonName != server.NodeUserPrefix+"edge-1" {
+		if leaf.Subject.CommonName != wire.NodeUserPrefix+"edge-1" {
 			t.Errorf("renewed certificate for %q", leaf.Subject.CommonName)
 		}
 	}

@@ -201,7 +201,7 @@ func TestJoinAndRunPod(t *testing.T) {
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return n.Labels[agent.LabelSite] == "store-1" && n.Labels[agent.LabelArch] != "", fmt.Sprint(n.Labels)
+				return n.Labels[wire.SiteLabel] == "store-1" && n.Labels[corev1.LabelArchStable] != "", fmt.Sprint(n.Labels)
 			}
 		}
 		return false, fmt.Sprint(n.Status.Conditions)
