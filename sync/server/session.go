@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/outpost-mesh/outpost/sync/view"
@@ -65,12 +64,11 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 	// (wire.Writer and quic's Close must not run concurrently with a
 	// write), so it tells the edge why the stream failed. It is waited
 	// for, so that nothing of the session outlives it.
-	var acked atomic.Int64
 	ackErr := make(chan error, 1)
 	acksDone := make(chan struct{})
 	go func() {
 		defer close(acksDone)
-		ackErr <- s.readAcks(st, &acked)
+		ackErr <- s.readAcks(st)
 	}()
 	defer func() {
 		st.st.CancelRead(0)
@@ -190,18 +188,18 @@ func (s *Server) readInventory(st *stream) ([]wire.InventoryEntry, error) {
 var errNotAck = errors.New("expected Ack")
 
 // readAcks reads Ack frames until the stream ends and returns why it did
-// (io.EOF at its clean end). It does not write to the stream.
-func (s *Server) readAcks(st *stream, acked *atomic.Int64) error {
+// (io.EOF at its clean end). It does not write to the stream. The hub
+// keeps no per-node acknowledged revision: a node resumes from what it
+// says it applied.
+func (s *Server) readAcks(st *stream) error {
 	for {
 		m, err := st.r.Read()
 		if err != nil {
 			return err
 		}
-		a, ok := m.(*wire.Ack)
-		if !ok {
+		if _, ok := m.(*wire.Ack); !ok {
 			return fmt.Errorf("%w, got %v", errNotAck, m.Type())
 		}
-		acked.Store(a.Revision)
 	}
 }
 
