@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
@@ -111,15 +111,18 @@ type Agent struct {
 	trigger chan struct{}
 
 	mu       sync.Mutex
-	busy     map[string]bool             // pods whose worker runs actions
-	records  map[string]pods.Record      // by pod UID
-	reported map[string]corev1.PodStatus // the last status sent, by pod UID
-	mirrored map[string]string           // static pod UID -> mirror key sent; on disk too
+	busy     map[string]bool        // pods whose worker runs actions
+	records  map[string]pods.Record // by pod UID
+	reported map[string]sentStatus  // the last status sent, by pod UID
+	mirrored map[string]string      // static pod UID -> mirror key sent; on disk too
 
 	addrs []corev1.NodeAddress // the node's addresses, looked up with each node status
 
 	node     *corev1.Node // the last node status sent; the loop's own
 	nodeSent time.Time
+	// view holds the view's pods decoded, as of a checkpoint view
+	// generation; the loop's own.
+	view viewPods
 	// badManifests holds why each manifest that could not be used was
 	// not, as last logged; the loop's own.
 	badManifests map[string]string
@@ -146,7 +149,7 @@ func New(cfg Config) (*Agent, error) {
 		trigger:  make(chan struct{}, 1),
 		busy:     map[string]bool{},
 		records:  map[string]pods.Record{},
-		reported: map[string]corev1.PodStatus{},
+		reported: map[string]sentStatus{},
 		mirrored: map[string]string{},
 	}, nil
 }
@@ -371,7 +374,11 @@ func (a *Agent) loadRecords() error {
 		if err := json.Unmarshal(v, &s); err != nil {
 			continue
 		}
-		a.reported[k[len("status/"):]] = s
+		w, err := s.Marshal()
+		if err != nil {
+			continue
+		}
+		a.reported[k[len("status/"):]] = sentStatus{s, w}
 	}
 	// The mirrors sent, so that a static pod whose manifest goes away
 	// after a restart still has its mirror removed.
@@ -388,23 +395,14 @@ func (a *Agent) loadRecords() error {
 // desiredPods returns the pods bound to this node: those of the view, then
 // the static pods; it returns ok false if the view could not be read, in
 // which case nothing may be stopped for its absence.
+// The pods returned are shared with later rounds: nobody may modify them.
 func (a *Agent) desiredPods() (desired []*corev1.Pod, static map[string]*corev1.Pod, ok bool) {
-	objs, err := a.cp.List(wire.ResourcePods)
+	bound, err := a.view.bound(a.cp, a.cfg.NodeName, a.log)
 	if err != nil {
 		a.log.Error("read pods from the checkpoint", "err", err)
 		return nil, nil, false
 	}
-	for _, o := range objs {
-		var p corev1.Pod
-		if err := decodeObject(o.Raw, o.Revision, &p); err != nil {
-			a.log.Warn("undecodable pod in the view", "key", o.Key.String(), "err", err)
-			continue
-		}
-		if p.Spec.NodeName != a.cfg.NodeName || p.UID == "" {
-			continue
-		}
-		desired = append(desired, &p)
-	}
+	desired = append(desired, bound...)
 	static = map[string]*corev1.Pod{}
 	ms, err := readManifests(filepath.Join(a.cfg.DataDir, ManifestsDir), a.cfg.NodeName)
 	if err != nil {
@@ -495,15 +493,23 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 		a.mu.Unlock()
 		in := p
 		if had {
-			in = p.DeepCopy()
-			in.Status = last
+			// Status reads its pod and keeps none of it: a shallow copy
+			// does.
+			withLast := *p
+			withLast.Status = last.status
+			in = &withLast
 		}
 		st := pods.Status(in, byActual[uid], rec, now)
 		a.fillIPs(&st)
-		if had && equality.Semantic.DeepEqual(st, last) {
+		wireSt, err := st.Marshal()
+		if err != nil {
+			a.log.Warn("encode pod status", "pod", p.Namespace+"/"+p.Name, "err", err)
 			continue
 		}
-		a.report(p, st, static[uid] != nil)
+		if had && bytes.Equal(wireSt, last.wire) {
+			continue
+		}
+		a.report(p, sentStatus{st, wireSt}, static[uid] != nil)
 	}
 	a.reportNode(now)
 	a.notify()
@@ -609,7 +615,11 @@ func (a *Agent) confirmTerminated(pod *corev1.Pod) error {
 	a.mu.Unlock()
 	st := pods.Status(pod, ps, rec, a.now())
 	a.fillIPs(&st)
-	a.report(pod, st, false)
+	w, err := st.Marshal()
+	if err != nil {
+		return err
+	}
+	a.report(pod, sentStatus{st, w}, false)
 	raw, err := encodeObject(podForHub(pod, st))
 	if err != nil {
 		return err
@@ -635,9 +645,18 @@ func podForHub(p *corev1.Pod, st corev1.PodStatus) *corev1.Pod {
 	}
 }
 
+// sentStatus is a pod status as reported, with its protobuf encoding: two
+// statuses are the same to the hub when their encodings are, which drop
+// the times' fractions of a second as the hub's storage does.
+type sentStatus struct {
+	status corev1.PodStatus
+	wire   []byte
+}
+
 // report queues a pod's status for the hub and remembers it.
-func (a *Agent) report(p *corev1.Pod, st corev1.PodStatus, static bool) {
+func (a *Agent) report(p *corev1.Pod, sent sentStatus, static bool) {
 	uid := string(p.UID)
+	st := sent.status
 	var err error
 	if static {
 		m := mirrorOf(p)
@@ -667,7 +686,7 @@ func (a *Agent) report(p *corev1.Pod, st corev1.PodStatus, static bool) {
 		return
 	}
 	a.mu.Lock()
-	a.reported[uid] = st
+	a.reported[uid] = sent
 	a.mu.Unlock()
 	if b, err := json.Marshal(st); err == nil {
 		a.cp.PutLocal(statusKey(uid), b)
@@ -706,19 +725,18 @@ func (a *Agent) enqueueMirrorDelete(key string) {
 	}
 }
 
-// reportNode queues the node's status when it changed or is due.
+// reportNode queues the node's status when it is due: at the first round,
+// then every NodeStatusInterval. What the status holds is looked up only
+// then, so between two reports it cannot have changed.
 func (a *Agent) reportNode(now time.Time) {
-	addrs := a.addresses()
-	if a.node == nil || now.Sub(a.nodeSent) >= a.cfg.NodeStatusInterval {
-		addrs = hostAddresses(a.cfg.NodeName) // looked up again when due
-		a.mu.Lock()
-		a.addrs = addrs
-		a.mu.Unlock()
-	}
-	n := nodeObject(a.cfg.NodeName, a.cfg.Site, a.cfg.Capacity, a.cfg.RuntimeVersion, addrs, a.node, now)
-	if a.node != nil && now.Sub(a.nodeSent) < a.cfg.NodeStatusInterval && sameNodeStatus(a.node, n) {
+	if a.node != nil && now.Sub(a.nodeSent) < a.cfg.NodeStatusInterval {
 		return
 	}
+	addrs := hostAddresses(a.cfg.NodeName)
+	a.mu.Lock()
+	a.addrs = addrs
+	a.mu.Unlock()
+	n := nodeObject(a.cfg.NodeName, a.cfg.Site, a.cfg.Capacity, a.cfg.RuntimeVersion, addrs, a.node, now)
 	raw, err := encodeObject(n)
 	if err != nil {
 		a.log.Warn("encode node status", "err", err)
@@ -729,17 +747,6 @@ func (a *Agent) reportNode(now time.Time) {
 		return
 	}
 	a.node, a.nodeSent = n, now
-}
-
-// sameNodeStatus compares two node reports but for heartbeat times.
-func sameNodeStatus(a, b *corev1.Node) bool {
-	x, y := a.DeepCopy(), b.DeepCopy()
-	for _, n := range []*corev1.Node{x, y} {
-		for i := range n.Status.Conditions {
-			n.Status.Conditions[i].LastHeartbeatTime = metav1.Time{}
-		}
-	}
-	return equality.Semantic.DeepEqual(x, y)
 }
 
 func (a *Agent) saveRecord(uid string, r pods.Record) {

@@ -438,6 +438,10 @@ func TestRestartAdoptsPods(t *testing.T) {
 	stop()
 	before := rt.Stats()
 	id := runtimePod(t, rt, "web-"+node).Container("main").ID
+	sent := findItem(outbox(t, dir), wire.KindMirrorPod, podKey("web-"+node))
+	if sent == nil {
+		t.Fatal("no mirror pod in the outbox")
+	}
 
 	ta = newAgentConfig(t, dir, rt)
 	stop = run(t, ta)
@@ -448,6 +452,13 @@ func TestRestartAdoptsPods(t *testing.T) {
 	if got := runtimePod(t, rt, "web-"+node).Container("main").ID; got != id {
 		t.Errorf("container %s replaced by %s", id, got)
 	}
+	// The status is what the last run reported: it is not sent again.
+	stop()
+	if again := findItem(outbox(t, dir), wire.KindMirrorPod, podKey("web-"+node)); again == nil || again.Seq != sent.Seq {
+		t.Errorf("mirror pod in the outbox after the restart: %+v, want the same entry as before, seq %d", again, sent.Seq)
+	}
+	ta = newAgentConfig(t, dir, rt)
+	stop = run(t, ta)
 
 	// The manifest changes: the new pod replaces the old one, and so
 	// does its mirror, which must not be removed after it was sent.

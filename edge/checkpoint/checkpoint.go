@@ -58,6 +58,9 @@ type Store struct {
 	// each checks is the one it replaces.
 	viewMu sync.Mutex
 	rev    atomic.Int64 // LastRevision, published after the write is durable
+	// viewGen counts the view's writes, each bumped once its write has
+	// ended, however it ended: see ViewGeneration.
+	viewGen atomic.Uint64
 
 	// outMu serializes the writers of the outbox and guards out, which
 	// mirrors the outbox on disk.
@@ -265,6 +268,7 @@ func (s *Store) DropCorrupt() (int, error) {
 	defer s.leave()
 	s.viewMu.Lock()
 	defer s.viewMu.Unlock()
+	defer s.viewGen.Add(1)
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
 

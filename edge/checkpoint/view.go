@@ -68,6 +68,7 @@ func (s *Store) ApplyBatch(changes []wire.Change, revision int64) error {
 	defer s.leave()
 	s.viewMu.Lock()
 	defer s.viewMu.Unlock()
+	defer s.viewGen.Add(1)
 	if last := s.rev.Load(); revision < last {
 		return fmt.Errorf("apply batch at %d: %w (%d)", revision, ErrStaleRevision, last)
 	}
@@ -145,6 +146,7 @@ func (s *Store) ReplaceAll(objects []Object, revision int64) error {
 	defer s.leave()
 	s.viewMu.Lock()
 	defer s.viewMu.Unlock()
+	defer s.viewGen.Add(1)
 	var ops []op
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixObject}})
@@ -179,6 +181,12 @@ func (s *Store) ReplaceAll(objects []Object, revision int64) error {
 // complete: that of the last ApplyBatch or ReplaceAll, 0 for a new
 // checkpoint. It does not touch the disk, and works after Close.
 func (s *Store) LastRevision() int64 { return s.rev.Load() }
+
+// ViewGeneration returns a number that changes whenever the view's
+// objects may have changed: read it before a List, and while it returns
+// the same, the List's result is still the view. It does not touch the
+// disk.
+func (s *Store) ViewGeneration() uint64 { return s.viewGen.Load() }
 
 // Get returns the object of key k, and whether there is one. The caller
 // owns the returned bytes.

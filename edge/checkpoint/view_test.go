@@ -438,3 +438,34 @@ func TestRewind(t *testing.T) {
 		t.Fatalf("ApplyBatch(50) after Rewind = %v", err)
 	}
 }
+
+// TestViewGeneration: the generation moves with every write of the view,
+// a failed one too, and with nothing else.
+func TestViewGeneration(t *testing.T) {
+	s := memT(t)
+	last := s.ViewGeneration()
+	step := func(name string, wantMoved bool, write func() error) {
+		t.Helper()
+		err := write()
+		g := s.ViewGeneration()
+		if moved := g != last; moved != wantMoved {
+			t.Errorf("%s (err %v): generation %d -> %d, want moved %v", name, err, last, g, wantMoved)
+		}
+		last = g
+	}
+	step("ApplyBatch", true, func() error { return s.ApplyBatch([]wire.Change{put(podKey("ns", "a"), 5, "a")}, 10) })
+	step("stale ApplyBatch", true, func() error { return s.ApplyBatch(nil, 3) })
+	step("ReplaceAll", true, func() error {
+		return s.ReplaceAll([]Object{{Key: podKey("ns", "b"), Revision: 6, Raw: []byte("b")}}, 11)
+	})
+	step("PutLocal", false, func() error { return s.PutLocal("k", []byte("v")) })
+	step("Enqueue", false, func() error {
+		_, err := s.Enqueue(wire.KindPodStatus, podKey("ns", "b"), []byte("st"))
+		return err
+	})
+	step("Rewind", false, s.Rewind)
+	step("DropCorrupt", true, func() error {
+		_, err := s.DropCorrupt()
+		return err
+	})
+}
