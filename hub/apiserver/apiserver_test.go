@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,6 +149,16 @@ func TestCRUDWithClientGo(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("RetryOnConflict = %v", err)
+	}
+	// A UID in the body is a precondition; without a resourceVersion the
+	// update is unconditional.
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "not-a"}, Data: map[string]string{"k": "other"}}
+	if _, err := cs.CoreV1().ConfigMaps("ns1").Update(ctx, other, metav1.UpdateOptions{}); !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "UID in precondition: not-a") {
+		t.Fatalf("update of another UID = %v, want a UID precondition Conflict", err)
+	}
+	same := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: cm.UID}, Data: map[string]string{"k": "v4"}}
+	if got, err := cs.CoreV1().ConfigMaps("ns1").Update(ctx, same, metav1.UpdateOptions{}); err != nil || got.Data["k"] != "v4" {
+		t.Fatalf("unconditional update of the same UID = %v, %v", got.Data, err)
 	}
 	// Patches of all three kinds.
 	for _, p := range []struct {

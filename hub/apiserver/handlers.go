@@ -358,6 +358,11 @@ func (s *Server) updateObject(ctx context.Context, res *resourceInfo, ns, name s
 			return nil, 0, err
 		}
 		obj.GetObjectKind().SetGroupVersionKind(res.gvk)
+		// A UID in the body is a precondition, as upstream: the update is
+		// for that object, not a newer one of the same name.
+		if uid, oldUID := om(obj).GetUID(), om(old).GetUID(); uid != "" && uid != oldUID {
+			return nil, 0, apierrors.NewConflict(res.gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, oldUID))
+		}
 		if err := s.prepareUpdate(res, obj, old, kind); err != nil {
 			return nil, 0, err
 		}

@@ -223,27 +223,29 @@ func (g *syncGlue) ApplyStatus(ctx context.Context, node string, it wire.StatusI
 }
 
 // podStatus replaces the status of the pod at key with pod's, if the pod
-// there is still the one the node reported on (same UID).
+// there is still the one the node reported on (same UID). It sends only
+// the pod's identity and status, unconditionally but for the UID
+// precondition, as kubelet's status manager patches: the hub keeps the
+// rest of the stored pod, so there is nothing to read first.
 func (g *syncGlue) podStatus(ctx context.Context, key wire.Key, pod *corev1.Pod) error {
 	pods := g.api.CoreV1().Pods(key.Namespace)
-	for attempt := 0; ; attempt++ {
-		cur, err := pods.Get(ctx, key.Name, metav1.GetOptions{})
-		if err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil // deleted meanwhile: nothing to report on
-			}
-			return err
-		}
-		if pod.UID != "" && cur.UID != pod.UID {
-			return nil // a newer pod of that name: the report is stale
-		}
-		cur.Status = pod.Status
-		_, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) && attempt < 3 {
-			continue
-		}
-		return err
+	upd := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, UID: pod.UID},
+		Status:     pod.Status,
 	}
+	_, err := pods.UpdateStatus(ctx, upd, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil // deleted meanwhile: nothing to report on
+	case apierrors.IsConflict(err) && pod.UID != "":
+		// Most likely a newer pod of that name, and the report is stale;
+		// anything else is worth another try.
+		cur, gerr := pods.Get(ctx, key.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(gerr) || gerr == nil && cur.UID != pod.UID {
+			return nil
+		}
+	}
+	return err
 }
 
 // nodeStatus replaces the node's status and its own labels.

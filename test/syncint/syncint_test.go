@@ -388,42 +388,15 @@ func TestNodeIsolation(t *testing.T) {
 	}
 
 	// Node A's certificate, speaking the protocol itself.
-	certPEM, _ := os.ReadFile(filepath.Join(cfgA.DataDir, "node.crt"))
-	keyPEM, _ := os.ReadFile(filepath.Join(cfgA.DataDir, "node.key"))
-	caPEM, _ := os.ReadFile(filepath.Join(cfgA.DataDir, "ca.crt"))
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(caPEM)
-	conn, err := quic.DialAddr(ctx, h.h.SyncAddr(), &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{wire.ALPN}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.CloseWithError(0, "")
-	qs, err := conn.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := dialAs(ctx, t, h, cfgA.DataDir)
 	forged := onB.DeepCopy()
 	forged.Status.Phase = corev1.PodFailed
 	forged.Status.Message = "forged by edge-a"
-	forged.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
-	raw := encodePod(t, forged)
-	w, r := wire.NewWriter(qs), wire.NewReader(qs, 0)
-	if err := w.Write(&wire.StatusPush{Items: []wire.StatusItem{{Seq: 1, Kind: wire.KindPodStatus, Key: wire.Key{Resource: wire.ResourcePods, Namespace: "default", Name: "on-b"}, Object: raw}}}); err != nil {
-		t.Fatal(err)
+	res := pushStatus(ctx, t, conn, "on-b", forged)
+	if res.Code != wire.CodeForbidden {
+		t.Fatalf("status push for node B's pod = %#v, want CodeForbidden", res)
 	}
-	m, err := r.Read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ack, ok := m.(*wire.StatusAck)
-	if !ok || len(ack.Results) != 1 || ack.Results[0].Code != wire.CodeForbidden {
-		t.Fatalf("status push for node B's pod = %#v, want one result with CodeForbidden", m)
-	}
-	t.Logf("refused: %s", ack.Results[0].Message)
+	t.Logf("refused: %s", res.Message)
 	if p, _ := podPhase(ctx, h, "on-b"); p.Status.Phase != corev1.PodRunning || p.Status.Message != "" {
 		t.Fatalf("on-b status after the forged push = %s %q, want Running untouched", p.Status.Phase, p.Status.Message)
 	}
@@ -435,7 +408,7 @@ func TestNodeIsolation(t *testing.T) {
 	}
 	w2, r2 := wire.NewWriter(qs2), wire.NewReader(qs2, 0)
 	w2.Write(&wire.Hello{CapabilityVersion: wire.CapabilityVersion, NodeName: "edge-b"})
-	m, err = r2.Read()
+	m, err := r2.Read()
 	if e, ok := m.(*wire.Error); err != nil || !ok || e.Code != wire.CodeForbidden {
 		t.Fatalf("Hello as edge-b with edge-a's certificate = %v, %v; want CodeForbidden", m, err)
 	}
@@ -481,6 +454,95 @@ func TestNodeIsolation(t *testing.T) {
 		}
 	}
 	t.Logf("node A's view: %v", keys)
+}
+
+// TestStaleStatusReport: a node's report on a pod that has since been
+// replaced by a newer one of the same name is acknowledged and dropped;
+// the newer pod's status is untouched. A report on the pod itself is
+// applied, keeping everything of the pod but its status.
+func TestStaleStatusReport(t *testing.T) {
+	ctx := context.Background()
+	h := startHub(t, t.TempDir())
+	cfg := agentConfig(t, h, "edge-a", h.token(t, "", time.Hour), fake.New(fake.Config{}))
+	a, stop := runAgent(t, cfg)
+	eventually(t, 20*time.Second, "edge-a connected", func() (bool, string) { return a.Connected(), "" })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The agent is stopped: nothing but this test reports on the pod.
+	created, err := h.client.CoreV1().Pods("default").Create(ctx, pod("p", "edge-a", "nginx"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := dialAs(ctx, t, h, cfg.DataDir)
+
+	old := created.DeepCopy()
+	old.UID = "uid-of-an-older-p"
+	old.Status = corev1.PodStatus{Phase: corev1.PodFailed, Message: "about the older pod"}
+	if res := pushStatus(ctx, t, conn, "p", old); res.Code != wire.CodeOK {
+		t.Fatalf("stale report = %#v, want CodeOK (acknowledged, dropped)", res)
+	}
+	if p, _ := podPhase(ctx, h, "p"); p.Status.Phase == corev1.PodFailed || p.ResourceVersion != created.ResourceVersion {
+		t.Fatalf("pod after a stale report: phase %s, resourceVersion %s; want it untouched at %s", p.Status.Phase, p.ResourceVersion, created.ResourceVersion)
+	}
+
+	cur := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: created.UID}, Status: *created.Status.DeepCopy()}
+	cur.Status.Phase, cur.Status.PodIP = corev1.PodRunning, "10.0.0.9"
+	if res := pushStatus(ctx, t, conn, "p", cur); res.Code != wire.CodeOK {
+		t.Fatalf("report = %#v, want CodeOK", res)
+	}
+	p, err := podPhase(ctx, h, "p")
+	if err != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP != "10.0.0.9" || p.Spec.NodeName != "edge-a" || len(p.Spec.Containers) != 1 {
+		t.Fatalf("pod after the report = %v, %+v; want the status applied and the spec kept", err, p)
+	}
+}
+
+// dialAs connects to the hub's sync endpoint with the certificate of the
+// node whose data dir is dir; the connection is closed when the test ends.
+func dialAs(ctx context.Context, t *testing.T, h *hub, dir string) *quic.Conn {
+	t.Helper()
+	certPEM, _ := os.ReadFile(filepath.Join(dir, "node.crt"))
+	keyPEM, _ := os.ReadFile(filepath.Join(dir, "node.key"))
+	caPEM, _ := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	conn, err := quic.DialAddr(ctx, h.h.SyncAddr(), &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{wire.ALPN}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.CloseWithError(0, "") })
+	return conn
+}
+
+// pushStatus sends one pod status report for default/name on a stream of
+// its own and returns the hub's result.
+func pushStatus(ctx context.Context, t *testing.T, conn *quic.Conn, name string, p *corev1.Pod) wire.StatusResult {
+	t.Helper()
+	qs, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qs.Close()
+	p = p.DeepCopy()
+	p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	w, r := wire.NewWriter(qs), wire.NewReader(qs, 0)
+	item := wire.StatusItem{Seq: 1, Kind: wire.KindPodStatus, Key: wire.Key{Resource: wire.ResourcePods, Namespace: "default", Name: name}, Object: encodePod(t, p)}
+	if err := w.Write(&wire.StatusPush{Items: []wire.StatusItem{item}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := r.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, ok := m.(*wire.StatusAck)
+	if !ok || len(ack.Results) != 1 {
+		t.Fatalf("status push = %#v, want a StatusAck with one result", m)
+	}
+	return ack.Results[0]
 }
 
 // encodePod encodes a pod as Kubernetes protobuf, as agents send it.
