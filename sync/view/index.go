@@ -52,7 +52,7 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		HistoryLimit:    100_000, // 88 bytes a change: under 9 MiB, minutes of a busy hub
+		HistoryLimit:    100_000, // about 100 bytes a change with its place in its nodes' lists: 10 MiB, minutes of a busy hub
 		MaxBatchBytes:   1 << 20, // results stay well under wire.DefaultMaxFrameSize
 		MaxBatchChanges: 1000,
 	}
@@ -117,6 +117,15 @@ type Index struct {
 	// the nodes whose pods reference it: with nodes, it tells which
 	// sessions a change concerns. Guarded by mu.
 	refNodes map[wire.Key]map[string]struct{}
+	// concern lists, for each node, the records of the history that may
+	// change its view: its Node's, those of the pods that were or are
+	// bound to it, and those of the objects its pods referenced then.
+	// allConcern lists the records that may change every view: services,
+	// endpoint slices, and objects referenced on more than
+	// maxRefConcern nodes. Sessions replay only these. Guarded by mu.
+	concern    map[string]*seqs
+	allConcern seqs
+	refConcern int // maxRefConcern, but in tests
 	// open holds the open sessions by node, for their wake-ups.
 	openMu sync.Mutex
 	open   map[string]map[*Session]struct{}
@@ -150,8 +159,61 @@ func NewIndex(cfg Config) *Index {
 		hist:    newHistory(cfg.HistoryLimit, 0),
 		changed: make(chan struct{}),
 
-		refNodes: make(map[wire.Key]map[string]struct{}),
-		open:     make(map[string]map[*Session]struct{}),
+		refNodes:   make(map[wire.Key]map[string]struct{}),
+		concern:    make(map[string]*seqs),
+		refConcern: maxRefConcern,
+		open:       make(map[string]map[*Session]struct{}),
+	}
+}
+
+// maxRefConcern is the number of nodes referencing an object above which a
+// change of it goes to allConcern rather than to each node's list: a
+// configmap on every node of a large fleet would otherwise cost a number
+// per node per change. Sessions check their references anyway.
+const maxRefConcern = 64
+
+// addConcern lists the record of sequence number seq, r, for the sessions
+// it may concern. x.mu is held, and x.refNodes is as of r.
+func (x *Index) addConcern(seq uint64, r *record) {
+	oldest := x.hist.oldest()
+	if seq%uint64(x.cfg.HistoryLimit) == 0 {
+		// Once per ring's worth of records, forget the lists of nodes
+		// none of whose records the ring still holds.
+		for n, l := range x.concern {
+			if len(*l) == 0 || (*l)[len(*l)-1] < oldest {
+				delete(x.concern, n)
+			}
+		}
+	}
+	add := func(node string) {
+		l := x.concern[node]
+		if l == nil {
+			l = new(seqs)
+			x.concern[node] = l
+		}
+		l.add(seq, oldest)
+	}
+	switch r.kind {
+	case kindShared:
+		x.allConcern.add(seq, oldest)
+	case kindNode:
+		add(r.key.Name)
+	case kindRef:
+		nodes := x.refNodes[r.key]
+		if len(nodes) > x.refConcern {
+			x.allConcern.add(seq, oldest)
+			return
+		}
+		for n := range nodes {
+			add(n)
+		}
+	case kindPod:
+		if r.prevPod != nil && r.prevPod.node != "" {
+			add(r.prevPod.node)
+		}
+		if r.newPod != nil && r.newPod.node != "" && (r.prevPod == nil || r.newPod.node != r.prevPod.node) {
+			add(r.newPod.node)
+		}
 	}
 }
 
@@ -237,6 +299,7 @@ func (x *Index) Reset(rev int64, objects []Object) error {
 	x.rev = rev
 	x.epoch++
 	x.hist.reset(rev)
+	x.concern, x.allConcern = make(map[string]*seqs), nil
 	x.floor = max(x.floor, rev)
 	x.undecodable += undecodable
 	x.wake()
@@ -344,7 +407,7 @@ func (x *Index) Apply(events []Event) error {
 				x.shared[ev.Key] = obj
 			}
 		}
-		x.hist.push(r)
+		x.addConcern(x.hist.push(r), &r)
 		x.floor = max(x.floor, x.hist.start)
 	}
 	x.rev = last

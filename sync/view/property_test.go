@@ -320,6 +320,8 @@ func TestFleet(t *testing.T) {
 			MaxBatchChanges: 1 + rng.IntN(4),
 		}
 		w := newWorld(t, cfg)
+		// References on more nodes than this replay for every session.
+		w.x.refConcern = rng.IntN(3)
 		g := &gen{rng: rng, w: w}
 		edges := map[string]*edge{}
 		for _, n := range genNodes {

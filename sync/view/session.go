@@ -254,22 +254,31 @@ func (s *Session) part() ([]wire.Change, int64) {
 // replay brings s from s.rev through the history, up to the first store
 // revision at which the result reaches the limits of the config, and
 // leaves the result in s.pending.
+//
+// It applies only the records that may concern the node (Index.concern and
+// allConcern), in order: the others would change nothing, and on a hub of
+// many nodes they are nearly all of them.
 func (s *Session) replay() {
 	x := s.x
 	h := &x.hist
 	b := builder{prev: s.scratch[:0]}
-	i := h.after(s.rev)
-	for i < h.n {
-		rev := h.at(i).rev
-		for ; i < h.n && h.at(i).rev == rev; i++ {
-			s.apply(h.at(i), &b)
+	var mine seqs
+	if l := x.concern[s.node]; l != nil {
+		mine = *l
+	}
+	it := newMerged(mine, x.allConcern, h.oldest()+uint64(h.after(s.rev)))
+	for seq, ok := it.peek(); ok; seq, ok = it.peek() {
+		rev := h.bySeq(seq).rev
+		for ; ok && h.bySeq(seq).rev == rev; seq, ok = it.peek() {
+			s.apply(h.bySeq(seq), &b)
+			it.pop()
 		}
 		s.rev = rev
 		if len(b.out) >= x.cfg.MaxBatchChanges || b.bytes >= x.cfg.MaxBatchBytes {
 			break
 		}
 	}
-	if i == h.n {
+	if _, ok := it.peek(); !ok {
 		s.rev = x.rev
 	}
 	s.pending = b.finish()
