@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -168,9 +169,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := os.MkdirAll(a.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
-	cp, err := checkpoint.Open(filepath.Join(a.cfg.DataDir, CheckpointDir), a.cfg.Checkpoint)
+	cp, err := a.openCheckpoint()
 	if err != nil {
-		return fmt.Errorf("open checkpoint: %w", err)
+		return err
 	}
 	defer cp.Close()
 	a.cp = cp
@@ -220,8 +221,8 @@ func (a *Agent) connect(ctx context.Context, joined bool) error {
 	cfg.AgentVersion = version.Version
 	cfg.Certificate = a.id.certificate
 	cfg.RootCAs = a.id.roots()
-	cfg.Store = a.cp
-	cfg.Outbox = a.cp
+	cfg.Store = repairing{a.cp, a}
+	cfg.Outbox = repairing{a.cp, a}
 	cfg.Applied = func([]wire.Change) { a.kick() }
 	cfg.Renew = func() ([]byte, func([]byte) error, error) {
 		csr, commit, err := a.id.newCSR()
@@ -400,6 +401,9 @@ func (a *Agent) desiredPods() (desired []*corev1.Pod, static map[string]*corev1.
 	bound, err := a.view.bound(a.cp, a.cfg.NodeName, a.log)
 	if err != nil {
 		a.log.Error("read pods from the checkpoint", "err", err)
+		if a.dropCorrupt(err) {
+			a.kick() // read again what is left
+		}
 		return nil, nil, false
 	}
 	desired = append(desired, bound...)
@@ -444,6 +448,12 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 		records[k] = v
 	}
 	a.mu.Unlock()
+	if a.cp.LastRevision() == 0 {
+		a.mu.Lock()
+		static := maps.Clone(a.mirrored)
+		a.mu.Unlock()
+		actual, records = viewPodsOnly(desired, static, actual, records)
+	}
 
 	d := pods.Plan(desired, actual, records, now)
 	byUID := map[string]*corev1.Pod{}
@@ -514,6 +524,33 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 	a.reportNode(now)
 	a.notify()
 	return d.NextWake
+}
+
+// viewPodsOnly returns what of actual and records concerns the desired
+// pods and the static pods known to have run (static, by UID). Until the
+// view is complete (revision 0: the node never synced, or dropped damaged
+// records, or its hub was restored from a backup, and a resume from its
+// inventory is due), a pod the view lacks may well still be bound to the
+// node: the agent leaves it running and keeps its record, as kubelet
+// cleans up no pod before all its sources are ready. The manifests are
+// always complete: a static pod whose manifest went is stopped all the
+// same.
+func viewPodsOnly(desired []*corev1.Pod, static map[string]string, actual []runtime.PodStatus, records map[string]pods.Record) ([]runtime.PodStatus, map[string]pods.Record) {
+	keep := make(map[string]bool, len(desired)+len(static))
+	for _, p := range desired {
+		keep[string(p.UID)] = true
+	}
+	for uid := range static {
+		keep[uid] = true
+	}
+	var acts []runtime.PodStatus
+	for _, ps := range actual {
+		if keep[ps.Pod.UID] {
+			acts = append(acts, ps)
+		}
+	}
+	maps.DeleteFunc(records, func(uid string, _ pods.Record) bool { return !keep[uid] })
+	return acts, records
 }
 
 // fillIPs sets the host IPs, which the runtime does not know.

@@ -138,6 +138,7 @@ func optionalErr(optional *bool, err error) error {
 func (a *Agent) configMap(ns, name string) (map[string]string, error) {
 	o, ok, err := a.cp.Get(wire.Key{Resource: wire.ResourceConfigMaps, Namespace: ns, Name: name})
 	if err != nil {
+		a.dropCorrupt(err) // the hub sends it again
 		return nil, err
 	}
 	if !ok {
@@ -153,6 +154,7 @@ func (a *Agent) configMap(ns, name string) (map[string]string, error) {
 func (a *Agent) secret(ns, name string) (map[string][]byte, error) {
 	o, ok, err := a.cp.Get(wire.Key{Resource: wire.ResourceSecrets, Namespace: ns, Name: name})
 	if err != nil {
+		a.dropCorrupt(err) // the hub sends it again
 		return nil, err
 	}
 	if !ok {

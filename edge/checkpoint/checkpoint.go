@@ -74,8 +74,22 @@ type Store struct {
 // outbox seq, outbox keys) that does not decode fails Open with a
 // *CorruptError.
 func Open(dir string, cfg Config) (*Store, error) {
-	if err := cfg.Validate(); err != nil {
+	s, where, err := openDB(dir, cfg)
+	if err != nil {
 		return nil, err
+	}
+	if err := s.load(); err != nil {
+		s.db.Close()
+		return nil, fmt.Errorf("open checkpoint %s: %w", where, err)
+	}
+	return s, nil
+}
+
+// openDB opens the badger database of a checkpoint in dir and returns the
+// store on it, not loaded, and where it is for messages.
+func openDB(dir string, cfg Config) (*Store, string, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, "", err
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -92,10 +106,10 @@ func Open(dir string, cfg Config) (*Store, error) {
 		maxValue = 1<<20 - recordOverhead
 	} else {
 		if dir == "" {
-			return nil, errors.New("checkpoint: open: no directory")
+			return nil, "", errors.New("checkpoint: open: no directory")
 		}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("create checkpoint dir: %w", err)
+			return nil, "", fmt.Errorf("create checkpoint dir: %w", err)
 		}
 		opts = badger.DefaultOptions(dir)
 	}
@@ -123,14 +137,70 @@ func Open(dir string, cfg Config) (*Store, error) {
 	}
 	db, err := badger.Open(opts)
 	if err != nil {
-		return nil, fmt.Errorf("open checkpoint %s: %w", where, err)
+		return nil, "", fmt.Errorf("open checkpoint %s: %w", where, err)
 	}
 	s := &Store{db: db, cfg: cfg, maxValue: maxValue}
-	if err := s.load(); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open checkpoint %s: %w", where, err)
+	s.out.init()
+	return s, where, nil
+}
+
+// Repair makes the checkpoint in dir one that Open accepts after Open
+// failed with ErrCorrupt: it deletes the revision and outbox seq records
+// if they do not decode (the revision is then 0, so the node resumes from
+// its inventory; the seq is recomputed from the outbox), then every
+// record DropCorrupt would, and returns how many records it deleted. What
+// decodes is kept. A checkpoint of a newer layout (ErrFormat) is not
+// damaged and is left alone: Repair returns that error. The checkpoint
+// must not be open.
+func Repair(dir string, cfg Config) (int, error) {
+	if cfg.InMemory {
+		return 0, errors.New("checkpoint: repair: nothing to repair in memory")
 	}
-	return s, nil
+	s, where, err := openDB(dir, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer s.db.Close()
+	var bad [][]byte
+	err = s.db.View(func(txn *badger.Txn) error {
+		format, _, err := getUint(txn, metaFormat)
+		switch {
+		case errors.Is(err, ErrCorrupt):
+			bad = append(bad, metaFormat)
+		case err != nil:
+			return err
+		case format > layoutVersion:
+			return fmt.Errorf("%w %d: this build reads %d", ErrFormat, format, layoutVersion)
+		}
+		rev, _, err := getUint(txn, metaRev)
+		switch {
+		case errors.Is(err, ErrCorrupt) || err == nil && rev > maxRevision:
+			bad = append(bad, metaRev)
+		case err != nil:
+			return err
+		}
+		if _, _, err := getUint(txn, metaSeq); errors.Is(err, ErrCorrupt) {
+			bad = append(bad, metaSeq)
+		} else if err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("repair checkpoint %s: %w", where, err)
+	}
+	ops := make([]op, len(bad))
+	for i, k := range bad {
+		ops[i] = op{key: k, del: true}
+	}
+	if _, err := s.commit(ops, true); err != nil {
+		return 0, fmt.Errorf("repair checkpoint %s: %w", where, err)
+	}
+	n, err := s.DropCorrupt()
+	if err != nil {
+		return len(bad) + n, fmt.Errorf("repair checkpoint %s: %w", where, err)
+	}
+	return len(bad) + n, nil
 }
 
 // load reads the layout version, the revision and the outbox index, writes
@@ -139,7 +209,6 @@ func Open(dir string, cfg Config) (*Store, error) {
 func (s *Store) load() error {
 	var format, seq uint64
 	var fresh bool
-	s.out.init()
 	err := s.db.View(func(txn *badger.Txn) error {
 		var err error
 		var found bool

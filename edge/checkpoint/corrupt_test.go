@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 
@@ -100,7 +101,8 @@ func TestCorruptRecords(t *testing.T) {
 }
 
 // TestOpenCorrupt: Open refuses a checkpoint whose revision, seq or layout
-// it cannot read, and says which.
+// it cannot read, and says which. Repair then makes it open, keeping what
+// decodes; a newer layout is not damage, and Repair leaves it alone.
 func TestOpenCorrupt(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -117,6 +119,13 @@ func TestOpenCorrupt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			s := openT(t, dir, DefaultConfig())
+			pod := podKey("ns", "kept")
+			if err := s.ApplyBatch([]wire.Change{put(pod, 7, "p")}, 9); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Enqueue(wire.KindPodStatus, pod, []byte("st")); err != nil {
+				t.Fatal(err)
+			}
 			setRaw(t, s, tc.key, tc.value)
 			s.Close()
 			s, err := Open(dir, DefaultConfig())
@@ -124,7 +133,32 @@ func TestOpenCorrupt(t *testing.T) {
 				s.Close()
 			}
 			if !errors.Is(err, tc.want) {
-				t.Errorf("Open() with %s = %v, want %v", tc.name, err, tc.want)
+				t.Fatalf("Open() with %s = %v, want %v", tc.name, err, tc.want)
+			}
+
+			n, err := Repair(dir, DefaultConfig())
+			if tc.want == ErrFormat {
+				if !errors.Is(err, ErrFormat) {
+					t.Fatalf("Repair() of a newer layout = %d, %v, want ErrFormat", n, err)
+				}
+				return
+			}
+			if err != nil || n != 1 {
+				t.Fatalf("Repair() = %d, %v, want 1 record dropped", n, err)
+			}
+			s = openT(t, dir, DefaultConfig())
+			if o, ok, err := s.Get(pod); err != nil || !ok || string(o.Raw) != "p" {
+				t.Errorf("Get(kept) after Repair = %v, %v, %v, want it kept", o, ok, err)
+			}
+			if items, err := s.Pending(0); err != nil || len(items) != 1 || items[0].Key != pod {
+				t.Errorf("Pending(0) after Repair = %v, %v, want the status kept", items, err)
+			}
+			seq, err := s.Enqueue(wire.KindEvent, pod, []byte("ev"))
+			if err != nil || seq <= 1 {
+				t.Errorf("Enqueue after Repair = %d, %v, want a seq after the kept entry's", seq, err)
+			}
+			if rev := s.LastRevision(); bytes.Equal(tc.key, metaRev) && rev != 0 || !bytes.Equal(tc.key, metaRev) && rev != 9 {
+				t.Errorf("LastRevision() after Repair = %d, want 0 if the revision was dropped, else 9", rev)
 			}
 		})
 	}
