@@ -64,6 +64,9 @@ type Config struct {
 	// JoinRetry bounds the back-off of join attempts while the hub cannot
 	// be reached: 30s.
 	JoinRetry time.Duration
+	// GCInterval is how often the checkpoint's value log is rid of
+	// overwritten large configmaps and secrets: 1h.
+	GCInterval time.Duration
 
 	Logger *slog.Logger
 	Clock  func() time.Time // or nil for the wall clock
@@ -78,6 +81,7 @@ func DefaultConfig() Config {
 		Resync:             time.Second,
 		NodeStatusInterval: 5 * time.Minute,
 		JoinRetry:          30 * time.Second,
+		GCInterval:         time.Hour,
 	}
 }
 
@@ -92,8 +96,8 @@ func (c *Config) Validate() error {
 		return errors.New("runtime is required")
 	case c.HubAddr == "":
 		return errors.New("hub address is required")
-	case c.Resync <= 0 || c.NodeStatusInterval <= 0 || c.JoinRetry <= 0:
-		return errors.New("resync, node status interval and join retry must be positive")
+	case c.Resync <= 0 || c.NodeStatusInterval <= 0 || c.JoinRetry <= 0 || c.GCInterval <= 0:
+		return errors.New("resync, node status interval, join retry and GC interval must be positive")
 	}
 	return c.Checkpoint.Validate()
 }
@@ -193,6 +197,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.log.Info("agent starting from its checkpoint", "pods", len(objs), "revision", cp.LastRevision(), "joined", joined)
 	}
 	wg.Go(func() { a.loop(ctx) })
+	wg.Go(func() { a.collectGarbage(ctx) })
 
 	errc := make(chan error, 1)
 	wg.Go(func() { errc <- a.connect(ctx, joined) })
@@ -342,6 +347,23 @@ func (a *Agent) loop(ctx context.Context) {
 		case <-a.trigger:
 		case <-resync.C:
 		case <-wake.C:
+		}
+	}
+}
+
+// collectGarbage reclaims the checkpoint's disk space every GCInterval
+// until ctx ends.
+func (a *Agent) collectGarbage(ctx context.Context) {
+	t := time.NewTicker(a.cfg.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := a.cp.CollectGarbage(); err != nil {
+				a.log.Warn("reclaim checkpoint space", "err", err)
+			}
 		}
 	}
 }
