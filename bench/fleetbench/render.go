@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outpost-mesh/outpost/bench/report"
+	"github.com/outpost-mesh/outpost/edge/agent"
 )
 
 // Report is what Run measured, with the machine it ran on and the targets
@@ -205,12 +206,13 @@ func bytesCell(n uint64) string {
 // errors, the targets not met, and the machine description.
 func (r *Report) Render(w io.Writer) error {
 	res, c := r.Result, r.Config
+	ac := agent.DefaultConfig()
 	var b strings.Builder
 	b.WriteString("Fleet benchmark: simulated edge nodes in this process, over QUIC, against a hub in a child process\n\n")
 	b.WriteString(r.Table().String())
 	b.WriteByte('\n')
-	fmt.Fprintf(&b, "%s edge agents (edge/agent on the fake runtime) run in this process, each with its own checkpoint (badger on disk, smallest tables), QUIC connection and counting UDP relay to the hub. They keep the agent's sync defaults (keep-alive 5s, idle timeout 15s); their resync is %v (the agent's default is 1s).\n",
-		report.Count(int64(c.Nodes)), c.AgentResync)
+	fmt.Fprintf(&b, "%s edge agents (edge/agent on the fake runtime) run in this process, each with its own checkpoint (badger on disk, smallest tables), QUIC connection and counting UDP relay to the hub. They keep the agent's sync defaults (keep-alive %v, idle timeout %v); their resync is %v (the agent's default is %v).\n",
+		report.Count(int64(c.Nodes)), ac.Sync.KeepAlive, ac.Sync.IdleTimeout, c.AgentResync, ac.Resync)
 	fmt.Fprintf(&b, "Join: every agent started at once with one bootstrap token, until each Node is seen Ready by a watch. Pods: %d per node, bound by spec.nodeName, created by %d workers sharing one client; start runs from just before the Create call to the watch event showing phase Running.\n",
 		c.PodsPerNode, c.Workers)
 	fmt.Fprintf(&b, "Idle: %v after the last pod ran, the relays count UDP payload for %v; bytes per node add 28 bytes of IPv4 and UDP headers per datagram. A quiet connection probes its path MTU with datagrams of up to 1.4 kB in its first half minute or so, which a short settle counts as idle traffic. RSS is from /proc at the end of that window.\n",
