@@ -41,13 +41,24 @@ var (
 // use. Every write is synced to disk before it returns, and reads see every
 // write that has returned.
 //
-// Store starts no goroutines of its own; badger runs its compactors and
-// memtable flusher until Close.
+// Badger runs its memtable flusher until Close. Unless
+// Config.NumCompactors asks for badger's compactors, which look at the
+// tree twenty times a second each, the store compacts the tree itself:
+// after every half memtable of writes it looks at the tree's first level,
+// and if flushed memtables piled up there it compacts them in a goroutine
+// of its own, which Close waits for. An idle node so costs no wake-ups.
 type Store struct {
 	db  *badger.DB
 	cfg Config
+	log *slog.Logger
 	// maxValue is MaxValueSize, or less in memory.
 	maxValue int
+
+	// written counts the bytes committed since the tree was last looked
+	// at; compacting is set while a look (and compaction) runs in bg.
+	written    atomic.Int64
+	compacting atomic.Bool
+	bg         sync.WaitGroup
 
 	// mu guards closed: methods hold it for reading while they use db,
 	// Close for writing.
@@ -79,7 +90,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	if err := s.load(); err != nil {
-		s.db.Close()
+		s.closeDB()
 		return nil, fmt.Errorf("open checkpoint %s: %w", where, err)
 	}
 	return s, nil
@@ -139,7 +150,7 @@ func openDB(dir string, cfg Config) (*Store, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("open checkpoint %s: %w", where, err)
 	}
-	s := &Store{db: db, cfg: cfg, maxValue: maxValue}
+	s := &Store{db: db, cfg: cfg, log: logger, maxValue: maxValue}
 	s.out.init()
 	return s, where, nil
 }
@@ -160,7 +171,7 @@ func Repair(dir string, cfg Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer s.db.Close()
+	defer s.closeDB()
 	var bad [][]byte
 	err = s.db.View(func(txn *badger.Txn) error {
 		format, _, err := getUint(txn, metaFormat)
@@ -276,10 +287,41 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	if err := s.db.Close(); err != nil {
+	if err := s.closeDB(); err != nil {
 		return fmt.Errorf("close checkpoint: %w", err)
 	}
 	return nil
+}
+
+// closeDB closes the database once a compaction under way is over.
+func (s *Store) closeDB() error {
+	s.bg.Wait()
+	return s.db.Close()
+}
+
+// l0Tables is how many tables may pile up in the tree's first level before
+// the store compacts them away (see Store); badger stalls writes at 8.
+const l0Tables = 2
+
+// wrote notes n bytes committed, and every half memtable of them has the
+// tree looked at, and compacted if need be, in the background.
+func (s *Store) wrote(n int) {
+	if s.cfg.NumCompactors > 0 || s.written.Add(int64(n)) < s.cfg.MemTableSize/2 {
+		return
+	}
+	s.written.Store(0)
+	if !s.compacting.CompareAndSwap(false, true) {
+		return // the running one will do
+	}
+	s.bg.Go(func() {
+		defer s.compacting.Store(false)
+		if l := s.db.Levels(); len(l) == 0 || l[0].NumTables <= l0Tables {
+			return
+		}
+		if err := s.db.Flatten(1); err != nil {
+			s.log.Warn("compact checkpoint", "err", err) // the next look tries again
+		}
+	})
 }
 
 // enter starts a method that uses the database; leave ends it.
@@ -426,24 +468,27 @@ type op struct {
 func (s *Store) commit(ops []op, whole bool) (int, error) {
 	txn := s.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
-	start := 0
+	start, size := 0, 0
 	for i, o := range ops {
 		err := o.apply(txn)
 		if errors.Is(err, badger.ErrTxnTooBig) && !whole && i > start {
 			if err := txn.Commit(); err != nil {
 				return start, err
 			}
-			start = i
+			s.wrote(size)
+			start, size = i, 0
 			txn = s.db.NewTransaction(true)
 			err = o.apply(txn)
 		}
 		if err != nil {
 			return start, err
 		}
+		size += len(o.key) + len(o.value)
 	}
 	if err := txn.Commit(); err != nil {
 		return start, err
 	}
+	s.wrote(size)
 	return len(ops), nil
 }
 

@@ -32,9 +32,10 @@ type Config struct {
 	// BaseTableSize is the size of an LSM table in the first level;
 	// building one holds a buffer of about that size: 1 MiB.
 	BaseTableSize int64
-	// NumCompactors is the number of badger's compaction goroutines: 2,
-	// the fewest badger accepts short of none (which would never reclaim
-	// space).
+	// NumCompactors is the number of badger's compaction goroutines,
+	// each of which looks at the tree twenty times a second: 0, none,
+	// for the store compacts the tree itself when writes have filled it
+	// (see Store). Badger accepts no fewer than 2 otherwise.
 	NumCompactors int
 	// ValueThreshold: records at least this large go to the value log and
 	// the tree keeps a pointer; smaller ones live in the tree: 32 KiB.
@@ -59,7 +60,7 @@ func DefaultConfig() Config {
 		MemTableSize:     8 << 20,
 		NumMemtables:     2,
 		BaseTableSize:    1 << 20,
-		NumCompactors:    2,
+		NumCompactors:    0,
 		ValueThreshold:   32 << 10,
 		ValueLogFileSize: 16 << 20,
 		MaxOutboxEvents:  1000,
@@ -76,8 +77,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("checkpoint: NumMemtables %d is under 1", c.NumMemtables)
 	case c.BaseTableSize < 64<<10 || c.BaseTableSize > 64<<20:
 		return fmt.Errorf("checkpoint: BaseTableSize %d is outside 64 KiB..64 MiB", c.BaseTableSize)
-	case c.NumCompactors < 2:
-		return fmt.Errorf("checkpoint: NumCompactors %d is under 2", c.NumCompactors)
+	case c.NumCompactors < 0 || c.NumCompactors == 1:
+		return fmt.Errorf("checkpoint: NumCompactors %d is neither 0 nor at least 2", c.NumCompactors)
 	case c.ValueThreshold < 1 || c.ValueThreshold > 1<<20:
 		return fmt.Errorf("checkpoint: ValueThreshold %d is outside 1 B..1 MiB", c.ValueThreshold)
 	case c.ValueThreshold > c.MemTableSize*15/100/2:

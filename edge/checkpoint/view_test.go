@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
@@ -468,4 +469,61 @@ func TestViewGeneration(t *testing.T) {
 		_, err := s.DropCorrupt()
 		return err
 	})
+}
+
+// TestCompactsItself: without badger's compactors, the store compacts the
+// tree itself, so writes many times the memtable never stall on a full
+// first level, and the tree holds about the live data.
+func TestCompactsItself(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MemTableSize = 1 << 20 // the least: a flush every MiB
+	cfg.BaseTableSize = 64 << 10
+	if cfg.NumCompactors != 0 {
+		t.Fatalf("DefaultConfig().NumCompactors = %d, want 0", cfg.NumCompactors)
+	}
+	// Not closed if the writes stall: Close would wait for them.
+	s, err := Open(t.TempDir(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := bytes.Repeat([]byte("v"), 8<<10)
+	done := make(chan error, 1)
+	go func() {
+		// 48 MiB over 64 keys: 48 memtables, where badger stalls writes
+		// at 8 tables in the first level.
+		rev := int64(0)
+		for range 384 {
+			var changes []wire.Change
+			for range 16 {
+				rev++
+				changes = append(changes, wire.Change{Op: wire.OpPut, Key: podKey("ns", fmt.Sprint("p", rev%64)), Revision: rev, Object: value})
+			}
+			if err := s.ApplyBatch(changes, rev); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		t.Cleanup(func() { s.Close() })
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("writes stalled: the first level filled up")
+	}
+	var size int64
+	for _, l := range s.db.Levels() {
+		size += l.Size
+	}
+	t.Logf("after 48 MiB of writes: %d tables in the first level, %d KiB in the tree", s.db.Levels()[0].NumTables, size>>10)
+	if size > 8<<20 {
+		t.Errorf("the tree holds %d KiB for 512 KiB of live data: it is not compacted", size>>10)
+	}
+	objs, err := s.List(wire.ResourcePods)
+	if err != nil || len(objs) != 64 {
+		t.Fatalf("List after the writes = %d objects, %v; want 64", len(objs), err)
+	}
 }
