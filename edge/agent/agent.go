@@ -417,8 +417,8 @@ func (a *Agent) loadRecords() error {
 
 // desiredPods returns the pods bound to this node: those of the view, then
 // the static pods; it returns ok false if the view could not be read, in
-// which case nothing may be stopped for its absence.
-// The pods returned are shared with later rounds: nobody may modify them.
+// which case nothing may be stopped for its absence. The pods returned are
+// shared with later rounds: nobody may modify them.
 func (a *Agent) desiredPods() (desired []*corev1.Pod, static map[string]*corev1.Pod, ok bool) {
 	bound, err := a.view.bound(a.cp, a.cfg.NodeName, a.log)
 	if err != nil {
@@ -472,9 +472,9 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 	a.mu.Unlock()
 	if a.cp.LastRevision() == 0 {
 		a.mu.Lock()
-		static := maps.Clone(a.mirrored)
+		mirrored := maps.Clone(a.mirrored)
 		a.mu.Unlock()
-		actual, records = viewPodsOnly(desired, static, actual, records)
+		actual, records = viewPodsOnly(desired, mirrored, actual, records)
 	}
 
 	d := pods.Plan(desired, actual, records, now)
@@ -549,7 +549,7 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 }
 
 // viewPodsOnly returns what of actual and records concerns the desired
-// pods and the static pods known to have run (static, by UID). Until the
+// pods and the static pods known to have run (the keys of mirrored). Until the
 // view is complete (revision 0: the node never synced, or dropped damaged
 // records, or its hub was restored from a backup, and a resume from its
 // inventory is due), a pod the view lacks may well still be bound to the
@@ -557,12 +557,12 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 // cleans up no pod before all its sources are ready. The manifests are
 // always complete: a static pod whose manifest went is stopped all the
 // same.
-func viewPodsOnly(desired []*corev1.Pod, static map[string]string, actual []runtime.PodStatus, records map[string]pods.Record) ([]runtime.PodStatus, map[string]pods.Record) {
-	keep := make(map[string]bool, len(desired)+len(static))
+func viewPodsOnly(desired []*corev1.Pod, mirrored map[string]string, actual []runtime.PodStatus, records map[string]pods.Record) ([]runtime.PodStatus, map[string]pods.Record) {
+	keep := make(map[string]bool, len(desired)+len(mirrored))
 	for _, p := range desired {
 		keep[string(p.UID)] = true
 	}
-	for uid := range static {
+	for uid := range mirrored {
 		keep[uid] = true
 	}
 	var acts []runtime.PodStatus

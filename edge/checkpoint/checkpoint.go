@@ -174,13 +174,13 @@ func Repair(dir string, cfg Config) (int, error) {
 	defer s.closeDB()
 	var bad [][]byte
 	err = s.db.View(func(txn *badger.Txn) error {
-		format, _, err := getUint(txn, metaFormat)
+		format, found, err := getUint(txn, metaFormat)
 		switch {
 		case errors.Is(err, ErrCorrupt):
 			bad = append(bad, metaFormat)
 		case err != nil:
 			return err
-		case format > layoutVersion:
+		case found && format != layoutVersion:
 			return fmt.Errorf("%w %d: this build reads %d", ErrFormat, format, layoutVersion)
 		}
 		rev, _, err := getUint(txn, metaRev)
