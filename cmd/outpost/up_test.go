@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
@@ -65,17 +68,11 @@ func TestUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := kubernetes.NewForConfigOrDie(rc)
-	for time.Now().Before(deadline) {
+	wait.For(t, time.Until(deadline), "edge-1 and edge-2 Ready", func() (bool, string) {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err == nil && len(nodes.Items) == 2 && ready(nodes.Items[0]) && ready(nodes.Items[1]) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // polling with a deadline
-	}
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil || len(nodes.Items) != 2 || !ready(nodes.Items[0]) || !ready(nodes.Items[1]) {
-		t.Fatalf("nodes = %v, %v; want edge-1 and edge-2 Ready", nodes, err)
-	}
+		ok := err == nil && len(nodes.Items) == 2 && ready(nodes.Items[0]) && ready(nodes.Items[1])
+		return ok, fmt.Sprintf("nodes %v, %v", nodes, err)
+	})
 	cancel()
 	select {
 	case err := <-done:

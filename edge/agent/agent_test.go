@@ -38,6 +38,8 @@ import (
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
 	edgeruntime "github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
+	"github.com/outpost-mesh/outpost/internal/testlog"
+	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -45,44 +47,6 @@ const (
 	node     = "edge-1"
 	waitLong = 15 * time.Second
 )
-
-// waitFor polls cond until it holds, or fails the test after timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("%s: not within %v: %s", what, timeout, why)
-		case <-tick.C:
-		}
-	}
-}
-
-type testWriter struct {
-	t    testing.TB
-	done *atomic.Bool
-}
-
-func (w testWriter) Write(p []byte) (int, error) {
-	if !w.done.Load() {
-		w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	done := new(atomic.Bool)
-	t.Cleanup(func() { done.Store(true) })
-	return slog.New(slog.NewTextHandler(testWriter{t, done}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
 
 // countingHandler counts the records it passes on, by message.
 type countingHandler struct {
@@ -149,7 +113,7 @@ func newAgentConfig(t *testing.T, dir string, rt *fake.Runtime) testAgent {
 	cfg.GCInterval = 50 * time.Millisecond // runs alongside everything the tests do
 	cfg.Sync.MinBackoff, cfg.Sync.MaxBackoff = 50*time.Millisecond, time.Second
 	cfg.Sync.IdleTimeout, cfg.Sync.KeepAlive = 2*time.Second, 500*time.Millisecond
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testlog.New(t, slog.LevelInfo)
 	rounds := new(atomic.Int64)
 	cfg.Clock = func() time.Time {
 		rounds.Add(1)
@@ -195,7 +159,7 @@ func run(t *testing.T, ta testAgent) (stop func()) {
 func (ta testAgent) afterRounds(t *testing.T, n int64) {
 	t.Helper()
 	from := ta.rounds.Load()
-	waitFor(t, waitLong, fmt.Sprintf("%d rounds", n), func() (bool, string) {
+	wait.For(t, waitLong, fmt.Sprintf("%d rounds", n), func() (bool, string) {
 		got := ta.rounds.Load() - from
 		return got >= n, fmt.Sprintf("%d rounds", got)
 	})
@@ -381,7 +345,7 @@ func TestStaticPodsWithoutHub(t *testing.T) {
 	ta.cfg.Logger = slog.New(logs)
 	stop := run(t, ta)
 
-	waitFor(t, waitLong, "static pod running", running(t, rt, "web-"+node))
+	wait.For(t, waitLong, "static pod running", running(t, rt, "web-"+node))
 	if ps, _ := rt.List(context.Background()); len(ps) != 1 {
 		t.Errorf("the runtime holds %d pods, want only the good manifest's", len(ps))
 	}
@@ -392,12 +356,12 @@ func TestStaticPodsWithoutHub(t *testing.T) {
 	}
 	// A second static pod comes and goes: its mirror is removed.
 	writeManifest(t, dir, "cache.yaml", strings.ReplaceAll(webManifest, "web", "cache"))
-	waitFor(t, waitLong, "second static pod running", running(t, rt, "cache-"+node))
+	wait.For(t, waitLong, "second static pod running", running(t, rt, "cache-"+node))
 	ta.afterRounds(t, 3)
 	if err := os.Remove(filepath.Join(dir, agent.ManifestsDir, "cache.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, waitLong, "second static pod removed", func() (bool, string) {
+	wait.For(t, waitLong, "second static pod removed", func() (bool, string) {
 		p := runtimePod(t, rt, "cache-"+node)
 		return p == nil, fmt.Sprint(p)
 	})
@@ -434,7 +398,7 @@ func TestRestartAdoptsPods(t *testing.T) {
 	rt := fake.New(fake.Config{})
 	ta := newAgentConfig(t, dir, rt)
 	stop := run(t, ta)
-	waitFor(t, waitLong, "static pod running", running(t, rt, "web-"+node))
+	wait.For(t, waitLong, "static pod running", running(t, rt, "web-"+node))
 	ta.afterRounds(t, 5)
 	stop()
 	before := rt.Stats()
@@ -465,7 +429,7 @@ func TestRestartAdoptsPods(t *testing.T) {
 	// does its mirror, which must not be removed after it was sent.
 	oldUID := runtimePod(t, rt, "web-"+node).Pod.UID
 	writeManifest(t, dir, "web.yaml", strings.ReplaceAll(webManifest, "nginx:1.27", "nginx:1.28"))
-	waitFor(t, waitLong, "new static pod running", func() (bool, string) {
+	wait.For(t, waitLong, "new static pod running", func() (bool, string) {
 		p := runtimePod(t, rt, "web-"+node)
 		if p == nil || p.Pod.UID == oldUID {
 			return false, "the old pod runs"
@@ -473,7 +437,7 @@ func TestRestartAdoptsPods(t *testing.T) {
 		ps, _ := rt.List(context.Background())
 		return len(ps) == 1, fmt.Sprintf("%d pods", len(ps))
 	})
-	waitFor(t, waitLong, "new static pod running", running(t, rt, "web-"+node))
+	wait.For(t, waitLong, "new static pod running", running(t, rt, "web-"+node))
 	ta.afterRounds(t, 5)
 	stop()
 	items := outbox(t, dir)
@@ -490,7 +454,7 @@ func TestRestartAdoptsPods(t *testing.T) {
 	}
 	ta = newAgentConfig(t, dir, rt)
 	stop = run(t, ta)
-	waitFor(t, waitLong, "static pod removed", func() (bool, string) {
+	wait.For(t, waitLong, "static pod removed", func() (bool, string) {
 		p := runtimePod(t, rt, "web-"+node)
 		return p == nil, fmt.Sprint(p)
 	})
@@ -585,7 +549,7 @@ func TestCheckpointedPodsWithoutHub(t *testing.T) {
 	rt := fake.New(fake.Config{Behavior: envs.behave})
 	ta := newAgentConfig(t, dir, rt)
 	stop := run(t, ta)
-	waitFor(t, waitLong, "web running", running(t, rt, "web"))
+	wait.For(t, waitLong, "web running", running(t, rt, "web"))
 	want := map[string]string{"MODE": "literal", "level": "debug", "PASSWORD": "s3cret", "LEVEL": "debug", "POD": "web"}
 	if got := envs.effective("web/main"); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("environment of web: %v, want %v", got, want)

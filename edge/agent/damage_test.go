@@ -14,6 +14,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/edge/agent"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
+	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -82,7 +83,7 @@ func TestDamagedCheckpoint(t *testing.T) {
 
 	rt := fake.New(fake.Config{})
 	stop := run(t, newAgentConfig(t, dir, rt))
-	waitFor(t, waitLong, "both pods running", running(t, rt, "kept", "lost"))
+	wait.For(t, waitLong, "both pods running", running(t, rt, "kept", "lost"))
 	stop()
 	before := rt.Stats()
 	ids := map[string]string{}
@@ -134,7 +135,7 @@ func TestDamagedCheckpoint(t *testing.T) {
 	}
 	cp.Close()
 	stop = run(t, newAgentConfig(t, dir, rt))
-	waitFor(t, waitLong, "lost removed", func() (bool, string) {
+	wait.For(t, waitLong, "lost removed", func() (bool, string) {
 		p := runtimePod(t, rt, "lost")
 		return p == nil, "lost still in the runtime"
 	})

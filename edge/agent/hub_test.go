@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -25,6 +26,8 @@ import (
 
 	"github.com/outpost-mesh/outpost/edge/agent"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
+	"github.com/outpost-mesh/outpost/internal/testlog"
+	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/server"
 	"github.com/outpost-mesh/outpost/sync/view"
 	"github.com/outpost-mesh/outpost/sync/wire"
@@ -154,7 +157,7 @@ func startHub(t *testing.T) *testHub {
 	cfg.ClientCAs = pool
 	cfg.Views, cfg.Authority, cfg.Sink = h.x, h.auth, h.sink
 	cfg.IdleTimeout, cfg.KeepAlive = 2*time.Second, 500*time.Millisecond
-	cfg.Logger = testLogger(t).With("side", "hub")
+	cfg.Logger = testlog.New(t, slog.LevelInfo).With("side", "hub")
 	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +215,7 @@ func TestJoinLoseHub(t *testing.T) {
 		}
 	}()
 
-	waitFor(t, waitLong, "joined and connected", func() (bool, string) {
+	wait.For(t, waitLong, "joined and connected", func() (bool, string) {
 		select {
 		case err := <-done:
 			done <- err // for the deferred stop
@@ -237,14 +240,14 @@ func TestJoinLoseHub(t *testing.T) {
 	if err := h.x.Apply([]view.Event{{Revision: 1, Key: podKey("web"), Raw: encode(t, pod)}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, waitLong, "web running", running(t, rt, "web"))
-	waitFor(t, waitLong, "web reported Running", func() (bool, string) {
+	wait.For(t, waitLong, "web running", running(t, rt, "web"))
+	wait.For(t, waitLong, "web reported Running", func() (bool, string) {
 		p := h.sink.phase("web")
 		return p == corev1.PodRunning, string(p)
 	})
 
 	h.stop()
-	waitFor(t, waitLong, "hub lost", func() (bool, string) { return !a.Connected(), "still connected" })
+	wait.For(t, waitLong, "hub lost", func() (bool, string) { return !a.Connected(), "still connected" })
 	ta.afterRounds(t, 30)
 	if ok, why := running(t, rt, "web")(); !ok {
 		t.Errorf("web stopped when the hub went away: %s", why)

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
 // TestReflectorRelistsAfterCompaction: a reflector whose resourceVersion
@@ -56,13 +58,9 @@ func TestReflectorRelistsAfterCompaction(t *testing.T) {
 
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s (lists %d, 410s %d, store %v)", what, lists.Load(), gone.Load(), st.ListKeys())
-			}
-			time.Sleep(10 * time.Millisecond) // polling with a deadline
-		}
+		wait.For(t, time.Minute, what, func() (bool, string) {
+			return cond(), fmt.Sprintf("lists %d, 410s %d, store %v", lists.Load(), gone.Load(), st.ListKeys())
+		})
 	}
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

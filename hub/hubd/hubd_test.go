@@ -19,6 +19,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/pki"
 	"github.com/outpost-mesh/outpost/hub/store/etcdstore/etcdtest"
+	"github.com/outpost-mesh/outpost/internal/testlog"
 )
 
 // startHub runs a hub on a free loopback port until the test ends and
@@ -30,7 +31,7 @@ func startHub(t *testing.T, dataDir string, opts ...func(*Config)) (h *Hub, stop
 	for _, o := range opts {
 		o(&cfg)
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Logger = testlog.New(t, slog.LevelDebug)
 	h, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -65,13 +66,6 @@ func startHub(t *testing.T, dataDir string, opts ...func(*Config)) (h *Hub, stop
 		t.Fatalf("hub not ready within 60s")
 	}
 	return h, stop
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }
 
 // adminClient returns an HTTP client that uses the credentials of the

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
 // freeAddr returns a loopback address with a port free at the moment, so
@@ -79,16 +81,10 @@ func TestRestartKeepsObjects(t *testing.T) {
 	if err := cs.CoreV1().ConfigMaps("default").Delete(ctx, "cm-00", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	wait.For(t, time.Minute, "informer converged after the restart", func() (bool, string) {
 		_, hasNew, _ := inf.GetStore().GetByKey("default/after")
 		_, hasOld, _ := inf.GetStore().GetByKey("default/cm-00")
-		if hasNew && !hasOld && len(inf.GetStore().ListKeys()) == 20 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("informer did not converge after the restart: %v", inf.GetStore().ListKeys())
-		}
-		time.Sleep(20 * time.Millisecond) // polling with a deadline
-	}
+		keys := inf.GetStore().ListKeys()
+		return hasNew && !hasOld && len(keys) == 20, fmt.Sprint(keys)
+	})
 }

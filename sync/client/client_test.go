@@ -21,7 +21,6 @@ import (
 	"math/big"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,49 +28,13 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/outpost-mesh/outpost/internal/testlog"
+	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/client"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 const waitLong = 10 * time.Second
-
-// waitFor polls cond until it holds, or fails the test after timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("%s: not within %v: %s", what, timeout, why)
-		case <-tick.C:
-		}
-	}
-}
-
-type testWriter struct {
-	t    testing.TB
-	done *atomic.Bool
-}
-
-func (w testWriter) Write(p []byte) (int, error) {
-	if !w.done.Load() {
-		w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	done := new(atomic.Bool)
-	t.Cleanup(func() { done.Store(true) })
-	return slog.New(slog.NewTextHandler(testWriter{t, done}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
 
 // pki is a throwaway hub CA with a serving certificate and one node's.
 type pki struct {
@@ -260,7 +223,7 @@ func config(t *testing.T, p *pki, addr string, st *store) client.Config {
 	cfg.Certificate = func() (*tls.Certificate, error) { return p.node, nil }
 	cfg.RootCAs = p.pool
 	cfg.Store, cfg.Outbox = st, st
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testlog.New(t, slog.LevelDebug)
 	cfg.MinBackoff, cfg.MaxBackoff = 50*time.Millisecond, 400*time.Millisecond
 	cfg.IdleTimeout, cfg.KeepAlive = 2*time.Second, 500*time.Millisecond
 	return cfg
@@ -617,7 +580,7 @@ func TestRunStopsAfterHubWentAway(t *testing.T) {
 	s := acceptStream(t, conn)
 	s.recv(t)
 	s.send(t, &wire.Welcome{CapabilityVersion: wire.CapabilityVersion, HubRevision: 1})
-	waitFor(t, waitLong, "session", func() (bool, string) { return c.Connected(), "not connected" })
+	wait.For(t, waitLong, "session", func() (bool, string) { return c.Connected(), "not connected" })
 
 	// The hub ends the connection and is silent from the next one on: the
 	// client tries again, its Hello sent as early data.

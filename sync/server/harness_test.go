@@ -35,6 +35,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
+	"github.com/outpost-mesh/outpost/internal/testlog"
+	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/client"
 	"github.com/outpost-mesh/outpost/sync/server"
 	"github.com/outpost-mesh/outpost/sync/view"
@@ -50,45 +52,6 @@ const (
 	// waitLong bounds every wait for something that should happen.
 	waitLong = 10 * time.Second
 )
-
-// waitFor polls cond until it holds, or fails the test after timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("%s: not within %v: %s", what, timeout, why)
-		case <-tick.C:
-		}
-	}
-}
-
-// testWriter logs to the test; lines after the test ended are dropped.
-type testWriter struct {
-	t    testing.TB
-	done *atomic.Bool
-}
-
-func (w testWriter) Write(p []byte) (int, error) {
-	if !w.done.Load() {
-		w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	done := new(atomic.Bool)
-	t.Cleanup(func() { done.Store(true) })
-	return slog.New(slog.NewTextHandler(testWriter{t, done}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
 
 // --- certificates ---
 
@@ -626,7 +589,7 @@ func startHub(t *testing.T, opts hubOptions) *hub {
 	cfg.SessionTicketKeys = [][32]byte{ticket}
 	cfg.StatelessResetKey = &reset
 	cfg.Views, cfg.Authority, cfg.Sink, cfg.Presence = x, h.auth, h.sink, h.presence
-	cfg.Logger = testLogger(t).With("side", "hub")
+	cfg.Logger = testlog.New(t, slog.LevelDebug).With("side", "hub")
 	cfg.IdleTimeout, cfg.KeepAlive = idleTimeout, keepAlive
 	h.cfg = cfg
 	h.start("127.0.0.1:0")
@@ -643,7 +606,7 @@ func (h *hub) start(addr string) {
 	}
 	// The port of a hub that just stopped may take a moment to be free.
 	var pc net.PacketConn
-	waitFor(h.t, waitLong, "listen on "+addr, func() (bool, string) {
+	wait.For(h.t, waitLong, "listen on "+addr, func() (bool, string) {
 		pc, err = net.ListenPacket("udp", addr)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -714,7 +677,7 @@ func (h *hub) clientConfig(node string, cert *tls.Certificate, st *memStore) cli
 	}
 	cfg.RootCAs = h.ca.pool
 	cfg.Store, cfg.Outbox = st, st
-	cfg.Logger = testLogger(h.t).With("side", "edge", "node", node)
+	cfg.Logger = testlog.New(h.t, slog.LevelDebug).With("side", "edge", "node", node)
 	cfg.MinBackoff, cfg.MaxBackoff = minBackoff, maxBackoff
 	cfg.IdleTimeout, cfg.KeepAlive = idleTimeout, keepAlive
 	return cfg

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/client"
 	"github.com/outpost-mesh/outpost/sync/server"
 	"github.com/outpost-mesh/outpost/sync/wire"
@@ -216,7 +217,7 @@ func TestSession(t *testing.T) {
 	c, stop := runClient(t, cfg)
 
 	// The initial view: edge-1's own objects, nothing of edge-2's.
-	waitFor(t, waitLong, "initial view", synced(h, st, "edge-1", rev))
+	wait.For(t, waitLong, "initial view", synced(h, st, "edge-1", rev))
 	if got, want := keysOf(st.batchesSince(0)...), []string{"put configmaps/default/cfg", "put nodes//edge-1", "put pods/default/web"}; !slices.Equal(got, want) {
 		t.Errorf("initial view: %v, want %v", got, want)
 	}
@@ -226,9 +227,9 @@ func TestSession(t *testing.T) {
 	n := st.batchCount()
 	f.put(podKey("other"), testPod("other", "edge-2"))
 	rev = f.put(configMapKey("cfg"), testConfigMap("cfg", "2"))
-	waitFor(t, waitLong, "configmap update", synced(h, st, "edge-1", rev))
+	wait.For(t, waitLong, "configmap update", synced(h, st, "edge-1", rev))
 	rev = f.del(podKey("web"))
-	waitFor(t, waitLong, "pod deletion", synced(h, st, "edge-1", rev))
+	wait.For(t, waitLong, "pod deletion", synced(h, st, "edge-1", rev))
 	if got, want := keysOf(st.batchesSince(n)...), []string{"del configmaps/default/cfg", "del pods/default/web", "put configmaps/default/cfg"}; !slices.Equal(got, want) {
 		t.Errorf("live changes: %v, want %v", got, want)
 	}
@@ -248,7 +249,7 @@ func TestSession(t *testing.T) {
 	rev = f.put(podKey("other"), testPod("other", "edge-2", "unused"))
 	n = st.batchCount()
 	c, stop = runClient(t, h.clientConfig("edge-1", cert, st))
-	waitFor(t, waitLong, "resume by revision", synced(h, st, "edge-1", rev))
+	wait.For(t, waitLong, "resume by revision", synced(h, st, "edge-1", rev))
 	if got, want := keysOf(st.batchesSince(n)...), []string{"put configmaps/default/cfg", "put pods/default/api"}; !slices.Equal(got, want) {
 		t.Errorf("resume by revision sent %v, want only %v", got, want)
 	}
@@ -274,7 +275,7 @@ func TestSession(t *testing.T) {
 	st.mu.Unlock()
 	n = st.batchCount()
 	c, stop = runClient(t, h.clientConfig("edge-1", cert, st))
-	waitFor(t, waitLong, "resume from the inventory", synced(h, st, "edge-1", rev))
+	wait.For(t, waitLong, "resume from the inventory", synced(h, st, "edge-1", rev))
 	got := keysOf(st.batchesSince(n)...)
 	got = slices.DeleteFunc(got, func(s string) bool { return strings.HasPrefix(s, "del secrets/gone/") })
 	if want := []string{"del configmaps/default/cfg", "put pods/default/api"}; !slices.Equal(got, want) {
@@ -317,7 +318,7 @@ func TestStatusOutbox(t *testing.T) {
 	st.enqueue(wire.KindPodStatus, podKey("busy"), obj)
 	c, _ := runClient(t, h.clientConfig("edge-1", h.ca.nodeCert(t, "edge-1", time.Hour), st))
 
-	waitFor(t, waitLong, "outbox drained", func() (bool, string) {
+	wait.For(t, waitLong, "outbox drained", func() (bool, string) {
 		p := st.pendingSeqs()
 		return len(p) == 0, fmt.Sprintf("pending %v", p)
 	})
@@ -338,7 +339,7 @@ func TestStatusOutbox(t *testing.T) {
 	// While connected, a new entry goes when the client is told.
 	seq := st.enqueue(wire.KindNodeStatus, nodeKey("edge-1"), encode(t, testNode("edge-1")))
 	c.NotifyOutbox()
-	waitFor(t, waitLong, "new entry sent", func() (bool, string) {
+	wait.For(t, waitLong, "new entry sent", func() (bool, string) {
 		p := st.pendingSeqs()
 		return !slices.Contains(p, seq), fmt.Sprintf("pending %v", p)
 	})
@@ -356,7 +357,7 @@ func TestTunnels(t *testing.T) {
 		},
 	}
 	c, _ := runClient(t, cfg)
-	waitFor(t, waitLong, "connected", func() (bool, string) { return c.Connected(), "not connected" })
+	wait.For(t, waitLong, "connected", func() (bool, string) { return c.Connected(), "not connected" })
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
 
@@ -491,7 +492,7 @@ func TestServeStopsWithJoinInFlight(t *testing.T) {
 	st := openStream(t, conn)
 	_, csr := newCSR(t, "edge-1")
 	st.send(t, &wire.JoinRequest{CapabilityVersion: wire.CapabilityVersion, Token: h.auth.token, NodeName: "edge-1", CSR: csr})
-	waitFor(t, waitLong, "join in flight", func() (bool, string) {
+	wait.For(t, waitLong, "join in flight", func() (bool, string) {
 		j, _ := h.auth.calls()
 		return len(j) == 1, "no join yet"
 	})
@@ -516,7 +517,7 @@ func TestPresence(t *testing.T) {
 		return s
 	}
 	s1, s2 := open(), open()
-	waitFor(t, waitLong, "presence", func() (bool, string) {
+	wait.For(t, waitLong, "presence", func() (bool, string) {
 		_, up := h.presence.state()
 		return up["edge-1"], "edge-1 not connected"
 	})
@@ -527,7 +528,7 @@ func TestPresence(t *testing.T) {
 	}
 	// The last one ends: the node is gone.
 	s2.Close()
-	waitFor(t, waitLong, "presence after the last session", func() (bool, string) {
+	wait.For(t, waitLong, "presence after the last session", func() (bool, string) {
 		ev, up := h.presence.state()
 		return !up["edge-1"], fmt.Sprint(ev)
 	})
@@ -573,7 +574,7 @@ func TestRenew(t *testing.T) {
 		}, nil
 	}
 	c, _ := runClient(t, cfg)
-	waitFor(t, 4*life, "two renewals", func() (bool, string) {
+	wait.For(t, 4*life, "two renewals", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(commits) >= 2, fmt.Sprintf("%d commits", len(commits))
@@ -608,7 +609,7 @@ func TestReconnect(t *testing.T) {
 	rev := h.feed.put(podKey("web"), testPod("web", "edge-1"))
 	st := newMemStore()
 	c, _ := runClient(t, h.clientConfig("edge-1", h.ca.nodeCert(t, "edge-1", time.Hour), st))
-	waitFor(t, waitLong, "initial view", synced(h, st, "edge-1", rev))
+	wait.For(t, waitLong, "initial view", synced(h, st, "edge-1", rev))
 	addr := h.addr
 
 	// The hub dies without a word and another starts at once: the edge
@@ -618,7 +619,7 @@ func TestReconnect(t *testing.T) {
 	rev = h.feed.put(podKey("api"), testPod("api", "edge-1"))
 	start := time.Now()
 	h.start(addr)
-	waitFor(t, waitLong, "reconnect after a crash", func() (bool, string) {
+	wait.For(t, waitLong, "reconnect after a crash", func() (bool, string) {
 		if n := c.Stats().Connects.Load(); n != 2 {
 			return false, fmt.Sprintf("%d connects", n)
 		}
@@ -632,7 +633,7 @@ func TestReconnect(t *testing.T) {
 
 	// The hub stops and stays away while the edge tries; it comes back.
 	h.stop()
-	waitFor(t, waitLong, "disconnected", func() (bool, string) { return !c.Connected(), "still connected" })
+	wait.For(t, waitLong, "disconnected", func() (bool, string) { return !c.Connected(), "still connected" })
 	pc, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -648,7 +649,7 @@ func TestReconnect(t *testing.T) {
 	rev = h.feed.put(podKey("db"), testPod("db", "edge-1"))
 	start = time.Now()
 	h.start(addr)
-	waitFor(t, waitLong, "reconnect after an outage", func() (bool, string) {
+	wait.For(t, waitLong, "reconnect after an outage", func() (bool, string) {
 		if n := c.Stats().Connects.Load(); n != 3 {
 			return false, fmt.Sprintf("%d connects", n)
 		}
@@ -667,7 +668,7 @@ func TestReconnect(t *testing.T) {
 	h.cfg.SessionTicketKeys = [][32]byte{ticket}
 	rev = h.feed.put(podKey("cache"), testPod("cache", "edge-1"))
 	h.start(addr)
-	waitFor(t, waitLong, "reconnect to a hub with new keys", func() (bool, string) {
+	wait.For(t, waitLong, "reconnect to a hub with new keys", func() (bool, string) {
 		if n := c.Stats().Connects.Load(); n != 4 {
 			return false, fmt.Sprintf("%d connects", n)
 		}

@@ -31,19 +31,10 @@ import (
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/internal/netem"
+	"github.com/outpost-mesh/outpost/internal/testlog"
+	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
-
-func logger(t *testing.T, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
-}
 
 // hub is a hub running for a test.
 type hub struct {
@@ -57,7 +48,7 @@ func startHub(t *testing.T, dir string) *hub {
 	cfg := hubd.DefaultConfig(dir)
 	cfg.APIAddr = "127.0.0.1:0"
 	cfg.SyncAddr = "127.0.0.1:0"
-	cfg.Logger = logger(t, slog.LevelInfo)
+	cfg.Logger = testlog.New(t, slog.LevelInfo)
 	h, err := hubd.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -152,29 +143,11 @@ func agentConfig(t *testing.T, h *hub, node, token string, rt *fake.Runtime) age
 	cfg.RuntimeVersion = "fake://test"
 	cfg.Capacity = agent.Capacity{CPUMillis: 4000, MemoryBytes: 4 << 30, Pods: 110}
 	cfg.Checkpoint.InMemory = false
-	cfg.Logger = logger(t, slog.LevelInfo).With("node", node)
+	cfg.Logger = testlog.New(t, slog.LevelInfo).With("node", node)
 	cfg.Sync.MinBackoff = 100 * time.Millisecond
 	cfg.Sync.MaxBackoff = time.Second
 	cfg.Resync = 200 * time.Millisecond
 	return cfg
-}
-
-// eventually polls cond every 50ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %s", what, timeout, last)
-		}
-		time.Sleep(50 * time.Millisecond) // polling with a deadline
-	}
 }
 
 func pod(name, node, image string) *corev1.Pod {
@@ -194,7 +167,7 @@ func TestJoinAndRunPod(t *testing.T) {
 	rt := fake.New(fake.Config{})
 	runAgent(t, agentConfig(t, h, "edge-1", tok, rt))
 
-	eventually(t, 20*time.Second, "node edge-1 Ready", func() (bool, string) {
+	wait.For(t, 20*time.Second, "node edge-1 Ready", func() (bool, string) {
 		n, err := h.client.CoreV1().Nodes().Get(ctx, "edge-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -209,14 +182,14 @@ func TestJoinAndRunPod(t *testing.T) {
 	if _, err := h.client.CoreV1().Pods("default").Create(ctx, pod("web", "edge-1", "nginx"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "pod web Running", func() (bool, string) {
+	wait.For(t, 20*time.Second, "pod web Running", func() (bool, string) {
 		p, err := h.client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		return p.Status.Phase == corev1.PodRunning, fmt.Sprintf("%s %v", p.Status.Phase, p.Status.ContainerStatuses)
 	})
-	eventually(t, 20*time.Second, "lease of edge-1", func() (bool, string) {
+	wait.For(t, 20*time.Second, "lease of edge-1", func() (bool, string) {
 		l, err := h.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "edge-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -228,7 +201,7 @@ func TestJoinAndRunPod(t *testing.T) {
 	if err := h.client.CoreV1().Pods("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 40*time.Second, "pod web gone", func() (bool, string) {
+	wait.For(t, 40*time.Second, "pod web gone", func() (bool, string) {
 		_, err := h.client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
 		if err == nil {
 			return false, "still there"
@@ -307,7 +280,7 @@ func TestOfflineAndResume(t *testing.T) {
 			return true, ""
 		}
 	}
-	eventually(t, 20*time.Second, "pods a, b Running", running("a", "b"))
+	wait.For(t, 20*time.Second, "pods a, b Running", running("a", "b"))
 
 	relay.Set(netem.Conditions{Blackhole: true})
 	// On the hub: a new pod, and a deletion; on the edge: a crash.
@@ -322,7 +295,7 @@ func TestOfflineAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Offline, the edge restarts the crashed container by itself.
-	eventually(t, 20*time.Second, "a restarted offline", func() (bool, string) {
+	wait.For(t, 20*time.Second, "a restarted offline", func() (bool, string) {
 		ps, _ := rt.List(ctx)
 		for _, p := range ps {
 			if p.Pod.UID == string(pa.UID) {
@@ -333,12 +306,12 @@ func TestOfflineAndResume(t *testing.T) {
 		return false, "pod a not in the runtime"
 	})
 	// Past the idle timeout: the session is gone.
-	eventually(t, 30*time.Second, "edge notices the link is down", func() (bool, string) {
+	wait.For(t, 30*time.Second, "edge notices the link is down", func() (bool, string) {
 		return !a.Connected(), "still connected"
 	})
 	up0, down0 := relay.Bytes()
 	relay.Set(netem.Conditions{})
-	eventually(t, 40*time.Second, "c Running, b gone, a restarted on the hub", func() (bool, string) {
+	wait.For(t, 40*time.Second, "c Running, b gone, a restarted on the hub", func() (bool, string) {
 		if ok, why := running("a", "c")(); !ok {
 			return false, why
 		}
@@ -364,7 +337,7 @@ func TestNodeIsolation(t *testing.T) {
 	cfgA := agentConfig(t, h, "edge-a", tok, fake.New(fake.Config{}))
 	a, stopA := runAgent(t, cfgA)
 	runAgent(t, agentConfig(t, h, "edge-b", tok, fake.New(fake.Config{})))
-	eventually(t, 20*time.Second, "edge-a connected", func() (bool, string) { return a.Connected(), "" })
+	wait.For(t, 20*time.Second, "edge-a connected", func() (bool, string) { return a.Connected(), "" })
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "b-only", Namespace: "default"}, Data: map[string][]byte{"k": []byte("v")}}
 	if _, err := h.client.CoreV1().Secrets("default").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
@@ -375,7 +348,7 @@ func TestNodeIsolation(t *testing.T) {
 	if _, err := h.client.CoreV1().Pods("default").Create(ctx, pb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "on-b Running", func() (bool, string) {
+	wait.For(t, 20*time.Second, "on-b Running", func() (bool, string) {
 		p, err := podPhase(ctx, h, "on-b")
 		if err != nil {
 			return false, err.Error()
@@ -465,7 +438,7 @@ func TestStaleStatusReport(t *testing.T) {
 	h := startHub(t, t.TempDir())
 	cfg := agentConfig(t, h, "edge-a", h.token(t, "", time.Hour), fake.New(fake.Config{}))
 	a, stop := runAgent(t, cfg)
-	eventually(t, 20*time.Second, "edge-a connected", func() (bool, string) { return a.Connected(), "" })
+	wait.For(t, 20*time.Second, "edge-a connected", func() (bool, string) { return a.Connected(), "" })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/outpost-mesh/outpost/hub/store/etcdstore"
 	"github.com/outpost-mesh/outpost/hub/store/etcdstore/etcdtest"
 	"github.com/outpost-mesh/outpost/hub/store/storetest"
+
+	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
 func TestMain(m *testing.M) {
@@ -62,12 +64,12 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// wait bounds every blocking step of a test; nothing here sleeps.
-const wait = 30 * time.Second
+// waitLong bounds every blocking step of a test; nothing here sleeps.
+const waitLong = 30 * time.Second
 
 func testCtx(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLong)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -77,7 +79,7 @@ func open(t *testing.T, srv *etcdtest.Server, mutate ...func(*etcdstore.Config))
 	t.Helper()
 	cfg := etcdstore.DefaultConfig()
 	cfg.Endpoints = srv.Endpoints()
-	cfg.DialTimeout = wait
+	cfg.DialTimeout = waitLong
 	for _, m := range mutate {
 		m(&cfg)
 	}
@@ -118,13 +120,13 @@ func mustRevision(t *testing.T, s store.Store) int64 {
 // ok is false when ch is closed.
 func recv(t *testing.T, ch <-chan store.WatchResponse) (store.WatchResponse, bool) {
 	t.Helper()
-	timer := time.NewTimer(wait)
+	timer := time.NewTimer(waitLong)
 	defer timer.Stop()
 	select {
 	case wr, ok := <-ch:
 		return wr, ok
 	case <-timer.C:
-		t.Fatalf("no watch response within %v", wait)
+		t.Fatalf("no watch response within %v", waitLong)
 		return store.WatchResponse{}, false
 	}
 }
@@ -462,7 +464,7 @@ func TestBadInputIsRejectedWithoutEtcd(t *testing.T) {
 	s, srv := newStore(t)
 	// With etcd gone, a call that went to it would block until ctx ends.
 	srv.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
 	big := make([]byte, store.MaxValueSize+1)
 	for _, tc := range []struct {
@@ -521,9 +523,9 @@ func TestSlowWatcherIsCutOffWithoutBlockingWriters(t *testing.T) {
 	}
 	// The overflow cancelled the etcd watch at once: only the goroutine
 	// holding the error for the consumer is left.
-	poll(t, "the etcd watch pump to exit", func() bool {
+	wait.For(t, waitLong, "the etcd watch pump to exit", func() (bool, string) {
 		g := watchGoroutines()
-		return len(g) == 1 && strings.Contains(g[0], "fanout.(*Queue).Run")
+		return len(g) == 1 && strings.Contains(g[0], "fanout.(*Queue).Run"), fmt.Sprintf("%d watch goroutines", len(g))
 	})
 	var got int
 	var err error
@@ -542,7 +544,10 @@ func TestSlowWatcherIsCutOffWithoutBlockingWriters(t *testing.T) {
 	}
 	// Its etcd watch was cancelled and its goroutines are gone, though the
 	// store and the watch's context live on.
-	poll(t, "watch goroutines to exit", func() bool { return len(watchGoroutines()) == 0 })
+	wait.For(t, waitLong, "watch goroutines to exit", func() (bool, string) {
+		g := watchGoroutines()
+		return len(g) == 0, fmt.Sprintf("%d watch goroutines", len(g))
+	})
 }
 
 func TestWatchEndsWithContext(t *testing.T) {
@@ -669,23 +674,6 @@ func TestConfigValidate(t *testing.T) {
 		}
 		if _, err := etcdstore.New(context.Background(), cfg); err == nil {
 			t.Errorf("New with %s succeeded", name)
-		}
-	}
-}
-
-// poll checks cond every few milliseconds until it holds, failing t after
-// wait.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("waited %v for %s", wait, what)
 		}
 	}
 }
