@@ -16,9 +16,16 @@ const Every = 10 * time.Millisecond
 // It must be called from the test's goroutine, as t.Fatalf must.
 func For(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, why string)) {
 	t.Helper()
+	ForEvery(t, Every, timeout, what, cond)
+}
+
+// ForEvery is For polling every interval: for conditions dear to check,
+// such as a list through the API.
+func ForEvery(t testing.TB, interval, timeout time.Duration, what string, cond func() (ok bool, why string)) {
+	t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(Every)
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		ok, why := cond()

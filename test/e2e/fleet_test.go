@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/outpost-mesh/outpost/internal/netem"
+
+	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
 // This file holds the helpers of the sync tests: a hub whose sync endpoint
@@ -110,19 +112,7 @@ func tail(s string, n int) string {
 // reason when timeout passes first.
 func (f *fleet) eventually(timeout time.Duration, what string, cond func() (bool, string)) {
 	f.t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("%s: not within %v: %s", what, timeout, why)
-		}
-		<-tick.C
-	}
+	wait.ForEvery(f.t, pollInterval, timeout, what, cond)
 }
 
 // waitUntil blocks until the wall clock reaches at. It is for waits whose
