@@ -6,9 +6,7 @@ package agent_test
 import (
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
@@ -26,6 +24,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/edge/agent"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
+	"github.com/outpost-mesh/outpost/internal/testca"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/server"
@@ -118,34 +117,10 @@ type testHub struct {
 
 func startHub(t *testing.T) *testHub {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hub CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "hub"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-
+	ca := testca.New(t)
 	h := &testHub{
-		caHash: wire.CAHash(ca),
-		auth:   &authority{ca: ca, key: caKey, token: "abcdef.0123456789abcdef"},
+		caHash: wire.CAHash(ca.Cert),
+		auth:   &authority{ca: ca.Cert, key: ca.Key, token: "abcdef.0123456789abcdef"},
 		sink:   &sink{pods: map[string]corev1.PodPhase{}},
 		x:      view.NewIndex(view.DefaultConfig()),
 	}
@@ -153,8 +128,8 @@ func startHub(t *testing.T) *testHub {
 		t.Fatal(err)
 	}
 	cfg := server.DefaultConfig()
-	cfg.Certificate = tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}
-	cfg.ClientCAs = pool
+	cfg.Certificate = ca.Serving(t)
+	cfg.ClientCAs = ca.Pool
 	cfg.Views, cfg.Authority, cfg.Sink = h.x, h.auth, h.sink
 	cfg.IdleTimeout, cfg.KeepAlive = 2*time.Second, 500*time.Millisecond
 	cfg.Logger = testlog.New(t, slog.LevelInfo).With("side", "hub")

@@ -8,17 +8,12 @@ package client_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"slices"
 	"sync"
@@ -28,6 +23,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/outpost-mesh/outpost/internal/testca"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/client"
@@ -45,41 +41,9 @@ type pki struct {
 
 func newPKI(t *testing.T, node string) *pki {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	leaf := func(serial int64, tmpl *x509.Certificate) *tls.Certificate {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl.SerialNumber = big.NewInt(serial)
-		tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(time.Hour)
-		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, _ := x509.ParseCertificate(der)
-		return &tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key, Leaf: l}
-	}
-	p := &pki{pool: x509.NewCertPool()}
-	p.pool.AddCert(ca)
-	p.serving = *leaf(2, &x509.Certificate{
-		Subject: pkix.Name{CommonName: "hub"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
-	p.node = leaf(3, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
-	return p
+	ca := testca.New(t)
+	n := ca.Node(t, node)
+	return &pki{pool: ca.Pool, serving: ca.Serving(t), node: &n}
 }
 
 // scriptedHub is the hub's end, played by the test.

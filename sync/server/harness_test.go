@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"slices"
 	"strings"
@@ -35,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
+	"github.com/outpost-mesh/outpost/internal/testca"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/client"
@@ -55,83 +55,17 @@ const (
 
 // --- certificates ---
 
-// testCA is a throwaway hub CA.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
+// testCA is a throwaway hub CA, with what the hub does with its key.
+type testCA struct{ *testca.CA }
 
-func newTestCA(t testing.TB) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "outpost test CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
+func newTestCA(t testing.TB) *testCA { return &testCA{testca.New(t)} }
 
-var serial atomic.Int64
-
-func (ca *testCA) sign(t testing.TB, tmpl *x509.Certificate, pub any) []byte {
-	t.Helper()
-	tmpl.SerialNumber = big.NewInt(serial.Add(1) + 1)
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return der
-}
-
-// serving returns the hub's serving certificate for 127.0.0.1, with the CA
-// in its chain (joining nodes pin it).
-func (ca *testCA) serving(t testing.TB) tls.Certificate {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	der := ca.sign(t, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "outpost-hub"},
-		NotBefore:   now.Add(-time.Hour),
-		NotAfter:    now.Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:    []string{"localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}, &key.PublicKey)
-	return tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: key}
-}
-
-// nodeTemplate is the subject and usage of a node certificate.
+// nodeTemplate is the subject and usage of a node certificate, valid from
+// notBefore for life.
 func nodeTemplate(node string, notBefore time.Time, life time.Duration) *x509.Certificate {
-	return &x509.Certificate{
-		Subject:     pkix.Name{CommonName: wire.NodeUserPrefix + node, Organization: []string{wire.NodesGroup}},
-		NotBefore:   notBefore,
-		NotAfter:    notBefore.Add(life),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
+	tmpl := testca.NodeTemplate(node)
+	tmpl.NotBefore, tmpl.NotAfter = notBefore, notBefore.Add(life)
+	return tmpl
 }
 
 // nodeCert returns a certificate of node, valid from now (to the second,
@@ -142,7 +76,7 @@ func (ca *testCA) nodeCert(t testing.TB, node string, life time.Duration) *tls.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	der := ca.sign(t, nodeTemplate(node, time.Now().Truncate(time.Second), life), &key.PublicKey)
+	der := ca.Sign(t, nodeTemplate(node, time.Now().Truncate(time.Second), life), &key.PublicKey)
 	leaf, err := x509.ParseCertificate(der)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +93,7 @@ func (ca *testCA) signCSR(t testing.TB, node string, csrDER []byte, life time.Du
 	if err := csr.CheckSignature(); err != nil {
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
 	}
-	return ca.sign(t, nodeTemplate(node, time.Now().Truncate(time.Second), life), csr.PublicKey), nil
+	return ca.Sign(t, nodeTemplate(node, time.Now().Truncate(time.Second), life), csr.PublicKey), nil
 }
 
 // newCSR returns a key and a CSR for node.
@@ -217,7 +151,7 @@ func (a *fakeAuthority) Join(ctx context.Context, req *wire.JoinRequest) ([]byte
 	if err != nil {
 		return nil, nil, err
 	}
-	return cert, a.ca.cert.Raw, nil
+	return cert, a.ca.Cert.Raw, nil
 }
 
 func (a *fakeAuthority) Renew(ctx context.Context, node string, csr []byte) ([]byte, error) {
@@ -577,15 +511,15 @@ func startHub(t *testing.T, opts hubOptions) *hub {
 		auth:     &fakeAuthority{t: t, ca: ca, token: "abcdef.0123456789abcdef", life: opts.certLife},
 		sink:     &fakeSink{},
 		presence: &fakePresence{},
-		caHash:   wire.CAHash(ca.cert),
+		caHash:   wire.CAHash(ca.Cert),
 	}
 	var ticket [32]byte
 	var reset quic.StatelessResetKey
 	rand.Read(ticket[:])
 	rand.Read(reset[:])
 	cfg := server.DefaultConfig()
-	cfg.Certificate = ca.serving(t)
-	cfg.ClientCAs = ca.pool
+	cfg.Certificate = ca.Serving(t)
+	cfg.ClientCAs = ca.Pool
 	cfg.SessionTicketKeys = [][32]byte{ticket}
 	cfg.StatelessResetKey = &reset
 	cfg.Views, cfg.Authority, cfg.Sink, cfg.Presence = x, h.auth, h.sink, h.presence
@@ -675,7 +609,7 @@ func (h *hub) clientConfig(node string, cert *tls.Certificate, st *memStore) cli
 		defer mu.Unlock()
 		return cert, nil
 	}
-	cfg.RootCAs = h.ca.pool
+	cfg.RootCAs = h.ca.Pool
 	cfg.Store, cfg.Outbox = st, st
 	cfg.Logger = testlog.New(h.t, slog.LevelDebug).With("side", "edge", "node", node)
 	cfg.MinBackoff, cfg.MaxBackoff = minBackoff, maxBackoff
@@ -720,7 +654,7 @@ func runClient(t *testing.T, cfg client.Config) (*client.Client, func()) {
 func (h *hub) rawConn(t *testing.T, cert *tls.Certificate) *quic.Conn {
 	t.Helper()
 	tc := &tls.Config{
-		RootCAs:    h.ca.pool,
+		RootCAs:    h.ca.Pool,
 		ServerName: "127.0.0.1",
 		NextProtos: []string{wire.ALPN},
 		MinVersion: tls.VersionTLS13,

@@ -41,7 +41,7 @@ func TestJoin(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Join = %v, want certificates", err)
 		}
-		if !bytes.Equal(caDER, h.ca.cert.Raw) {
+		if !bytes.Equal(caDER, h.ca.Cert.Raw) {
 			t.Errorf("Join returned another CA than the hub's")
 		}
 		cert, err := x509.ParseCertificate(certDER)
@@ -51,7 +51,7 @@ func TestJoin(t *testing.T) {
 		if want := wire.NodeUserPrefix + "edge-1"; cert.Subject.CommonName != want {
 			t.Errorf("node certificate for %q, want %q", cert.Subject.CommonName, want)
 		}
-		if _, err := cert.Verify(x509.VerifyOptions{Roots: h.ca.pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: h.ca.Pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 			t.Errorf("node certificate does not verify with the hub CA: %v", err)
 		}
 	})
@@ -71,7 +71,7 @@ func TestJoin(t *testing.T) {
 		joins, _ := h.auth.calls()
 		served := h.srv.Stats().Joins.Load()
 		for _, pin := range []string{
-			wire.CAHash(newTestCA(t).cert),      // another CA
+			wire.CAHash(newTestCA(t).Cert),      // another CA
 			"sha256:" + strings.Repeat("0", 64), // nothing
 		} {
 			_, _, err := join(h.auth.token, pin)

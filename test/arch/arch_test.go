@@ -199,6 +199,11 @@ var rules = []rule{
 		to:   func(r string) bool { return !under(r, "hub/store") },
 	},
 	{
+		why:  "only tests import the test-support packages internal/wait, internal/testlog and internal/testca",
+		from: func(r string) bool { return true },
+		to:   func(r string) bool { return r == "internal/wait" || r == "internal/testlog" || r == "internal/testca" },
+	},
+	{
 		why:  "only cmd, bench and tests import the composition roots hub/hubd and edge/agent",
 		from: func(r string) bool { return !under(r, "cmd") && !under(r, "bench") && !under(r, "test") },
 		to:   func(r string) bool { return r == "hub/hubd" || r == "edge/agent" },
@@ -251,6 +256,9 @@ func TestRules(t *testing.T) {
 		{"bench/storebench", "hub/hubd", true},
 		{"test/e2e", "edge/agent", true},
 		{"edge/pods", "edge/agent", false},
+		{"edge/agent", "internal/wait", false},
+		{"bench/fleetbench", "internal/testca", false},
+		{"edge/agent", "internal/version", true},
 	} {
 		allowed := true
 		for _, r := range rules {
