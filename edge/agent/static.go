@@ -16,13 +16,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // Annotations of static pods and their mirrors, as kubelet sets them.
 const (
 	AnnotationConfigSource = "kubernetes.io/config.source"
 	AnnotationConfigHash   = "kubernetes.io/config.hash"
-	AnnotationConfigMirror = "kubernetes.io/config.mirror"
+	AnnotationConfigMirror = wire.AnnotationMirror
 )
 
 // maxManifestBytes bounds a static pod manifest.

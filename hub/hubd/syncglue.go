@@ -282,13 +282,10 @@ func (g *syncGlue) nodeStatus(ctx context.Context, n *corev1.Node) error {
 	}
 }
 
-// annotationMirror marks a mirror pod; its value is the static pod's hash.
-const annotationMirror = "kubernetes.io/config.mirror"
-
 // mirrorPod creates the mirror of a static pod of node, replacing one of an
 // older manifest.
 func (g *syncGlue) mirrorPod(ctx context.Context, node string, pod *corev1.Pod) error {
-	if pod.Spec.NodeName != node || pod.Annotations[annotationMirror] == "" {
+	if pod.Spec.NodeName != node || pod.Annotations[wire.AnnotationMirror] == "" {
 		return &wire.Error{Code: wire.CodeForbidden, Message: fmt.Sprintf("node %q may only mirror its own static pods", node)}
 	}
 	pods := g.api.CoreV1().Pods(pod.Namespace)
@@ -300,10 +297,10 @@ func (g *syncGlue) mirrorPod(ctx context.Context, node string, pod *corev1.Pod) 
 		if gerr != nil {
 			return gerr
 		}
-		if cur.Annotations[annotationMirror] == "" || cur.Spec.NodeName != node {
+		if cur.Annotations[wire.AnnotationMirror] == "" || cur.Spec.NodeName != node {
 			return &wire.Error{Code: wire.CodeConflict, Message: fmt.Sprintf("pod %s/%s exists and is not a mirror of this node's", pod.Namespace, pod.Name)}
 		}
-		if cur.Annotations[annotationMirror] != pod.Annotations[annotationMirror] {
+		if cur.Annotations[wire.AnnotationMirror] != pod.Annotations[wire.AnnotationMirror] {
 			// The manifest changed: the old mirror goes, the new comes.
 			zero := int64(0)
 			if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &cur.UID}}); err != nil && !apierrors.IsNotFound(err) {
@@ -331,7 +328,7 @@ func (g *syncGlue) deleteMirror(ctx context.Context, node string, key wire.Key) 
 	if err != nil {
 		return err
 	}
-	if cur.Annotations[annotationMirror] == "" || cur.Spec.NodeName != node {
+	if cur.Annotations[wire.AnnotationMirror] == "" || cur.Spec.NodeName != node {
 		return &wire.Error{Code: wire.CodeForbidden, Message: fmt.Sprintf("pod %s/%s is not a mirror pod of node %q", key.Namespace, key.Name, node)}
 	}
 	zero := int64(0)

@@ -9,3 +9,8 @@ const (
 	NodesGroup     = "system:nodes"
 	SiteLabel      = "topology.outpost.dev/site"
 )
+
+// AnnotationMirror marks a mirror pod: the hub's copy of a node's static
+// pod, which the node creates and the hub keeps apart from other pods. Its
+// value is the static pod's config hash, as kubelet sets it.
+const AnnotationMirror = "kubernetes.io/config.mirror"
