@@ -17,15 +17,10 @@ type certAuthenticator struct {
 	roots *x509.CertPool
 	now   func() time.Time
 
-	mu       sync.Mutex
-	verified map[[sha256.Size]byte]verifiedChain
-}
-
-// verifiedChain is a chain that verified: its user, and when it stops being
-// valid.
-type verifiedChain struct {
-	user     string
-	notAfter time.Time
+	mu sync.Mutex
+	// verified holds the chains that verified, by chainKey, with when the
+	// first of their certificates expires.
+	verified map[[sha256.Size]byte]time.Time
 }
 
 // maxVerifiedChains bounds the cache: far more than the hub's clients at
@@ -33,23 +28,24 @@ type verifiedChain struct {
 const maxVerifiedChains = 4096
 
 func newCertAuthenticator(roots *x509.CertPool, now func() time.Time) *certAuthenticator {
-	return &certAuthenticator{roots: roots, now: now, verified: map[[sha256.Size]byte]verifiedChain{}}
+	return &certAuthenticator{roots: roots, now: now, verified: map[[sha256.Size]byte]time.Time{}}
 }
 
-// authenticate returns the user (the leaf's common name) of a chain, leaf
-// first, that verifies against the roots, or an error saying why not.
-func (a *certAuthenticator) authenticate(certs []*x509.Certificate) (string, error) {
+// verify checks that a chain, leaf first, verifies against the roots for
+// client authentication, and says why not if it does not. The leaf's
+// subject is then the user.
+func (a *certAuthenticator) verify(certs []*x509.Certificate) error {
 	now := a.now()
 	key := chainKey(certs)
 	a.mu.Lock()
-	v, ok := a.verified[key]
-	if ok && !now.Before(v.notAfter) {
+	notAfter, ok := a.verified[key]
+	if ok && !now.Before(notAfter) {
 		delete(a.verified, key)
 		ok = false
 	}
 	a.mu.Unlock()
 	if ok {
-		return v.user, nil
+		return nil
 	}
 
 	opts := x509.VerifyOptions{
@@ -63,13 +59,13 @@ func (a *certAuthenticator) authenticate(certs []*x509.Certificate) (string, err
 	}
 	chains, err := certs[0].Verify(opts)
 	if err != nil {
-		return "", err
+		return err
 	}
 	// The chain is good until the first of its certificates expires.
-	v = verifiedChain{user: certs[0].Subject.CommonName, notAfter: certs[0].NotAfter}
+	notAfter = certs[0].NotAfter
 	for _, c := range chains[0] {
-		if c.NotAfter.Before(v.notAfter) {
-			v.notAfter = c.NotAfter
+		if c.NotAfter.Before(notAfter) {
+			notAfter = c.NotAfter
 		}
 	}
 	a.mu.Lock()
@@ -79,9 +75,9 @@ func (a *certAuthenticator) authenticate(certs []*x509.Certificate) (string, err
 			break
 		}
 	}
-	a.verified[key] = v
+	a.verified[key] = notAfter
 	a.mu.Unlock()
-	return v.user, nil
+	return nil
 }
 
 // chainKey hashes the DER of every certificate of a chain, in order, each

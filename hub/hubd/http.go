@@ -94,7 +94,7 @@ func (h *apiHandler) authenticate(r *http.Request) (auth.User, bool) {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return auth.User{}, false
 	}
-	if _, err := h.authn.authenticate(r.TLS.PeerCertificates); err != nil {
+	if err := h.authn.verify(r.TLS.PeerCertificates); err != nil {
 		h.log.Debug("client certificate rejected", "remote", r.RemoteAddr, "subject", r.TLS.PeerCertificates[0].Subject.String(), "err", err)
 		return auth.User{}, false
 	}
