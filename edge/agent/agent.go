@@ -541,6 +541,11 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 		if had && bytes.Equal(wireSt, last.wire) {
 			continue
 		}
+		if had {
+			a.backOffEvents(p, &last.status, &st)
+		} else {
+			a.backOffEvents(p, nil, &st)
+		}
 		a.report(p, sentStatus{st, wireSt}, static[uid] != nil)
 	}
 	a.reportNode(now)
@@ -603,6 +608,7 @@ func (a *Agent) work(ctx context.Context, pd pods.PodDecision, pod *corev1.Pod, 
 		if err != nil {
 			a.log.Info("pod action failed", "action", act.String(), "err", err)
 		}
+		a.actionEvent(act, pod, err)
 		rec = pods.Observe(rec, act, err, a.now())
 		a.mu.Lock()
 		a.records[pd.Pod.UID] = rec

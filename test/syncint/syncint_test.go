@@ -196,6 +196,28 @@ func TestJoinAndRunPod(t *testing.T) {
 		}
 		return l.Spec.RenewTime != nil, "no renew time"
 	})
+	// The node's events about the pod are on the hub, found as kubectl
+	// describe finds them.
+	web, err := h.client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 20*time.Second, "event Started of web", func() (bool, string) {
+		evs, err := h.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Pod,involvedObject.name=web,involvedObject.namespace=default,involvedObject.uid=" + string(web.UID),
+		})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, ev := range evs.Items {
+			if ev.Reason == "Started" && ev.Source.Host == "edge-1" && ev.InvolvedObject.FieldPath == "spec.containers{main}" {
+				return true, ""
+			}
+			seen = append(seen, ev.Reason+": "+ev.Message)
+		}
+		return false, fmt.Sprint(seen)
+	})
 
 	// Deleting the pod on the hub stops it on the edge, which confirms.
 	if err := h.client.CoreV1().Pods("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
