@@ -230,7 +230,7 @@ func (c *Client) tlsConfig() (*tls.Config, *x509.Certificate, error) {
 }
 
 // connectOnce dials, runs one session until it ends, and returns why.
-func (c *Client) connectOnce(ctx context.Context) error {
+func (c *Client) connectOnce(ctx context.Context) (err error) {
 	tlsConf, leaf, err := c.tlsConfig()
 	if err != nil {
 		return err
@@ -252,7 +252,7 @@ func (c *Client) connectOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dial hub %s: %w", c.cfg.HubAddr, err)
 	}
-	defer conn.CloseWithError(0, "")
+	defer func() { closeSession(conn, err) }()
 
 	st, welcome, err := c.hello(ctx, conn)
 	if errors.Is(err, quic.Err0RTTRejected) {
@@ -295,8 +295,36 @@ func (c *Client) connectOnce(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	stop()
-	conn.CloseWithError(0, "session ended")
+	closeSession(conn, err)
 	return err
+}
+
+// sessionError ends a session for a reason the hub should hear of: a
+// failure of the node's own, or the hub breaking the protocol. The
+// connection is closed with its code and message.
+type sessionError struct {
+	code wire.CloseCode
+	err  error
+}
+
+func (e *sessionError) Error() string { return e.err.Error() }
+func (e *sessionError) Unwrap() error { return e.err }
+
+// nodeFailure marks err as a failure of the node's own, such as its
+// checkpoint refusing a write.
+func nodeFailure(err error) error { return &sessionError{wire.CloseNodeError, err} }
+
+// hubBrokeProtocol marks err as the hub's breach of the protocol.
+func hubBrokeProtocol(err error) error { return &sessionError{wire.CloseProtocol, err} }
+
+// closeSession closes conn, saying why if the session ended with a
+// sessionError. Closing it again does nothing.
+func closeSession(conn *quic.Conn, err error) {
+	code, reason := wire.CloseDone, "session ended"
+	if se, ok := errors.AsType[*sessionError](err); ok {
+		code, reason = se.code, wire.CloseReason(se.Error())
+	}
+	conn.CloseWithError(quic.ApplicationErrorCode(code), reason)
 }
 
 // stream is a QUIC stream with frame reading and writing.
@@ -348,7 +376,7 @@ func (c *Client) hello(ctx context.Context, conn *quic.Conn) (*stream, *wire.Wel
 		return nil, nil, m
 	default:
 		st.fail(wire.CodeBadRequest, fmt.Sprintf("expected Welcome, got %v", m.Type()))
-		return nil, nil, fmt.Errorf("expected Welcome, got %v", m.Type())
+		return nil, nil, hubBrokeProtocol(fmt.Errorf("expected Welcome, got %v", m.Type()))
 	}
 }
 
@@ -364,13 +392,13 @@ func (c *Client) receive(st *stream, welcome *wire.Welcome) error {
 			c.log.Warn("the hub's revision went back: was it restored from a backup? resyncing from the inventory", "hub_revision", welcome.HubRevision, "last_revision", last)
 			if err := c.cfg.Store.Rewind(); err != nil {
 				st.fail(wire.CodeInternal, "checkpoint write failed")
-				return fmt.Errorf("rewind checkpoint: %w", err)
+				return nodeFailure(fmt.Errorf("rewind checkpoint: %w", err))
 			}
 		}
 		inv, err := c.cfg.Store.Inventory()
 		if err != nil {
 			st.fail(wire.CodeInternal, "read inventory")
-			return fmt.Errorf("read inventory: %w", err)
+			return nodeFailure(fmt.Errorf("read inventory: %w", err))
 		}
 		for {
 			n := min(len(inv), inventoryChunk)
@@ -404,7 +432,7 @@ func (c *Client) receive(st *stream, welcome *wire.Welcome) error {
 			}
 			if err := c.cfg.Store.ApplyBatch(m.Changes, rev); err != nil {
 				st.fail(wire.CodeInternal, "checkpoint write failed")
-				return fmt.Errorf("apply batch: %w", err)
+				return nodeFailure(fmt.Errorf("apply batch: %w", err))
 			}
 			c.stats.BatchesApplied.Add(1)
 			if c.cfg.Applied != nil && len(m.Changes) > 0 {
@@ -423,7 +451,7 @@ func (c *Client) receive(st *stream, welcome *wire.Welcome) error {
 			return m
 		default:
 			st.fail(wire.CodeBadRequest, fmt.Sprintf("unexpected %v on the session stream", m.Type()))
-			return fmt.Errorf("unexpected %v on the session stream", m.Type())
+			return hubBrokeProtocol(fmt.Errorf("unexpected %v on the session stream", m.Type()))
 		}
 	}
 }
@@ -442,7 +470,7 @@ func (c *Client) statusLoop(ctx context.Context, conn *quic.Conn) error {
 	for {
 		items, err := c.cfg.Outbox.Pending(c.cfg.StatusBatch)
 		if err != nil {
-			return fmt.Errorf("read outbox: %w", err)
+			return nodeFailure(fmt.Errorf("read outbox: %w", err))
 		}
 		if len(items) == 0 {
 			select {
@@ -471,7 +499,7 @@ func (c *Client) statusLoop(ctx context.Context, conn *quic.Conn) error {
 			if e, isErr := m.(*wire.Error); isErr {
 				return e
 			}
-			return fmt.Errorf("expected StatusAck, got %v", m.Type())
+			return hubBrokeProtocol(fmt.Errorf("expected StatusAck, got %v", m.Type()))
 		}
 		seqs := make([]uint64, 0, len(ack.Results))
 		for _, r := range ack.Results {
@@ -482,7 +510,7 @@ func (c *Client) statusLoop(ctx context.Context, conn *quic.Conn) error {
 			}
 		}
 		if err := c.cfg.Outbox.Ack(seqs...); err != nil {
-			return fmt.Errorf("ack outbox: %w", err)
+			return nodeFailure(fmt.Errorf("ack outbox: %w", err))
 		}
 		c.stats.StatusSent.Add(int64(len(seqs)))
 		if len(ack.Results) < len(items) {

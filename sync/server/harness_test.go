@@ -255,13 +255,14 @@ func (p *fakePresence) state() ([]string, map[string]bool) {
 // checkpoint's rules (a revision never moves back; outbox entries of one
 // kind and key coalesce).
 type memStore struct {
-	mu      sync.Mutex
-	rev     int64
-	objs    map[wire.Key]wire.Change
-	batches [][]wire.Change // the changes of every ApplyBatch, in order
-	outbox  []wire.StatusItem
-	seq     uint64
-	acked   []uint64
+	mu       sync.Mutex
+	applyErr error // if set, what ApplyBatch fails with
+	rev      int64
+	objs     map[wire.Key]wire.Change
+	batches  [][]wire.Change // the changes of every ApplyBatch, in order
+	outbox   []wire.StatusItem
+	seq      uint64
+	acked    []uint64
 }
 
 var (
@@ -291,6 +292,9 @@ func (s *memStore) Inventory() ([]wire.InventoryEntry, error) {
 func (s *memStore) ApplyBatch(changes []wire.Change, revision int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.applyErr != nil {
+		return s.applyErr
+	}
 	if revision < s.rev {
 		return fmt.Errorf("apply batch at %d: before the last revision %d", revision, s.rev)
 	}
@@ -477,6 +481,7 @@ type hub struct {
 	auth     *fakeAuthority
 	sink     *fakeSink
 	presence *fakePresence
+	logs     *logCapture
 	cfg      server.Config
 	addr     string
 	caHash   string
@@ -523,7 +528,8 @@ func startHub(t *testing.T, opts hubOptions) *hub {
 	cfg.SessionTicketKeys = [][32]byte{ticket}
 	cfg.StatelessResetKey = &reset
 	cfg.Views, cfg.Authority, cfg.Sink, cfg.Presence = x, h.auth, h.sink, h.presence
-	cfg.Logger = testlog.New(t, slog.LevelDebug).With("side", "hub")
+	h.logs = &logCapture{Handler: testlog.New(t, slog.LevelDebug).Handler(), seen: new(logLines)}
+	cfg.Logger = slog.New(h.logs).With("side", "hub")
 	cfg.IdleTimeout, cfg.KeepAlive = idleTimeout, keepAlive
 	h.cfg = cfg
 	h.start("127.0.0.1:0")
@@ -730,4 +736,45 @@ func (s *memStore) Rewind() error {
 	defer s.mu.Unlock()
 	s.rev = 0
 	return nil
+}
+
+// logCapture passes records on and keeps each as its message and its
+// "err" attribute.
+type logCapture struct {
+	slog.Handler
+	seen *logLines
+}
+
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (h *logCapture) Handle(ctx context.Context, r slog.Record) error {
+	line := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "err" {
+			line += ": " + a.Value.String()
+		}
+		return true
+	})
+	h.seen.mu.Lock()
+	h.seen.lines = append(h.seen.lines, line)
+	h.seen.mu.Unlock()
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *logCapture) WithAttrs(as []slog.Attr) slog.Handler {
+	return &logCapture{Handler: h.Handler.WithAttrs(as), seen: h.seen}
+}
+
+func (h *logCapture) WithGroup(g string) slog.Handler {
+	return &logCapture{Handler: h.Handler.WithGroup(g), seen: h.seen}
+}
+
+// has reports whether a line logged so far contains s.
+func (h *logCapture) has(s string) bool {
+	h.seen.mu.Lock()
+	defer h.seen.mu.Unlock()
+	return slices.ContainsFunc(h.seen.lines, func(l string) bool { return strings.Contains(l, s) })
 }

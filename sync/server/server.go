@@ -235,13 +235,11 @@ func (s *Server) closeAll(why string) {
 	}
 }
 
-// Application error codes on connections and streams.
+// Application error codes of the hub's closes.
 const (
-	appErrNone     quic.ApplicationErrorCode = 0
-	appErrProtocol quic.ApplicationErrorCode = 1
-	appErrReplaced quic.ApplicationErrorCode = 2
-	appErrShutdown quic.ApplicationErrorCode = 3
-	appErrAuth     quic.ApplicationErrorCode = 4
+	appErrReplaced = quic.ApplicationErrorCode(wire.CloseReplaced)
+	appErrShutdown = quic.ApplicationErrorCode(wire.CloseShutdown)
+	appErrAuth     = quic.ApplicationErrorCode(wire.CloseAuth)
 )
 
 // nodeConn is the connection of an authenticated node.
@@ -346,9 +344,25 @@ func (s *Server) serveConn(ctx context.Context, conn *quic.Conn) {
 	for {
 		st, err := conn.AcceptStream(ctx)
 		if err != nil {
+			logNodeClose(log, context.Cause(conn.Context()))
 			return // the connection ended
 		}
 		wg.Go(func() { s.serveStream(conn.Context(), log, node, st) })
+	}
+}
+
+// logNodeClose tells the operator why a node closed its connection, when
+// the node said it was for a failure of its own or of the hub's.
+func logNodeClose(log *slog.Logger, err error) {
+	var ae *quic.ApplicationError
+	if !errors.As(err, &ae) || !ae.Remote {
+		return
+	}
+	switch wire.CloseCode(ae.ErrorCode) {
+	case wire.CloseNodeError:
+		log.Warn("node ended its connection on a failure of its own", "err", ae.ErrorMessage)
+	case wire.CloseProtocol:
+		log.Warn("node ended its connection: the hub broke the protocol", "err", ae.ErrorMessage)
 	}
 }
 

@@ -296,6 +296,18 @@ func TestSession(t *testing.T) {
 	}
 }
 
+// TestNodeFailureReported: a node whose checkpoint refuses a write ends
+// its session, and the hub hears why and logs it for its operator.
+func TestNodeFailureReported(t *testing.T) {
+	h := startHub(t, defaultHubOptions())
+	st := newMemStore()
+	st.applyErr = errors.New("write checkpoint: no space left on device")
+	runClient(t, h.clientConfig("edge-1", h.ca.nodeCert(t, "edge-1", time.Hour), st))
+	wait.For(t, waitLong, "the hub logs the node's failure", func() (bool, string) {
+		return h.logs.has("node ended its connection on a failure of its own: apply batch: write checkpoint: no space left on device"), "not logged yet"
+	})
+}
+
 // TestStatusOutbox: what the hub takes or refuses leaves the outbox; what
 // it cannot take now stays and comes again.
 func TestStatusOutbox(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // samples has one message of each type with every field set.
@@ -267,4 +268,19 @@ func normalize(m Message) Message {
 		}
 	}
 	return m
+}
+
+func TestCloseReason(t *testing.T) {
+	long := strings.Repeat("é", MaxCloseReason) // two bytes each
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"disk full", "disk full"},
+		{strings.Repeat("a", MaxCloseReason+10), strings.Repeat("a", MaxCloseReason)},
+		{long, strings.Repeat("é", MaxCloseReason/2)},
+		{"a" + long, "a" + strings.Repeat("é", (MaxCloseReason-1)/2)},
+	} {
+		if got := CloseReason(tc.in); got != tc.want || !utf8.ValidString(got) {
+			t.Errorf("CloseReason(%d bytes) = %d bytes, want %d", len(tc.in), len(got), len(tc.want))
+		}
+	}
 }
