@@ -131,6 +131,8 @@ type Agent struct {
 	// badManifests holds why each manifest that could not be used was
 	// not, as last logged; the loop's own.
 	badManifests map[string]string
+	// events holds the recent event series, to count repeats on.
+	events eventLog
 
 	clientMu sync.Mutex
 }

@@ -89,7 +89,7 @@ func (z *Authorizer) Authorize(ctx context.Context, u User, a Attributes) (Decis
 //   - update and patch the status of pods bound to it, and delete them;
 //   - get, create, update, patch and delete its Lease (its own name, in
 //     kube-node-lease, coordination.k8s.io);
-//   - create and patch events (core and events.k8s.io);
+//   - create, patch and update events (core and events.k8s.io);
 //   - read discovery, health, version and OpenAPI, as any user may.
 //
 // Anything else is denied.
@@ -228,7 +228,7 @@ func decideNode(node string, a Attributes) (Decision, check) {
 			return allow, checkNone
 		}
 	case nodeEvents[gr]:
-		if (a.Verb == "create" || a.Verb == "patch") && a.Subresource == "" {
+		if (a.Verb == "create" || a.Verb == "patch" || a.Verb == "update") && a.Subresource == "" {
 			return allow, checkNone
 		}
 	}

@@ -227,6 +227,7 @@ func TestDecide(t *testing.T) {
 		// Events.
 		{user: nodeA, req: req("POST /api/v1/namespaces/default/events"), allowed: true},
 		{user: nodeA, req: req("PATCH /api/v1/namespaces/default/events/web-a.1"), allowed: true},
+		{user: nodeA, req: req("PUT /api/v1/namespaces/default/events/web-a.1"), allowed: true},
 		{user: nodeA, req: req("POST /apis/events.k8s.io/v1/namespaces/default/events"), allowed: true},
 		{user: nodeA, req: req("GET /api/v1/namespaces/default/events"), reason: "-"},
 		{user: nodeA, req: req("DELETE /api/v1/namespaces/default/events/web-a.1"), reason: "-"},

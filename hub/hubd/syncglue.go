@@ -2,6 +2,7 @@ package hubd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -190,10 +192,21 @@ func (g *syncGlue) ApplyStatus(ctx context.Context, node string, it wire.StatusI
 		if err := g.decode(it.Object, &ev); err != nil {
 			return err
 		}
+		if ev.Namespace != it.Key.Namespace || ev.Name != it.Key.Name {
+			return &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("event %s/%s sent as %v", ev.Namespace, ev.Name, it.Key)}
+		}
 		ev.ResourceVersion = ""
-		_, err := g.api.CoreV1().Events(ev.Namespace).Create(ctx, &ev, metav1.CreateOptions{})
+		events := g.api.CoreV1().Events(ev.Namespace)
+		_, err := events.Create(ctx, &ev, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			err = nil // a resent event
+			// A resent event, or a repeat the node counted on it, as
+			// kubelet's event correlator does: the count and last time
+			// are the repeat's. Repeats come in the order they happened.
+			err = nil
+			if ev.Count > 1 {
+				patch, _ := json.Marshal(map[string]any{"count": ev.Count, "lastTimestamp": ev.LastTimestamp})
+				_, err = events.Patch(ctx, ev.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+			}
 		}
 		return wireError(err)
 	case wire.KindPodTerminated:

@@ -19,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -492,6 +493,53 @@ func TestStaleStatusReport(t *testing.T) {
 	}
 }
 
+// TestEventRepeats: a repeat of an event the node counted on the first
+// reaches the hub as that event's count and last time; a resend changes
+// nothing.
+func TestEventRepeats(t *testing.T) {
+	ctx := context.Background()
+	h := startHub(t, t.TempDir())
+	cfg := agentConfig(t, h, "edge-a", h.token(t, "", time.Hour), fake.New(fake.Config{}))
+	a, stop := runAgent(t, cfg)
+	wait.For(t, 20*time.Second, "edge-a connected", func() (bool, string) { return a.Connected(), "" })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	conn := dialAs(ctx, t, h, cfg.DataDir)
+	first := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
+	ev := &corev1.Event{
+		TypeMeta:       metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
+		ObjectMeta:     metav1.ObjectMeta{Name: "web.1", Namespace: "default"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web", UID: "u"},
+		Reason:         "BackOff", Message: "Back-off restarting failed container", Type: corev1.EventTypeWarning,
+		Source:         corev1.EventSource{Component: "kubelet", Host: "edge-a"},
+		FirstTimestamp: first, LastTimestamp: first, Count: 1,
+	}
+	send := func(count int32, last metav1.Time) {
+		t.Helper()
+		e := ev.DeepCopy()
+		e.Count, e.LastTimestamp = count, last
+		res := push(ctx, t, conn, wire.StatusItem{Kind: wire.KindEvent, Key: wire.Key{Resource: wire.ResourceEvents, Namespace: "default", Name: "web.1"}, Object: encode(t, e)})
+		if res.Code != wire.CodeOK {
+			t.Fatalf("event x%d = %#v, want CodeOK", count, res)
+		}
+	}
+	check := func(wantCount int32, wantLast metav1.Time) {
+		t.Helper()
+		got, err := h.client.CoreV1().Events("default").Get(ctx, "web.1", metav1.GetOptions{})
+		if err != nil || got.Count != wantCount || !got.LastTimestamp.Equal(&wantLast) || !got.FirstTimestamp.Equal(&first) {
+			t.Fatalf("event on the hub = %v, %+v; want x%d, last %v, first %v", err, got, wantCount, wantLast, first)
+		}
+	}
+	send(1, first)
+	check(1, first)
+	later := metav1.NewTime(first.Add(30 * time.Second))
+	send(3, later)
+	check(3, later)
+	send(1, first) // a resend of the first
+	check(3, later)
+}
+
 // dialAs connects to the hub's sync endpoint with the certificate of the
 // node whose data dir is dir; the connection is closed when the test ends.
 func dialAs(ctx context.Context, t *testing.T, h *hub, dir string) *quic.Conn {
@@ -517,15 +565,22 @@ func dialAs(ctx context.Context, t *testing.T, h *hub, dir string) *quic.Conn {
 // its own and returns the hub's result.
 func pushStatus(ctx context.Context, t *testing.T, conn *quic.Conn, name string, p *corev1.Pod) wire.StatusResult {
 	t.Helper()
+	p = p.DeepCopy()
+	p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	return push(ctx, t, conn, wire.StatusItem{Kind: wire.KindPodStatus, Key: wire.Key{Resource: wire.ResourcePods, Namespace: "default", Name: name}, Object: encode(t, p)})
+}
+
+// push sends one outbox item on a stream of its own and returns the hub's
+// result.
+func push(ctx context.Context, t *testing.T, conn *quic.Conn, item wire.StatusItem) wire.StatusResult {
+	t.Helper()
 	qs, err := conn.OpenStreamSync(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer qs.Close()
-	p = p.DeepCopy()
-	p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	item.Seq = 1
 	w, r := wire.NewWriter(qs), wire.NewReader(qs, 0)
-	item := wire.StatusItem{Seq: 1, Kind: wire.KindPodStatus, Key: wire.Key{Resource: wire.ResourcePods, Namespace: "default", Name: name}, Object: encodePod(t, p)}
 	if err := w.Write(&wire.StatusPush{Items: []wire.StatusItem{item}}); err != nil {
 		t.Fatal(err)
 	}
@@ -540,11 +595,11 @@ func pushStatus(ctx context.Context, t *testing.T, conn *quic.Conn, name string,
 	return ack.Results[0]
 }
 
-// encodePod encodes a pod as Kubernetes protobuf, as agents send it.
-func encodePod(t *testing.T, p *corev1.Pod) []byte {
+// encode encodes an object as Kubernetes protobuf, as agents send it.
+func encode(t *testing.T, obj runtime.Object) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(p, &buf); err != nil {
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(obj, &buf); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
