@@ -41,6 +41,7 @@ Once the API server is up it prints an export line for KUBECONFIG on stdout.`,
 	f.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "comma-separated etcd client URLs, with --store etcd")
 	f.StringVar(&cfg.SyncAddr, "sync-addr", "127.0.0.1:7443", "host:port (UDP) of the QUIC endpoint edge nodes join and sync through; empty for none")
 	f.DurationVar(&cfg.NodeCertLifetime, "node-cert-lifetime", cfg.NodeCertLifetime, "lifetime of the node certificates the hub signs")
+	f.DurationVar(&cfg.EventTTL, "event-ttl", cfg.EventTTL, "how long events are kept after their last update, as kube-apiserver's --event-ttl")
 	f.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS name or IP address for the API server's certificate (repeatable)")
 	cmd.MarkFlagRequired("data-dir")
 	return cmd

@@ -23,6 +23,7 @@ func TestConfigValidate(t *testing.T) {
 		{"endpoints without etcd", func(c *Config) { c.EtcdEndpoints = []string{"http://127.0.0.1:2379"} }, false},
 		{"bad san", func(c *Config) { c.TLSSANs = []string{"not a name"} }, false},
 		{"no logger", func(c *Config) { c.Logger = nil }, false},
+		{"no event TTL", func(c *Config) { c.EventTTL = 0 }, false},
 	} {
 		c := DefaultConfig("/var/lib/outpost")
 		tc.mutate(&c)

@@ -65,6 +65,9 @@ type Config struct {
 	// NodeCertLifetime is the life of the node certificates the hub signs;
 	// nodes renew them once two thirds have passed.
 	NodeCertLifetime time.Duration
+	// EventTTL is how long an event is kept after its last write, as
+	// kube-apiserver's --event-ttl.
+	EventTTL time.Duration
 	// Logger receives the hub's logs; non-nil.
 	Logger *slog.Logger
 }
@@ -79,6 +82,7 @@ func DefaultConfig(dataDir string) Config {
 		// No sync endpoint unless asked: `outpost hub` asks for
 		// 127.0.0.1:7443.
 		NodeCertLifetime: 365 * 24 * time.Hour, // a year, as kubelet's
+		EventTTL:         time.Hour,            // kube-apiserver's default
 	}
 }
 
@@ -116,6 +120,9 @@ func (c Config) Validate() error {
 		if _, port, err := net.SplitHostPort(c.SyncAddr); err != nil || port == "" {
 			return fmt.Errorf("sync address %q: want host:port, such as 127.0.0.1:7443", c.SyncAddr)
 		}
+	}
+	if c.EventTTL <= 0 {
+		return fmt.Errorf("event TTL %v is not positive", c.EventTTL)
 	}
 	if c.NodeCertLifetime < time.Hour {
 		return fmt.Errorf("node certificate lifetime %v is under an hour", c.NodeCertLifetime)
@@ -227,6 +234,13 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		compactLoop(compactCtx, st, compactInterval, log)
 	}()
 	defer func() { stopCompact(); <-compactDone }()
+	expiry := &eventExpiry{st: st, ttl: h.cfg.EventTTL, log: log}
+	expiryDone := make(chan struct{})
+	go func() {
+		defer close(expiryDone)
+		expiry.run(compactCtx, min(eventSweepEvery, h.cfg.EventTTL), time.Now)
+	}()
+	defer func() { stopCompact(); <-expiryDone }()
 
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", h.cfg.APIAddr)
