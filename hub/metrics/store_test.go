@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/hub/store/badgerstore"
+
+	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
 func openStore(t *testing.T, m *Metrics) store.Store {
@@ -107,11 +110,15 @@ func TestInstrumentStore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The gauge is lowered before the channel closes.
+	// The gauge is lowered once the watch's context ends, by a goroutine
+	// of its own: as soon as the channel closes, or a moment after.
 	stopWatch()
 	drain(t, events)
+	wait.For(t, 10*time.Second, "the watchers gauge back to 0", func() (bool, string) {
+		v, ok := scrape(t, m).value("outpost_store_watchers", "")
+		return ok && v == 0, fmt.Sprintf("%v (present %v)", v, ok)
+	})
 	fams := scrape(t, m)
-	fams.expect(t, "outpost_store_watchers", "", 0)
 
 	// A watch that fails to start is never counted.
 	if _, err := s.Watch(ctx, "/pods/", 1); !errors.Is(err, store.ErrCompacted) {
