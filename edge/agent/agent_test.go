@@ -124,24 +124,11 @@ func run(t *testing.T, ta testAgent) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	stopped := false
+	bg := wait.Start(t, waitLong, "agent Run", a.Run)
 	stop = func() {
 		t.Helper()
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run = %v, want nil after its context ended", err)
-			}
-		case <-time.After(waitLong):
-			t.Fatalf("Run did not return within %v of its context's end", waitLong)
+		if err := bg.Stop(); err != nil {
+			t.Errorf("Run = %v, want nil after its context ended", err)
 		}
 	}
 	t.Cleanup(stop)

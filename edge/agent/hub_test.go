@@ -142,17 +142,9 @@ func startHub(t *testing.T) *testHub {
 		t.Fatal(err)
 	}
 	h.addr = pc.LocalAddr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, pc) }()
-	stopped := false
+	bg := wait.Start(t, waitLong, "hub Serve", func(ctx context.Context) error { return srv.Serve(ctx, pc) })
 	h.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
+		if err := bg.Stop(); err != nil {
 			t.Errorf("Serve = %v", err)
 		}
 	}
@@ -175,25 +167,17 @@ func TestJoinLoseHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
+	bg := wait.Start(t, waitLong, "agent Run", a.Run)
 	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run = %v, want nil after its context ended", err)
-			}
-		case <-time.After(waitLong):
-			t.Errorf("Run did not return within %v of its context's end", waitLong)
+		if err := bg.Stop(); err != nil {
+			t.Errorf("Run = %v, want nil after its context ended", err)
 		}
 	}()
 
 	wait.For(t, waitLong, "joined and connected", func() (bool, string) {
 		select {
-		case err := <-done:
-			done <- err // for the deferred stop
+		case <-bg.Done():
+			err := bg.Err()
 			if errors.Is(err, agent.ErrJoinRefused) {
 				t.Fatalf("Run = %v: the hub could not admit the node then, it did not refuse it", err)
 			}

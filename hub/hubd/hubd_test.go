@@ -2,7 +2,6 @@ package hubd
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -20,6 +19,8 @@ import (
 	"github.com/outpost-mesh/outpost/hub/pki"
 	"github.com/outpost-mesh/outpost/hub/store/etcdstore/etcdtest"
 	"github.com/outpost-mesh/outpost/internal/testlog"
+
+	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
 // startHub runs a hub on a free loopback port until the test ends and
@@ -36,32 +37,18 @@ func startHub(t *testing.T, dataDir string, opts ...func(*Config)) (h *Hub, stop
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
-	stopped := false
+	bg := wait.Start(t, 30*time.Second, "hub Run", h.Run)
 	stop = func() {
 		t.Helper()
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run returned %v after cancel, want nil", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("Run did not return within 30s of cancel")
+		if err := bg.Stop(); err != nil {
+			t.Errorf("Run returned %v after cancel, want nil", err)
 		}
 	}
 	t.Cleanup(stop)
 	select {
 	case <-h.Ready():
-	case err := <-done:
-		stopped = true
-		t.Fatalf("Run returned before ready: %v", err)
+	case <-bg.Done():
+		t.Fatalf("Run returned before ready: %v", bg.Err())
 	case <-time.After(60 * time.Second):
 		t.Fatalf("hub not ready within 60s")
 	}

@@ -1,6 +1,8 @@
 package wait
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -39,4 +41,41 @@ func (f *fatalT) Helper() {}
 func (f *fatalT) Fatalf(format string, args ...any) {
 	f.msg = fmt.Sprintf(format, args...)
 	runtime.Goexit()
+}
+
+func TestBackground(t *testing.T) {
+	b := Start(t, time.Second, "run", func(ctx context.Context) error {
+		<-ctx.Done()
+		return errors.New("stopped")
+	})
+	select {
+	case <-b.Done():
+		t.Fatal("Done before Stop")
+	default:
+	}
+	for range 2 {
+		if err := b.Stop(); err == nil || err.Error() != "stopped" {
+			t.Errorf("Stop() = %v, want what run returned", err)
+		}
+	}
+	if err := b.Err(); err == nil {
+		t.Errorf("Err() = nil after Stop, want what run returned")
+	}
+
+	ft := &fatalT{TB: t}
+	stuck := make(chan struct{})
+	defer close(stuck)
+	hung := Start(t, 20*time.Millisecond, "hung run", func(context.Context) error { <-stuck; return nil })
+	hung.t = ft
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hung.Stop()
+	}()
+	<-done
+	if !strings.Contains(ft.msg, "hung run did not return within 20ms") {
+		t.Errorf("Stop of a run that does not return failed with %q", ft.msg)
+	}
+	hung.t = t
+	hung.timeout = time.Minute // for the cleanup, once stuck is closed
 }

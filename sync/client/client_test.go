@@ -201,18 +201,10 @@ func run(t *testing.T, cfg client.Config) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
+	bg := wait.Start(t, waitLong, "client Run", c.Run)
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run = %v after its context ended, want nil", err)
-			}
-		case <-time.After(waitLong):
-			t.Errorf("Run did not return within %v of its context's end", waitLong)
+		if err := bg.Stop(); err != nil {
+			t.Errorf("Run = %v after its context ended, want nil", err)
 		}
 	})
 	return c

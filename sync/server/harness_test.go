@@ -486,10 +486,9 @@ type hub struct {
 	addr     string
 	caHash   string
 
-	srv    *server.Server
-	pc     *flakyConn
-	cancel context.CancelFunc
-	done   chan error
+	srv   *server.Server
+	pc    *flakyConn
+	serve *wait.Background // nil while stopped
 }
 
 // hubOptions change the defaults of startHub.
@@ -551,28 +550,20 @@ func (h *hub) start(addr string) {
 		return err == nil, fmt.Sprint(err)
 	})
 	h.srv, h.pc, h.addr = srv, &flakyConn{PacketConn: pc}, pc.LocalAddr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel, h.done = cancel, make(chan error, 1)
-	go func() { h.done <- srv.Serve(ctx, h.pc) }()
+	h.serve = wait.Start(h.t, waitLong, "Serve", func(ctx context.Context) error { return srv.Serve(ctx, h.pc) })
 }
 
 // stop stops the server and waits for Serve to return; it may be called
 // more than once.
 func (h *hub) stop() {
 	h.t.Helper()
-	if h.cancel == nil {
+	if h.serve == nil {
 		return
 	}
-	h.cancel()
-	select {
-	case err := <-h.done:
-		if err != nil {
-			h.t.Errorf("Serve = %v", err)
-		}
-	case <-time.After(waitLong):
-		h.t.Fatalf("Serve did not return within %v of its context's end", waitLong)
+	if err := h.serve.Stop(); err != nil {
+		h.t.Errorf("Serve = %v", err)
 	}
-	h.cancel = nil
+	h.serve = nil
 }
 
 // crash makes the hub vanish without a word to its peers, as a power cut
@@ -631,24 +622,11 @@ func runClient(t *testing.T, cfg client.Config) (*client.Client, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	stopped := false
+	bg := wait.Start(t, waitLong, "client Run", c.Run)
 	stop := func() {
 		t.Helper()
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("client Run = %v, want nil after its context ended", err)
-			}
-		case <-time.After(waitLong):
-			t.Fatalf("client Run did not return within %v of its context's end", waitLong)
+		if err := bg.Stop(); err != nil {
+			t.Errorf("client Run = %v, want nil after its context ended", err)
 		}
 	}
 	t.Cleanup(stop)

@@ -115,21 +115,7 @@ func runAgent(t *testing.T, cfg agent.Config) (a *agent.Agent, stop func() error
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	stopped := false
-	var result error
-	stop = func() error {
-		if !stopped {
-			stopped = true
-			cancel()
-			result = <-done
-		}
-		return result
-	}
-	t.Cleanup(func() { stop() })
-	return a, stop
+	return a, wait.Start(t, time.Minute, "agent Run", a.Run).Stop
 }
 
 func agentConfig(t *testing.T, h *hub, node, token string, rt *fake.Runtime) agent.Config {
