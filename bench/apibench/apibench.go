@@ -141,7 +141,7 @@ type Result struct {
 // durable in the hub's store.
 type CreateResult struct {
 	// Created counts successful Creates, Failed the others; Errors holds
-	// their distinct messages, at most maxErrors of them.
+	// their distinct messages, at most report.MaxErrors of them.
 	Created int      `json:"created"`
 	Failed  int      `json:"failed"`
 	Errors  []string `json:"errors,omitempty"`
@@ -183,7 +183,7 @@ type WatchResult struct {
 	DrainSeconds float64 `json:"drain_seconds"`
 	// Restarts counts watches that ended early and were resumed from the
 	// last resourceVersion seen; Errors holds the distinct reasons, at most
-	// maxErrors of them.
+	// report.MaxErrors of them.
 	Restarts int      `json:"restarts"`
 	Errors   []string `json:"errors,omitempty"`
 }
@@ -211,6 +211,3 @@ type HubResult struct {
 	// error, or "killed after ..." when it had to be killed.
 	Exit string `json:"exit"`
 }
-
-// maxErrors bounds the distinct error messages a result keeps.
-const maxErrors = 10

@@ -68,7 +68,7 @@ func createPods(ctx context.Context, c *client, cfg Config, clk clock, sent send
 		mu      sync.Mutex // guards the fields below
 		lat     = make([]time.Duration, 0, cfg.Pods)
 		failed  int
-		errs    errorSet
+		errs    report.ErrorSet
 		wg      sync.WaitGroup
 		started = clk.now()
 	)
@@ -76,7 +76,7 @@ func createPods(ctx context.Context, c *client, cfg Config, clk clock, sent send
 		wg.Go(func() {
 			mine := make([]time.Duration, 0, cfg.Pods/cfg.Workers+1)
 			var bad int
-			var myErrs errorSet
+			var myErrs report.ErrorSet
 			for ctx.Err() == nil {
 				i := int(next.Add(1) - 1)
 				if i >= cfg.Pods {
@@ -89,7 +89,7 @@ func createPods(ctx context.Context, c *client, cfg Config, clk clock, sent send
 				d := clk.now() - t
 				if err != nil {
 					bad++
-					myErrs.add(err.Error())
+					myErrs.Add(err.Error())
 					continue
 				}
 				mine = append(mine, d)
@@ -98,7 +98,7 @@ func createPods(ctx context.Context, c *client, cfg Config, clk clock, sent send
 			defer mu.Unlock()
 			lat = append(lat, mine...)
 			failed += bad
-			errs.merge(myErrs)
+			errs.Merge(myErrs)
 		})
 	}
 	wg.Wait()
@@ -106,7 +106,7 @@ func createPods(ctx context.Context, c *client, cfg Config, clk clock, sent send
 	r := CreateResult{
 		Created: len(lat),
 		Failed:  failed,
-		Errors:  errs.list(),
+		Errors:  errs.List(),
 		Seconds: secs,
 		Latency: report.Summarize(lat),
 	}
@@ -114,41 +114,4 @@ func createPods(ctx context.Context, c *client, cfg Config, clk clock, sent send
 		r.PerSec = float64(r.Created) / secs
 	}
 	return r
-}
-
-// errorSet keeps up to maxErrors distinct messages; the zero value is
-// empty. It is not safe for concurrent use.
-type errorSet struct {
-	msgs    []string
-	dropped int
-}
-
-func (s *errorSet) add(msg string) {
-	for _, m := range s.msgs {
-		if m == msg {
-			return
-		}
-	}
-	if len(s.msgs) == maxErrors {
-		s.dropped++
-		return
-	}
-	s.msgs = append(s.msgs, msg)
-}
-
-func (s *errorSet) merge(o errorSet) {
-	for _, m := range o.msgs {
-		s.add(m)
-	}
-	s.dropped += o.dropped
-}
-
-// list returns the messages, with a last line counting those dropped, or
-// nil.
-func (s *errorSet) list() []string {
-	out := append([]string(nil), s.msgs...)
-	if s.dropped > 0 {
-		out = append(out, fmt.Sprintf("(%d more errors, not all distinct)", s.dropped))
-	}
-	return out
 }

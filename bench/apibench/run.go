@@ -270,7 +270,7 @@ func waitDelivered(ctx context.Context, ws []*watcher, want int64, timeout time.
 func (r *WatchResult) summarize(ws []*watcher) {
 	var (
 		lat  []time.Duration
-		errs errorSet
+		errs report.ErrorSet
 	)
 	for _, w := range ws {
 		r.Delivered += int(w.delivered.Load())
@@ -278,11 +278,11 @@ func (r *WatchResult) summarize(ws []*watcher) {
 		r.Foreign += w.foreign
 		r.Restarts += w.restarts
 		lat = append(lat, w.latency...)
-		errs.merge(w.errs)
+		errs.Merge(w.errs)
 	}
 	r.Missing = max(r.Expected-r.Delivered, 0)
 	r.Latency = report.Summarize(lat)
-	r.Errors = errs.list()
+	r.Errors = errs.List()
 }
 
 // listPods lists the namespace's pods, in pages of limit unless it is 0,

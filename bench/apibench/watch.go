@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
+
+	"github.com/outpost-mesh/outpost/bench/report"
 )
 
 // watcher is one watch on the namespace's pods that records, for each pod
@@ -34,7 +36,7 @@ type watcher struct {
 	foreign    int
 	latency    []time.Duration
 	restarts   int
-	errs       errorSet
+	errs       report.ErrorSet
 }
 
 // startWatch opens a watch from resourceVersion rv and returns a watcher
@@ -99,7 +101,7 @@ func (w *watcher) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			w.errs.add(err.Error())
+			w.errs.Add(err.Error())
 			t := time.NewTimer(restartDelay)
 			select {
 			case <-ctx.Done():
@@ -120,7 +122,7 @@ func (w *watcher) consume(ctx context.Context, wi watch.Interface) {
 				return // client-go's report of the cancellation
 			}
 			err := apierrors.FromObject(ev.Object)
-			w.errs.add("watch: " + err.Error())
+			w.errs.Add("watch: " + err.Error())
 			if !progressed && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
 				// Not even one event from rv on: it is too old to resume
 				// from. Start from the current state instead.

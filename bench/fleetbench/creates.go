@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/outpost-mesh/outpost/bench/report"
 )
 
 // podName returns the name of pod j of node i.
@@ -56,7 +58,7 @@ func newPod(namespace, name, node string) *corev1.Pod {
 // createResult is the outcome of createPods.
 type createResult struct {
 	created, failed int
-	errs            errorSet
+	errs            report.ErrorSet
 	latency         []time.Duration
 	seconds         float64
 }
@@ -90,7 +92,7 @@ func createPods(ctx context.Context, c *client, cfg Config, pods *slots, from, t
 				d := done - t
 				if err != nil {
 					mine.failed++
-					mine.errs.add(err.Error())
+					mine.errs.Add(err.Error())
 					continue
 				}
 				pods.ret(k, done)
@@ -101,48 +103,11 @@ func createPods(ctx context.Context, c *client, cfg Config, pods *slots, from, t
 			defer mu.Unlock()
 			r.created += mine.created
 			r.failed += mine.failed
-			r.errs.merge(mine.errs)
+			r.errs.Merge(mine.errs)
 			r.latency = append(r.latency, mine.latency...)
 		})
 	}
 	wg.Wait()
 	r.seconds = (clk.now() - started).Seconds()
 	return r
-}
-
-// errorSet keeps up to maxErrors distinct messages; the zero value is
-// empty. It is not safe for concurrent use.
-type errorSet struct {
-	msgs    []string
-	dropped int
-}
-
-func (s *errorSet) add(msg string) {
-	for _, m := range s.msgs {
-		if m == msg {
-			return
-		}
-	}
-	if len(s.msgs) == maxErrors {
-		s.dropped++
-		return
-	}
-	s.msgs = append(s.msgs, msg)
-}
-
-func (s *errorSet) merge(o errorSet) {
-	for _, m := range o.msgs {
-		s.add(m)
-	}
-	s.dropped += o.dropped
-}
-
-// list returns the messages, with a last line counting those dropped, or
-// nil.
-func (s *errorSet) list() []string {
-	out := append([]string(nil), s.msgs...)
-	if s.dropped > 0 {
-		out = append(out, fmt.Sprintf("(%d more, not all distinct)", s.dropped))
-	}
-	return out
 }

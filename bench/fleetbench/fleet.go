@@ -14,6 +14,8 @@ import (
 	"github.com/outpost-mesh/outpost/edge/agent"
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
+
+	"github.com/outpost-mesh/outpost/bench/report"
 )
 
 // fleet is the simulated nodes, each an edge agent on a fake runtime of
@@ -27,7 +29,7 @@ type fleet struct {
 	exited atomic.Int64 // agents whose Run returned
 
 	mu   sync.Mutex
-	errs errorSet // what agents' Run returned
+	errs report.ErrorSet // what agents' Run returned
 }
 
 // simNode is one simulated node.
@@ -104,7 +106,7 @@ func (f *fleet) start(ctx context.Context) {
 			f.exited.Add(1)
 			if err != nil {
 				f.mu.Lock()
-				f.errs.add(err.Error())
+				f.errs.Add(err.Error())
 				f.mu.Unlock()
 			}
 		})
@@ -125,7 +127,7 @@ func (f *fleet) stop() {
 func (f *fleet) errors() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.errs.list()
+	return f.errs.List()
 }
 
 // traffic returns the relays' counters summed, and the largest node's
@@ -212,7 +214,7 @@ type logCounter struct {
 	warnings atomic.Int64
 	mu       sync.Mutex
 	counts   map[string]int64 // by "LEVEL message"; agents log constant messages
-	s        errorSet
+	s        report.ErrorSet
 }
 
 func (l *logCounter) Enabled(_ context.Context, lvl slog.Level) bool { return lvl >= slog.LevelInfo }
@@ -240,7 +242,7 @@ func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
 		l.counts[key]++
 	}
 	if warn {
-		l.s.add(msg)
+		l.s.Add(msg)
 	}
 	return nil
 }
@@ -255,7 +257,7 @@ func (l *logCounter) WithGroup(string) slog.Handler      { return l }
 func (l *logCounter) samples() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.s.list()
+	return l.s.List()
 }
 
 // snapshot returns the counts by level and message. The caller owns the

@@ -378,6 +378,3 @@ type FleetResult struct {
 	// which it dropped: 0 unless something is wrong.
 	RelayTruncated int64 `json:"relay_truncated"`
 }
-
-// maxErrors bounds the distinct error messages a result keeps.
-const maxErrors = 10

@@ -283,7 +283,7 @@ func (r *runner) startPods(ctx context.Context) error {
 	createsDone := r.clk.now()
 	r.step.end()
 	p := &r.res.Pods
-	p.Created, p.Failed, p.Errors = cr.created, cr.failed, cr.errs.list()
+	p.Created, p.Failed, p.Errors = cr.created, cr.failed, cr.errs.List()
 	p.CreateSeconds = cr.seconds
 	if cr.seconds > 0 {
 		p.CreatesPerSec = float64(cr.created) / cr.seconds
@@ -455,7 +455,7 @@ func (r *runner) restart(ctx context.Context) error {
 	}()
 	cr := createPods(ctx, r.creator, r.cfg, r.pods, total, total+probes, r.clk)
 	rs.Probes = cr.created
-	rs.ProbeErrors = cr.errs.list()
+	rs.ProbeErrors = cr.errs.List()
 	waitFor(ctx, max(deadline-r.clk.now(), 0), 20*time.Millisecond, func() bool {
 		return r.pods.reachedIn(total, total+probes) >= cr.created
 	})

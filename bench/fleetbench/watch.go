@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/outpost-mesh/outpost/bench/report"
 )
 
 // clock measures time on the monotonic clock from a fixed base, so that
@@ -122,7 +124,7 @@ type watcher struct {
 
 	rv       string
 	restarts int
-	errs     errorSet
+	errs     report.ErrorSet
 }
 
 // retryDelay is the pause before listing or watching again after a
@@ -190,7 +192,7 @@ func (w *watcher) run(ctx context.Context, wi watch.Interface) {
 			if ctx.Err() != nil {
 				return
 			}
-			w.errs.add(err.Error())
+			w.errs.Add(err.Error())
 			t := time.NewTimer(retryDelay)
 			select {
 			case <-ctx.Done():
@@ -214,7 +216,7 @@ func (w *watcher) consume(ctx context.Context, wi watch.Interface) (gone bool) {
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				return true
 			}
-			w.errs.add("watch: " + err.Error())
+			w.errs.Add("watch: " + err.Error())
 			continue
 		}
 		if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
@@ -305,12 +307,12 @@ func (ws *watches) stop() {
 
 // summary returns the watches' restarts and errors; call it after stop.
 func (ws *watches) summary() (restarts int, errs []string) {
-	var all errorSet
+	var all report.ErrorSet
 	for _, w := range ws.ws {
 		restarts += w.restarts
-		all.merge(w.errs)
+		all.Merge(w.errs)
 	}
-	return restarts, all.list()
+	return restarts, all.List()
 }
 
 // nodeReady reports whether n has condition Ready=True.

@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,5 +90,23 @@ func TestWriteJSON(t *testing.T) {
 	var got map[string]int
 	if err := json.Unmarshal(b, &got); err != nil || got["a"] != 1 {
 		t.Errorf("WriteJSON wrote %q (%v)", b, err)
+	}
+}
+
+func TestErrorSet(t *testing.T) {
+	var a, b ErrorSet
+	a.Add("x")
+	a.Add("x")
+	for i := range MaxErrors + 2 {
+		b.Add(fmt.Sprint("e", i))
+	}
+	a.Merge(b)
+	got := a.List()
+	if len(got) != MaxErrors+1 || got[0] != "x" || got[MaxErrors] != "(3 more errors, not all distinct)" {
+		t.Errorf("List() = %q, want x, then %d of b's, then a count of 3 dropped", got, MaxErrors-1)
+	}
+	var empty ErrorSet
+	if empty.List() != nil {
+		t.Errorf("List() of an empty set = %q, want nil", empty.List())
 	}
 }
