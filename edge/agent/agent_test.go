@@ -42,36 +42,6 @@ const (
 	waitLong = 15 * time.Second
 )
 
-// countingHandler counts the records it passes on, by message.
-type countingHandler struct {
-	slog.Handler
-	mu     *sync.Mutex
-	counts map[string]int
-}
-
-func (h countingHandler) Handle(ctx context.Context, r slog.Record) error {
-	h.mu.Lock()
-	h.counts[r.Message]++
-	h.mu.Unlock()
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h countingHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	h.Handler = h.Handler.WithAttrs(as)
-	return h
-}
-
-func (h countingHandler) WithGroup(g string) slog.Handler {
-	h.Handler = h.Handler.WithGroup(g)
-	return h
-}
-
-func (h countingHandler) count(msg string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.counts[msg]
-}
-
 // deadHub returns the address of a UDP port nobody listens on.
 func deadHub(t *testing.T) string {
 	t.Helper()
@@ -301,7 +271,7 @@ func TestStaticPodsWithoutHub(t *testing.T) {
 	writeManifest(t, dir, "README.txt", "not a manifest")
 	rt := fake.New(fake.Config{})
 	ta := newAgentConfig(t, dir, rt)
-	logs := countingHandler{Handler: ta.cfg.Logger.Handler(), mu: new(sync.Mutex), counts: map[string]int{}}
+	logs := testlog.NewRecorder(t, slog.LevelInfo)
 	ta.cfg.Logger = slog.New(logs)
 	stop := run(t, ta)
 
@@ -311,7 +281,7 @@ func TestStaticPodsWithoutHub(t *testing.T) {
 	}
 	// The bad manifests are reported once each, not at every round.
 	ta.afterRounds(t, 10)
-	if got := logs.count("static pod manifest not used"); got != 3 {
+	if got := logs.Count("static pod manifest not used"); got != 3 {
 		t.Errorf("%d warnings of manifests not used, want 3: one per bad manifest", got)
 	}
 	// A second static pod comes and goes: its mirror is removed.

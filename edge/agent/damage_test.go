@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/edge/agent"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
+	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
@@ -102,12 +102,12 @@ func TestDamagedCheckpoint(t *testing.T) {
 	}
 
 	ta := newAgentConfig(t, dir, rt)
-	logs := countingHandler{Handler: ta.cfg.Logger.Handler(), mu: new(sync.Mutex), counts: map[string]int{}}
+	logs := testlog.NewRecorder(t, slog.LevelInfo)
 	ta.cfg.Logger = slog.New(logs)
 	stop = run(t, ta)
 	ta.afterRounds(t, 20)
-	if logs.count("checkpoint repaired") != 1 {
-		t.Errorf("%d logs of a repair, want 1", logs.count("checkpoint repaired"))
+	if logs.Count("checkpoint repaired") != 1 {
+		t.Errorf("%d logs of a repair, want 1", logs.Count("checkpoint repaired"))
 	}
 	if after := rt.Stats(); after != before {
 		t.Errorf("runtime calls with a damaged checkpoint: %+v, before %+v; want none", after, before)

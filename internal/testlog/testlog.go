@@ -4,8 +4,11 @@
 package testlog
 
 import (
+	"context"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -29,4 +32,62 @@ func (w *writer) Write(p []byte) (int, error) {
 		w.t.Log(strings.TrimSuffix(string(p), "\n"))
 	}
 	return len(p), nil
+}
+
+// Recorder is a slog.Handler that logs to the test as New's logger does,
+// and keeps every record's message, with its "err" attribute if it has
+// one, for the test to check what the code under test said. Loggers
+// derived with With share its records. It is safe for concurrent use.
+type Recorder struct {
+	slog.Handler
+	seen *records
+}
+
+type records struct {
+	mu    sync.Mutex
+	lines []string // "message" or "message: err"
+	count map[string]int
+}
+
+// NewRecorder returns a Recorder logging to t at level.
+func NewRecorder(t testing.TB, level slog.Level) *Recorder {
+	return &Recorder{Handler: New(t, level).Handler(), seen: &records{count: map[string]int{}}}
+}
+
+// Handle keeps r, then logs it to the test.
+func (h *Recorder) Handle(ctx context.Context, r slog.Record) error {
+	line := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "err" {
+			line += ": " + a.Value.String()
+		}
+		return true
+	})
+	h.seen.mu.Lock()
+	h.seen.lines = append(h.seen.lines, line)
+	h.seen.count[r.Message]++
+	h.seen.mu.Unlock()
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *Recorder) WithAttrs(as []slog.Attr) slog.Handler {
+	return &Recorder{Handler: h.Handler.WithAttrs(as), seen: h.seen}
+}
+
+func (h *Recorder) WithGroup(g string) slog.Handler {
+	return &Recorder{Handler: h.Handler.WithGroup(g), seen: h.seen}
+}
+
+// Count returns how many records had the message msg.
+func (h *Recorder) Count(msg string) int {
+	h.seen.mu.Lock()
+	defer h.seen.mu.Unlock()
+	return h.seen.count[msg]
+}
+
+// Has reports whether a record kept so far, as "message: err", contains s.
+func (h *Recorder) Has(s string) bool {
+	h.seen.mu.Lock()
+	defer h.seen.mu.Unlock()
+	return slices.ContainsFunc(h.seen.lines, func(l string) bool { return strings.Contains(l, s) })
 }

@@ -481,7 +481,7 @@ type hub struct {
 	auth     *fakeAuthority
 	sink     *fakeSink
 	presence *fakePresence
-	logs     *logCapture
+	logs     *testlog.Recorder
 	cfg      server.Config
 	addr     string
 	caHash   string
@@ -527,7 +527,7 @@ func startHub(t *testing.T, opts hubOptions) *hub {
 	cfg.SessionTicketKeys = [][32]byte{ticket}
 	cfg.StatelessResetKey = &reset
 	cfg.Views, cfg.Authority, cfg.Sink, cfg.Presence = x, h.auth, h.sink, h.presence
-	h.logs = &logCapture{Handler: testlog.New(t, slog.LevelDebug).Handler(), seen: new(logLines)}
+	h.logs = testlog.NewRecorder(t, slog.LevelDebug)
 	cfg.Logger = slog.New(h.logs).With("side", "hub")
 	cfg.IdleTimeout, cfg.KeepAlive = idleTimeout, keepAlive
 	h.cfg = cfg
@@ -714,45 +714,4 @@ func (s *memStore) Rewind() error {
 	defer s.mu.Unlock()
 	s.rev = 0
 	return nil
-}
-
-// logCapture passes records on and keeps each as its message and its
-// "err" attribute.
-type logCapture struct {
-	slog.Handler
-	seen *logLines
-}
-
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (h *logCapture) Handle(ctx context.Context, r slog.Record) error {
-	line := r.Message
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "err" {
-			line += ": " + a.Value.String()
-		}
-		return true
-	})
-	h.seen.mu.Lock()
-	h.seen.lines = append(h.seen.lines, line)
-	h.seen.mu.Unlock()
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h *logCapture) WithAttrs(as []slog.Attr) slog.Handler {
-	return &logCapture{Handler: h.Handler.WithAttrs(as), seen: h.seen}
-}
-
-func (h *logCapture) WithGroup(g string) slog.Handler {
-	return &logCapture{Handler: h.Handler.WithGroup(g), seen: h.seen}
-}
-
-// has reports whether a line logged so far contains s.
-func (h *logCapture) has(s string) bool {
-	h.seen.mu.Lock()
-	defer h.seen.mu.Unlock()
-	return slices.ContainsFunc(h.seen.lines, func(l string) bool { return strings.Contains(l, s) })
 }

@@ -304,7 +304,7 @@ func TestNodeFailureReported(t *testing.T) {
 	st.applyErr = errors.New("write checkpoint: no space left on device")
 	runClient(t, h.clientConfig("edge-1", h.ca.nodeCert(t, "edge-1", time.Hour), st))
 	wait.For(t, waitLong, "the hub logs the node's failure", func() (bool, string) {
-		return h.logs.has("node ended its connection on a failure of its own: apply batch: write checkpoint: no space left on device"), "not logged yet"
+		return h.logs.Has("node ended its connection on a failure of its own: apply batch: write checkpoint: no space left on device"), "not logged yet"
 	})
 }
 
