@@ -378,7 +378,7 @@ func mirrorKey(uid string) string { return "mirror/" + uid }
 
 // loadRecords reads the pods' records and last reported statuses.
 func (a *Agent) loadRecords() error {
-	recs, err := a.cp.ListLocal("pod/")
+	recs, err := a.listLocal("pod/")
 	if err != nil {
 		return fmt.Errorf("read pod records: %w", err)
 	}
@@ -390,7 +390,7 @@ func (a *Agent) loadRecords() error {
 		}
 		a.records[k[len("pod/"):]] = r
 	}
-	sts, err := a.cp.ListLocal("status/")
+	sts, err := a.listLocal("status/")
 	if err != nil {
 		return fmt.Errorf("read pod statuses: %w", err)
 	}
@@ -407,7 +407,7 @@ func (a *Agent) loadRecords() error {
 	}
 	// The mirrors sent, so that a static pod whose manifest goes away
 	// after a restart still has its mirror removed.
-	ms, err := a.cp.ListLocal("mirror/")
+	ms, err := a.listLocal("mirror/")
 	if err != nil {
 		return fmt.Errorf("read mirror pods: %w", err)
 	}

@@ -16,7 +16,8 @@ import (
 // revision to 0 and the next session resumes from the inventory.
 
 // openCheckpoint opens the checkpoint, repairing it if Open finds it
-// damaged, and drops whatever else does not decode.
+// damaged. Damage elsewhere is dropped when a read meets it (dropCorrupt),
+// rather than by reading everything at every start.
 func (a *Agent) openCheckpoint() (*checkpoint.Store, error) {
 	dir := filepath.Join(a.cfg.DataDir, CheckpointDir)
 	cp, err := checkpoint.Open(dir, a.cfg.Checkpoint)
@@ -32,13 +33,17 @@ func (a *Agent) openCheckpoint() (*checkpoint.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint: %w", err)
 	}
-	if n, err := cp.DropCorrupt(); err != nil {
-		cp.Close()
-		return nil, fmt.Errorf("check checkpoint: %w", err)
-	} else if n > 0 {
-		a.log.Warn("checkpoint damaged: dropped the records that do not decode; the hub will send them again", "records_dropped", n)
-	}
 	return cp, nil
+}
+
+// listLocal is the checkpoint's ListLocal, read again after dropping
+// damaged records if it met some.
+func (a *Agent) listLocal(prefix string) (map[string][]byte, error) {
+	recs, err := a.cp.ListLocal(prefix)
+	if a.dropCorrupt(err) {
+		recs, err = a.cp.ListLocal(prefix)
+	}
+	return recs, err
 }
 
 // dropCorrupt drops the checkpoint's undecodable records after err, from

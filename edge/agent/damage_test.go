@@ -58,12 +58,26 @@ func damage(t *testing.T, dir string, match func(key, value []byte) bool, garble
 	return n
 }
 
-// TestDamagedCheckpoint: a checkpoint whose revision and one pod no longer
-// decode does not stop the agent, nor any pod: the damaged records are
-// dropped, and the pod the view lost keeps running while the view is
+// TestDamagedCheckpoint: a checkpoint whose pod record (and revision, for
+// Open to refuse it) no longer decodes does not stop the agent, nor any
+// pod: the damaged records are dropped, by Repair at start or when a read
+// meets them, and the pod the view lost keeps running while the view is
 // incomplete (revision 0, until the hub resends it). Once the view is
 // complete again without that pod, the pod is stopped.
 func TestDamagedCheckpoint(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		revision bool   // damage the revision too
+		log      string // what the agent says of it
+	}{
+		{"revision and pod", true, "checkpoint repaired"},
+		{"pod only", false, "checkpoint damaged: dropped the records that do not decode; the hub will send them again"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testDamagedCheckpoint(t, tc.revision, tc.log) })
+	}
+}
+
+func testDamagedCheckpoint(t *testing.T, revision bool, wantLog string) {
 	dir := t.TempDir()
 	writeIdentity(t, dir)
 	mk := func(name string) *corev1.Pod {
@@ -94,7 +108,7 @@ func TestDamagedCheckpoint(t *testing.T) {
 	// The checkpoint's layout, as its own tests know it: the revision is
 	// "m/rev", and objects' keys start with 'o'.
 	flip := func(v []byte) []byte { v[len(v)/2] ^= 0x20; return v }
-	if n := damage(t, dir, func(k, _ []byte) bool { return string(k) == "m/rev" }, func([]byte) []byte { return []byte{1, 2, 3} }); n != 1 {
+	if n := damage(t, dir, func(k, _ []byte) bool { return revision && string(k) == "m/rev" }, func([]byte) []byte { return []byte{1, 2, 3} }); revision && n != 1 {
 		t.Fatalf("damaged %d revision records, want 1", n)
 	}
 	if n := damage(t, dir, func(k, v []byte) bool { return k[0] == 'o' && bytes.Contains(v, []byte("uid-lost")) }, flip); n != 1 {
@@ -106,8 +120,8 @@ func TestDamagedCheckpoint(t *testing.T) {
 	ta.cfg.Logger = slog.New(logs)
 	stop = run(t, ta)
 	ta.afterRounds(t, 20)
-	if logs.Count("checkpoint repaired") != 1 {
-		t.Errorf("%d logs of a repair, want 1", logs.Count("checkpoint repaired"))
+	if got := logs.Count(wantLog); got != 1 {
+		t.Errorf("%d logs %q, want 1", got, wantLog)
 	}
 	if after := rt.Stats(); after != before {
 		t.Errorf("runtime calls with a damaged checkpoint: %+v, before %+v; want none", after, before)
