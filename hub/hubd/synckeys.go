@@ -15,7 +15,7 @@ import (
 // syncKeysFile holds the sync endpoint's QUIC stateless-reset key and TLS
 // session-ticket key. Kept across restarts they let nodes learn at once
 // that a restarted hub lost their connections (a stateless reset instead
-// of waiting out the idle timeout) and resume TLS sessions with 0-RTT.
+// of waiting out the idle timeout) and resume their TLS sessions.
 const syncKeysFile = "sync.keys"
 
 // syncKeys are the keys of syncKeysFile.

@@ -246,8 +246,14 @@ func (c *Client) connectOnce(ctx context.Context) (err error) {
 		// Datagrams carry the liveness probes of probeLoop.
 		EnableDatagrams: true,
 	}
+	// The dial waits for the handshake: no 0-RTT. quic-go (v0.65) applies
+	// the hub's transport parameters in its own goroutine while a stream
+	// opened on an early connection reads them, a data race
+	// (quic-go/quic-go#4303). A reconnect still resumes the TLS session
+	// from its ticket, which spares both ends the certificates; it costs
+	// one round trip more than early data would.
 	dialCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	conn, err := quic.DialAddrEarly(dialCtx, c.cfg.HubAddr, tlsConf, qconf)
+	conn, err := quic.DialAddr(dialCtx, c.cfg.HubAddr, tlsConf, qconf)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("dial hub %s: %w", c.cfg.HubAddr, err)
@@ -255,21 +261,13 @@ func (c *Client) connectOnce(ctx context.Context) (err error) {
 	defer func() { closeSession(conn, err) }()
 
 	st, welcome, err := c.hello(ctx, conn)
-	if errors.Is(err, quic.Err0RTTRejected) {
-		// The hub did not take the early data (new ticket keys): go on on
-		// the same handshake, resending what was sent early.
-		if conn, err = conn.NextConnection(ctx); err != nil {
-			return fmt.Errorf("after 0-RTT rejection: %w", err)
-		}
-		st, welcome, err = c.hello(ctx, conn)
-	}
 	if err != nil {
 		return err
 	}
 	c.stats.Connects.Add(1)
 	c.connected.Store(true)
 	defer c.connected.Store(false)
-	c.log.Info("connected to hub", "hub", c.cfg.HubAddr, "revision", welcome.HubRevision, "inventory", welcome.SendInventory, "early", conn.ConnectionState().Used0RTT)
+	c.log.Info("connected to hub", "hub", c.cfg.HubAddr, "revision", welcome.HubRevision, "inventory", welcome.SendInventory, "resumed", conn.ConnectionState().TLS.DidResume)
 
 	// The session lasts until any of its parts ends: the view stream, the
 	// status sender, the tunnel acceptor or the renewer.
@@ -352,9 +350,9 @@ func (c *Client) hello(ctx context.Context, conn *quic.Conn) (*stream, *wire.Wel
 		return nil, nil, fmt.Errorf("open session stream: %w", err)
 	}
 	st := newStream(qs)
-	// A connection dialed with early data is returned before the hub
-	// answered: if it never does, only the handshake timeout would end
-	// the wait for the Welcome, however long after ctx.
+	// A hub that stops answering after the handshake would otherwise hold
+	// the wait for the Welcome until the idle timeout, however long after
+	// ctx.
 	stop := context.AfterFunc(ctx, func() { qs.CancelRead(0); qs.CancelWrite(0) })
 	defer stop()
 	last := c.cfg.Store.LastRevision()

@@ -472,7 +472,7 @@ func (c *silentConn) ReadFrom(p []byte) (int, net.Addr, error) {
 			return n, addr, err
 		}
 		// A long header's first four bits are not protected: 0xc for
-		// an Initial, 0xd for 0-RTT.
+		// an Initial.
 		if c.armed.Load() && p[0]&0xf0 == 0xc0 {
 			c.silent.Store(true)
 		}
@@ -493,9 +493,9 @@ func (c *silentConn) WriteTo(p []byte, addr net.Addr) (int, error) {
 	return c.PacketConn.WriteTo(p, addr)
 }
 
-// TestRunStopsAfterHubWentAway: a client that holds a session ticket from
-// a hub that has gone silent dials with early data, and Run still returns
-// as soon as its context ends, not when the handshake times out.
+// TestRunStopsAfterHubWentAway: a client that dials a hub that has gone
+// silent mid-handshake (after it handed out a session ticket) returns from
+// Run as soon as its context ends, not when the handshake times out.
 func TestRunStopsAfterHubWentAway(t *testing.T) {
 	p := newPKI(t, "edge-1")
 	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -512,7 +512,7 @@ func TestRunStopsAfterHubWentAway(t *testing.T) {
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		NextProtos:   []string{wire.ALPN},
 		MinVersion:   tls.VersionTLS13,
-	}, &quic.Config{Allow0RTT: true, MaxIdleTimeout: 2 * time.Second})
+	}, &quic.Config{MaxIdleTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,19 +539,15 @@ func TestRunStopsAfterHubWentAway(t *testing.T) {
 	wait.For(t, waitLong, "session", func() (bool, string) { return c.Connected(), "not connected" })
 
 	// The hub ends the connection and is silent from the next one on: the
-	// client tries again, its Hello sent as early data.
+	// client tries again and waits in the handshake.
 	hubPC.armed.Store(true)
 	conn.CloseWithError(0, "hub going away")
-	timeout := time.After(waitLong)
-	for early := false; !early; {
-		select {
-		case b := <-hubPC.knocks:
-			early = b&0xf0 == 0xd0
-		case err := <-done:
-			t.Fatalf("Run = %v before its context ended", err)
-		case <-timeout:
-			t.Fatal("the client did not try again with early data")
-		}
+	select {
+	case <-hubPC.knocks:
+	case err := <-done:
+		t.Fatalf("Run = %v before its context ended", err)
+	case <-time.After(waitLong):
+		t.Fatal("the client did not try again")
 	}
 
 	start := time.Now()
@@ -566,6 +562,48 @@ func TestRunStopsAfterHubWentAway(t *testing.T) {
 		}
 	case <-time.After(waitLong):
 		t.Fatalf("Run did not return within %v of its context's end", waitLong)
+	}
+}
+
+// TestReconnectResumesWithoutEarlyData: a client reconnecting to a hub
+// that would take 0-RTT resumes its TLS session from the ticket but opens
+// its session stream only after the handshake, for quic-go races when a
+// stream is opened on an early connection (quic-go/quic-go#4303).
+func TestReconnectResumesWithoutEarlyData(t *testing.T) {
+	p := newPKI(t, "edge-1")
+	ln, err := quic.ListenAddrEarly("127.0.0.1:0", &tls.Config{
+		Certificates: []tls.Certificate{p.serving},
+		ClientCAs:    p.pool,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		NextProtos:   []string{wire.ALPN},
+		MinVersion:   tls.VersionTLS13,
+	}, &quic.Config{Allow0RTT: true, MaxIdleTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c := run(t, config(t, p, ln.Addr().String(), &store{}))
+	for i := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+		conn, err := ln.Accept(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("accept connection %d: %v", i+1, err)
+		}
+		s := acceptStream(t, conn)
+		s.recv(t)
+		s.send(t, &wire.Welcome{CapabilityVersion: wire.CapabilityVersion, HubRevision: 1})
+		wait.For(t, waitLong, "session", func() (bool, string) { return c.Connected(), "not connected" })
+		<-conn.HandshakeComplete()
+		st := conn.ConnectionState()
+		if st.Used0RTT {
+			t.Errorf("connection %d used 0-RTT", i+1)
+		}
+		if resumed := st.TLS.DidResume; resumed != (i > 0) {
+			t.Errorf("connection %d: resumed = %v, want %v", i+1, resumed, i > 0)
+		}
+		conn.CloseWithError(0, "hub going away")
+		wait.For(t, waitLong, "disconnected", func() (bool, string) { return !c.Connected(), "still connected" })
 	}
 }
 

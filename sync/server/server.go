@@ -58,7 +58,7 @@ type Config struct {
 	// ClientCAs verifies node certificates. Required.
 	ClientCAs *x509.CertPool
 	// SessionTicketKeys, when set, encrypt TLS session tickets; kept
-	// across restarts they let nodes resume (and send 0-RTT) after the
+	// across restarts they let nodes resume their TLS sessions after the
 	// hub restarts.
 	SessionTicketKeys [][32]byte
 	// StatelessResetKey, kept across restarts, lets a restarted hub tell
@@ -181,10 +181,10 @@ func (s *Server) quicConfig() *quic.Config {
 		HandshakeIdleTimeout:  5 * time.Second,
 		MaxIncomingStreams:    64,
 		MaxIncomingUniStreams: -1,
-		// Only Hello and StatusPush can come early, and both may be
-		// replayed: a Hello resumes read-only, status writes are
-		// idempotent (the latest status of an object).
-		Allow0RTT: true,
+		// No 0-RTT: nodes do not send early data, since opening a stream
+		// on an early connection races in quic-go (see the client's
+		// connectOnce). Resumed sessions still skip the certificates.
+		Allow0RTT: false,
 		// Nodes probe a silent link with a datagram (see the client's
 		// probeLoop); probes are left unread.
 		EnableDatagrams: true,

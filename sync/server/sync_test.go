@@ -672,8 +672,8 @@ func TestReconnect(t *testing.T) {
 		t.Errorf("%d resumes from an inventory, want resumes by revision", got)
 	}
 
-	// A hub that lost its keys refuses the edge's early data: the edge
-	// goes on with the same handshake.
+	// A hub that lost its keys cannot resume the edge's session: the edge
+	// goes on with a full handshake.
 	h.stop()
 	var ticket [32]byte
 	rand.Read(ticket[:])
