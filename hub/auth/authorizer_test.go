@@ -155,6 +155,9 @@ func TestDecide(t *testing.T) {
 		{user: nodeA, req: req("GET /api/v1/namespaces/default/configmaps/mode"), pods: nodePods, allowed: true},
 		{user: nodeA, req: req("GET /api/v1/namespaces/default/configmaps/debug-conf"), pods: nodePods, allowed: true},
 		{user: nodeA, req: req("GET /api/v1/namespaces/default/serviceaccounts/web"), pods: nodePods, allowed: true},
+		// A pod that names no service account runs as "default".
+		{user: nodeA, req: req("GET /api/v1/namespaces/other/serviceaccounts/default"), pods: nodePods, allowed: true},
+		{user: nodeA, req: req("GET /api/v1/namespaces/default/serviceaccounts/default"), pods: nodePods, reason: "no relationship found between node 'edge-a' and this object"},
 		{user: nodeA, req: req("GET /api/v1/namespaces/default/persistentvolumeclaims/data-a"), pods: nodePods, allowed: true},
 		{user: nodeA, req: req("GET /api/v1/namespaces/default/persistentvolumeclaims/web-a-scratch"), pods: nodePods, allowed: true},
 		{user: nodeA, req: req("GET /api/v1/namespaces/default/secrets/tls-a"), pods: everyPod, allowed: true},

@@ -159,9 +159,14 @@ func TestPodRefs(t *testing.T) {
 			ImagePullSecrets: []corev1.LocalObjectReference{ref("reg"), ref("reg"), ref("")},
 			Volumes:          []corev1.Volume{{VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "reg"}}}},
 		}, []wire.Key{sec("reg"), sa("default")}},
+		{"volume plugin secrets; claims are not the view's", corev1.PodSpec{Volumes: []corev1.Volume{
+			{VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "d", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "csi"}}}},
+			{VolumeSource: corev1.VolumeSource{RBD: &corev1.RBDVolumeSource{SecretRef: &corev1.LocalObjectReference{Name: "rbd"}}}},
+			{VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
+		}}, []wire.Key{sec("csi"), sec("rbd"), sa("default")}},
 	}
 	for _, tt := range tests {
-		if got := podRefs("ns", &tt.spec); !slices.Equal(got, tt.want) {
+		if got := podRefs("ns", &corev1.Pod{Spec: tt.spec}); !slices.Equal(got, tt.want) {
 			t.Errorf("podRefs(%s) = %v, want %v", tt.name, got, tt.want)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
+	"github.com/outpost-mesh/outpost/internal/podrefs"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -45,81 +46,25 @@ func decodePod(ns string, raw []byte) (*podInfo, bool) {
 	if !ok {
 		return unbound, false
 	}
-	return &podInfo{node: pod.Spec.NodeName, refs: podRefs(ns, &pod.Spec)}, true
+	return &podInfo{node: pod.Spec.NodeName, refs: podRefs(ns, pod)}, true
 }
 
-// podRefs returns the objects in namespace ns that a pod with spec needs on
-// its node: the configmaps and secrets of its volumes (projected ones
-// included), environment and image pull secrets, and its service account
-// ("default" when unset). They are sorted by compareKeys, without
-// duplicates.
-func podRefs(ns string, spec *corev1.PodSpec) []wire.Key {
+// podRefs returns the objects in namespace ns that pod needs on its node,
+// those podrefs.Visit lists that a view holds: its secrets, config maps
+// and service account. They are sorted by compareKeys, without duplicates.
+func podRefs(ns string, pod *corev1.Pod) []wire.Key {
 	var refs []wire.Key
-	add := func(resource, name string) {
-		if name != "" {
-			refs = append(refs, wire.Key{Resource: resource, Namespace: ns, Name: name})
+	podrefs.Visit(pod, func(resource, name string) bool {
+		switch resource {
+		case podrefs.Secrets:
+			refs = append(refs, wire.Key{Resource: wire.ResourceSecrets, Namespace: ns, Name: name})
+		case podrefs.ConfigMaps:
+			refs = append(refs, wire.Key{Resource: wire.ResourceConfigMaps, Namespace: ns, Name: name})
+		case podrefs.ServiceAccounts:
+			refs = append(refs, wire.Key{Resource: wire.ResourceServiceAccounts, Namespace: ns, Name: name})
 		}
-	}
-	for i := range spec.Volumes {
-		v := &spec.Volumes[i]
-		if v.ConfigMap != nil {
-			add(wire.ResourceConfigMaps, v.ConfigMap.Name)
-		}
-		if v.Secret != nil {
-			add(wire.ResourceSecrets, v.Secret.SecretName)
-		}
-		if v.Projected != nil {
-			for _, src := range v.Projected.Sources {
-				if src.ConfigMap != nil {
-					add(wire.ResourceConfigMaps, src.ConfigMap.Name)
-				}
-				if src.Secret != nil {
-					add(wire.ResourceSecrets, src.Secret.Name)
-				}
-			}
-		}
-	}
-	env := func(env []corev1.EnvVar, from []corev1.EnvFromSource) {
-		for _, e := range env {
-			if e.ValueFrom == nil {
-				continue
-			}
-			if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
-				add(wire.ResourceConfigMaps, r.Name)
-			}
-			if r := e.ValueFrom.SecretKeyRef; r != nil {
-				add(wire.ResourceSecrets, r.Name)
-			}
-		}
-		for _, f := range from {
-			if f.ConfigMapRef != nil {
-				add(wire.ResourceConfigMaps, f.ConfigMapRef.Name)
-			}
-			if f.SecretRef != nil {
-				add(wire.ResourceSecrets, f.SecretRef.Name)
-			}
-		}
-	}
-	for i := range spec.InitContainers {
-		env(spec.InitContainers[i].Env, spec.InitContainers[i].EnvFrom)
-	}
-	for i := range spec.Containers {
-		env(spec.Containers[i].Env, spec.Containers[i].EnvFrom)
-	}
-	for i := range spec.EphemeralContainers {
-		env(spec.EphemeralContainers[i].Env, spec.EphemeralContainers[i].EnvFrom)
-	}
-	for _, s := range spec.ImagePullSecrets {
-		add(wire.ResourceSecrets, s.Name)
-	}
-	sa := spec.ServiceAccountName
-	if sa == "" {
-		sa = spec.DeprecatedServiceAccount
-	}
-	if sa == "" {
-		sa = "default"
-	}
-	add(wire.ResourceServiceAccounts, sa)
+		return true
+	})
 	slices.SortFunc(refs, compareKeys)
 	return slices.Compact(refs)
 }
