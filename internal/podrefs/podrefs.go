@@ -47,23 +47,61 @@ func (v visitor) visit(resource, name string) bool {
 	return name == "" || v.fn(resource, name)
 }
 
-// envs calls visit with the env and envFrom of each container of pod
-// (init, regular and ephemeral) while it returns true, and reports whether
-// it always did.
-func envs(pod *corev1.Pod, visit func(env []corev1.EnvVar, from []corev1.EnvFromSource) bool) bool {
+// envRef picks, from an envFrom source or an env variable, the name of the
+// object of one resource it refers to ("" for none). One of from and env
+// is nil.
+type envRef func(from *corev1.EnvFromSource, env *corev1.EnvVar) string
+
+func secretEnv(from *corev1.EnvFromSource, env *corev1.EnvVar) string {
+	switch {
+	case from != nil && from.SecretRef != nil:
+		return from.SecretRef.Name
+	case env != nil && env.ValueFrom != nil && env.ValueFrom.SecretKeyRef != nil:
+		return env.ValueFrom.SecretKeyRef.Name
+	}
+	return ""
+}
+
+func configMapEnv(from *corev1.EnvFromSource, env *corev1.EnvVar) string {
+	switch {
+	case from != nil && from.ConfigMapRef != nil:
+		return from.ConfigMapRef.Name
+	case env != nil && env.ValueFrom != nil && env.ValueFrom.ConfigMapKeyRef != nil:
+		return env.ValueFrom.ConfigMapKeyRef.Name
+	}
+	return ""
+}
+
+// envs visits the objects of resource that pick finds in the envFrom and
+// env of each container of pod (init, regular and ephemeral), and reports
+// whether to go on.
+func (v visitor) envs(pod *corev1.Pod, resource string, pick envRef) bool {
+	container := func(env []corev1.EnvVar, from []corev1.EnvFromSource) bool {
+		for i := range from {
+			if !v.visit(resource, pick(&from[i], nil)) {
+				return false
+			}
+		}
+		for i := range env {
+			if !v.visit(resource, pick(nil, &env[i])) {
+				return false
+			}
+		}
+		return true
+	}
 	for i := range pod.Spec.InitContainers {
-		if !visit(pod.Spec.InitContainers[i].Env, pod.Spec.InitContainers[i].EnvFrom) {
+		if !container(pod.Spec.InitContainers[i].Env, pod.Spec.InitContainers[i].EnvFrom) {
 			return false
 		}
 	}
 	for i := range pod.Spec.Containers {
-		if !visit(pod.Spec.Containers[i].Env, pod.Spec.Containers[i].EnvFrom) {
+		if !container(pod.Spec.Containers[i].Env, pod.Spec.Containers[i].EnvFrom) {
 			return false
 		}
 	}
 	for i := range pod.Spec.EphemeralContainers {
 		c := &pod.Spec.EphemeralContainers[i].EphemeralContainerCommon
-		if !visit(c.Env, c.EnvFrom) {
+		if !container(c.Env, c.EnvFrom) {
 			return false
 		}
 	}
@@ -76,20 +114,7 @@ func (v visitor) secrets(pod *corev1.Pod) bool {
 			return false
 		}
 	}
-	ok := envs(pod, func(env []corev1.EnvVar, from []corev1.EnvFromSource) bool {
-		for _, f := range from {
-			if f.SecretRef != nil && !v.visit(Secrets, f.SecretRef.Name) {
-				return false
-			}
-		}
-		for _, e := range env {
-			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && !v.visit(Secrets, e.ValueFrom.SecretKeyRef.Name) {
-				return false
-			}
-		}
-		return true
-	})
-	if !ok {
+	if !v.envs(pod, Secrets, secretEnv) {
 		return false
 	}
 	for i := range pod.Spec.Volumes {
@@ -138,20 +163,7 @@ func volumeSecrets(s *corev1.VolumeSource) []string {
 }
 
 func (v visitor) configMaps(pod *corev1.Pod) bool {
-	ok := envs(pod, func(env []corev1.EnvVar, from []corev1.EnvFromSource) bool {
-		for _, f := range from {
-			if f.ConfigMapRef != nil && !v.visit(ConfigMaps, f.ConfigMapRef.Name) {
-				return false
-			}
-		}
-		for _, e := range env {
-			if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil && !v.visit(ConfigMaps, e.ValueFrom.ConfigMapKeyRef.Name) {
-				return false
-			}
-		}
-		return true
-	})
-	if !ok {
+	if !v.envs(pod, ConfigMaps, configMapEnv) {
 		return false
 	}
 	for i := range pod.Spec.Volumes {

@@ -39,6 +39,17 @@ type pki struct {
 	node    *tls.Certificate
 }
 
+// hubTLS is the TLS configuration of the hub's end.
+func (p *pki) hubTLS() *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{p.serving},
+		ClientCAs:    p.pool,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		NextProtos:   []string{wire.ALPN},
+		MinVersion:   tls.VersionTLS13,
+	}
+}
+
 func newPKI(t *testing.T, node string) *pki {
 	t.Helper()
 	ca := testca.New(t)
@@ -55,13 +66,7 @@ type scriptedHub struct {
 
 func listen(t *testing.T, p *pki) *scriptedHub {
 	t.Helper()
-	ln, err := quic.ListenAddr("127.0.0.1:0", &tls.Config{
-		Certificates: []tls.Certificate{p.serving},
-		ClientCAs:    p.pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		NextProtos:   []string{wire.ALPN},
-		MinVersion:   tls.VersionTLS13,
-	}, &quic.Config{MaxIdleTimeout: 2 * time.Second, KeepAlivePeriod: 500 * time.Millisecond})
+	ln, err := quic.ListenAddr("127.0.0.1:0", p.hubTLS(), &quic.Config{MaxIdleTimeout: 2 * time.Second, KeepAlivePeriod: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,13 +511,7 @@ func TestRunStopsAfterHubWentAway(t *testing.T) {
 	tr := &quic.Transport{Conn: hubPC}
 	defer udp.Close()
 	defer tr.Close()
-	ln, err := tr.ListenEarly(&tls.Config{
-		Certificates: []tls.Certificate{p.serving},
-		ClientCAs:    p.pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		NextProtos:   []string{wire.ALPN},
-		MinVersion:   tls.VersionTLS13,
-	}, &quic.Config{MaxIdleTimeout: 2 * time.Second})
+	ln, err := tr.ListenEarly(p.hubTLS(), &quic.Config{MaxIdleTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,13 +570,7 @@ func TestRunStopsAfterHubWentAway(t *testing.T) {
 // stream is opened on an early connection (quic-go/quic-go#4303).
 func TestReconnectResumesWithoutEarlyData(t *testing.T) {
 	p := newPKI(t, "edge-1")
-	ln, err := quic.ListenAddrEarly("127.0.0.1:0", &tls.Config{
-		Certificates: []tls.Certificate{p.serving},
-		ClientCAs:    p.pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		NextProtos:   []string{wire.ALPN},
-		MinVersion:   tls.VersionTLS13,
-	}, &quic.Config{Allow0RTT: true, MaxIdleTimeout: 2 * time.Second})
+	ln, err := quic.ListenAddrEarly("127.0.0.1:0", p.hubTLS(), &quic.Config{Allow0RTT: true, MaxIdleTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
