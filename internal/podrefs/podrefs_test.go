@@ -22,7 +22,9 @@ func everything() *corev1.Pod {
 	from := func(s, c string) []corev1.EnvFromSource {
 		return []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref(s)}}, {ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref(c)}}}
 	}
-	vol := func(name string, s corev1.VolumeSource) corev1.Volume { return corev1.Volume{Name: name, VolumeSource: s} }
+	vol := func(name string, s corev1.VolumeSource) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: s}
+	}
 	sref := func(n string) *corev1.LocalObjectReference { r := ref(n); return &r }
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"},
