@@ -175,6 +175,19 @@ func TestCRUDWithClientGo(t *testing.T) {
 			t.Fatalf("%s patch = %v, %v", p.pt, got.Data, err)
 		}
 	}
+	// An update that changes nothing writes nothing: no new
+	// resourceVersion.
+	cur, err := cs.CoreV1().ConfigMaps("ns1").Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := cs.CoreV1().ConfigMaps("ns1").Update(ctx, cur.DeepCopy(), metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ResourceVersion != cur.ResourceVersion {
+		t.Fatalf("update that changes nothing: resourceVersion %s, want %s unchanged", again.ResourceVersion, cur.ResourceVersion)
+	}
 	// Lists with selectors and paging.
 	for i := 0; i < 5; i++ {
 		if _, err := cs.CoreV1().Secrets("ns1").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i)}, Type: corev1.SecretType(fmt.Sprintf("t%d", i%2))}, metav1.CreateOptions{}); err != nil {

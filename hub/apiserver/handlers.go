@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -382,15 +382,15 @@ func (s *Server) updateObject(ctx context.Context, res *resourceInfo, ns, name s
 		if dry {
 			return obj, http.StatusOK, nil
 		}
-		// An update that changes nothing writes nothing, as upstream: no
-		// new resourceVersion, no event for watchers.
-		m.SetResourceVersion(om(old).GetResourceVersion())
-		if apiequality.Semantic.DeepEqual(obj, old) {
-			return old, http.StatusOK, nil
-		}
 		data, err := res.encode(obj)
 		if err != nil {
 			return nil, 0, apierrors.NewInternalError(err)
+		}
+		// An update that changes nothing writes nothing, as upstream: no
+		// new resourceVersion, no event for watchers. Like upstream's
+		// storage, it compares what would be stored with what is.
+		if bytes.Equal(data, kv.Value) {
+			return old, http.StatusOK, nil
 		}
 		nkv, err := s.store.Update(ctx, key, data, kv.ModRevision)
 		if (errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound)) && clientRV == "" && attempt < 50 {
@@ -447,10 +447,14 @@ func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind 
 	if m.GetResourceVersion() == "" {
 		m.SetResourceVersion(om.GetResourceVersion()) // unconditional update
 	}
-	errs := res.Rules.ValidateUpdate(obj, old)
-	if kind != updateMain {
-		errs = nil
-		if sv, ok := res.Rules.(StatusValidator); ok && kind == updateStatus {
+	// A subresource's update validates what it may change, not the whole
+	// object, which is the stored one apart from that.
+	var errs field.ErrorList
+	switch kind {
+	case updateMain:
+		errs = res.Rules.ValidateUpdate(obj, old)
+	case updateStatus:
+		if sv, ok := res.Rules.(StatusValidator); ok {
 			errs = sv.ValidateStatusUpdate(obj, old)
 		}
 	}
