@@ -246,7 +246,9 @@ func (g *syncGlue) podStatus(ctx context.Context, key wire.Key, pod *corev1.Pod)
 		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, UID: pod.UID},
 		Status:     pod.Status,
 	}
-	_, err := pods.UpdateStatus(ctx, upd, metav1.UpdateOptions{})
+	// As UpdateStatus, without decoding the answer, which nobody reads.
+	err := g.api.CoreV1().RESTClient().Put().Namespace(key.Namespace).Resource("pods").Name(key.Name).
+		SubResource("status").Body(upd).Do(ctx).Error()
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil // deleted meanwhile: nothing to report on
