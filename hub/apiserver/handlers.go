@@ -367,8 +367,10 @@ func (s *Server) updateObject(ctx context.Context, res *resourceInfo, ns, name s
 			return nil, 0, err
 		}
 		m, _ := meta.Accessor(obj)
-		// An object being deleted goes once its last finalizer is removed.
-		if m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 && !dry {
+		// An object being deleted goes once its last finalizer is removed,
+		// unless its deletion is graceful: a pod with a grace period stays
+		// until its node confirms with a deletion of grace 0, as upstream.
+		if m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 && !graceful(old) && !dry {
 			_, _, err := s.store.Delete(ctx, key, kv.ModRevision)
 			if errors.Is(err, store.ErrConflict) && clientRV == "" && attempt < 50 {
 				continue
@@ -402,6 +404,12 @@ func (s *Server) updateObject(ctx context.Context, res *resourceInfo, ns, name s
 		m.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
 		return obj, http.StatusOK, nil
 	}
+}
+
+// graceful reports whether obj's deletion waits out a grace period.
+func graceful(obj runtime.Object) bool {
+	g := om(obj).GetDeletionGracePeriodSeconds()
+	return g != nil && *g > 0
 }
 
 // prepareUpdate applies the generic and the resource's update rules to obj

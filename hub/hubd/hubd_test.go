@@ -2,6 +2,7 @@ package hubd
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -15,6 +16,10 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/outpost-mesh/outpost/hub/pki"
 	"github.com/outpost-mesh/outpost/hub/store/etcdstore/etcdtest"
@@ -267,4 +272,58 @@ func TestHubEtcd(t *testing.T) {
 	}
 	admin.CloseIdleConnections()
 	stop()
+}
+
+// TestGracefulPodDeletion: a pod deleted with a grace period stays,
+// Terminating, through its node's status updates, until the node confirms
+// with a deletion of grace 0, as upstream.
+func TestGracefulPodDeletion(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	h, stop := startHub(t, t.TempDir())
+	defer stop()
+	ctx := context.Background()
+	cfg, err := clientcmd.BuildConfigFromFlags("", h.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS = -1
+	admin, _ := clientset(t, cfg)
+	pods := admin.CoreV1().Pods("default")
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "edge-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := pods.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       corev1.PodSpec{NodeName: "edge-a", Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodRunning
+	if _, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod, err = pods.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || pod.DeletionTimestamp == nil || pod.DeletionGracePeriodSeconds == nil || *pod.DeletionGracePeriodSeconds != 30 {
+		t.Fatalf("after a graceful delete: %v, %v; want the pod Terminating with a grace of 30s", pod, err)
+	}
+	// The node reports its containers stopping: the pod stays.
+	pod.Status.Phase = corev1.PodSucceeded
+	if _, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("status update while Terminating: %v", err)
+	}
+	if p, err := pods.Get(ctx, "web", metav1.GetOptions{}); err != nil || p.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("after a status update while Terminating: %v, %v; want the pod still there", p, err)
+	}
+	// The node confirms.
+	zero := int64(0)
+	if err := pods.Delete(ctx, "web", metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &pod.UID}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pods.Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after the node's confirmation: %v, want NotFound", err)
+	}
 }

@@ -152,7 +152,10 @@ func TestJoinAndRunPod(t *testing.T) {
 	h := startHub(t, t.TempDir())
 	tok := h.token(t, "store-1", time.Hour)
 	rt := fake.New(fake.Config{})
-	runAgent(t, agentConfig(t, h, "edge-1", tok, rt))
+	cfg := agentConfig(t, h, "edge-1", tok, rt)
+	logs := testlog.NewRecorder(t, slog.LevelInfo)
+	cfg.Logger = slog.New(logs).With("node", "edge-1")
+	runAgent(t, cfg)
 
 	wait.For(t, 20*time.Second, "node edge-1 Ready", func() (bool, string) {
 		n, err := h.client.CoreV1().Nodes().Get(ctx, "edge-1", metav1.GetOptions{})
@@ -218,6 +221,11 @@ func TestJoinAndRunPod(t *testing.T) {
 		ps, _ := rt.List(ctx)
 		return len(ps) == 0, fmt.Sprintf("runtime holds %d pods", len(ps))
 	})
+	// A confirmation that crossed the hub's deletion is not found, not
+	// refused.
+	if n := logs.Count("hub refused a status update"); n != 0 {
+		t.Errorf("the hub refused %d status updates", n)
+	}
 }
 
 func TestJoinRefused(t *testing.T) {
