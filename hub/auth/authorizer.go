@@ -11,6 +11,11 @@ import (
 // Decision is the outcome of authorizing one request.
 type Decision struct {
 	Allowed bool
+	// NotFound denies a node's pod status update or pod delete because the
+	// pod it names does not exist: the answer is 404 NotFound, not 403, as
+	// upstream's NodeRestriction answers it. A node confirming a deletion
+	// the hub already carried out learns only that the pod is gone.
+	NotFound bool
 	// Reason says why a request was denied, for the end of the Forbidden
 	// message; it may be empty, as upstream's often is.
 	Reason string
@@ -240,10 +245,17 @@ func finish(u User, a Attributes, c check, pods []*corev1.Pod) Decision {
 	node, _ := u.NodeName()
 	switch c {
 	case checkBoundPod:
+		exists := false
 		for _, p := range pods {
-			if p.Namespace == a.Namespace && p.Name == a.Name && p.Spec.NodeName == node {
-				return allow
+			if p.Namespace == a.Namespace && p.Name == a.Name {
+				if p.Spec.NodeName == node {
+					return allow
+				}
+				exists = true
 			}
+		}
+		if !exists {
+			return Decision{NotFound: true}
 		}
 		if a.Verb == "delete" {
 			return Decision{Reason: fmt.Sprintf("node '%s' can only delete pods with spec.nodeName set to itself", node)}

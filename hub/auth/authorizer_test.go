@@ -93,9 +93,11 @@ func TestDecide(t *testing.T) {
 		user User
 		req  Attributes
 		pods []*corev1.Pod
-		// allowed, or the reason of the denial ("-" for an empty one).
-		allowed bool
-		reason  string
+		// allowed, not found, or the reason of the denial ("-" for an
+		// empty one).
+		allowed  bool
+		notFound bool
+		reason   string
 	}{
 		// system:masters may do anything, even what the API does not serve.
 		{user: admin, req: req("DELETE /api/v1/namespaces/kube-system/secrets"), allowed: true},
@@ -204,10 +206,13 @@ func TestDecide(t *testing.T) {
 		{user: nodeA, req: req("PUT /api/v1/namespaces/default/pods/web-b/status"), pods: []*corev1.Pod{podB}, reason: "node 'edge-a' can only update pod status for pods with spec.nodeName set to itself"},
 		{user: nodeA, req: req("PATCH /api/v1/namespaces/default/pods/web-b/status"), pods: everyPod, reason: "node 'edge-a' can only update pod status for pods with spec.nodeName set to itself"},
 		{user: nodeA, req: req("PUT /api/v1/namespaces/default/pods/pending/status"), pods: []*corev1.Pod{pending}, reason: "node 'edge-a' can only update pod status for pods with spec.nodeName set to itself"},
-		{user: nodeA, req: req("PUT /api/v1/namespaces/default/pods/gone/status"), reason: "node 'edge-a' can only update pod status for pods with spec.nodeName set to itself"},
+		// A pod that does not exist is not found, as upstream's
+		// NodeRestriction answers a kubelet confirming a deletion twice.
+		{user: nodeA, req: req("PUT /api/v1/namespaces/default/pods/gone/status"), notFound: true},
+		{user: nodeA, req: req("DELETE /api/v1/namespaces/default/pods/gone"), pods: everyPod, notFound: true},
 		{user: nodeA, req: req("DELETE /api/v1/namespaces/default/pods/web-b"), pods: []*corev1.Pod{podB}, reason: "node 'edge-a' can only delete pods with spec.nodeName set to itself"},
 		// a pod of the same name in another namespace is not that pod
-		{user: nodeA, req: req("DELETE /api/v1/namespaces/kube-system/pods/web-a"), pods: []*corev1.Pod{podA}, reason: "node 'edge-a' can only delete pods with spec.nodeName set to itself"},
+		{user: nodeA, req: req("DELETE /api/v1/namespaces/kube-system/pods/web-a"), pods: []*corev1.Pod{podA}, notFound: true},
 		{user: nodeA, req: req("PUT /api/v1/namespaces/default/pods/web-a"), pods: []*corev1.Pod{podA}, reason: "-"},
 		{user: nodeA, req: req("POST /api/v1/namespaces/default/pods"), reason: "-"},
 		{user: nodeA, req: req("DELETE /api/v1/namespaces/default/pods"), reason: "-"},
@@ -245,7 +250,7 @@ func TestDecide(t *testing.T) {
 		if !tc.req.ResourceRequest {
 			name = fmt.Sprintf("%s %s %s", tc.user.Name, tc.req.Verb, tc.req.Path)
 		}
-		want := Decision{Allowed: tc.allowed, Reason: tc.reason}
+		want := Decision{Allowed: tc.allowed, NotFound: tc.notFound, Reason: tc.reason}
 		if want.Reason == "-" {
 			want.Reason = ""
 		}

@@ -288,6 +288,16 @@ func TestNodeAuthorization(t *testing.T) {
 	}
 	_, err = node.CoreV1().Pods("default").Update(ctx, podA, metav1.UpdateOptions{})
 	mustForbid("update own pod's spec", err)
+	// A pod that is gone (a deletion confirmed twice) is not found, as
+	// upstream's NodeRestriction answers.
+	gone := podA.DeepCopy()
+	gone.Name = "gone"
+	if _, err := node.CoreV1().Pods("default").UpdateStatus(ctx, gone, metav1.UpdateOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("update the status of a pod that does not exist: %v, want NotFound", err)
+	}
+	if err := node.CoreV1().Pods("default").Delete(ctx, "gone", metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("delete a pod that does not exist: %v, want NotFound", err)
+	}
 	_, err = node.CoreV1().Pods("default").Create(ctx, podOn("pod-c", "edge-a", "a-secret"), metav1.CreateOptions{})
 	mustForbid("create a pod", err)
 

@@ -112,8 +112,9 @@ func (h *apiHandler) serveAs(w http.ResponseWriter, r *http.Request, user auth.U
 }
 
 // authorize reports whether user may make request r; when not, it has
-// answered: 403 with upstream's Forbidden Status, or 500 when a lookup the
-// decision needs failed.
+// answered: 403 with upstream's Forbidden Status, 404 for a node's request
+// about a pod that does not exist, or 500 when a lookup the decision needs
+// failed.
 func (h *apiHandler) authorize(w http.ResponseWriter, r *http.Request, user auth.User) bool {
 	attrs := auth.ParseAttributes(r.Method, r.URL.Path, r.URL.Query())
 	if auth.NeedsCreateName(user, attrs) {
@@ -132,6 +133,12 @@ func (h *apiHandler) authorize(w http.ResponseWriter, r *http.Request, user auth
 	}
 	if d.Allowed {
 		return true
+	}
+	if d.NotFound {
+		st := apierrors.NewNotFound(schema.GroupResource{Group: attrs.APIGroup, Resource: attrs.Resource}, attrs.Name).ErrStatus
+		st.Kind, st.APIVersion = "Status", "v1"
+		writeJSON(w, http.StatusNotFound, st)
+		return false
 	}
 	h.log.Debug("request forbidden", "user", user.Name, "method", r.Method, "path", r.URL.Path, "reason", d.Reason)
 	msg := errors.New(auth.ForbiddenMessage(user, attrs, d.Reason))
