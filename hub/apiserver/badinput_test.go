@@ -100,6 +100,7 @@ func TestBadInput(t *testing.T) {
 		{"terminating namespace", "POST", "/api/v1/namespaces/dying/configmaps", "application/json", cm, 403, metav1.StatusReasonForbidden},
 		{"missing object", "GET", "/api/v1/namespaces/ns1/configmaps/nope", "", "", 404, metav1.StatusReasonNotFound},
 		{"unknown resource", "GET", "/api/v1/widgets", "", "", 404, metav1.StatusReasonNotFound},
+		{"unknown subresource", "GET", "/api/v1/namespaces/ns1/configmaps/a/log", "", "", 404, metav1.StatusReasonNotFound},
 		{"unknown group", "GET", "/apis/nogroup/v1/things", "", "", 404, metav1.StatusReasonNotFound},
 		{"missing namespace", "POST", "/api/v1/namespaces/none/configmaps", "application/json", cm, 404, metav1.StatusReasonNotFound},
 		{"POST to a name", "POST", "/api/v1/namespaces/ns1/configmaps/a", "application/json", cm, 405, metav1.StatusReasonMethodNotAllowed},

@@ -45,7 +45,10 @@ func (q *request) serve() {
 	case q.ri.subresource == "eviction" && q.res.gvr.Resource == "pods" && q.verb == "create":
 		err = q.eviction()
 	case q.ri.subresource != "":
-		err = apierrors.NewNotFound(q.res.gr, q.ri.name+"/"+q.ri.subresource)
+		// A subresource not served here, such as pods/log until the hub
+		// can reach containers: upstream's answer to a path it lacks, not
+		// a claim that an object "name/subresource" is missing.
+		err = apierrors.NewGenericServerResponse(http.StatusNotFound, q.verb, schema.GroupResource{}, "", "", 0, false)
 	default:
 		switch q.verb {
 		case "get":
