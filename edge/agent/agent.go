@@ -133,6 +133,9 @@ type Agent struct {
 	badManifests map[string]string
 	// events holds the recent event series, to count repeats on.
 	events eventLog
+	// computed holds, by pod UID, what each pod's status was last computed
+	// from; the loop's own.
+	computed map[string]statusInputs
 
 	clientMu sync.Mutex
 }
@@ -158,6 +161,7 @@ func New(cfg Config) (*Agent, error) {
 		records:  map[string]pods.Record{},
 		reported: map[string]sentStatus{},
 		mirrored: map[string]string{},
+		computed: map[string]statusInputs{},
 	}, nil
 }
 
@@ -519,12 +523,22 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 	for i := range actual {
 		byActual[actual[i].Pod.UID] = &actual[i]
 	}
+	hostIP := a.internalIP()
+	for uid := range a.computed {
+		if byUID[uid] == nil {
+			delete(a.computed, uid)
+		}
+	}
 	for _, p := range desired {
 		uid := string(p.UID)
 		a.mu.Lock()
 		rec := a.records[uid]
 		last, had := a.reported[uid]
 		a.mu.Unlock()
+		inputs := statusInputs{pod: p, act: byActual[uid], rec: rec, hostIP: hostIP}
+		if had && a.computed[uid].same(inputs, last.wire) {
+			continue // the status would be the one last reported
+		}
 		in := p
 		if had {
 			// Status reads its pod and keeps none of it: a shallow copy
@@ -540,6 +554,7 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 			a.log.Warn("encode pod status", "pod", p.Namespace+"/"+p.Name, "err", err)
 			continue
 		}
+		a.computed[uid] = inputs.keep(wireSt)
 		if had && bytes.Equal(wireSt, last.wire) {
 			continue
 		}
@@ -584,12 +599,60 @@ func viewPodsOnly(desired []*corev1.Pod, mirrored map[string]string, actual []ru
 
 // fillIPs sets the host IPs, which the runtime does not know.
 func (a *Agent) fillIPs(st *corev1.PodStatus) {
+	if ip := a.internalIP(); ip != "" {
+		st.HostIP = ip
+		st.HostIPs = []corev1.HostIP{{IP: ip}}
+	}
+}
+
+// internalIP returns the node's internal IP, "" if it has none.
+func (a *Agent) internalIP() string {
+	ip := ""
 	for _, addr := range a.addresses() {
 		if addr.Type == corev1.NodeInternalIP {
-			st.HostIP = addr.Address
-			st.HostIPs = []corev1.HostIP{{IP: addr.Address}}
+			ip = addr.Address
 		}
 	}
+	return ip
+}
+
+// statusInputs is what a round computed a pod's status from. pods.Status
+// reads the time only for what changed since the status it starts from
+// (the last reported), so the same inputs give the same status again: a
+// round skips the pods whose inputs are unchanged, most of them, rather
+// than compute and encode every status to find it the same.
+type statusInputs struct {
+	pod    *corev1.Pod // shared and never modified, so the same pointer is the same pod
+	act    *runtime.PodStatus
+	rec    pods.Record
+	hostIP string
+	// from is the encoding of the status computed, which the pod's last
+	// report must be for the next computation to start from it again.
+	from []byte
+}
+
+// keep returns in as remembered, with the status computed from it: what it
+// points into that a later round changes is copied.
+func (in statusInputs) keep(computed []byte) statusInputs {
+	if in.act != nil {
+		act := in.act.Clone()
+		in.act = &act
+	}
+	in.rec = in.rec.Clone()
+	in.from = computed
+	return in
+}
+
+// same reports whether a status computed from in, starting from the last
+// report (encoded as last), is the one computed from c.
+func (c statusInputs) same(in statusInputs, last []byte) bool {
+	switch {
+	case c.pod == nil || c.pod != in.pod || c.hostIP != in.hostIP || !bytes.Equal(c.from, last):
+		return false
+	case (c.act == nil) != (in.act == nil) || c.act != nil && !c.act.Equal(in.act):
+		return false
+	}
+	return c.rec.Equal(in.rec)
 }
 
 // work runs one pod's actions in order, recording their outcomes, then

@@ -146,7 +146,7 @@ func Plan(desired []*corev1.Pod, actual []runtime.PodStatus, records map[string]
 		if !p.wake.IsZero() && (d.NextWake.IsZero() || p.wake.Before(d.NextWake)) {
 			d.NextWake = p.wake
 		}
-		if len(p.actions) > 0 || p.forget || !had || !p.v.rec.equal(old) {
+		if len(p.actions) > 0 || p.forget || !had || !p.v.rec.Equal(old) {
 			d.Pods = append(d.Pods, PodDecision{Pod: p.ref, Actions: p.actions, Record: p.v.rec, Forget: p.forget})
 		}
 	}
@@ -158,7 +158,7 @@ func Plan(desired []*corev1.Pod, actual []runtime.PodStatus, records map[string]
 		seen[uid] = true
 		old, had := records[uid]
 		ref := runtime.PodRef{UID: uid, Namespace: pod.Namespace, Name: pod.Name}
-		p := &planner{ref: ref, now: now, v: newView(pod, acts[uid], old.clone())}
+		p := &planner{ref: ref, now: now, v: newView(pod, acts[uid], old.Clone())}
 		p.desired()
 		add(p, old, had)
 	}
@@ -170,7 +170,7 @@ func Plan(desired []*corev1.Pod, actual []runtime.PodStatus, records map[string]
 		}
 		seen[uid] = true
 		old, had := records[uid]
-		p := &planner{ref: act.Pod, now: now, v: &view{act: act, rec: old.clone()}}
+		p := &planner{ref: act.Pod, now: now, v: &view{act: act, rec: old.Clone()}}
 		p.orphan()
 		add(p, old, had)
 	}

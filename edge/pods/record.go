@@ -146,8 +146,8 @@ func (r *Record) validate() error {
 	return nil
 }
 
-// clone returns a copy of r that shares no memory with it.
-func (r Record) clone() Record {
+// Clone returns a copy of r that shares no memory with it.
+func (r Record) Clone() Record {
 	r.Containers = maps.Clone(r.Containers)
 	for name, c := range r.Containers {
 		if c.LastTermination != nil {
@@ -158,8 +158,8 @@ func (r Record) clone() Record {
 	return r
 }
 
-// equal reports whether r and o hold the same values.
-func (r Record) equal(o Record) bool {
+// Equal reports whether r and o hold the same values.
+func (r Record) Equal(o Record) bool {
 	if !r.FirstSeen.Equal(o.FirstSeen) || r.Grace != o.Grace || !r.TerminatingSince.Equal(o.TerminatingSince) ||
 		r.Terminal != o.Terminal || r.Confirmed != o.Confirmed || len(r.Containers) != len(o.Containers) {
 		return false
@@ -210,7 +210,7 @@ func Observe(rec Record, a Action, err error, now time.Time) Record {
 		return rec
 	}
 	now = now.UTC().Round(0)
-	rec = rec.clone()
+	rec = rec.Clone()
 	if rec.Containers == nil {
 		rec.Containers = make(map[string]ContainerRecord)
 	}

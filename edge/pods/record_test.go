@@ -44,7 +44,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("UnmarshalRecord(%s) = %v", b, err)
 		}
-		if !got.equal(r) {
+		if !got.Equal(r) {
 			t.Errorf("UnmarshalRecord(MarshalRecord(%+v)) = %+v", r, got)
 		}
 	}
@@ -106,7 +106,7 @@ func FuzzUnmarshalRecord(f *testing.F) {
 			t.Fatalf("UnmarshalRecord(%s) = %v after a round trip", b, err)
 		}
 		b2, _ := MarshalRecord(r2)
-		if !bytes.Equal(b, b2) || !r.equal(r2) {
+		if !bytes.Equal(b, b2) || !r.Equal(r2) {
 			t.Fatalf("round trip of %q: %s, then %s", data, b, b2)
 		}
 		// Whatever a record holds, Plan and Status take it.
@@ -167,12 +167,12 @@ func TestObserve(t *testing.T) {
 	// Other actions change nothing; the record passed in is not changed.
 	orig := sampleRecord()
 	for _, typ := range []ActionType{StopContainer, RemovePod, ConfirmTerminated} {
-		if got := Observe(orig, Action{Type: typ, Container: "main"}, errors.New("x"), now); !got.equal(orig) {
+		if got := Observe(orig, Action{Type: typ, Container: "main"}, errors.New("x"), now); !got.Equal(orig) {
 			t.Errorf("Observe(%v, error) changed the record", typ)
 		}
 	}
 	Observe(orig, start, runtime.ErrImagePull, now)
-	if !orig.equal(sampleRecord()) {
+	if !orig.Equal(sampleRecord()) {
 		t.Errorf("Observe changed the record passed in")
 	}
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -176,6 +177,28 @@ type PodStatus struct {
 	Containers []ContainerStatus // newest instance of each container, in no particular order
 	IP         string            // the pod's IP, "" if it has none
 	CreatedAt  time.Time
+}
+
+// Equal reports whether p and o hold the same values, containers in the
+// same order.
+func (p *PodStatus) Equal(o *PodStatus) bool {
+	return p.Pod == o.Pod && p.IP == o.IP && p.CreatedAt.Equal(o.CreatedAt) &&
+		slices.EqualFunc(p.Containers, o.Containers, ContainerStatus.Equal)
+}
+
+// Clone returns a copy of p that shares nothing with it.
+func (p *PodStatus) Clone() PodStatus {
+	c := *p
+	c.Containers = slices.Clone(p.Containers)
+	return c
+}
+
+// Equal reports whether c and o hold the same values.
+func (c ContainerStatus) Equal(o ContainerStatus) bool {
+	return c.Name == o.Name && c.ID == o.ID && c.Image == o.Image && c.ImageID == o.ImageID &&
+		c.State == o.State && c.Attempt == o.Attempt && c.CreatedAt.Equal(o.CreatedAt) &&
+		c.StartedAt.Equal(o.StartedAt) && c.FinishedAt.Equal(o.FinishedAt) &&
+		c.ExitCode == o.ExitCode && c.Reason == o.Reason && c.Message == o.Message
 }
 
 // Container returns the status of the named container, or nil. The result
