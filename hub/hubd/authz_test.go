@@ -28,7 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/pki"
@@ -161,11 +160,7 @@ func TestNodeAuthorization(t *testing.T) {
 	defer stop()
 	ctx := context.Background()
 
-	adminCfg, err := clientcmd.BuildConfigFromFlags("", h.KubeconfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	adminCfg.QPS = -1
+	adminCfg := adminConfig(t, h)
 	admin, _ := clientset(t, adminCfg)
 	for _, n := range []string{"edge-a", "edge-b"} {
 		if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
@@ -383,10 +378,7 @@ func TestOtherUsersForbidden(t *testing.T) {
 	h, stop := startHub(t, dir)
 	defer stop()
 	ctx := context.Background()
-	adminCfg, err := clientcmd.BuildConfigFromFlags("", h.KubeconfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
+	adminCfg := adminConfig(t, h)
 	ca, caKey := loadCA(t, dir)
 	for _, subject := range []pkix.Name{
 		{CommonName: "bob", Organization: []string{"developers"}},

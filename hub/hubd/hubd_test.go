@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/outpost-mesh/outpost/hub/pki"
@@ -27,6 +28,18 @@ import (
 
 	"github.com/outpost-mesh/outpost/internal/wait"
 )
+
+// adminConfig returns the client configuration of h's admin kubeconfig,
+// without client-side rate limits.
+func adminConfig(t *testing.T, h *Hub) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", h.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS = -1
+	return cfg
+}
 
 // startHub runs a hub on a free loopback port until the test ends and
 // returns it once ready. stop cancels it and waits for Run to return.
@@ -282,12 +295,7 @@ func TestGracefulPodDeletion(t *testing.T) {
 	h, stop := startHub(t, t.TempDir())
 	defer stop()
 	ctx := context.Background()
-	cfg, err := clientcmd.BuildConfigFromFlags("", h.KubeconfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS = -1
-	admin, _ := clientset(t, cfg)
+	admin, _ := clientset(t, adminConfig(t, h))
 	pods := admin.CoreV1().Pods("default")
 	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "edge-a"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/outpost-mesh/outpost/internal/wait"
 )
@@ -36,12 +35,7 @@ func freeAddr(t *testing.T) string {
 func TestRestartKeepsObjects(t *testing.T) {
 	dir, addr := t.TempDir(), freeAddr(t)
 	h, stop := startHub(t, dir, func(c *Config) { c.APIAddr = addr })
-	rc, err := clientcmd.BuildConfigFromFlags("", h.KubeconfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc.QPS, rc.Burst = 1000, 1000
-	cs := kubernetes.NewForConfigOrDie(rc)
+	cs := kubernetes.NewForConfigOrDie(adminConfig(t, h))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var lastRV int64

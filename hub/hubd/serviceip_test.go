@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/outpost-mesh/outpost/hub/registry/core"
 )
@@ -19,11 +18,7 @@ import (
 // again, and the kubernetes service holds the first address.
 func TestServiceClusterIPs(t *testing.T) {
 	h, _ := startHub(t, t.TempDir())
-	rc, err := clientcmd.BuildConfigFromFlags("", h.KubeconfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := kubernetes.NewForConfigOrDie(rc)
+	cs := kubernetes.NewForConfigOrDie(adminConfig(t, h))
 	ctx := context.Background()
 	svcs := cs.CoreV1().Services("default")
 	k, err := svcs.Get(ctx, "kubernetes", metav1.GetOptions{})
