@@ -548,7 +548,7 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 			in = &withLast
 		}
 		st := pods.Status(in, byActual[uid], rec, now)
-		a.fillIPs(&st)
+		fillIPs(&st, hostIP)
 		wireSt, err := st.Marshal()
 		if err != nil {
 			a.log.Warn("encode pod status", "pod", p.Namespace+"/"+p.Name, "err", err)
@@ -597,9 +597,10 @@ func viewPodsOnly(desired []*corev1.Pod, mirrored map[string]string, actual []ru
 	return acts, records
 }
 
-// fillIPs sets the host IPs, which the runtime does not know.
-func (a *Agent) fillIPs(st *corev1.PodStatus) {
-	if ip := a.internalIP(); ip != "" {
+// fillIPs sets the host IPs to the node's internal IP ip, which the
+// runtime does not know.
+func fillIPs(st *corev1.PodStatus, ip string) {
+	if ip != "" {
 		st.HostIP = ip
 		st.HostIPs = []corev1.HostIP{{IP: ip}}
 	}
@@ -744,7 +745,7 @@ func (a *Agent) confirmTerminated(pod *corev1.Pod) error {
 	rec := a.records[string(pod.UID)]
 	a.mu.Unlock()
 	st := pods.Status(pod, ps, rec, a.now())
-	a.fillIPs(&st)
+	fillIPs(&st, a.internalIP())
 	w, err := st.Marshal()
 	if err != nil {
 		return err
