@@ -55,13 +55,10 @@ func decodePod(ns string, raw []byte) (*podInfo, bool) {
 func podRefs(ns string, pod *corev1.Pod) []wire.Key {
 	var refs []wire.Key
 	podrefs.Visit(pod, func(resource, name string) bool {
+		// Both name resources as the API does.
 		switch resource {
-		case podrefs.Secrets:
-			refs = append(refs, wire.Key{Resource: wire.ResourceSecrets, Namespace: ns, Name: name})
-		case podrefs.ConfigMaps:
-			refs = append(refs, wire.Key{Resource: wire.ResourceConfigMaps, Namespace: ns, Name: name})
-		case podrefs.ServiceAccounts:
-			refs = append(refs, wire.Key{Resource: wire.ResourceServiceAccounts, Namespace: ns, Name: name})
+		case wire.ResourceSecrets, wire.ResourceConfigMaps, wire.ResourceServiceAccounts:
+			refs = append(refs, wire.Key{Resource: resource, Namespace: ns, Name: name})
 		}
 		return true
 	})
