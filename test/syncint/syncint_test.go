@@ -453,18 +453,12 @@ func TestNodeIsolation(t *testing.T) {
 func TestStaleStatusReport(t *testing.T) {
 	ctx := context.Background()
 	h := startHub(t, t.TempDir())
-	cfg := agentConfig(t, h, "edge-a", h.token(t, "", time.Hour), fake.New(fake.Config{}))
-	a, stop := runAgent(t, cfg)
-	wait.For(t, 20*time.Second, "edge-a connected", func() (bool, string) { return a.Connected(), "" })
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	conn := joinedAs(ctx, t, h, "edge-a")
 	// The agent is stopped: nothing but this test reports on the pod.
 	created, err := h.client.CoreV1().Pods("default").Create(ctx, pod("p", "edge-a", "nginx"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := dialAs(ctx, t, h, cfg.DataDir)
 
 	old := created.DeepCopy()
 	old.UID = "uid-of-an-older-p"
@@ -493,13 +487,7 @@ func TestStaleStatusReport(t *testing.T) {
 func TestEventRepeats(t *testing.T) {
 	ctx := context.Background()
 	h := startHub(t, t.TempDir())
-	cfg := agentConfig(t, h, "edge-a", h.token(t, "", time.Hour), fake.New(fake.Config{}))
-	a, stop := runAgent(t, cfg)
-	wait.For(t, 20*time.Second, "edge-a connected", func() (bool, string) { return a.Connected(), "" })
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	conn := dialAs(ctx, t, h, cfg.DataDir)
+	conn := joinedAs(ctx, t, h, "edge-a")
 	first := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
 	ev := &corev1.Event{
 		TypeMeta:       metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
@@ -532,6 +520,20 @@ func TestEventRepeats(t *testing.T) {
 	check(3, later)
 	send(1, first) // a resend of the first
 	check(3, later)
+}
+
+// joinedAs joins node with an agent, stops the agent and connects to the
+// hub's sync endpoint with the node's certificate, for the test to speak
+// the protocol as the node.
+func joinedAs(ctx context.Context, t *testing.T, h *hub, node string) *quic.Conn {
+	t.Helper()
+	cfg := agentConfig(t, h, node, h.token(t, "", time.Hour), fake.New(fake.Config{}))
+	a, stop := runAgent(t, cfg)
+	wait.For(t, 20*time.Second, node+" connected", func() (bool, string) { return a.Connected(), "" })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	return dialAs(ctx, t, h, cfg.DataDir)
 }
 
 // dialAs connects to the hub's sync endpoint with the certificate of the
