@@ -146,15 +146,23 @@ func TestTooManyRequests(t *testing.T) {
 }
 
 // FuzzDecodeRequest: arbitrary bodies in every accepted encoding, on every
-// write path, never panic the server or make it answer 5xx.
+// write path, never panic the server or make it answer 5xx, and no request
+// makes it allocate more than a bounded multiple of its body and of the
+// object it changes.
 func FuzzDecodeRequest(f *testing.F) {
 	for _, seed := range []string{
 		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"}}`,
 		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n",
 		`[{"op":"add","path":"/data/x","value":"1"}]`,
 		"k8s\x00\n\x0c\n\x02v1\x12\x06Secret", "{}", "null", "",
+		// Amplifiers: copies doubling the document, inserts into an array
+		// copying it whole, a keyed list merged element by element.
+		copyAmplifier(23),
+		`[{"op":"add","path":"/metadata/finalizers","value":[` + repeat(`"a"`, 20_000) + `]},` + repeat(`{"op":"add","path":"/metadata/finalizers/0","value":"b"}`, 1000) + "]",
+		`{"metadata":{"finalizers":["x"]}}`,
+		`{"metadata":{"finalizers":[` + repeat(`"a"`, 3000) + `]}}`,
 	} {
-		for op := uint8(0); op < 6; op++ {
+		for op := uint8(0); op < 7; op++ {
 			f.Add(op, []byte(seed))
 		}
 	}
@@ -175,7 +183,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		return rec.Code
 	}
 	serve("POST", "/api/v1/namespaces", "application/json", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"ns1"}}`))
-	serve("POST", "/api/v1/namespaces/ns1/configmaps", "application/json", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`))
+	serve("POST", "/api/v1/namespaces/ns1/configmaps", "application/json", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","finalizers":["example.com/f"]},"data":{"k":"v"}}`))
 	ops := []struct{ method, path, ct string }{
 		{"POST", "/api/v1/namespaces/ns1/configmaps", "application/json"},
 		{"POST", "/api/v1/namespaces/ns1/secrets", "application/yaml"},
@@ -183,11 +191,24 @@ func FuzzDecodeRequest(f *testing.F) {
 		{"PUT", "/api/v1/namespaces/ns1/configmaps/a", "application/json"},
 		{"PATCH", "/api/v1/namespaces/ns1/configmaps/a", "application/strategic-merge-patch+json"},
 		{"PATCH", "/api/v1/namespaces/ns1/configmaps/a", "application/json-patch+json"},
+		{"PATCH", "/api/v1/namespaces/ns1/configmaps/a", "application/merge-patch+json"},
 	}
 	f.Fuzz(func(t *testing.T, op uint8, body []byte) {
 		o := ops[int(op)%len(ops)]
-		if code := serve(o.method, o.path, o.ct, body); code >= 500 {
+		var stored int
+		if kv, err := st.Get(context.Background(), "/registry/configmaps/ns1/a", 0); err == nil {
+			stored = len(kv.Value)
+		}
+		var code int
+		alloc := allocated(func() { code = serve(o.method, o.path, o.ct, body) })
+		if code >= 500 {
 			t.Fatalf("%s %s (%s) with %q = %d", o.method, o.path, o.ct, body, code)
+		}
+		// Decoding costs a few times the JSON of the body and of the
+		// object; copies may add maxPatchCopyBytes before they are
+		// stopped, and the store's own work is a few MB.
+		if limit := allocSlack * (40*uint64(len(body)+stored) + 16*maxPatchCopyBytes); alloc > limit {
+			t.Fatalf("%s %s (%s) of %d bytes, on an object of %d, allocated %d MB, over %d MB", o.method, o.path, o.ct, len(body), stored, alloc>>20, limit>>20)
 		}
 	})
 }

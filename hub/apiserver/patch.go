@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -10,10 +11,12 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"github.com/outpost-mesh/outpost/hub/store"
 )
 
 func (q *request) patch() error {
@@ -74,35 +77,158 @@ func patchType(ct string) (types.PatchType, error) {
 	return "", unsupportedMediaType(ct)
 }
 
-// applyPatch returns the JSON of old with the patch applied.
+// Bounds on one patch beyond MaxBodyBytes on its body. Without them a
+// 1 KB JSON patch of copies doubles the document with every operation,
+// and a strategic merge patch of a long list runs for minutes.
+const (
+	// maxJSONPatchOps caps the operations of one JSON patch, as upstream.
+	maxJSONPatchOps = 10_000
+	// maxPatchCopyBytes caps what the copy operations of one JSON patch
+	// may add to the document in all: no more than the largest object the
+	// store keeps, as more could not be stored anyway (upstream's default
+	// is its body limit, 3 MiB).
+	maxPatchCopyBytes = store.MaxValueSize
+	// maxPatchWork caps the estimated steps of applying one patch (see
+	// jsonPatchWork and smpWork): some tens of milliseconds of CPU.
+	maxPatchWork = 1 << 24
+	// maxPatchGrowth is how much larger than the stored object a patched
+	// one may be: what the body can add, and what copies can.
+	maxPatchGrowth = MaxBodyBytes + maxPatchCopyBytes
+)
+
+// The JSON patch library takes its copy limit from a package variable,
+// as kube-apiserver sets it at start.
+func init() { jsonpatch.AccumulatedCopySizeLimit = maxPatchCopyBytes }
+
+// jsonPatchOps are the operations of RFC 6902.
+var jsonPatchOps = map[string]bool{"add": true, "remove": true, "replace": true, "move": true, "copy": true, "test": true}
+
+// applyPatch returns the JSON of old with the patch applied. A patch that
+// is not JSON, or not a patch, is a 400; one that cannot be applied to old
+// a 422 saying why; one whose cost or result exceeds the bounds above a
+// 413, before any of it is applied where that can be known in advance.
 func applyPatch(res *resourceInfo, pt types.PatchType, old runtime.Object, patch []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := codecs.EncoderForVersion(mediaInfo(runtime.ContentTypeJSON).Serializer, res.GroupVersion).Encode(old, &buf); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
 	cur := buf.Bytes()
-	var out []byte
-	var err error
 	if !json.Valid(patch) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the patch is not valid JSON: %s", truncate(patch, 200)))
 	}
+	var out []byte
+	var err error
 	switch pt {
 	case types.JSONPatchType:
-		p, derr := jsonpatch.DecodePatch(patch)
-		if derr != nil {
-			return nil, apierrors.NewBadRequest(derr.Error())
-		}
-		out, err = p.Apply(cur)
+		out, err = applyJSONPatch(cur, patch)
 	case types.MergePatchType:
-		out, err = jsonpatch.MergePatch(cur, patch)
+		if out, err = jsonpatch.MergePatch(cur, patch); err != nil {
+			err = unappliable("merge patch", err)
+		}
 	case types.StrategicMergePatchType:
-		out, err = strategicpatch.StrategicMergePatch(cur, patch, res.New())
+		out, err = applyStrategicPatch(cur, patch, res.New())
 	}
 	if err != nil {
-		// Upstream answers a patch that cannot be applied with 422.
-		return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
+		return nil, err
+	}
+	if len(out) > len(cur)+maxPatchGrowth {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the patched object would be %d bytes, %d more than the object: at most %d more is allowed", len(out), len(out)-len(cur), maxPatchGrowth))
 	}
 	return out, nil
+}
+
+func applyJSONPatch(cur, patch []byte) ([]byte, error) {
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the JSON patch is not a list of operations: %v", err))
+	}
+	if len(p) > maxJSONPatchOps {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("The allowed maximum operations in a JSON patch is %d, got %d", maxJSONPatchOps, len(p)))
+	}
+	for i, op := range p {
+		if err := checkJSONPatchOp(op); err != nil {
+			return nil, patchInvalid(fmt.Sprintf("the JSON patch's operation %d is invalid: %v", i, err))
+		}
+	}
+	if w := jsonPatchWork(cur, patch, p); w > maxPatchWork {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the JSON patch would take too long to apply: its %d operations inserting into or removing from arrays copy them whole each time; send fewer operations, or replace the array in one", len(p)))
+	}
+	out, err := p.Apply(cur)
+	if err != nil {
+		var copyErr *jsonpatch.AccumulatedCopySizeError
+		if errors.As(err, &copyErr) {
+			return nil, apierrors.NewRequestEntityTooLargeError(err.Error())
+		}
+		return nil, unappliable("JSON patch", err)
+	}
+	return out, nil
+}
+
+// checkJSONPatchOp checks that op is an RFC 6902 operation with the
+// members its kind needs.
+func checkJSONPatchOp(op jsonpatch.Operation) error {
+	kind := op.Kind()
+	if op["op"] == nil {
+		return errors.New(`it has no "op"`)
+	}
+	if !jsonPatchOps[kind] {
+		return fmt.Errorf(`"op" is %s, not one of add, remove, replace, move, copy, test`, truncate(*op["op"], 50))
+	}
+	if _, err := op.Path(); err != nil {
+		return fmt.Errorf(`a %s operation needs a "path" string`, kind)
+	}
+	switch kind {
+	case "move", "copy":
+		if _, err := op.From(); err != nil {
+			return fmt.Errorf(`a %s operation needs a "from" string`, kind)
+		}
+	case "add", "replace", "test":
+		if _, ok := op["value"]; !ok {
+			return fmt.Errorf(`a %s operation needs a "value"`, kind)
+		}
+	}
+	return nil
+}
+
+func applyStrategicPatch(cur, patch []byte, dataStruct runtime.Object) ([]byte, error) {
+	var original, patchMap map[string]any
+	if err := json.Unmarshal(cur, &original); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if err := json.Unmarshal(patch, &patchMap); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the strategic merge patch is not a JSON object: %v", err))
+	}
+	if w := smpWork(original, patchMap, dataStruct, maxPatchWork); w > maxPatchWork {
+		return nil, apierrors.NewRequestEntityTooLargeError("the strategic merge patch would take too long to apply: it merges long lists element by element; send fewer list elements, or use a JSON merge patch or an update, which replace lists whole")
+	}
+	merged, err := strategicpatch.StrategicMergeMapPatch(original, patchMap, dataStruct)
+	if err != nil {
+		return nil, unappliable("strategic merge patch", err)
+	}
+	out, err := json.Marshal(merged)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return out, nil
+}
+
+// unappliable is the 422 of a patch of kind that does not apply to the
+// object, saying why.
+func unappliable(kind string, err error) error {
+	return patchInvalid(fmt.Sprintf("the %s cannot be applied to the object: %v", kind, err))
+}
+
+// patchInvalid is upstream's 422 for a patch that cannot be applied, with
+// the reason in the message, where kubectl shows it, as well as in a
+// cause.
+func patchInvalid(msg string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusUnprocessableEntity,
+		Reason:  metav1.StatusReasonInvalid,
+		Message: msg,
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid, Message: msg, Field: "patch"}}},
+	}}
 }
 
 func truncate(b []byte, n int) string {
