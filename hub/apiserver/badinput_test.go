@@ -106,6 +106,8 @@ func TestBadInput(t *testing.T) {
 		{"POST to a name", "POST", "/api/v1/namespaces/ns1/configmaps/a", "application/json", cm, 405, metav1.StatusReasonMethodNotAllowed},
 		{"already exists", "POST", "/api/v1/namespaces/ns1/configmaps", "application/json", cm, 409, metav1.StatusReasonAlreadyExists},
 		{"stale update", "PUT", "/api/v1/namespaces/ns1/configmaps/a", "application/json", stale, 409, metav1.StatusReasonConflict},
+		{"unparsable resourceVersion", "PUT", "/api/v1/namespaces/ns1/configmaps/a", "application/json", strings.Replace(cm, `"name":"a"`, `"name":"a","resourceVersion":"zzz"`, 1), 400, metav1.StatusReasonBadRequest},
+		{"unparsable resourceVersion in a patch", "PATCH", "/api/v1/namespaces/ns1/configmaps/a", "application/merge-patch+json", `{"metadata":{"resourceVersion":"zzz"}}`, 400, metav1.StatusReasonBadRequest},
 		{"compacted exact list", "GET", "/api/v1/configmaps?resourceVersion=1&resourceVersionMatch=Exact", "", "", 410, metav1.StatusReasonExpired},
 		{"body over 3 MiB", "POST", "/api/v1/namespaces/ns1/configmaps", "application/json", big, 413, metav1.StatusReasonRequestEntityTooLarge},
 		{"unknown content type", "POST", "/api/v1/namespaces/ns1/configmaps", "text/plain", cm, 415, metav1.StatusReasonUnsupportedMediaType},

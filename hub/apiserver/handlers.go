@@ -329,6 +329,9 @@ func (s *Server) updateObject(ctx context.Context, res *resourceInfo, ns, name s
 	if err != nil {
 		return nil, 0, err
 	}
+	if err := checkResourceVersion(clientRV); err != nil {
+		return nil, 0, err
+	}
 	key := res.key(ns, name)
 	for attempt := 0; ; attempt++ {
 		kv, err := s.store.Get(ctx, key, 0)
@@ -407,6 +410,19 @@ func (s *Server) updateObject(ctx context.Context, res *resourceInfo, ns, name s
 		m.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
 		return obj, http.StatusOK, nil
 	}
+}
+
+// checkResourceVersion refuses a resourceVersion in an object written that
+// this server cannot have issued, with 400 as upstream: a client is to
+// send back one it was given, not compare or make them up.
+func checkResourceVersion(rv string) error {
+	if rv == "" {
+		return nil
+	}
+	if n, err := strconv.ParseInt(rv, 10, 64); err != nil || n <= 0 {
+		return apierrors.NewBadRequest(fmt.Sprintf("metadata.resourceVersion %q is not one this server issued: send the resourceVersion of the object as read, or none", truncate([]byte(rv), 64)))
+	}
+	return nil
 }
 
 // graceful reports whether obj's deletion waits out a grace period.

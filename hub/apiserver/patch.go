@@ -52,6 +52,9 @@ func (q *request) patchAs(kind updateKind) error {
 		}
 		// A resourceVersion in the patch is a precondition.
 		if rv := m.GetResourceVersion(); rv != "" {
+			if err := checkResourceVersion(rv); err != nil {
+				return nil, err
+			}
 			om, _ := meta.Accessor(old)
 			if rv != om.GetResourceVersion() {
 				return nil, apierrors.NewConflict(q.res.gr, q.ri.name, fmt.Errorf("%s", optimisticLockMsg))

@@ -122,6 +122,9 @@ func (q *request) serveScale() error {
 		if scale.Name != "" && scale.Name != q.ri.name {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", scale.Name, q.ri.name))
 		}
+		if err := checkResourceVersion(scale.ResourceVersion); err != nil {
+			return nil, err
+		}
 		if rv := scale.ResourceVersion; rv != "" && rv != cur.ResourceVersion {
 			return nil, apierrors.NewConflict(gr, q.ri.name, fmt.Errorf("%s", optimisticLockMsg))
 		}
