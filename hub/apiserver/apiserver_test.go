@@ -77,14 +77,20 @@ type testHub struct {
 	client *kubernetes.Clientset
 }
 
-func startTestServer(t *testing.T) *testHub {
+// startTestServer serves testResources over a fresh store, with opts
+// applied to the configuration.
+func startTestServer(t *testing.T, opts ...func(*Config)) *testHub {
 	t.Helper()
 	st, err := badgerstore.Open(badgerstore.DefaultConfig(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	srv, err := New(Config{Store: st, Resources: testResources(), BookmarkInterval: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	cfg := Config{Store: st, Resources: testResources(), BookmarkInterval: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

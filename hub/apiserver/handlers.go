@@ -215,7 +215,7 @@ func (q *request) create() error {
 }
 
 // createObject runs the create path for obj: defaults, metadata,
-// validation, the namespace check and the store write.
+// validation, the namespace check, admission and the store write.
 func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtime.Object, dry bool) (runtime.Object, error) {
 	m, _ := meta.Accessor(obj)
 	res.Rules.Default(obj)
@@ -242,6 +242,9 @@ func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtim
 		if err := s.checkNamespace(ctx, m.GetNamespace()); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.admit(ctx, res, Create, "", obj, nil); err != nil {
+		return nil, err
 	}
 	if dry {
 		return obj, nil
@@ -298,7 +301,7 @@ func (q *request) update() error {
 	if m.GetName() != q.ri.name {
 		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), q.ri.name))
 	}
-	updated, code, err := q.s.updateObject(q.ctx(), q.res, q.ri.namespace, q.ri.name, q.r, func(old runtime.Object) (runtime.Object, error) {
+	updated, code, err := q.updateObject(func(old runtime.Object) (runtime.Object, error) {
 		return obj.DeepCopyObject(), nil
 	}, m.GetResourceVersion(), updateMain)
 	if err != nil {
@@ -318,21 +321,22 @@ const (
 	updateBinding
 )
 
-// updateObject reads the object, asks mutate for its new version (mutate
-// gets a copy and may return it changed), and writes it back guarded by the
-// read revision, retrying on conflicts unless the client gave a
-// resourceVersion (then a conflict is the client's 409). A missing object
-// is created when mutate is given nil and the rules allow it.
-func (s *Server) updateObject(ctx context.Context, res *resourceInfo, ns, name string, r *http.Request,
-	mutate func(old runtime.Object) (runtime.Object, error), clientRV string, kind updateKind) (runtime.Object, int, error) {
-	dry, err := dryRun(r)
+// updateObject reads the request's object, asks mutate for its new version
+// (mutate gets a copy and may return it changed), and writes it back
+// guarded by the read revision once admitted, retrying on conflicts unless
+// the client gave a resourceVersion (then a conflict is the client's 409).
+// A missing object is created when mutate is given nil and the rules allow
+// it.
+func (q *request) updateObject(mutate func(old runtime.Object) (runtime.Object, error), clientRV string, kind updateKind) (runtime.Object, int, error) {
+	s, ctx, res, name := q.s, q.ctx(), q.res, q.ri.name
+	dry, err := dryRun(q.r)
 	if err != nil {
 		return nil, 0, err
 	}
 	if err := checkResourceVersion(clientRV); err != nil {
 		return nil, 0, err
 	}
-	key := res.key(ns, name)
+	key := res.key(q.ri.namespace, name)
 	for attempt := 0; ; attempt++ {
 		kv, err := s.store.Get(ctx, key, 0)
 		if errors.Is(err, store.ErrNotFound) {
@@ -370,6 +374,9 @@ func (s *Server) updateObject(ctx context.Context, res *resourceInfo, ns, name s
 			return nil, 0, apierrors.NewConflict(res.gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, oldUID))
 		}
 		if err := s.prepareUpdate(res, obj, old, kind); err != nil {
+			return nil, 0, err
+		}
+		if err := s.admit(ctx, res, Update, q.ri.subresource, obj, old); err != nil {
 			return nil, 0, err
 		}
 		m, _ := meta.Accessor(obj)

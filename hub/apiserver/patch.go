@@ -34,7 +34,7 @@ func (q *request) patchAs(kind updateKind) error {
 	if err != nil {
 		return err
 	}
-	updated, _, err := q.s.updateObject(q.ctx(), q.res, q.ri.namespace, q.ri.name, q.r, func(old runtime.Object) (runtime.Object, error) {
+	updated, _, err := q.updateObject(func(old runtime.Object) (runtime.Object, error) {
 		if old == nil {
 			return nil, apierrors.NewNotFound(q.res.gr, q.ri.name)
 		}

@@ -42,7 +42,8 @@ type Resource struct {
 // Validate. On an update of the main resource: Default, PrepareForUpdate,
 // ValidateUpdate (the object then carries the stored uid, creationTimestamp
 // and, for an unconditional update, resourceVersion). On a status update:
-// ValidateStatusUpdate only. Objects are the resource's own Go types (e.g.
+// ValidateStatusUpdate only. Config.Admission, when set, is asked after
+// these and before the write. Objects are the resource's own Go types (e.g.
 // *corev1.Pod); methods may mutate the object they are given and must not
 // keep it.
 type Rules interface {

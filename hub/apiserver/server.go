@@ -48,6 +48,9 @@ type Config struct {
 	// frames, window updates, syscalls) at the price of at most this much
 	// delay under load. Default 10ms; negative flushes after every batch.
 	WatchFlushInterval time.Duration
+	// Admission is asked about every create and update before it is
+	// written; nil admits them all.
+	Admission Admission
 }
 
 // Server serves the Kubernetes API for its resources. Its methods are safe
@@ -82,6 +85,8 @@ type resourceInfo struct {
 	gvr    schema.GroupVersionResource
 	gr     schema.GroupResource
 	prefix string // store prefix, ending in /
+	// admit is set when Config.Admission handles the resource.
+	admit bool
 	// fieldKeys are the field labels selectors may use.
 	fieldKeys map[string]bool
 }
@@ -134,6 +139,7 @@ func New(cfg Config) (*Server, error) {
 		if r.Namespaced {
 			ri.fieldKeys["metadata.namespace"] = true
 		}
+		ri.admit = cfg.Admission != nil && cfg.Admission.Handles(ri.gr)
 		for k := range r.Rules.Fields(r.New()) {
 			ri.fieldKeys[k] = true
 		}

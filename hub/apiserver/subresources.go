@@ -30,7 +30,7 @@ func (q *request) serveStatus() error {
 		if m.GetName() != q.ri.name {
 			return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), q.ri.name))
 		}
-		updated, _, err := q.s.updateObject(q.ctx(), q.res, q.ri.namespace, q.ri.name, q.r, func(old runtime.Object) (runtime.Object, error) {
+		updated, _, err := q.updateObject(func(old runtime.Object) (runtime.Object, error) {
 			if old == nil {
 				return nil, apierrors.NewNotFound(q.res.gr, q.ri.name)
 			}
@@ -95,7 +95,7 @@ func (q *request) serveScale() error {
 		}
 		pt = string(p)
 	}
-	updated, _, err := q.s.updateObject(q.ctx(), q.res, q.ri.namespace, q.ri.name, q.r, func(old runtime.Object) (runtime.Object, error) {
+	updated, _, err := q.updateObject(func(old runtime.Object) (runtime.Object, error) {
 		if old == nil {
 			return nil, apierrors.NewNotFound(q.res.gr, q.ri.name)
 		}
@@ -158,7 +158,7 @@ func (q *request) binding() error {
 	if b.Target.Kind != "" && b.Target.Kind != "Node" || b.Target.Name == "" {
 		return apierrors.NewInvalid(schema.GroupKind{Kind: "Binding"}, q.ri.name, field.ErrorList{field.Required(field.NewPath("target", "name"), "a node to bind to")})
 	}
-	_, _, err = q.s.updateObject(q.ctx(), q.res, q.ri.namespace, q.ri.name, q.r, func(old runtime.Object) (runtime.Object, error) {
+	_, _, err = q.updateObject(func(old runtime.Object) (runtime.Object, error) {
 		if old == nil {
 			return nil, apierrors.NewNotFound(q.res.gr, q.ri.name)
 		}

@@ -6,6 +6,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/x509"
 	"slices"
 	"strings"
@@ -50,4 +51,22 @@ func (u User) NodeName() (string, bool) {
 		return "", false
 	}
 	return name, true
+}
+
+type userKey struct{}
+
+// WithUser returns ctx carrying u as the authenticated user of the request
+// ctx belongs to. The hub's HTTP handler sets it once it has authenticated
+// a request, so that what serves the request later (admission) knows who
+// asked.
+func WithUser(ctx context.Context, u User) context.Context {
+	return context.WithValue(ctx, userKey{}, u)
+}
+
+// UserFrom returns the user WithUser put on ctx, and whether there is one.
+// A context without one is not a request of an authenticated user (the
+// hub's own writes at start, for one).
+func UserFrom(ctx context.Context) (User, bool) {
+	u, ok := ctx.Value(userKey{}).(User)
+	return u, ok
 }

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"slices"
@@ -48,5 +49,20 @@ func TestIdentitiesMatchPKI(t *testing.T) {
 	}
 	if pki.NodesGroup != NodesGroup || pki.NodeUserPrefix != NodeUserPrefix {
 		t.Errorf("pki node identity %q/%q, want %q/%q", pki.NodeUserPrefix, pki.NodesGroup, NodeUserPrefix, NodesGroup)
+	}
+}
+
+func TestUserContext(t *testing.T) {
+	if u, ok := UserFrom(context.Background()); ok {
+		t.Errorf("UserFrom(Background) = %+v, true; want none", u)
+	}
+	node := User{Name: "system:node:edge-a", Groups: []string{NodesGroup}}
+	ctx := WithUser(context.Background(), node)
+	if u, ok := UserFrom(ctx); !ok || u.Name != node.Name || !slices.Equal(u.Groups, node.Groups) {
+		t.Errorf("UserFrom(WithUser(%+v)) = %+v, %v; want it back", node, u, ok)
+	}
+	admin := User{Name: "admin", Groups: []string{MastersGroup}}
+	if u, _ := UserFrom(WithUser(ctx, admin)); u.Name != "admin" {
+		t.Errorf("UserFrom after a second WithUser = %+v, want %+v", u, admin)
 	}
 }
