@@ -56,12 +56,30 @@ func nodeResource(now func() time.Time) apiserver.Resource {
 	}
 }
 
-// defaultNode makes allocatable default to capacity.
+// defaultNode makes allocatable default to capacity, and podCIDR and
+// podCIDRs agree.
 func defaultNode(n *corev1.Node) {
+	syncPodCIDRs(&n.Spec)
 	roundResources(n.Status.Capacity)
 	roundResources(n.Status.Allocatable)
 	if n.Status.Allocatable == nil && n.Status.Capacity != nil {
 		n.Status.Allocatable = n.Status.Capacity.DeepCopy()
+	}
+}
+
+// syncPodCIDRs makes spec.podCIDR and spec.podCIDRs say the same, as
+// upstream's conversion through its internal type does: upstream keeps
+// podCIDRs only, taking a v1 client's podCIDR as the authority when it is
+// set and podCIDRs is empty or starts elsewhere, and gives podCIDRs[0]
+// back as podCIDR. The rules on podCIDRs (valid CIDRs, set once) are then
+// those on podCIDR too.
+func syncPodCIDRs(s *corev1.NodeSpec) {
+	if s.PodCIDR != "" && (len(s.PodCIDRs) == 0 || s.PodCIDRs[0] != s.PodCIDR) {
+		s.PodCIDRs = []string{s.PodCIDR}
+	}
+	s.PodCIDR = ""
+	if len(s.PodCIDRs) > 0 {
+		s.PodCIDR = s.PodCIDRs[0]
 	}
 }
 

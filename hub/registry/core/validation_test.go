@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -288,7 +289,38 @@ func TestValidateNamespaceAndNode(t *testing.T) {
 		{"cordon", node(func(*corev1.Node) {}), node(func(n *corev1.Node) { n.Spec.Unschedulable = true }), nil},
 		{"pod CIDR changed", node(func(n *corev1.Node) { n.Spec.PodCIDRs = []string{"10.244.1.0/24"} }),
 			node(func(n *corev1.Node) { n.Spec.PodCIDRs = []string{"10.244.2.0/24"} }), want("spec.podCIDRs: Forbidden")},
+		{"pod CIDR set", node(func(*corev1.Node) {}), node(func(n *corev1.Node) { n.Spec.PodCIDR = "10.244.1.0/24" }), nil},
+		{"podCIDR changed", node(func(n *corev1.Node) { n.Spec.PodCIDR = "10.244.1.0/24" }),
+			node(func(n *corev1.Node) { n.Spec.PodCIDR = "10.244.2.0/24" }), want("spec.podCIDRs: Forbidden")},
+		{"podCIDR changed, podCIDRs kept", node(func(n *corev1.Node) { n.Spec.PodCIDRs = []string{"10.244.1.0/24"} }),
+			node(func(n *corev1.Node) {
+				n.Spec.PodCIDR, n.Spec.PodCIDRs = "10.244.2.0/24", []string{"10.244.1.0/24"}
+			}), want("spec.podCIDRs: Forbidden")},
+		{"pod CIDR cleared", node(func(n *corev1.Node) { n.Spec.PodCIDR = "10.244.1.0/24" }), node(func(*corev1.Node) {}), want("spec.podCIDRs: Forbidden")},
+		{"podCIDR invalid", node(func(*corev1.Node) {}), node(func(n *corev1.Node) { n.Spec.PodCIDR = "10.244.1.0" }), want("spec.podCIDRs[0]: Invalid value")},
+		{"providerID set", node(func(*corev1.Node) {}), node(func(n *corev1.Node) { n.Spec.ProviderID = "outpost://edge-1" }), nil},
+		{"providerID changed", node(func(n *corev1.Node) { n.Spec.ProviderID = "outpost://edge-1" }),
+			node(func(n *corev1.Node) { n.Spec.ProviderID = "outpost://edge-2" }), want("spec.providerID: Forbidden")},
 	})
+	for _, tc := range []struct {
+		name      string
+		podCIDR   string
+		podCIDRs  []string
+		wantCIDR  string
+		wantCIDRs []string
+	}{
+		{"none", "", nil, "", nil},
+		{"podCIDR only", "10.244.1.0/24", nil, "10.244.1.0/24", []string{"10.244.1.0/24"}},
+		{"podCIDRs only", "", []string{"10.244.1.0/24", "fd00:1::/64"}, "10.244.1.0/24", []string{"10.244.1.0/24", "fd00:1::/64"}},
+		{"agreeing", "10.244.1.0/24", []string{"10.244.1.0/24", "fd00:1::/64"}, "10.244.1.0/24", []string{"10.244.1.0/24", "fd00:1::/64"}},
+		{"podCIDR wins", "10.244.2.0/24", []string{"10.244.1.0/24", "fd00:1::/64"}, "10.244.2.0/24", []string{"10.244.2.0/24"}},
+	} {
+		n := create("nodes", node(func(n *corev1.Node) { n.Spec.PodCIDR, n.Spec.PodCIDRs = tc.podCIDR, tc.podCIDRs }))
+		if n.Spec.PodCIDR != tc.wantCIDR || !slices.Equal(n.Spec.PodCIDRs, tc.wantCIDRs) {
+			t.Errorf("nodes: Default(%s: podCIDR %q, podCIDRs %q) = %q, %q; want %q, %q", tc.name, tc.podCIDR, tc.podCIDRs,
+				n.Spec.PodCIDR, n.Spec.PodCIDRs, tc.wantCIDR, tc.wantCIDRs)
+		}
+	}
 }
 
 func TestValidateOthers(t *testing.T) {
