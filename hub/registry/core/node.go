@@ -67,16 +67,23 @@ func defaultNode(n *corev1.Node) {
 	}
 }
 
-// syncPodCIDRs makes spec.podCIDR and spec.podCIDRs say the same, as
-// upstream's conversion through its internal type does: upstream keeps
-// podCIDRs only, taking a v1 client's podCIDR as the authority when it is
-// set and podCIDRs is empty or starts elsewhere, and gives podCIDRs[0]
-// back as podCIDR. The rules on podCIDRs (valid CIDRs, set once) are then
-// those on podCIDR too.
-func syncPodCIDRs(s *corev1.NodeSpec) {
+// PodCIDRs returns the pod CIDRs s assigns, as upstream reads a v1
+// NodeSpec: upstream keeps podCIDRs only, and takes a client's podCIDR as
+// the authority when it is set and podCIDRs is empty or starts elsewhere.
+// The caller does not modify the slice returned.
+func PodCIDRs(s *corev1.NodeSpec) []string {
 	if s.PodCIDR != "" && (len(s.PodCIDRs) == 0 || s.PodCIDRs[0] != s.PodCIDR) {
-		s.PodCIDRs = []string{s.PodCIDR}
+		return []string{s.PodCIDR}
 	}
+	return s.PodCIDRs
+}
+
+// syncPodCIDRs makes spec.podCIDR and spec.podCIDRs say the same, as
+// upstream's conversion through its internal type does: podCIDRs are
+// PodCIDRs(s), and podCIDR is podCIDRs[0]. The rules on podCIDRs (valid
+// CIDRs, set once) are then those on podCIDR too.
+func syncPodCIDRs(s *corev1.NodeSpec) {
+	s.PodCIDRs = PodCIDRs(s)
 	s.PodCIDR = ""
 	if len(s.PodCIDRs) > 0 {
 		s.PodCIDR = s.PodCIDRs[0]
