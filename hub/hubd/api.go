@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/outpost-mesh/outpost/hub/admission"
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/apiserver/openapi"
 	"github.com/outpost-mesh/outpost/hub/registry/apps"
@@ -37,9 +38,10 @@ func resources() []apiserver.Resource {
 	return rs
 }
 
-// newAPI builds the Kubernetes API server and its OpenAPI documents over st.
+// newAPI builds the Kubernetes API server and its OpenAPI documents over
+// st, with the admission chain (NodeRestriction).
 func newAPI(st store.Store, log *slog.Logger) (*apiserver.Server, *openapi.Spec, error) {
-	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(), Logger: log})
+	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(), Logger: log, Admission: admission.NodeRestriction{}})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -104,8 +104,10 @@ func (h *apiHandler) authenticate(r *http.Request) (auth.User, bool) {
 }
 
 // serveAs serves r for user, who is authenticated: if the authorizer
-// allows it.
+// allows it. The request's context carries user from here on (see
+// auth.WithUser), for admission to know who asked.
 func (h *apiHandler) serveAs(w http.ResponseWriter, r *http.Request, user auth.User) {
+	r = r.WithContext(auth.WithUser(r.Context(), user))
 	if h.authorize(w, r, user) {
 		h.mux.ServeHTTP(w, r)
 	}

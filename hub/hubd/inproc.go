@@ -2,7 +2,6 @@ package hubd
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 
@@ -14,17 +13,10 @@ import (
 
 // The hub's own parts that act for a node (the sync endpoint applying a
 // node's status, renewing its lease) use the Kubernetes API like any
-// client, as that node: the same defaults, validation and authorization as
-// a request over HTTPS, without TLS or a socket. inprocTransport hands
-// client-go's requests straight to the API handler with the user their
-// context carries.
-
-type userKey struct{}
-
-// asUser returns ctx carrying u for in-process API requests.
-func asUser(ctx context.Context, u auth.User) context.Context {
-	return context.WithValue(ctx, userKey{}, u)
-}
+// client, as that node: the same defaults, validation, authorization and
+// admission as a request over HTTPS, without TLS or a socket.
+// inprocTransport hands client-go's requests straight to the API handler
+// with the user their context carries (auth.WithUser).
 
 // hubUser is the identity of the hub's own requests that act for nobody
 // else (reading bootstrap tokens, registering nodes).
@@ -40,7 +32,7 @@ func nodeUser(name string) auth.User {
 type inprocTransport struct{ h *apiHandler }
 
 func (t inprocTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	u, ok := r.Context().Value(userKey{}).(auth.User)
+	u, ok := auth.UserFrom(r.Context())
 	if !ok {
 		u = auth.User{} // anonymous: every API request is refused
 	}
@@ -80,7 +72,7 @@ func (r *recorder) WriteHeader(code int) {
 func (r *recorder) Flush() {}
 
 // inprocClient returns a clientset whose requests go to h as the user of
-// each request's context (see asUser).
+// each request's context (see auth.WithUser).
 func inprocClient(h *apiHandler) (kubernetes.Interface, error) {
 	cfg := &rest.Config{
 		Host:      "http://hub.internal",

@@ -20,14 +20,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/outpost-mesh/outpost/hub/admission"
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/pki"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
-
-// nodeOwnLabels are the labels a node may set on its own Node (upstream's
-// NodeRestriction lets kubelet set these).
-var nodeOwnLabels = []string{corev1.LabelHostname, corev1.LabelOSStable, corev1.LabelArchStable}
 
 // syncGlue adapts the hub to the sync server: it admits nodes (Authority),
 // applies what they send as their own identity through the API (Sink), and
@@ -95,7 +92,7 @@ func (g *syncGlue) Join(ctx context.Context, req *wire.JoinRequest) ([]byte, []b
 	if err != nil {
 		return nil, nil, &wire.Error{Code: wire.CodeUnauthorized, Message: err.Error()}
 	}
-	hctx := asUser(ctx, hubUser)
+	hctx := auth.WithUser(ctx, hubUser)
 	secret, err := g.api.CoreV1().Secrets(metav1.NamespaceSystem).Get(hctx, auth.BootstrapTokenSecretName(id), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		secret, err = nil, nil
@@ -170,7 +167,7 @@ func (g *syncGlue) decode(raw []byte, want runtime.Object) error {
 // ApplyStatus applies one status item as node. What the node may not
 // write is refused by the API's authorizer, as for any client.
 func (g *syncGlue) ApplyStatus(ctx context.Context, node string, it wire.StatusItem) error {
-	ctx = asUser(ctx, nodeUser(node))
+	ctx = auth.WithUser(ctx, nodeUser(node))
 	switch it.Kind {
 	case wire.KindPodStatus:
 		var pod corev1.Pod
@@ -263,7 +260,11 @@ func (g *syncGlue) podStatus(ctx context.Context, key wire.Key, pod *corev1.Pod)
 	return err
 }
 
-// nodeStatus replaces the node's status and its own labels.
+// nodeStatus replaces the node's status, and sets the labels it reports
+// that a node may set on itself (admission.NodeMaySetLabel); the others,
+// such as the site label it learnt at join, are the hub's or an
+// administrator's, and a report does not remove labels. Nothing else of
+// the report is taken: a node's spec is not the node's to set.
 func (g *syncGlue) nodeStatus(ctx context.Context, n *corev1.Node) error {
 	nodes := g.api.CoreV1().Nodes()
 	for attempt := 0; ; attempt++ {
@@ -275,9 +276,9 @@ func (g *syncGlue) nodeStatus(ctx context.Context, n *corev1.Node) error {
 		if cur.Labels == nil {
 			cur.Labels = map[string]string{}
 		}
-		for _, l := range nodeOwnLabels {
-			if v, ok := n.Labels[l]; ok && cur.Labels[l] != v {
-				cur.Labels[l], changed = v, true
+		for k, v := range n.Labels {
+			if old, ok := cur.Labels[k]; (!ok || old != v) && admission.NodeMaySetLabel(k) {
+				cur.Labels[k], changed = v, true
 			}
 		}
 		if changed {
@@ -432,7 +433,7 @@ func (g *syncGlue) stop() {
 // is: Unknown when the node has been away past its grace, True again when
 // it is back (only if the hub had set Unknown; the node reports the rest).
 func (g *syncGlue) setReady(node string, status corev1.ConditionStatus, reason, msg string) {
-	ctx, cancel := context.WithTimeout(asUser(g.ctx, hubUser), 10*time.Second)
+	ctx, cancel := context.WithTimeout(auth.WithUser(g.ctx, hubUser), 10*time.Second)
 	defer cancel()
 	nodes := g.api.CoreV1().Nodes()
 	for attempt := 0; attempt < 3; attempt++ {
@@ -508,7 +509,7 @@ func (g *syncGlue) renewLeases(ctx context.Context) {
 }
 
 func (g *syncGlue) renewLease(ctx context.Context, node string, now time.Time) (*coordinationv1.Lease, error) {
-	ctx = asUser(ctx, nodeUser(node))
+	ctx = auth.WithUser(ctx, nodeUser(node))
 	leases := g.api.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	g.mu.Lock()
 	l := g.connected[node]
