@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -520,6 +521,87 @@ func TestEventRepeats(t *testing.T) {
 	check(3, later)
 	send(1, first) // a resend of the first
 	check(3, later)
+}
+
+// TestNodeStatusRestricted: a joined node's report of its Node that
+// carries what a node may not set on itself (upstream's NodeRestriction,
+// and the hub's site label) changes none of that on the hub's Node; the
+// status and the labels a node may set are applied.
+func TestNodeStatusRestricted(t *testing.T) {
+	ctx := context.Background()
+	h := startHub(t, t.TempDir())
+	conn := joinedAs(ctx, t, h, "edge-a")
+	nodes := h.client.CoreV1().Nodes()
+	// An administrator's taint and role label on the Node the hub
+	// registered with the site the node joined with.
+	cur, err := nodes.Get(ctx, "edge-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Labels[wire.SiteLabel] != "store-1" {
+		t.Fatalf("site label at join = %q, want store-1", cur.Labels[wire.SiteLabel])
+	}
+	cur.Labels["node-role.kubernetes.io/pos"] = ""
+	cur.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "pos", Effect: corev1.TaintEffectNoSchedule}}
+	before, err := nodes.Update(ctx, cur, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	report := before.DeepCopy()
+	report.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
+	for k, v := range map[string]string{
+		// refused
+		"node-role.kubernetes.io/control-plane": "",
+		"node-restriction.kubernetes.io/pci":    "true",
+		"kubernetes.io/role":                    "master",
+		wire.SiteLabel:                          "store-2",
+		"fleet.outpost.dev/wave":                "0",
+		// allowed
+		corev1.LabelArchStable:         "riscv64",
+		corev1.LabelInstanceTypeStable: "pi5",
+		"example.com/x":                "y",
+	} {
+		report.Labels[k] = v
+	}
+	delete(report.Labels, "node-role.kubernetes.io/pos")
+	report.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoExecute}}
+	report.Spec.PodCIDR, report.Spec.PodCIDRs = "10.244.9.0/24", []string{"10.244.9.0/24"}
+	report.Spec.ProviderID = "outpost://elsewhere"
+	report.Spec.ConfigSource = &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: "x", KubeletConfigKey: "kubelet"}}
+	report.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "gone", UID: "no-such-uid"}}
+	report.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "the report's"}}
+	res := push(ctx, t, conn, wire.StatusItem{Kind: wire.KindNodeStatus, Key: wire.Key{Resource: wire.ResourceNodes, Name: "edge-a"}, Object: encode(t, report)})
+	if res.Code != wire.CodeOK {
+		t.Fatalf("node status push = %#v, want CodeOK", res)
+	}
+
+	after, err := nodes.Get(ctx, "edge-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := after.Status.Conditions; len(c) != 1 || c[0].Message != "the report's" {
+		t.Errorf("status after the report = %+v, want the report's", after.Status.Conditions)
+	}
+	for k, want := range map[string]string{
+		corev1.LabelArchStable:         "riscv64",
+		corev1.LabelInstanceTypeStable: "pi5",
+		"example.com/x":                "y",
+		wire.SiteLabel:                 "store-1",
+		"node-role.kubernetes.io/pos":  "",
+	} {
+		if got, ok := after.Labels[k]; !ok || got != want {
+			t.Errorf("label %s after the report = %q (set %v), want %q", k, got, ok, want)
+		}
+	}
+	for _, k := range []string{"node-role.kubernetes.io/control-plane", "node-restriction.kubernetes.io/pci", "kubernetes.io/role", "fleet.outpost.dev/wave"} {
+		if v, ok := after.Labels[k]; ok {
+			t.Errorf("label %s=%q after the report, want none", k, v)
+		}
+	}
+	if !reflect.DeepEqual(after.Spec, before.Spec) || len(after.OwnerReferences) != 0 {
+		t.Errorf("Node after the report: spec %+v, owners %v; want spec %+v and no owners", after.Spec, after.OwnerReferences, before.Spec)
+	}
 }
 
 // joinedAs joins node with an agent, stops the agent and connects to the
