@@ -165,6 +165,10 @@ func New(cfg Config) (*Agent, error) {
 	}, nil
 }
 
+// maxJoinRetryAfter bounds the wait a hub may ask of a joining node, so
+// that a hub's mistake cannot keep it away for long.
+const maxJoinRetryAfter = 10 * time.Minute
+
 // ErrJoinRefused is returned (wrapped) by Run when the hub refused to
 // admit the node: a wrong, expired or deleted token.
 var ErrJoinRefused = errors.New("hub refused to admit this node")
@@ -279,13 +283,23 @@ func (a *Agent) join(ctx context.Context) error {
 			return nil
 		}
 		// A refusal ends it; a hub that cannot admit the node now
-		// (Unavailable, Internal) is tried again, as one not reached.
+		// (Unavailable, Internal) is tried again, as one not reached, but
+		// not before the wait it asked for (it refuses joins from an
+		// address or with a token that failed too often).
 		var we *wire.Error
 		if errors.As(err, &we) && we.Code != wire.CodeUnavailable && we.Code != wire.CodeInternal || errors.Is(err, wire.ErrPinMismatch) {
 			return fmt.Errorf("%w: %w", ErrJoinRefused, err)
 		}
-		a.log.Info("hub not reachable to join; pods run meanwhile", "err", err, "retry_in", backoff)
-		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
+		wait := backoff/2 + rand.N(backoff/2+1)
+		if we != nil && we.RetryAfter > wait {
+			wait = min(we.RetryAfter, maxJoinRetryAfter)
+		}
+		if we != nil {
+			a.log.Info("hub cannot admit the node now; pods run meanwhile", "err", err, "retry_in", wait.Round(time.Millisecond))
+		} else {
+			a.log.Info("hub not reachable to join; pods run meanwhile", "err", err, "retry_in", wait.Round(time.Millisecond))
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -13,8 +13,10 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -33,24 +35,26 @@ import (
 )
 
 // authority admits nodes with token after refusing the first refuse
-// joins as Unavailable, and signs with its CA.
+// joins as Unavailable (asking to wait retryAfter), and signs with its CA.
 type authority struct {
 	ca    *x509.Certificate
 	key   *ecdsa.PrivateKey
 	token string
 
-	mu     sync.Mutex
-	refuse int
-	joins  int
+	mu         sync.Mutex
+	refuse     int
+	retryAfter time.Duration
+	joins      []time.Time // when each join came
 }
 
-func (a *authority) Join(ctx context.Context, req *wire.JoinRequest) ([]byte, []byte, error) {
+func (a *authority) Join(ctx context.Context, _ netip.Addr, req *wire.JoinRequest) ([]byte, []byte, error) {
 	a.mu.Lock()
-	a.joins++
-	refuse := a.joins <= a.refuse
+	a.joins = append(a.joins, time.Now())
+	refuse := len(a.joins) <= a.refuse
+	retryAfter := a.retryAfter
 	a.mu.Unlock()
 	if refuse {
-		return nil, nil, &wire.Error{Code: wire.CodeUnavailable, Message: "read bootstrap token: the API is starting"}
+		return nil, nil, &wire.Error{Code: wire.CodeUnavailable, Message: "read bootstrap token: the API is starting", RetryAfter: retryAfter}
 	}
 	if req.Token != a.token {
 		return nil, nil, &wire.Error{Code: wire.CodeUnauthorized, Message: "bootstrap token not found"}
@@ -213,5 +217,38 @@ func TestJoinLoseHub(t *testing.T) {
 	}
 	if s := rt.Stats(); s.Stops != 0 || s.Removes != 0 {
 		t.Errorf("runtime: %d stops, %d removes after the hub went away, want none", s.Stops, s.Removes)
+	}
+}
+
+// TestJoinWaitsAsAsked: a hub that cannot admit the node now and says when
+// to try again is not asked again before then, however short the agent's
+// own back-off.
+func TestJoinWaitsAsAsked(t *testing.T) {
+	h := startHub(t)
+	h.auth.refuse, h.auth.retryAfter = 2, 700*time.Millisecond
+	ta := newAgentConfig(t, t.TempDir(), fake.New(fake.Config{}))
+	ta.cfg.HubAddr, ta.cfg.Token, ta.cfg.CAHash = h.addr, h.auth.token, h.caHash
+	ta.cfg.JoinRetry = 50 * time.Millisecond
+	a, err := agent.New(ta.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := wait.Start(t, waitLong, "agent Run", a.Run)
+	defer func() {
+		if err := bg.Stop(); err != nil {
+			t.Errorf("Run = %v, want nil after its context ended", err)
+		}
+	}()
+	wait.For(t, waitLong, "joined and connected", func() (bool, string) { return a.Connected(), "not connected" })
+	h.auth.mu.Lock()
+	joins := slices.Clone(h.auth.joins)
+	h.auth.mu.Unlock()
+	if len(joins) != 3 {
+		t.Fatalf("%d joins, want 3: two refused, one admitted", len(joins))
+	}
+	for i := 1; i < len(joins); i++ {
+		if d := joins[i].Sub(joins[i-1]); d < h.auth.retryAfter {
+			t.Errorf("join %d came %v after the refusal that asked for %v", i, d, h.auth.retryAfter)
+		}
 	}
 }

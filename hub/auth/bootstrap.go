@@ -57,7 +57,25 @@ var (
 	// not a bootstrap token usable for authentication: wrong type, a bad
 	// expiration, or usage-bootstrap-authentication not "true".
 	ErrTokenNotForAuthentication = errors.New("bootstrap token is not usable for authentication")
+
+	// ErrTokenRefused is what a joining node is told in place of
+	// ErrTokenNotFound and ErrTokenWrongSecret (see PublicTokenError), so
+	// that nobody learns which token ids exist by trying them.
+	ErrTokenRefused = errors.New("bootstrap token refused: there is no such token, or its secret is wrong; check --token, or create a token on the hub with `outpost token create`")
 )
+
+// PublicTokenError returns what a joining node may be told of err, an
+// error of ParseToken or ValidateBootstrapToken: ErrTokenRefused for a
+// token that is not found or whose secret does not match, alike; err
+// itself otherwise, since a malformed token says nothing of the hub's
+// tokens and the other errors reach only a holder of the right secret.
+// The hub's log keeps err.
+func PublicTokenError(err error) error {
+	if errors.Is(err, ErrTokenNotFound) || errors.Is(err, ErrTokenWrongSecret) {
+		return ErrTokenRefused
+	}
+	return err
+}
 
 // GenerateToken returns a new random token's id and secret, as upstream
 // makes them: 6 and 16 characters of [a-z0-9] from crypto/rand.

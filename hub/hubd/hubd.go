@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/metrics"
 	"github.com/outpost-mesh/outpost/hub/pki"
 	"github.com/outpost-mesh/outpost/hub/store"
@@ -68,6 +69,9 @@ type Config struct {
 	// EventTTL is how long an event is kept after its last write, as
 	// kube-apiserver's --event-ttl.
 	EventTTL time.Duration
+	// JoinLimits budget the failed joins of each source address and of
+	// each bootstrap token id: auth.DefaultJoinLimitConfig.
+	JoinLimits auth.JoinLimitConfig
 	// Logger receives the hub's logs; non-nil.
 	Logger *slog.Logger
 }
@@ -83,6 +87,7 @@ func DefaultConfig(dataDir string) Config {
 		// 127.0.0.1:7443.
 		NodeCertLifetime: 365 * 24 * time.Hour, // a year, as kubelet's
 		EventTTL:         time.Hour,            // kube-apiserver's default
+		JoinLimits:       auth.DefaultJoinLimitConfig(),
 	}
 }
 
@@ -120,6 +125,9 @@ func (c Config) Validate() error {
 		if _, port, err := net.SplitHostPort(c.SyncAddr); err != nil || port == "" {
 			return fmt.Errorf("sync address %q: want host:port, such as 127.0.0.1:7443", c.SyncAddr)
 		}
+	}
+	if err := c.JoinLimits.Validate(); err != nil {
+		return err
 	}
 	if c.EventTTL <= 0 {
 		return fmt.Errorf("event TTL %v is not positive", c.EventTTL)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/pki"
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/sync/server"
@@ -35,8 +36,12 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	if err != nil {
 		return nil, fmt.Errorf("in-process api client: %w", err)
 	}
+	joins, err := auth.NewJoinLimiter(h.cfg.JoinLimits)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	glue := newSyncGlue(ctx, api, certs, h.cfg.NodeCertLifetime, log.With("component", "sync"))
+	glue := newSyncGlue(ctx, api, certs, h.cfg.NodeCertLifetime, joins, log.With("component", "sync"))
 	idx := view.NewIndex(view.DefaultConfig())
 
 	cfg := server.DefaultConfig()

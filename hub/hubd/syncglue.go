@@ -3,9 +3,11 @@ package hubd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -36,6 +38,7 @@ type syncGlue struct {
 	log      *slog.Logger
 	now      func() time.Time
 	decoder  runtime.Decoder
+	joins    *auth.JoinLimiter // budgets the failed joins
 
 	// ctx ends the glue's background work (readiness updates); wg waits
 	// for it. See stop.
@@ -48,9 +51,9 @@ type syncGlue struct {
 	lost      map[string]*time.Timer           // nodes away, until nodeGrace
 }
 
-func newSyncGlue(ctx context.Context, api kubernetes.Interface, p *pki.PKI, certLife time.Duration, log *slog.Logger) *syncGlue {
+func newSyncGlue(ctx context.Context, api kubernetes.Interface, p *pki.PKI, certLife time.Duration, joins *auth.JoinLimiter, log *slog.Logger) *syncGlue {
 	return &syncGlue{
-		ctx: ctx, api: api, pki: p, certLife: certLife, log: log, now: time.Now,
+		ctx: ctx, api: api, pki: p, certLife: certLife, joins: joins, log: log, now: time.Now,
 		sessions:  map[string]int{},
 		decoder:   protobuf.NewSerializer(scheme.Scheme, scheme.Scheme),
 		connected: map[string]*coordinationv1.Lease{},
@@ -83,14 +86,33 @@ func wireError(err error) error {
 }
 
 // Join admits a node with a bootstrap token: it checks the token, signs the
-// node's CSR and registers its Node with the hostname and site labels.
-func (g *syncGlue) Join(ctx context.Context, req *wire.JoinRequest) ([]byte, []byte, error) {
-	if errs := validation.IsDNS1123Subdomain(req.NodeName); len(errs) > 0 {
-		return nil, nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("node name %q: %v", req.NodeName, errs)}
+// node's CSR and registers its Node with the hostname and site labels. A
+// source address or token id with too many failed joins of late is refused
+// before anything else, with CodeUnavailable and when to try again.
+func (g *syncGlue) Join(ctx context.Context, from netip.Addr, req *wire.JoinRequest) ([]byte, []byte, error) {
+	id, _, parseErr := auth.ParseToken(req.Token) // id is "" for a malformed token
+	if err := g.joins.Begin(from, id, g.now()); err != nil {
+		we := &wire.Error{Code: wire.CodeUnavailable, Message: err.Error()}
+		if tm := (*auth.TooManyFailedJoinsError)(nil); errors.As(err, &tm) {
+			we.RetryAfter = tm.RetryAfter
+		}
+		return nil, nil, we
 	}
-	id, _, err := auth.ParseToken(req.Token)
-	if err != nil {
-		return nil, nil, &wire.Error{Code: wire.CodeUnauthorized, Message: err.Error()}
+	cert, ca, tokenErr, err := g.join(ctx, req, id, parseErr)
+	if tokenErr == nil {
+		g.joins.Refund(from, id, g.now()) // only a refused token counts
+	}
+	return cert, ca, err
+}
+
+// join is Join once the limiter let it through, for the token of id (or
+// parseErr); tokenErr is why the token was refused, if it was.
+func (g *syncGlue) join(ctx context.Context, req *wire.JoinRequest, id string, parseErr error) (cert, ca []byte, tokenErr, err error) {
+	if parseErr != nil {
+		return nil, nil, parseErr, &wire.Error{Code: wire.CodeUnauthorized, Message: parseErr.Error()}
+	}
+	if errs := validation.IsDNS1123Subdomain(req.NodeName); len(errs) > 0 {
+		return nil, nil, nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("node name %q: %v", req.NodeName, errs)}
 	}
 	hctx := auth.WithUser(ctx, hubUser)
 	secret, err := g.api.CoreV1().Secrets(metav1.NamespaceSystem).Get(hctx, auth.BootstrapTokenSecretName(id), metav1.GetOptions{})
@@ -98,26 +120,33 @@ func (g *syncGlue) Join(ctx context.Context, req *wire.JoinRequest) ([]byte, []b
 		secret, err = nil, nil
 	}
 	if err != nil {
-		return nil, nil, &wire.Error{Code: wire.CodeUnavailable, Message: "read bootstrap token: " + err.Error()}
+		return nil, nil, nil, &wire.Error{Code: wire.CodeUnavailable, Message: "read bootstrap token: " + err.Error()}
 	}
 	site, err := auth.ValidateBootstrapToken(secret, req.Token, g.now())
 	if err != nil {
-		return nil, nil, &wire.Error{Code: wire.CodeUnauthorized, Message: err.Error()}
+		// The node learns only what PublicTokenError lets it; the hub's
+		// log has err, wrapped.
+		public := auth.PublicTokenError(err)
+		we := &wire.Error{Code: wire.CodeUnauthorized, Message: public.Error()}
+		if public == err {
+			return nil, nil, err, we
+		}
+		return nil, nil, err, fmt.Errorf("%w (%w)", we, err)
 	}
 	if req.Site != "" && site != "" && req.Site != site {
-		return nil, nil, &wire.Error{Code: wire.CodeForbidden, Message: fmt.Sprintf("the token is for site %q, not %q", site, req.Site)}
+		return nil, nil, nil, &wire.Error{Code: wire.CodeForbidden, Message: fmt.Sprintf("the token is for site %q, not %q", site, req.Site)}
 	}
 	if site == "" {
 		site = req.Site
 	}
-	cert, err := pki.SignNodeCSR(g.pki.CA, g.pki.CAKey, req.CSR, req.NodeName, g.certLife, g.now())
+	cert, err = pki.SignNodeCSR(g.pki.CA, g.pki.CAKey, req.CSR, req.NodeName, g.certLife, g.now())
 	if err != nil {
-		return nil, nil, &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
+		return nil, nil, nil, &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
 	}
 	if err := g.registerNode(hctx, req.NodeName, site); err != nil {
-		return nil, nil, wireError(err)
+		return nil, nil, nil, wireError(err)
 	}
-	return cert, g.pki.CA.Raw, nil
+	return cert, g.pki.CA.Raw, nil, nil
 }
 
 // registerNode creates the node's Node, or makes sure an existing one has

@@ -30,7 +30,9 @@ type JoinConfig struct {
 // Join admits the node: it verifies the hub by the pinned CA hash, presents
 // the token and CSR, and returns the node's certificate and the hub CA's
 // certificate, both DER. A refusal by the hub is a *wire.Error, such as
-// CodeUnauthorized for a wrong, expired or deleted token.
+// CodeUnauthorized for a wrong, expired or deleted token, or
+// CodeUnavailable, with a RetryAfter to wait before asking again, after
+// too many failed joins from this address or with this token.
 func Join(ctx context.Context, cfg JoinConfig) (cert, ca []byte, err error) {
 	serverName := cfg.ServerName
 	if serverName == "" {

@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -122,9 +123,11 @@ type fakeAuthority struct {
 	life  time.Duration // of the certificates it signs
 
 	mu       sync.Mutex
-	joins    []string // node names of the joins asked for
-	renews   []string // node names of the renewals asked for
-	renewErr []error  // returned by the next renewals, first first
+	joins    []string     // node names of the joins asked for
+	froms    []netip.Addr // and where they came from
+	refuse   error        // if set, what every join is refused with
+	renews   []string     // node names of the renewals asked for
+	renewErr []error      // returned by the next renewals, first first
 	// block, if set, holds every join until it is closed or the join's
 	// context ends.
 	block chan struct{}
@@ -132,11 +135,15 @@ type fakeAuthority struct {
 
 var _ server.Authority = (*fakeAuthority)(nil)
 
-func (a *fakeAuthority) Join(ctx context.Context, req *wire.JoinRequest) ([]byte, []byte, error) {
+func (a *fakeAuthority) Join(ctx context.Context, from netip.Addr, req *wire.JoinRequest) ([]byte, []byte, error) {
 	a.mu.Lock()
 	a.joins = append(a.joins, req.NodeName)
-	block := a.block
+	a.froms = append(a.froms, from)
+	block, refuse := a.block, a.refuse
 	a.mu.Unlock()
+	if refuse != nil {
+		return nil, nil, refuse
+	}
 	if block != nil {
 		select {
 		case <-block:

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -24,10 +25,14 @@ import (
 // Authority admits nodes and renews their certificates.
 type Authority interface {
 	// Join checks req's bootstrap token and signs its CSR, registering the
-	// node; it returns the node's certificate and the CA's, both DER. A
-	// refusal is a *wire.Error (CodeUnauthorized for a bad, expired or
-	// deleted token, CodeBadRequest for a bad CSR).
-	Join(ctx context.Context, req *wire.JoinRequest) (cert, ca []byte, err error)
+	// node; it returns the node's certificate and the CA's, both DER. from
+	// is the address the request came from, with which the Authority may
+	// slow down a source of failed joins. A refusal is, or wraps, a
+	// *wire.Error (CodeUnauthorized for a bad, expired or deleted token,
+	// CodeBadRequest for a bad CSR, CodeUnavailable with a RetryAfter for
+	// too many failed joins): the node is told only the *wire.Error, and
+	// the whole error goes to the hub's log.
+	Join(ctx context.Context, from netip.Addr, req *wire.JoinRequest) (cert, ca []byte, err error)
 	// Renew signs csr for node, which proved its identity with its
 	// current certificate.
 	Renew(ctx context.Context, node string, csr []byte) (cert []byte, err error)
@@ -326,6 +331,7 @@ func (s *Server) serveConn(ctx context.Context, conn *quic.Conn) {
 		return
 	}
 	log := s.log.With("remote", conn.RemoteAddr().String())
+	peer := peerAddr(conn.RemoteAddr())
 	var nc *nodeConn
 	if node != "" {
 		log = log.With("node", node)
@@ -347,7 +353,7 @@ func (s *Server) serveConn(ctx context.Context, conn *quic.Conn) {
 			logNodeClose(log, context.Cause(conn.Context()))
 			return // the connection ended
 		}
-		wg.Go(func() { s.serveStream(conn.Context(), log, node, st) })
+		wg.Go(func() { s.serveStream(conn.Context(), log, peer, node, st) })
 	}
 }
 
@@ -428,8 +434,13 @@ func newStream(st *quic.Stream) *stream {
 
 // fail sends an Error frame and ends the stream both ways.
 func (s *stream) fail(code wire.ErrorCode, msg string) {
-	s.w.Write(&wire.Error{Code: code, Message: msg})
-	s.st.CancelRead(quic.StreamErrorCode(code))
+	s.failWith(&wire.Error{Code: code, Message: msg})
+}
+
+// failWith sends e and ends the stream both ways.
+func (s *stream) failWith(e *wire.Error) {
+	s.w.Write(e)
+	s.st.CancelRead(quic.StreamErrorCode(e.Code))
 	s.st.Close()
 }
 
@@ -448,8 +459,19 @@ func (s *stream) readFailed(err error) {
 	}
 }
 
-// serveStream dispatches a stream by its first frame.
-func (s *Server) serveStream(ctx context.Context, log *slog.Logger, node string, qs *quic.Stream) {
+// peerAddr returns the IP address of a peer's UDP address, the zero Addr
+// if it has none.
+func peerAddr(a net.Addr) netip.Addr {
+	if u, ok := a.(*net.UDPAddr); ok {
+		return u.AddrPort().Addr().Unmap()
+	}
+	ap, _ := netip.ParseAddrPort(a.String())
+	return ap.Addr().Unmap()
+}
+
+// serveStream dispatches a stream by its first frame; peer is the
+// connection's remote address.
+func (s *Server) serveStream(ctx context.Context, log *slog.Logger, peer netip.Addr, node string, qs *quic.Stream) {
 	st := newStream(qs)
 	m, err := st.r.Read()
 	if err != nil {
@@ -457,7 +479,7 @@ func (s *Server) serveStream(ctx context.Context, log *slog.Logger, node string,
 		return
 	}
 	if j, ok := m.(*wire.JoinRequest); ok {
-		s.join(ctx, log, st, j)
+		s.join(ctx, log, peer, st, j)
 		return
 	}
 	if node == "" {
@@ -476,19 +498,19 @@ func (s *Server) serveStream(ctx context.Context, log *slog.Logger, node string,
 	}
 }
 
-func (s *Server) join(ctx context.Context, log *slog.Logger, st *stream, req *wire.JoinRequest) {
+func (s *Server) join(ctx context.Context, log *slog.Logger, peer netip.Addr, st *stream, req *wire.JoinRequest) {
 	s.stats.Joins.Add(1)
 	if _, ok := wire.Negotiate(req.CapabilityVersion); !ok {
 		s.stats.JoinsRefused.Add(1)
 		st.fail(wire.CodeVersion, fmt.Sprintf("capability version %d is not spoken here (%d..%d)", req.CapabilityVersion, wire.MinCapabilityVersion, wire.CapabilityVersion))
 		return
 	}
-	cert, ca, err := s.cfg.Authority.Join(ctx, req)
+	cert, ca, err := s.cfg.Authority.Join(ctx, peer, req)
 	if err != nil {
 		s.stats.JoinsRefused.Add(1)
-		code, msg := errorCode(err)
-		log.Info("join refused", "node", req.NodeName, "code", code, "err", msg)
-		st.fail(code, msg)
+		we := toWire(err)
+		log.Info("join refused", "node", req.NodeName, "code", we.Code, "err", err)
+		st.failWith(we)
 		return
 	}
 	log.Info("node joined", "node", req.NodeName, "site", req.Site)
@@ -501,9 +523,9 @@ func (s *Server) join(ctx context.Context, log *slog.Logger, st *stream, req *wi
 func (s *Server) renew(ctx context.Context, log *slog.Logger, node string, st *stream, req *wire.RenewRequest) {
 	cert, err := s.cfg.Authority.Renew(ctx, node, req.CSR)
 	if err != nil {
-		code, msg := errorCode(err)
-		log.Warn("certificate renewal refused", "code", code, "err", msg)
-		st.fail(code, msg)
+		we := toWire(err)
+		log.Warn("certificate renewal refused", "code", we.Code, "err", err)
+		st.failWith(we)
 		return
 	}
 	log.Info("node certificate renewed")
@@ -512,14 +534,20 @@ func (s *Server) renew(ctx context.Context, log *slog.Logger, node string, st *s
 	}
 }
 
-// errorCode maps an error to what the peer is told: a *wire.Error as it
-// is, anything else as an internal error with its text.
-func errorCode(err error) (wire.ErrorCode, string) {
+// toWire returns what the peer is told of err: the *wire.Error it is or
+// wraps, anything else as an internal error with its text.
+func toWire(err error) *wire.Error {
 	var we *wire.Error
 	if errors.As(err, &we) {
-		return we.Code, we.Message
+		return we
 	}
-	return wire.CodeInternal, err.Error()
+	return &wire.Error{Code: wire.CodeInternal, Message: err.Error()}
+}
+
+// errorCode is toWire's code and message.
+func errorCode(err error) (wire.ErrorCode, string) {
+	we := toWire(err)
+	return we.Code, we.Message
 }
 
 // status applies StatusPush frames until the stream ends.

@@ -13,6 +13,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -64,6 +65,43 @@ func TestJoin(t *testing.T) {
 		}
 		if !strings.Contains(we.Message, "abcdef.ffffffffffffffff") || !strings.Contains(we.Message, "not found") {
 			t.Errorf("refusal message %q does not carry the authority's", we.Message)
+		}
+	})
+
+	t.Run("refusal with a detail for the log", func(t *testing.T) {
+		want := &wire.Error{Code: wire.CodeUnavailable, Message: "too many failed joins from 127.0.0.1; retry after 8s", RetryAfter: 7500 * time.Millisecond}
+		h.auth.mu.Lock()
+		h.auth.refuse = fmt.Errorf("%w (%w)", want, errors.New("token abcdef: the hub's own detail"))
+		h.auth.mu.Unlock()
+		defer func() {
+			h.auth.mu.Lock()
+			h.auth.refuse = nil
+			h.auth.mu.Unlock()
+		}()
+		_, _, err := join(h.auth.token, h.caHash)
+		var we *wire.Error
+		if !errors.As(err, &we) || *we != *want {
+			t.Fatalf("Join = %#v, want %#v", err, want)
+		}
+		if strings.Contains(err.Error(), "own detail") {
+			t.Errorf("the node was told %q, with the hub's detail", err)
+		}
+		if !h.logs.Has("join refused: Unavailable: too many failed joins from 127.0.0.1; retry after 8s (token abcdef: the hub's own detail)") {
+			t.Errorf("the hub's log does not have the refusal's detail")
+		}
+	})
+
+	t.Run("source address", func(t *testing.T) {
+		h.auth.mu.Lock()
+		defer h.auth.mu.Unlock()
+		want := netip.MustParseAddr("127.0.0.1")
+		if len(h.auth.froms) == 0 {
+			t.Fatal("the authority heard no join")
+		}
+		for i, from := range h.auth.froms {
+			if from != want {
+				t.Errorf("join %d came from %v, the authority heard %v", i, want, from)
+			}
 		}
 	})
 
@@ -499,7 +537,11 @@ func TestFrameTooLarge(t *testing.T) {
 // while a node without a certificate is in the middle of a join.
 func TestServeStopsWithJoinInFlight(t *testing.T) {
 	h := startHub(t, defaultHubOptions())
+	// Under the lock: the race detector does not see that the join the
+	// server reads it for is sent after, through the network.
+	h.auth.mu.Lock()
 	h.auth.block = make(chan struct{})
+	h.auth.mu.Unlock()
 	conn := h.rawConn(t, nil)
 	st := openStream(t, conn)
 	_, csr := newCSR(t, "edge-1")
@@ -557,7 +599,9 @@ func TestRenew(t *testing.T) {
 	opts := defaultHubOptions()
 	opts.certLife = life
 	h := startHub(t, opts)
+	h.auth.mu.Lock()
 	h.auth.renewErr = []error{&wire.Error{Code: wire.CodeUnavailable, Message: "signer busy"}}
+	h.auth.mu.Unlock()
 
 	var mu sync.Mutex
 	cert := h.ca.nodeCert(t, "edge-1", life)

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"time"
 )
 
 // Type identifies a message in its frame.
@@ -174,6 +175,11 @@ func (c ErrorCode) String() string {
 type Error struct {
 	Code    ErrorCode
 	Message string
+	// RetryAfter, for CodeUnavailable, is the least the peer should wait
+	// before it asks again; 0 leaves it to the peer's own back-off. On the
+	// wire in whole milliseconds, since capability version 2; an older
+	// peer ignores it.
+	RetryAfter time.Duration
 }
 
 func (m *Error) Type() Type { return TypeError }
@@ -184,6 +190,9 @@ func (m *Error) Error() string {
 func (m *Error) appendTo(e *enc) {
 	e.uint(1, uint64(m.Code))
 	e.string(2, m.Message)
+	if m.RetryAfter > 0 { // rounded up, so that a wait is never lost
+		e.uint(3, uint64((m.RetryAfter+time.Millisecond-1)/time.Millisecond))
+	}
 }
 
 func (m *Error) unmarshal(b []byte) error {
@@ -195,6 +204,8 @@ func (m *Error) unmarshal(b []byte) error {
 			m.Code = ErrorCode(v)
 		case 2:
 			m.Message, err = f.str()
+		case 3:
+			m.RetryAfter, err = f.millis()
 		}
 		return err
 	})

@@ -3,6 +3,8 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"math"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -139,6 +141,18 @@ func (f field) uint32() (uint32, error) {
 		return 0, fmt.Errorf("%w: field %d: %d out of range", ErrMalformed, f.num, v)
 	}
 	return uint32(v), nil
+}
+
+// millis decodes a duration in whole milliseconds.
+func (f field) millis() (time.Duration, error) {
+	v, err := f.varint()
+	if err != nil {
+		return 0, err
+	}
+	if v > math.MaxInt64/uint64(time.Millisecond) {
+		return 0, fmt.Errorf("%w: field %d: %d ms out of range", ErrMalformed, f.num, v)
+	}
+	return time.Duration(v) * time.Millisecond, nil
 }
 
 func (f field) boolean() (bool, error) {

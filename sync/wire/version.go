@@ -12,8 +12,11 @@ const ALPN = "outpost-sync"
 //   - 1 (2026-11-30): join with a bootstrap token and CSR; session with
 //     Hello/Welcome, resume by revision or inventory, Batch/Ack; status
 //     outbox with StatusPush/StatusAck; certificate renewal; tunnels.
+//   - 2 (2026-12-01): Error carries RetryAfter, the least wait before
+//     asking again, which the hub sets when it refuses joins for too many
+//     failed ones.
 const (
-	CapabilityVersion    = 1
+	CapabilityVersion    = 2
 	MinCapabilityVersion = 1
 )
 

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -15,6 +16,7 @@ func samples() []Message {
 	k := Key{Resource: ResourcePods, Namespace: "default", Name: "web-1"}
 	return []Message{
 		&Error{Code: CodeForbidden, Message: "node edge-1 may not write pod default/web-2"},
+		&Error{Code: CodeUnavailable, Message: "too many failed joins from 10.0.0.7; retry after 8s", RetryAfter: 7500 * time.Millisecond},
 		&JoinRequest{CapabilityVersion: 1, Token: "abcdef.0123456789abcdef", NodeName: "edge-1", Site: "store-7", CSR: []byte{0x30, 0x82, 1, 2}},
 		&JoinResponse{Certificate: []byte{1, 2, 3}, CA: []byte{4, 5, 6}},
 		&Hello{CapabilityVersion: 1, NodeName: "edge-1", LastRevision: 12345, AgentVersion: "v0.1.0"},
@@ -159,6 +161,33 @@ func TestUnknownFields(t *testing.T) {
 	}
 	if h := m.(*Hello); h.NodeName != "n" || h.LastRevision != 3 {
 		t.Fatalf("Unmarshal = %+v", h)
+	}
+}
+
+// TestErrorBytes pins the encoding of an Error, RetryAfter in field 3
+// (since capability version 2) in whole milliseconds, rounded up.
+func TestErrorBytes(t *testing.T) {
+	for _, tc := range []struct {
+		m    *Error
+		want []byte
+	}{
+		{&Error{Code: CodeUnauthorized, Message: "x"}, []byte{0x08, 0x02, 0x12, 0x01, 'x'}},
+		{&Error{Code: CodeUnavailable, Message: "x", RetryAfter: 1500 * time.Millisecond}, []byte{0x08, 0x06, 0x12, 0x01, 'x', 0x18, 0xdc, 0x0b}},
+		{&Error{Code: CodeUnavailable, RetryAfter: time.Microsecond}, []byte{0x08, 0x06, 0x18, 0x01}},
+	} {
+		if got := Marshal(tc.m); !bytes.Equal(got, tc.want) {
+			t.Errorf("Marshal(%+v) = %x, want %x", tc.m, got, tc.want)
+		}
+	}
+	// A version 1 peer's Error has no RetryAfter; a wait past what a
+	// Duration holds is malformed.
+	if m, err := Unmarshal(TypeError, []byte{0x08, 0x06}); err != nil || m.(*Error).RetryAfter != 0 {
+		t.Errorf("Unmarshal(v1 error) = %+v, %v", m, err)
+	}
+	var e enc
+	e.uint(3, 1<<62)
+	if _, err := Unmarshal(TypeError, e.b); !errors.Is(err, ErrMalformed) {
+		t.Errorf("Unmarshal(RetryAfter 2^62 ms) = %v, want ErrMalformed", err)
 	}
 }
 

@@ -6,11 +6,16 @@ package syncint
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -43,14 +48,22 @@ type hub struct {
 	h      *hubd.Hub
 	client kubernetes.Interface
 	caHash string
+	roots  *x509.CertPool // the hub CA
 }
 
 func startHub(t *testing.T, dir string) *hub {
+	t.Helper()
+	return startHubWith(t, dir, func(*hubd.Config) {})
+}
+
+// startHubWith starts a hub whose configuration change has changed.
+func startHubWith(t *testing.T, dir string, change func(*hubd.Config)) *hub {
 	t.Helper()
 	cfg := hubd.DefaultConfig(dir)
 	cfg.APIAddr = "127.0.0.1:0"
 	cfg.SyncAddr = "127.0.0.1:0"
 	cfg.Logger = testlog.New(t, slog.LevelInfo)
+	change(&cfg)
 	h, err := hubd.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +101,9 @@ func startHub(t *testing.T, dir string) *hub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &hub{h: h, client: cs, caHash: wire.CAHash(ca)}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	return &hub{h: h, client: cs, caHash: wire.CAHash(ca), roots: roots}
 }
 
 // token creates a bootstrap token on the hub.
@@ -230,15 +245,20 @@ func TestJoinAndRunPod(t *testing.T) {
 }
 
 func TestJoinRefused(t *testing.T) {
-	h := startHub(t, t.TempDir())
+	logs := testlog.NewRecorder(t, slog.LevelInfo)
+	h := startHubWith(t, t.TempDir(), func(c *hubd.Config) { c.Logger = slog.New(logs) })
 	expired := h.tokenAt(t, "", time.Minute, time.Now().Add(-time.Hour))
+	// A token id that does not exist and a wrong secret are refused
+	// alike, so that nobody learns which ids exist; the hub's log says
+	// which it was.
+	refused := auth.ErrTokenRefused.Error()
 	for _, tc := range []struct {
-		name, token, hash, want string
+		name, token, hash, want, logged string
 	}{
-		{"unknown token", "abcdef.0123456789abcdef", h.caHash, "not found"},
-		{"expired token", expired, h.caHash, "expired"},
-		{"wrong secret", expired[:7] + "0000000000000000", h.caHash, "does not match"},
-		{"wrong CA hash", h.token(t, "", time.Hour), "sha256:" + strings.Repeat("ab", 32), "CA hash"},
+		{"unknown token", "abcdef.0123456789abcdef", h.caHash, refused, "bootstrap token not found"},
+		{"expired token", expired, h.caHash, "expired", ""},
+		{"wrong secret", expired[:7] + "0000000000000000", h.caHash, refused, "bootstrap token secret does not match"},
+		{"wrong CA hash", h.token(t, "", time.Hour), "sha256:" + strings.Repeat("ab", 32), "CA hash", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := agentConfig(t, h, "edge-x", tc.token, fake.New(fake.Config{}))
@@ -253,8 +273,177 @@ func TestJoinRefused(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run = %v, want a refusal mentioning %q", err, tc.want)
 			}
+			if tc.logged != "" && !logs.Has("join refused: Unauthorized: "+refused+" ("+tc.logged) {
+				t.Errorf("the hub's log does not say the join was refused for %q", tc.logged)
+			}
 			t.Logf("refused: %v", err)
 		})
+	}
+}
+
+// joiner speaks the join protocol as a node would, from one source
+// address, each join on a stream of one connection.
+type joiner struct {
+	conn *quic.Conn
+	csrs map[string][]byte // by node name
+}
+
+func newJoiner(t *testing.T, h *hub, src string) *joiner {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", net.JoinHostPort(src, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &quic.Transport{Conn: pc}
+	t.Cleanup(func() { tr.Close(); pc.Close() })
+	to, err := net.ResolveUDPAddr("udp", h.h.SyncAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := tr.Dial(ctx, to, &tls.Config{RootCAs: h.roots, ServerName: "127.0.0.1", NextProtos: []string{wire.ALPN}, MinVersion: tls.VersionTLS13}, nil)
+	if err != nil {
+		t.Fatalf("dial the hub from %s: %v", src, err)
+	}
+	t.Cleanup(func() { conn.CloseWithError(0, "") })
+	return &joiner{conn: conn, csrs: map[string][]byte{}}
+}
+
+// join asks to admit node with token and returns the hub's answer, a
+// JoinResponse or an Error.
+func (j *joiner) join(t *testing.T, token, node string) wire.Message {
+	t.Helper()
+	csr, ok := j.csrs[node]
+	if !ok {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		csr, err = x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+			Subject: pkix.Name{CommonName: wire.NodeUserPrefix + node, Organization: []string{wire.NodesGroup}},
+		}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.csrs[node] = csr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	qs, err := j.conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := wire.NewWriter(qs).Write(&wire.JoinRequest{CapabilityVersion: wire.CapabilityVersion, Token: token, NodeName: node, CSR: csr}); err != nil {
+		t.Fatal(err)
+	}
+	qs.Close()
+	m, err := wire.NewReader(qs, 0).Read()
+	if err != nil {
+		t.Fatalf("read the join's answer: %v", err)
+	}
+	return m
+}
+
+// outcome says in a word what a join's answer was.
+func outcome(m wire.Message) string {
+	switch m := m.(type) {
+	case *wire.JoinResponse:
+		return "joined"
+	case *wire.Error:
+		return m.Code.String()
+	}
+	return m.Type().String()
+}
+
+// TestJoinRateLimited: failed joins are budgeted per source address and
+// per token id. Past a source's budget its joins are refused at once,
+// even with a good token, with when to try again; other sources are not;
+// and past a token id's budget, joins with that id are refused from any
+// address. An agent so refused waits as asked, then joins.
+func TestJoinRateLimited(t *testing.T) {
+	limits := auth.DefaultJoinLimitConfig()
+	limits.PerSource.Every, limits.PerTokenID.Every = 3*time.Second, 3*time.Second
+	logs := testlog.NewRecorder(t, slog.LevelInfo)
+	h := startHubWith(t, t.TempDir(), func(c *hubd.Config) {
+		c.JoinLimits = limits
+		c.Logger = slog.New(logs)
+	})
+	good := h.token(t, "", time.Hour)
+
+	// From 127.0.0.1, 40 joins with tokens that do not exist.
+	j := newJoiner(t, h, "127.0.0.1")
+	start := time.Now()
+	var got []string
+	var limited *wire.Error
+	for i := range 40 {
+		m := j.join(t, fmt.Sprintf("bad%03d.0123456789abcdef", i), "edge-x")
+		got = append(got, outcome(m))
+		if e, ok := m.(*wire.Error); ok && e.Code == wire.CodeUnavailable && limited == nil {
+			limited = e
+		}
+	}
+	m := j.join(t, good, "edge-1")
+	elapsed := time.Since(start)
+	t.Logf("40 failed joins and a good one from one address in %v: %v, then %s", elapsed, got, outcome(m))
+	unauthorized := strings.Count(strings.Join(got, " "), "Unauthorized")
+	// The budget refills by one every 3s while this runs.
+	if most := limits.PerSource.Burst + int(elapsed/limits.PerSource.Every); unauthorized < limits.PerSource.Burst || unauthorized > most {
+		t.Errorf("%d of 40 failed joins from one address had their token checked, want %d..%d", unauthorized, limits.PerSource.Burst, most)
+	}
+	if limited == nil {
+		t.Fatal("no join was refused for too many failures")
+	}
+	if !strings.Contains(limited.Message, "too many failed joins from 127.0.0.1; retry after ") || limited.RetryAfter <= 0 || limited.RetryAfter > limits.PerSource.Every {
+		t.Errorf("refusal %q, RetryAfter %v: want a retry within %v", limited.Message, limited.RetryAfter, limits.PerSource.Every)
+	}
+	if elapsed < limits.PerSource.Every {
+		if e, ok := m.(*wire.Error); !ok || e.Code != wire.CodeUnavailable {
+			t.Errorf("a good token from the limited address: %#v, want it refused before it is looked at", m)
+		}
+	}
+
+	// Another address is not held back by that one.
+	if m := newJoiner(t, h, "127.0.0.2").join(t, good, "edge-2"); outcome(m) != "joined" {
+		t.Errorf("a good token from another address: %#v, want a JoinResponse", m)
+	}
+
+	// Guessing one token's secret from many addresses.
+	id := good[:6]
+	start = time.Now()
+	for i := range limits.PerTokenID.Burst {
+		src := fmt.Sprintf("127.0.1.%d", i+1)
+		m := newJoiner(t, h, src).join(t, id+".0000000000000000", "edge-x")
+		if e, ok := m.(*wire.Error); !ok || e.Code != wire.CodeUnauthorized || e.Message != auth.ErrTokenRefused.Error() {
+			t.Fatalf("wrong secret from %s: %#v, want Unauthorized: %v", src, m, auth.ErrTokenRefused)
+		}
+	}
+	fresh := newJoiner(t, h, "127.0.2.1")
+	m = fresh.join(t, good, "edge-3")
+	if time.Since(start) < limits.PerTokenID.Every {
+		e, ok := m.(*wire.Error)
+		if !ok || e.Code != wire.CodeUnavailable || !strings.Contains(e.Message, "too many failed joins with token id "+id) || e.RetryAfter <= 0 {
+			t.Errorf("the guessed token from a fresh address: %#v, want it refused for its id's failures", m)
+		}
+	}
+	if m := fresh.join(t, h.token(t, "", time.Hour), "edge-3"); outcome(m) != "joined" {
+		t.Errorf("another token from that address: %#v, want a JoinResponse", m)
+	}
+
+	// An agent on the limited address is told to wait, waits, and joins.
+	for i := 0; outcome(j.join(t, "zzzzzz.0123456789abcdef", "edge-x")) != "Unavailable"; i++ {
+		if i > limits.PerSource.Burst {
+			t.Fatal("failed joins from 127.0.0.1 are not refused any more")
+		}
+	}
+	cfg := agentConfig(t, h, "edge-4", h.token(t, "", time.Hour), fake.New(fake.Config{}))
+	agentLogs := testlog.NewRecorder(t, slog.LevelInfo)
+	cfg.Logger = slog.New(agentLogs)
+	a, _ := runAgent(t, cfg)
+	wait.For(t, 20*time.Second, "edge-4 connected", func() (bool, string) { return a.Connected(), "" })
+	if n := agentLogs.Count("hub cannot admit the node now; pods run meanwhile"); n < 1 || n > 2 {
+		t.Errorf("the agent was refused %d times, want once or twice: it waits as told", n)
 	}
 }
 
