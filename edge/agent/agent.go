@@ -9,13 +9,17 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
 	"github.com/outpost-mesh/outpost/edge/pods"
@@ -85,21 +89,61 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first invalid field.
+// Validate reports the first invalid field. What joins the node (hub
+// address, token, CA hash, node name, site) is checked for form here, so
+// that a mistyped flag stops the agent at once instead of being taken for
+// a hub that cannot be reached; the messages name the flags of
+// cmd/internal/edgecmd.
 func (c *Config) Validate() error {
 	switch {
 	case c.NodeName == "":
-		return errors.New("node name is required")
+		return errors.New("node name is required: set --node-name")
 	case c.DataDir == "":
-		return errors.New("data directory is required")
+		return errors.New("data directory is required: set --data-dir")
 	case c.Runtime == nil:
 		return errors.New("runtime is required")
 	case c.HubAddr == "":
-		return errors.New("hub address is required")
+		return errors.New("hub address is required: set --hub to the host:port of the hub's sync endpoint, such as hub.example.com:7443")
 	case c.Resync <= 0 || c.NodeStatusInterval <= 0 || c.JoinRetry <= 0 || c.GCInterval <= 0:
 		return errors.New("resync, node status interval, join retry and GC interval must be positive")
 	}
+	if err := checkHubAddr(c.HubAddr); err != nil {
+		return err
+	}
+	if errs := validation.IsDNS1123Subdomain(c.NodeName); len(errs) > 0 {
+		return fmt.Errorf("invalid --node-name %q: %s; such as gw-17", c.NodeName, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsValidLabelValue(c.Site); c.Site != "" && len(errs) > 0 {
+		return fmt.Errorf("invalid --site %q: %s; such as store-17", c.Site, strings.Join(errs, "; "))
+	}
+	if c.Token != "" {
+		if _, _, err := wire.ParseToken(c.Token); err != nil {
+			return fmt.Errorf("invalid --token: %w; use the token outpost token create prints", err)
+		}
+	}
+	if c.CAHash != "" {
+		if err := wire.CheckPin(c.CAHash); err != nil {
+			return fmt.Errorf("invalid --ca-cert-hash: %w", err)
+		}
+	}
 	return c.Checkpoint.Validate()
+}
+
+// checkHubAddr checks that addr is host:port with a host and a port number.
+func checkHubAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil && host == "" {
+		err = errors.New("no host")
+	}
+	if err == nil {
+		if n, perr := strconv.ParseUint(port, 10, 16); perr != nil || n == 0 {
+			err = fmt.Errorf("port %q is not a number from 1 to 65535", port)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("invalid --hub %q (%v): want the host:port of the hub's sync endpoint, such as hub.example.com:7443", addr, err)
+	}
+	return nil
 }
 
 // Agent runs one edge node. Start it with Run.
@@ -287,7 +331,7 @@ func (a *Agent) join(ctx context.Context) error {
 		// not before the wait it asked for (it refuses joins from an
 		// address or with a token that failed too often).
 		var we *wire.Error
-		if errors.As(err, &we) && we.Code != wire.CodeUnavailable && we.Code != wire.CodeInternal || errors.Is(err, wire.ErrPinMismatch) {
+		if errors.As(err, &we) && we.Code != wire.CodeUnavailable && we.Code != wire.CodeInternal || errors.Is(err, wire.ErrPinMismatch) || errors.Is(err, wire.ErrPinMalformed) {
 			return fmt.Errorf("%w: %w", ErrJoinRefused, err)
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)

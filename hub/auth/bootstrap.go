@@ -33,10 +33,11 @@ const (
 	SiteLabel = wire.SiteLabel
 )
 
-// Lengths of a token's parts, each of [a-z0-9].
+// Lengths of a token's parts, each of [a-z0-9]; the form of a token is
+// sync/wire's, which the edge checks too.
 const (
-	tokenIDLen     = 6
-	tokenSecretLen = 16
+	tokenIDLen     = wire.TokenIDLen
+	tokenSecretLen = wire.TokenSecretLen
 )
 
 // Errors of bootstrap tokens. A joining node should be told only that its
@@ -44,7 +45,7 @@ const (
 var (
 	// ErrTokenMalformed is returned for a token that is not
 	// <6 chars [a-z0-9]>.<16 chars [a-z0-9]>.
-	ErrTokenMalformed = errors.New("bootstrap token is malformed: want <6 characters [a-z0-9]>.<16 characters [a-z0-9]>")
+	ErrTokenMalformed = wire.ErrTokenMalformed
 	// ErrTokenNotFound is returned when the token's Secret does not exist,
 	// is being deleted, or belongs to another token.
 	ErrTokenNotFound = errors.New("bootstrap token not found")
@@ -103,30 +104,11 @@ func randomToken(n int) string {
 // ParseToken splits a token "id.secret" into its parts. It returns an
 // error wrapping ErrTokenMalformed, which does not echo the token, for
 // anything else.
-func ParseToken(token string) (id, secret string, err error) {
-	if len(token) != tokenIDLen+1+tokenSecretLen || token[tokenIDLen] != '.' {
-		return "", "", ErrTokenMalformed
-	}
-	id, secret = token[:tokenIDLen], token[tokenIDLen+1:]
-	if !tokenPart(id) || !tokenPart(secret) {
-		return "", "", ErrTokenMalformed
-	}
-	return id, secret, nil
-}
+func ParseToken(token string) (id, secret string, err error) { return wire.ParseToken(token) }
 
 // ValidTokenID reports whether id can be a token id: 6 characters of
 // [a-z0-9].
-func ValidTokenID(id string) bool { return len(id) == tokenIDLen && tokenPart(id) }
-
-func tokenPart(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
-			return false
-		}
-	}
-	return true
-}
+func ValidTokenID(id string) bool { return wire.ValidTokenID(id) }
 
 // BootstrapTokenSecretName returns the name of the Secret of token id.
 func BootstrapTokenSecretName(id string) string { return BootstrapTokenPrefix + id }

@@ -22,15 +22,32 @@ func CAHash(ca *x509.Certificate) string {
 // chain matches the pin.
 var ErrPinMismatch = errors.New("no certificate of the hub's chain matches the CA hash")
 
+// ErrPinMalformed is returned (wrapped) by CheckPin and VerifyPinned for a
+// pin that is not "sha256:" and 64 hex digits.
+var ErrPinMalformed = errors.New("CA hash is malformed: want sha256:<64 hex digits>, as outpost token create prints it")
+
+// CheckPin checks that pin has the form of a CA hash, "sha256:" and the 64
+// hex digits of a SHA-256 (either case), as CAHash makes it.
+func CheckPin(pin string) error {
+	digits, ok := strings.CutPrefix(pin, "sha256:")
+	if !ok || len(digits) != 2*sha256.Size {
+		return fmt.Errorf("%w; got %q", ErrPinMalformed, pin)
+	}
+	if _, err := hex.DecodeString(digits); err != nil {
+		return fmt.Errorf("%w; got %q, which is not hex", ErrPinMalformed, pin)
+	}
+	return nil
+}
+
 // VerifyPinned checks a server's certificate chain (leaf first, as TLS
 // presents it) against a CA pin: a certificate of the chain must have the
 // pinned key, and the leaf must chain to it and be valid for serverName.
 // It returns the pinned CA certificate.
 func VerifyPinned(rawCerts [][]byte, pin, serverName string) (*x509.Certificate, error) {
-	want, ok := strings.CutPrefix(pin, "sha256:")
-	if !ok || len(want) != 2*sha256.Size {
-		return nil, fmt.Errorf("CA hash %q is not sha256:<64 hex digits>", pin)
+	if err := CheckPin(pin); err != nil {
+		return nil, err
 	}
+	want := pin[len("sha256:"):]
 	if len(rawCerts) == 0 {
 		return nil, errors.New("hub presented no certificate")
 	}

@@ -83,3 +83,27 @@ func TestVerifyPinned(t *testing.T) {
 		t.Errorf("mismatch error %v, want ErrPinMismatch", err)
 	}
 }
+
+func TestCheckPin(t *testing.T) {
+	good := "sha256:" + strings.Repeat("0a", 32)
+	for _, tc := range []struct {
+		pin string
+		ok  bool
+	}{
+		{good, true},
+		{strings.ToUpper(good[:7]) + good[7:], false}, // the prefix is lower-case, as kubeadm's
+		{"sha256:" + strings.Repeat("0A", 32), true},
+		{"nothash", false},
+		{"", false},
+		{good[7:], false},
+		{good[:len(good)-1], false},
+		{good + "0", false},
+		{"sha256:" + strings.Repeat("zz", 32), false},
+		{"sha1:" + strings.Repeat("0a", 20), false},
+	} {
+		err := CheckPin(tc.pin)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrPinMalformed)) {
+			t.Errorf("CheckPin(%q) = %v, want ok=%v", tc.pin, err, tc.ok)
+		}
+	}
+}

@@ -31,8 +31,8 @@ type Flags struct {
 func (f *Flags) Register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.Hub, "hub", "", "host:port of the hub's sync endpoint (required)")
-	fs.StringVar(&f.Token, "token", "", "bootstrap token from outpost token create, to join the first time")
-	fs.StringVar(&f.CAHash, "ca-cert-hash", "", "sha256:<hex> hash of the hub CA, printed by outpost token create")
+	fs.StringVar(&f.Token, "token", "", "bootstrap token <6 characters [a-z0-9]>.<16 characters [a-z0-9]> from outpost token create, to join the first time")
+	fs.StringVar(&f.CAHash, "ca-cert-hash", "", "sha256:<64 hex digits> hash of the hub CA, printed by outpost token create")
 	fs.StringVar(&f.NodeName, "node-name", "", "name of this node (required)")
 	fs.StringVar(&f.Site, "site", "", "site the node belongs to (label topology.outpost.dev/site)")
 	fs.StringVar(&f.DataDir, "data-dir", "/var/lib/outpost-edge", "directory for the node's certificate, checkpoint and static pod manifests")
