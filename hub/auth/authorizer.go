@@ -38,7 +38,10 @@ type Pods interface {
 //     Node authorizer and NodeRestriction rules for what the hub serves
 //     (see Decide);
 //   - any other user may only read discovery, health, version and OpenAPI.
-//     There is no RBAC yet, so no other grant exists.
+//     There is no RBAC yet, so no other grant exists;
+//   - Anonymous may only get /healthz, /livez, /readyz and /version
+//     (upstream's system:public-info-viewer, which it grants
+//     system:unauthenticated), whatever its groups say.
 //
 // Its methods are safe for concurrent use.
 type Authorizer struct {
@@ -120,9 +123,18 @@ var allow = Decision{Allowed: true}
 // noRBAC is the reason other users are denied.
 const noRBAC = "only members of system:masters and nodes are authorized: the hub has no RBAC yet"
 
+// anonymousDenied is the reason Anonymous is denied.
+const anonymousDenied = "a request without credentials may only get /healthz, /livez, /readyz and /version"
+
 // decide returns the decision on u's request a, or the check that decides
 // it (the Decision is then meaningless).
 func decide(u User, a Attributes) (Decision, check) {
+	if u.IsAnonymous() {
+		if !a.ResourceRequest && a.Verb == "get" && publicInfoPath(a.Path) {
+			return allow, checkNone
+		}
+		return Decision{Reason: anonymousDenied}, checkNone
+	}
 	if u.InGroup(MastersGroup) {
 		return allow, checkNone
 	}
@@ -137,6 +149,17 @@ func decide(u User, a Attributes) (Decision, check) {
 		return Decision{Reason: noRBAC}, checkNone
 	}
 	return decideNode(node, a)
+}
+
+// publicInfoPath reports whether anyone, authenticated or not, may get
+// path: what load balancers and probes ask, as upstream's
+// system:public-info-viewer role has it.
+func publicInfoPath(path string) bool {
+	switch path {
+	case "/healthz", "/livez", "/readyz", "/version", "/version/":
+		return true
+	}
+	return false
 }
 
 // publicPath reports whether any authenticated user may get path: API

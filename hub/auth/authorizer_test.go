@@ -122,6 +122,24 @@ func TestDecide(t *testing.T) {
 		{user: nodeA, req: req("GET /debug/pprof/"), reason: "-"},
 		{user: bob, req: req("GET /"), reason: "-"},
 		{user: bob, req: req("GET /openapi/v2x"), reason: "-"},
+		// Without credentials: health and version, as upstream's
+		// system:public-info-viewer, and nothing else.
+		{user: Anonymous, req: req("GET /healthz"), allowed: true},
+		{user: Anonymous, req: req("GET /livez"), allowed: true},
+		{user: Anonymous, req: req("GET /readyz?verbose"), allowed: true},
+		{user: Anonymous, req: req("HEAD /readyz"), allowed: true},
+		{user: Anonymous, req: req("GET /version"), allowed: true},
+		{user: Anonymous, req: req("GET /version/"), allowed: true},
+		{user: Anonymous, req: req("POST /healthz"), reason: anonymousDenied},
+		{user: Anonymous, req: req("GET /healthz/ping"), reason: anonymousDenied},
+		{user: Anonymous, req: req("GET /api"), reason: anonymousDenied},
+		{user: Anonymous, req: req("GET /apis/apps/v1"), reason: anonymousDenied},
+		{user: Anonymous, req: req("GET /openapi/v2"), reason: anonymousDenied},
+		{user: Anonymous, req: req("GET /metrics"), reason: anonymousDenied},
+		{user: Anonymous, req: req("GET /api/v1/namespaces/default/pods"), reason: anonymousDenied},
+		{user: Anonymous, req: req("GET /"), reason: anonymousDenied},
+		// Anonymous is no more, whatever groups it claims.
+		{user: User{Name: AnonymousUser, Groups: []string{UnauthenticatedGroup, MastersGroup}}, req: req("GET /api/v1/pods"), reason: anonymousDenied},
 		// ... and nothing else: there is no RBAC.
 		{user: bob, req: req("GET /api/v1/pods"), reason: noRBAC},
 		{user: bob, req: req("GET /api/v1/nodes/edge-a"), reason: noRBAC},

@@ -23,7 +23,14 @@ const (
 	// system:node:<name> in group system:nodes.
 	NodesGroup     = wire.NodesGroup
 	NodeUserPrefix = wire.NodeUserPrefix
+	// AnonymousUser in UnauthenticatedGroup is who makes a request with no
+	// credentials at all (upstream's --anonymous-auth).
+	AnonymousUser        = "system:anonymous"
+	UnauthenticatedGroup = "system:unauthenticated"
 )
+
+// Anonymous is the user of a request that presents no client certificate.
+var Anonymous = User{Name: AnonymousUser, Groups: []string{UnauthenticatedGroup}}
 
 // User is an authenticated client.
 type User struct {
@@ -37,6 +44,10 @@ type User struct {
 func UserFromCertificate(c *x509.Certificate) User {
 	return User{Name: c.Subject.CommonName, Groups: slices.Clone(c.Subject.Organization)}
 }
+
+// IsAnonymous reports whether u is Anonymous: named system:anonymous in
+// group system:unauthenticated.
+func (u User) IsAnonymous() bool { return u.Name == AnonymousUser && u.InGroup(UnauthenticatedGroup) }
 
 // InGroup reports whether u is a member of group.
 func (u User) InGroup(group string) bool { return slices.Contains(u.Groups, group) }

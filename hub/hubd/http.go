@@ -33,8 +33,10 @@ const (
 const readyTimeout = 2 * time.Second
 
 // apiHandler serves the hub's HTTP API: the Kubernetes API under /api and
-// /apis, OpenAPI, the health endpoints and /version; every request needs a
-// client certificate signed by the hub CA, and the authorizer's consent.
+// /apis, OpenAPI, the health endpoints and /version. A request needs the
+// authorizer's consent as the user of its client certificate, which must be
+// signed by the hub CA, or as auth.Anonymous when it presents none: then
+// only health and version are served, and the rest is answered 401.
 type apiHandler struct {
 	store store.Reader
 	authn *certAuthenticator
@@ -88,11 +90,14 @@ func (h *apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"code", rec.code, "remote", r.RemoteAddr, "duration", time.Since(start))
 }
 
-// authenticate returns the user named by a client certificate that chains to
-// the hub CA for client authentication.
+// authenticate returns the user of r: auth.Anonymous when it presents no
+// client certificate, else the user its certificate names if that chains
+// to the hub CA for client authentication. A certificate that does not
+// fails the request, as upstream's x509 authenticator fails it, rather
+// than making it anonymous.
 func (h *apiHandler) authenticate(r *http.Request) (auth.User, bool) {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
-		return auth.User{}, false
+		return auth.Anonymous, true
 	}
 	if err := h.authn.verify(r.TLS.PeerCertificates); err != nil {
 		h.log.Debug("client certificate rejected", "remote", r.RemoteAddr, "subject", r.TLS.PeerCertificates[0].Subject.String(), "err", err)
@@ -114,9 +119,10 @@ func (h *apiHandler) serveAs(w http.ResponseWriter, r *http.Request, user auth.U
 }
 
 // authorize reports whether user may make request r; when not, it has
-// answered: 403 with upstream's Forbidden Status, 404 for a node's request
-// about a pod that does not exist, or 500 when a lookup the decision needs
-// failed.
+// answered: 403 with upstream's Forbidden Status, 401 Unauthorized instead
+// for a request without credentials (it should bring some), 404 for a
+// node's request about a pod that does not exist, or 500 when a lookup the
+// decision needs failed.
 func (h *apiHandler) authorize(w http.ResponseWriter, r *http.Request, user auth.User) bool {
 	attrs := auth.ParseAttributes(r.Method, r.URL.Path, r.URL.Query())
 	if auth.NeedsCreateName(user, attrs) {
@@ -135,6 +141,10 @@ func (h *apiHandler) authorize(w http.ResponseWriter, r *http.Request, user auth
 	}
 	if d.Allowed {
 		return true
+	}
+	if user.IsAnonymous() {
+		writeStatus(w, http.StatusUnauthorized, "Unauthorized", "Unauthorized")
+		return false
 	}
 	if d.NotFound {
 		st := apierrors.NewNotFound(schema.GroupResource{Group: attrs.APIGroup, Resource: attrs.Resource}, attrs.Name).ErrStatus

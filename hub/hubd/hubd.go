@@ -282,8 +282,9 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		TLSConfig: &tls.Config{
 			Certificates: []tls.Certificate{certs.Serving},
 			// Ask for a client certificate but verify it in the handler,
-			// so that a missing or foreign one is answered 401 with a
-			// Status, as Kubernetes does, not a failed handshake.
+			// so that a foreign one is answered 401 with a Status, as
+			// Kubernetes does, not a failed handshake, and a request
+			// without one is anonymous.
 			ClientAuth: tls.RequestClientCert,
 			MinVersion: tls.VersionTLS12,
 		},

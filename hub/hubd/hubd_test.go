@@ -202,7 +202,32 @@ func TestHub(t *testing.T) {
 			t.Fatal(err)
 		}
 		anon := newClient(t, k.Clusters[0].Cluster.CertificateAuthorityData, nil)
-		for _, path := range []string{"/healthz", "/version", "/api"} {
+		// Health and version are for anyone, as upstream's
+		// system:public-info-viewer has them: load balancers and probes
+		// have no certificate.
+		for _, path := range []string{"/healthz", "/livez", "/readyz"} {
+			if code, _, body := get(t, anon, server+path); code != http.StatusOK || string(body) != "ok" {
+				t.Errorf("GET %s without a certificate = %d %q, want 200 ok", path, code, body)
+			}
+		}
+		if code, _, body := get(t, anon, server+"/readyz?verbose"); code != http.StatusOK || !bytes.Contains(body, []byte("[+]store ok")) {
+			t.Errorf("GET /readyz?verbose without a certificate = %d %q, want 200 with [+]store ok", code, body)
+		}
+		resp, err := anon.Head(server + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("HEAD /healthz without a certificate = %d, want 200", resp.StatusCode)
+		}
+		code, ctype, body := get(t, anon, server+"/version")
+		var v map[string]string
+		if code != http.StatusOK || ctype != "application/json" || json.Unmarshal(body, &v) != nil || v["gitVersion"] == "" {
+			t.Errorf("GET /version without a certificate = %d %s %q, want 200 with the version", code, ctype, body)
+		}
+		// Everything else is 401, as before.
+		for _, path := range []string{"/api", "/apis", "/api/v1/namespaces/default/pods", "/openapi/v2", "/metrics", "/debug/pprof/", "/healthz/extra", "/"} {
 			code, _, body := get(t, anon, server+path)
 			if code != http.StatusUnauthorized {
 				t.Errorf("GET %s without a certificate = %d, want 401", path, code)
@@ -211,6 +236,14 @@ func TestHub(t *testing.T) {
 			if got := strings.TrimSpace(string(body)); got != want {
 				t.Errorf("GET %s without a certificate: body\n%s\nwant\n%s", path, got, want)
 			}
+		}
+		resp, err = anon.Post(server+"/healthz", "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("POST /healthz without a certificate = %d, want 401", resp.StatusCode)
 		}
 	})
 
@@ -230,11 +263,16 @@ func TestHub(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := newClient(t, k.Clusters[0].Cluster.CertificateAuthorityData, &cert)
-		code, _, body := get(t, c, server+"/healthz")
-		if code != http.StatusUnauthorized {
-			t.Errorf("GET /healthz with a foreign certificate = %d, want 401", code)
+		// A certificate that does not verify fails the request, even
+		// where none is needed: upstream's x509 authenticator does not
+		// fall back to anonymous either.
+		for _, path := range []string{"/healthz", "/readyz", "/version", "/api"} {
+			code, _, body := get(t, c, server+path)
+			if code != http.StatusUnauthorized {
+				t.Errorf("GET %s with a foreign certificate = %d, want 401", path, code)
+			}
+			wantStatus(t, body, http.StatusUnauthorized, "Unauthorized")
 		}
-		wantStatus(t, body, http.StatusUnauthorized, "Unauthorized")
 	})
 
 	first, err := pki.ReadKubeconfig(h.KubeconfigPath())

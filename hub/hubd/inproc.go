@@ -34,7 +34,7 @@ type inprocTransport struct{ h *apiHandler }
 func (t inprocTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	u, ok := auth.UserFrom(r.Context())
 	if !ok {
-		u = auth.User{} // anonymous: every API request is refused
+		u = auth.Anonymous // every API request is refused
 	}
 	rec := &recorder{header: http.Header{}, code: http.StatusOK}
 	t.h.serveAs(rec, r, u)
