@@ -7,12 +7,14 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/outpost-mesh/outpost/bench/internal/childhub"
 )
 
 // measureMemory writes cfg.Keys keys with cfg.KeyWriters concurrent
 // writers, then collects garbage, returns free memory to the OS and reads
 // the process's memory and the data dir's size.
-func measureMemory(ctx context.Context, inst *instance, cfg Config, baseline procStatus) (*MemoryResult, error) {
+func measureMemory(ctx context.Context, inst *instance, cfg Config, baseline childhub.Sample) (*MemoryResult, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
@@ -44,7 +46,7 @@ func measureMemory(ctx context.Context, inst *instance, cfg Config, baseline pro
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	disk, apparent, err := dirSize(inst.dataDir)
+	disk, apparent, err := childhub.DirSize(inst.dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +63,7 @@ func measureMemory(ctx context.Context, inst *instance, cfg Config, baseline pro
 		DiskApparentBytes: apparent,
 	}
 	if cfg.Settle > 0 {
-		settled, waited, err := settle(ctx, st, cfg.Settle)
+		settled, waited, err := childhub.Settle(ctx, settledStatus, st, cfg.Settle)
 		if err != nil {
 			return nil, err
 		}
@@ -74,38 +76,10 @@ func measureMemory(ctx context.Context, inst *instance, cfg Config, baseline pro
 	return res, nil
 }
 
-// settle reads memory every step until RSS has not set a new low (by more
-// than 1 MB) for five steps, or for at most limit, and returns the last
-// reading and how long it waited. A step is a second, or a quarter of a
-// shorter limit.
-func settle(ctx context.Context, first procStatus, limit time.Duration) (procStatus, time.Duration, error) {
-	step := min(time.Second, limit/4)
-	start := time.Now()
-	last, low, lowAt := first, first.RSS, start
-	tick := time.NewTicker(step)
-	defer tick.Stop()
-	for time.Since(start) < limit && time.Since(lowAt) < 5*step {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return procStatus{}, 0, ctx.Err()
-		}
-		st, err := settledStatus()
-		if err != nil {
-			return procStatus{}, 0, err
-		}
-		last = st
-		if st.RSS+1_000_000 < low {
-			low, lowAt = st.RSS, time.Now()
-		}
-	}
-	return last, time.Since(start), nil
-}
-
 // settledStatus collects garbage, returns free memory to the OS and then
 // reads the process's memory.
-func settledStatus() (procStatus, error) {
+func settledStatus() (childhub.Sample, error) {
 	runtime.GC()
 	debug.FreeOSMemory()
-	return readProcStatus()
+	return childhub.ReadProc("self")
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+
+	"github.com/outpost-mesh/outpost/bench/internal/childhub"
 )
 
 // Run measures phases of backend b in this process and returns what they
@@ -33,7 +35,7 @@ func Run(ctx context.Context, cfg Config, b Backend, phases ...Phase) (*Result, 
 }
 
 func runPhase(ctx context.Context, cfg Config, b Backend, p Phase, res *Result) (err error) {
-	var baseline procStatus
+	var baseline childhub.Sample
 	if p == PhaseMemory {
 		if baseline, err = settledStatus(); err != nil {
 			return err

@@ -258,18 +258,6 @@ func TestReportTargetsNotApplicable(t *testing.T) {
 	}
 }
 
-func TestParseProcStatus(t *testing.T) {
-	in := "Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\nRssAnon:\t   512 kB\nRssFile:\t   256 kB\n"
-	got, err := parseProcStatus([]byte(in))
-	want := procStatus{RSS: 1 << 20, HWM: 2 << 20, RSSAnon: 512 << 10, RSSFile: 256 << 10}
-	if err != nil || got != want {
-		t.Errorf("parseProcStatus = %+v, %v; want %+v", got, err, want)
-	}
-	if _, err := parseProcStatus([]byte("Name:\tx\n")); err == nil {
-		t.Error("parseProcStatus without VmRSS = nil error")
-	}
-}
-
 func TestConfigValidate(t *testing.T) {
 	for _, cfg := range []Config{DefaultConfig(), QuickConfig()} {
 		if err := cfg.Validate(); err != nil {

@@ -1,17 +1,27 @@
 package childhub
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 func TestParseProc(t *testing.T) {
-	status := []byte("Name:\toutpost\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\nThreads:\t12\n")
-	rss, hwm, err := parseStatus(status)
-	if err != nil || rss != 100<<20 || hwm != 200<<20 {
-		t.Errorf("parseStatus = %d, %d, %v; want %d, %d", rss, hwm, err, 100<<20, 200<<20)
+	status := []byte("Name:\toutpost\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\nRssAnon:\t   81920 kB\nRssFile:\t   20480 kB\nThreads:\t12\n")
+	want := Sample{RSS: 100 << 20, HWM: 200 << 20, RSSAnon: 80 << 20, RSSFile: 20 << 20}
+	if got, err := parseStatus(status); err != nil || got != want {
+		t.Errorf("parseStatus = %+v, %v; want %+v", got, err, want)
 	}
-	if _, _, err := parseStatus([]byte("Name:\tx\n")); err == nil {
+	// Kernels before 4.5 have no RssAnon or RssFile.
+	old := []byte("VmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n")
+	if got, err := parseStatus(old); err != nil || got != (Sample{RSS: 1 << 20, HWM: 2 << 20}) {
+		t.Errorf("parseStatus(no RssAnon) = %+v, %v", got, err)
+	}
+	if _, err := parseStatus([]byte("Name:\tx\n")); err == nil {
 		t.Errorf("parseStatus without VmRSS = nil error")
 	}
 	// A command name with spaces and parentheses; utime 250, stime 50.
@@ -39,5 +49,78 @@ func TestExportLine(t *testing.T) {
 	}
 	if got := e.path(); got != "/tmp/h/admin.kubeconfig" {
 		t.Errorf("path() = %q", got)
+	}
+}
+
+func TestResetPeak(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("clear_refs is Linux's")
+	}
+	// Raise this process's peak well above its RSS, then reset it.
+	b := make([]byte, 64<<20)
+	for i := range b {
+		b[i] = 1
+	}
+	before, err := ReadProc("self")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = nil
+	runtime.GC()
+	debug.FreeOSMemory()
+	if err := ResetPeak("self"); err != nil {
+		t.Skipf("ResetPeak: %v (kernel without clear_refs peak reset?)", err)
+	}
+	after, err := ReadProc("self")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.HWM >= before.HWM {
+		t.Errorf("HWM after ResetPeak = %d, want under %d, the peak before", after.HWM, before.HWM)
+	}
+	runtime.KeepAlive(b)
+}
+
+func TestSettle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// RSS falls by 10 MB a step for three steps, then holds: Settle
+		// returns five steps after the last new low.
+		rss := []uint64{100e6, 90e6, 80e6, 70e6}
+		calls := 0
+		read := func() (Sample, error) {
+			s := Sample{RSS: rss[min(calls, len(rss)-1)]}
+			calls++
+			return s, nil
+		}
+		first, _ := read()
+		got, waited, err := Settle(t.Context(), read, first, time.Minute)
+		if err != nil || got.RSS != 70e6 || waited != 8*time.Second {
+			t.Errorf("Settle = %d, %v, %v; want 70 MB after 8s", got.RSS, waited, err)
+		}
+		// A limit shorter than five steps ends it.
+		calls = 0
+		first, _ = read()
+		if _, waited, _ := Settle(t.Context(), read, first, 2*time.Second); waited != 2*time.Second {
+			t.Errorf("Settle with a 2s limit waited %v", waited)
+		}
+	})
+}
+
+func TestDirSize(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range map[string]int{"x": 10_000, "a/y": 5_000} {
+		if err := os.WriteFile(filepath.Join(dir, name), make([]byte, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	disk, apparent, err := DirSize(dir)
+	if err != nil || apparent != 15_000 || disk == 0 {
+		t.Errorf("DirSize = %d, %d, %v; want 15,000 bytes apparent and some on disk", disk, apparent, err)
+	}
+	if _, _, err := DirSize(filepath.Join(dir, "missing")); err == nil {
+		t.Error("DirSize of a missing dir = nil error")
 	}
 }

@@ -1,4 +1,6 @@
 // Package childhub runs a hub as a child process for the benchmarks: start
-// it, wait for its kubeconfig, stop or kill it, read its memory and CPU
-// from /proc, and capture CPU profiles of it and of the benchmark itself.
+// it, wait for its kubeconfig, stop or kill it, and capture CPU
+// profiles of it. It also measures processes, the hub or the benchmark
+// itself: memory and CPU from /proc, peak RSS reset per phase, waiting for
+// memory to settle, and the size of a data dir on disk.
 package childhub

@@ -12,8 +12,12 @@ import (
 // Sample is one reading of a process's memory and CPU time from /proc
 // (Linux only).
 type Sample struct {
-	RSS, HWM   uint64  // VmRSS and VmHWM, in bytes
-	CPUSeconds float64 // utime+stime
+	RSS, HWM uint64 // VmRSS and VmHWM, in bytes
+	// RSSAnon (heap, stacks) and RSSFile (the binary, mapped files such as
+	// badger tables) split RSS; zero on kernels older than 4.5, which do
+	// not report them.
+	RSSAnon, RSSFile uint64
+	CPUSeconds       float64 // utime+stime
 }
 
 // ReadProc reads the memory and CPU time of process pid ("self" for this
@@ -27,8 +31,8 @@ func ReadProc(pid string) (Sample, error) {
 	if err != nil {
 		return Sample{}, fmt.Errorf("read process cpu time: %w", err)
 	}
-	var s Sample
-	if s.RSS, s.HWM, err = parseStatus(status); err != nil {
+	s, err := parseStatus(status)
+	if err != nil {
 		return Sample{}, err
 	}
 	if s.CPUSeconds, err = parseStatCPU(stat); err != nil {
@@ -37,28 +41,44 @@ func ReadProc(pid string) (Sample, error) {
 	return s, nil
 }
 
-// parseStatus returns VmRSS and VmHWM, in bytes, from /proc/PID/status.
-func parseStatus(b []byte) (rss, hwm uint64, err error) {
+// ResetPeak sets the VmHWM of process pid to its VmRSS now, so that the
+// HWM of the next ReadProc is the peak since ResetPeak. It writes "5" to
+// /proc/PID/clear_refs, which Linux 4.0 and later accept from the
+// process's owner; where that fails, sample RSS instead.
+func ResetPeak(pid string) error {
+	if err := os.WriteFile("/proc/"+pid+"/clear_refs", []byte("5"), 0); err != nil {
+		return fmt.Errorf("reset peak rss: %w", err)
+	}
+	return nil
+}
+
+// parseStatus returns the memory lines of /proc/PID/status, in bytes.
+// VmRSS and VmHWM are required.
+func parseStatus(b []byte) (Sample, error) {
+	var s Sample
+	fields := map[string]*uint64{
+		"VmRSS":   &s.RSS,
+		"VmHWM":   &s.HWM,
+		"RssAnon": &s.RSSAnon,
+		"RssFile": &s.RSSFile,
+	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (name != "VmRSS" && name != "VmHWM") {
+		dst, want := fields[name]
+		if !ok || !want {
 			continue
 		}
 		kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("parse /proc status %s: %w", name, err)
+			return Sample{}, fmt.Errorf("parse /proc status %s: %w", name, err)
 		}
-		if name == "VmRSS" {
-			rss = kb << 10
-		} else {
-			hwm = kb << 10
-		}
+		*dst = kb << 10
 	}
-	if rss == 0 || hwm == 0 {
-		return 0, 0, fmt.Errorf("parse /proc status: no VmRSS or VmHWM")
+	if s.RSS == 0 || s.HWM == 0 {
+		return Sample{}, fmt.Errorf("parse /proc status: no VmRSS or VmHWM")
 	}
-	return rss, hwm, nil
+	return s, nil
 }
 
 // ClockTicks is USER_HZ, the unit of the times in /proc/PID/stat and

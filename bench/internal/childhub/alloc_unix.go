@@ -1,6 +1,6 @@
 //go:build unix
 
-package storebench
+package childhub
 
 import (
 	"io/fs"
