@@ -1,6 +1,8 @@
 // Package report is what every harness under bench/ shares for its output: a
 // description of the machine a run was made on, result tables rendered as
-// aligned text, value formatting, latency summaries and JSON result files.
+// aligned text, bar charts rendered as SVG, value formatting (and parsing
+// of sizes given on the command line), latency summaries and JSON result
+// files.
 package report
 
 import (
