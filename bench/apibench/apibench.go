@@ -1,7 +1,10 @@
 // Package apibench measures the hub's Kubernetes API end to end, as clients
 // see it: a hub started as a child process, pods created through client-go
 // by concurrent workers while many watchers receive them, full and paged
-// lists, and the hub's memory and CPU. It backs `outpost bench api`.
+// lists, and the hub's memory and CPU (Run); and, with large ConfigMaps
+// stored, watched and listed, the hub's memory phase by phase against the
+// bytes it stores (RunMemory). It backs `outpost bench api` and `outpost
+// bench api memory`.
 package apibench
 
 import (

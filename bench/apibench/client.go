@@ -36,7 +36,10 @@ func loadConfig(path string, asJSON bool) (*rest.Config, error) {
 // and so one HTTP/2 connection, among every clientset of equal config.
 type client struct {
 	*kubernetes.Clientset
-	meta      metadata.Interface
+	meta metadata.Interface
+	// http makes raw requests over the client's connection, with its
+	// credentials.
+	http      *http.Client
 	transport *http.Transport
 }
 
@@ -69,7 +72,7 @@ func newClient(cfg *rest.Config) (*client, error) {
 		tr.CloseIdleConnections()
 		return nil, fmt.Errorf("new metadata client: %w", err)
 	}
-	return &client{Clientset: cs, meta: mc, transport: tr}, nil
+	return &client{Clientset: cs, meta: mc, http: hc, transport: tr}, nil
 }
 
 // close closes the client's idle connections; call it once its requests

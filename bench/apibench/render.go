@@ -108,13 +108,16 @@ func evaluate(cfg Config, res *Result) []Target {
 }
 
 // targetCell returns the target column's text for a row.
-func (r *Report) targetCell(row string) string {
+func (r *Report) targetCell(row string) string { return targetCells(r.Targets, row) }
+
+// targetCells returns the target column's text for a row: each target
+// shown there, with its status.
+func targetCells(ts []Target, row string) string {
 	var cells []string
-	for _, t := range r.Targets {
-		if t.Row != row {
-			continue
+	for _, t := range ts {
+		if t.Row == row {
+			cells = append(cells, t.Goal+": "+t.Status)
 		}
-		cells = append(cells, t.Goal+": "+t.Status)
 	}
 	return strings.Join(cells, "; ")
 }

@@ -185,6 +185,13 @@ func (s *stepper) end() time.Duration {
 	return d
 }
 
+// endWith ends the step as end does, with a note after its duration.
+func (s *stepper) endWith(note string) time.Duration {
+	d := s.clk.now() - s.start
+	fmt.Fprintf(s.w, "%s, %s\n", report.Duration(d), note)
+	return d
+}
+
 func (s *stepper) fail() { fmt.Fprintln(s.w, "failed") }
 
 // prepareNamespace creates the namespace and returns the resourceVersion

@@ -52,7 +52,7 @@ const (
 	chartPlotH    = 300 // the plot area's height
 	chartBottom   = 110 // room for slanted category labels
 	legendRowH    = 18
-	barWidth      = 26
+	barWidth      = 36
 	barGap        = 4  // between the bars of one category
 	categoryGap   = 24 // between categories
 	minChartWidth = 480

@@ -36,7 +36,9 @@ targets (at least 1,500 creates/s, create p99 under 100ms, RSS under
 300 MB for the default workload), and written as JSON to --out. The
 workload runs --runs times and the median run by creates/s is reported,
 with a line per run. A full run takes about a minute; --quick a few
-seconds, with rough numbers.`,
+seconds, with rough numbers.
+
+` + "`outpost bench api memory`" + ` measures the hub's memory with large objects instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context() // canceled on SIGINT and SIGTERM by main
@@ -71,6 +73,7 @@ seconds, with rough numbers.`,
 			return nil
 		},
 	}
+	cmd.AddCommand(newBenchAPIMemoryCmd()) // bench_api_memory.go: outpost bench api memory
 	f := cmd.Flags()
 	f.StringVar(&cfg.Dir, "dir", "", "parent directory of the hub's temporary data dir (default the system temp dir)")
 	f.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "namespace the pods are created in")

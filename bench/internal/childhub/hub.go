@@ -31,16 +31,17 @@ const exportPrefix = "export KUBECONFIG="
 
 // Start starts binary as a hub keeping its state in dataDir, serving
 // the API on apiAddr (port 0: the kernel picks, and the hub writes the
-// port it got into its kubeconfig) and sync on syncAddr. It returns once
-// the process runs; wait for ready with Kubeconfig. The caller must call
-// stop or kill.
-func Start(binary, dataDir, apiAddr, syncAddr string) (*Hub, error) {
+// port it got into its kubeconfig) and sync on syncAddr, with extra
+// flags of `outpost hub` after those. It returns once the process runs;
+// wait for ready with Kubeconfig. The caller must call Stop or Kill.
+func Start(binary, dataDir, apiAddr, syncAddr string, extra ...string) (*Hub, error) {
 	h := &Hub{
 		stdout: &exportLine{found: make(chan struct{})},
 		stderr: &tailBuffer{max: 16 << 10},
 		exited: make(chan struct{}),
 	}
-	h.cmd = exec.Command(binary, "hub", "--data-dir", dataDir, "--api-addr", apiAddr, "--sync-addr", syncAddr)
+	args := append([]string{"hub", "--data-dir", dataDir, "--api-addr", apiAddr, "--sync-addr", syncAddr}, extra...)
+	h.cmd = exec.Command(binary, args...)
 	h.cmd.Stdout = h.stdout
 	h.cmd.Stderr = h.stderr
 	if err := h.cmd.Start(); err != nil {

@@ -103,3 +103,56 @@ func (p *Profiler) Stop() error {
 	}
 	return err
 }
+
+// maxHeapProfileBytes bounds a heap profile read from the hub.
+const maxHeapProfileBytes = 64 << 20
+
+// HeapProfiler writes heap profiles of the hub, from its /debug/pprof/heap,
+// into a directory. A nil *HeapProfiler writes none.
+type HeapProfiler struct {
+	dir  string
+	hub  *http.Client
+	host string
+}
+
+// NewHeapProfiler returns a heap profiler writing into dir, or nil when
+// dir is "".
+func NewHeapProfiler(dir string, cfg *rest.Config) (*HeapProfiler, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create profile dir: %w", err)
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("profile client: %w", err)
+	}
+	return &HeapProfiler{dir: dir, hub: hc, host: cfg.Host}, nil
+}
+
+// Write saves the hub's heap profile as dir/hub.heap.NAME.pprof. It does
+// not ask the hub to collect garbage first, so as not to change what is
+// being measured: the in-use figures are those of the hub's last GC.
+func (p *HeapProfiler) Write(ctx context.Context, name string) error {
+	if p == nil {
+		return nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.host+"/debug/pprof/heap", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := p.hub.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetch hub heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetch hub heap profile: %s", resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxHeapProfileBytes))
+	if err != nil {
+		return fmt.Errorf("read hub heap profile: %w", err)
+	}
+	return os.WriteFile(filepath.Join(p.dir, "hub.heap."+name+".pprof"), data, 0o644)
+}
