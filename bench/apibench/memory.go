@@ -60,7 +60,8 @@ type MemoryConfig struct {
 	SampleInterval time.Duration `json:"sample_interval_ns"`
 
 	// ProfileDir, unless "", receives a heap profile of the hub at the end
-	// of every phase, hub.heap.PHASE.pprof: "".
+	// of every phase, hub.heap.PHASE.pprof; the one of PhaseSettle is
+	// taken after a forced collection, once the phase is measured: "".
 	ProfileDir string `json:"-"`
 
 	// ReadyTimeout bounds the wait for the hub to be ready, at the start

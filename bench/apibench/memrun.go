@@ -201,7 +201,7 @@ func (r *memRunner) start(ctx context.Context, phase string) error {
 	if r.heap, err = childhub.NewHeapProfiler(r.cfg.ProfileDir, r.restCfg); err != nil {
 		return err
 	}
-	r.profile(ctx, phase)
+	r.profile(ctx, phase, false)
 	r.step.endWith(report.Bytes(s.RSS) + " RSS")
 	return nil
 }
@@ -223,18 +223,20 @@ func (r *memRunner) stopHub(progress io.Writer) {
 }
 
 // endPhase records the phase the meter began, and a heap profile of the
-// hub at its end.
+// hub at its end. The profile after PhaseSettle, the last of the first
+// hub, is taken after a forced collection, to show what stays live; the
+// others are not, so as not to change the phases after them.
 func (r *memRunner) endPhase(ctx context.Context, name string, list *StreamList) MemoryPhase {
 	p := r.meter.end(name)
 	p.List = list
 	r.res.Phases = append(r.res.Phases, p)
-	r.profile(ctx, name)
+	r.profile(ctx, name, name == PhaseSettle)
 	return p
 }
 
 // profile writes a heap profile of the hub named after phase, if asked.
-func (r *memRunner) profile(ctx context.Context, phase string) {
-	if err := r.heap.Write(ctx, slug(phase)); err != nil {
+func (r *memRunner) profile(ctx context.Context, phase string, gc bool) {
+	if err := r.heap.Write(ctx, slug(phase), gc); err != nil {
 		r.profErrs.Add(err.Error())
 	}
 }

@@ -44,8 +44,9 @@ and read the hub's RSS at the end of each phase and its peak during it
 are printed as tables next to the targets (peak RSS under 2x the bytes
 stored plus 150 MB, settled RSS under 1.5x plus 100 MB), written as JSON
 to --out and plotted as SVG to --plot. With the defaults, 400 ConfigMaps
-of 500 KB (200 MB), a run takes two to three minutes; --quick a few
-seconds, with numbers not held to the targets.`,
+of 500 KB (200 MB), a run takes about a minute; --quick a few seconds,
+with numbers not held to the targets. An idle Go process collects garbage
+only every two minutes: --min-idle 130s shows the hub after that.`,
 		Example: `  outpost bench api memory
   outpost bench api memory --object-size 1MB --objects 200
   outpost bench api memory --hub-flag=--memory-limit=600MB --profile /tmp/heap`,
@@ -105,7 +106,7 @@ seconds, with numbers not held to the targets.`,
 	f.DurationVar(&cfg.SettleLimit, "settle-limit", cfg.SettleLimit, "longest wait, after --min-idle, for the hub's RSS to stop falling")
 	f.DurationVar(&cfg.SampleInterval, "sample-interval", cfg.SampleInterval, "how often the hub's RSS is read during a phase")
 	f.StringArrayVar(&cfg.HubArgs, "hub-flag", nil, "a flag of outpost hub for the hub under test, such as --hub-flag=--memory-limit=600MB (repeatable)")
-	f.StringVar(&cfg.ProfileDir, "profile", "", "directory to write a heap profile of the hub to at the end of every phase")
+	f.StringVar(&cfg.ProfileDir, "profile", "", "directory to write a heap profile of the hub to at the end of every phase (after settle, with a forced GC: what stays live)")
 	f.DurationVar(&cfg.ReadyTimeout, "ready-timeout", cfg.ReadyTimeout, "longest wait for the hub to be ready")
 	f.DurationVar(&cfg.DeliveryTimeout, "delivery-timeout", cfg.DeliveryTimeout, "longest wait, after the creates, for every watch to have every ConfigMap")
 	f.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "how long the hub gets to exit after SIGTERM before it is killed")

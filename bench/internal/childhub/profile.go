@@ -131,14 +131,19 @@ func NewHeapProfiler(dir string, cfg *rest.Config) (*HeapProfiler, error) {
 	return &HeapProfiler{dir: dir, hub: hc, host: cfg.Host}, nil
 }
 
-// Write saves the hub's heap profile as dir/hub.heap.NAME.pprof. It does
-// not ask the hub to collect garbage first, so as not to change what is
-// being measured: the in-use figures are those of the hub's last GC.
-func (p *HeapProfiler) Write(ctx context.Context, name string) error {
+// Write saves the hub's heap profile as dir/hub.heap.NAME.pprof. Unless
+// gc is set it does not ask the hub to collect garbage first, so as not to
+// change what is being measured, and its in-use figures are then as of one
+// of the hub's last two collections; with gc they are what is live now.
+func (p *HeapProfiler) Write(ctx context.Context, name string, gc bool) error {
 	if p == nil {
 		return nil
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.host+"/debug/pprof/heap", nil)
+	url := p.host + "/debug/pprof/heap"
+	if gc {
+		url += "?gc=1"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
