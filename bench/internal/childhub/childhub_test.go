@@ -1,13 +1,20 @@
 package childhub
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
 func TestParseProc(t *testing.T) {
@@ -122,5 +129,57 @@ func TestDirSize(t *testing.T) {
 	}
 	if _, _, err := DirSize(filepath.Join(dir, "missing")); err == nil {
 		t.Error("DirSize of a missing dir = nil error")
+	}
+}
+
+func TestHeapProfiler(t *testing.T) {
+	var nilProf *HeapProfiler
+	if err := nilProf.Write(t.Context(), "x", true); err != nil {
+		t.Errorf("nil HeapProfiler.Write = %v", err)
+	}
+	var (
+		mu      sync.Mutex // guards queries, which the handler appends to
+		queries []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/debug/pprof/heap" {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		queries = append(queries, r.URL.RawQuery)
+		mu.Unlock()
+		io.WriteString(w, "profile "+r.URL.RawQuery)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	p, err := NewHeapProfiler(dir, &rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gc := range []bool{false, true} {
+		mu.Lock()
+		queries = nil
+		mu.Unlock()
+		if err := p.Write(t.Context(), "phase", gc); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		got := queries
+		mu.Unlock()
+		want := []string{""}
+		if gc {
+			want = []string{"gc=1", "gc=1"} // the first to sweep what the second counts
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("Write(gc=%v) asked %q, want %q", gc, got, want)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "hub.heap.phase.pprof"))
+		if err != nil || string(b) != "profile "+want[0] {
+			t.Errorf("Write(gc=%v) wrote %q, %v", gc, b, err)
+		}
+	}
+	if p, err := NewHeapProfiler("", &rest.Config{Host: srv.URL}); p != nil || err != nil {
+		t.Errorf("NewHeapProfiler(\"\") = %v, %v; want nil, nil", p, err)
 	}
 }

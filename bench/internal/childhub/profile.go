@@ -132,9 +132,11 @@ func NewHeapProfiler(dir string, cfg *rest.Config) (*HeapProfiler, error) {
 }
 
 // Write saves the hub's heap profile as dir/hub.heap.NAME.pprof. Unless
-// gc is set it does not ask the hub to collect garbage first, so as not to
-// change what is being measured, and its in-use figures are then as of one
-// of the hub's last two collections; with gc they are what is live now.
+// gc is set it does not make the hub collect garbage, so as not to change
+// what is being measured, and its in-use figures are then as of one of the
+// hub's last collections, which an idle hub makes only every two minutes.
+// With gc they are what is live: the hub is made to collect twice, since a
+// heap profile counts frees only once a later collection has swept them.
 func (p *HeapProfiler) Write(ctx context.Context, name string, gc bool) error {
 	if p == nil {
 		return nil
@@ -142,22 +144,33 @@ func (p *HeapProfiler) Write(ctx context.Context, name string, gc bool) error {
 	url := p.host + "/debug/pprof/heap"
 	if gc {
 		url += "?gc=1"
+		if _, err := p.fetch(ctx, url); err != nil {
+			return err
+		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	data, err := p.fetch(ctx, url)
 	if err != nil {
 		return err
 	}
+	return os.WriteFile(filepath.Join(p.dir, "hub.heap."+name+".pprof"), data, 0o644)
+}
+
+func (p *HeapProfiler) fetch(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := p.hub.Do(req)
 	if err != nil {
-		return fmt.Errorf("fetch hub heap profile: %w", err)
+		return nil, fmt.Errorf("fetch hub heap profile: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetch hub heap profile: %s", resp.Status)
+		return nil, fmt.Errorf("fetch hub heap profile: %s", resp.Status)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxHeapProfileBytes))
 	if err != nil {
-		return fmt.Errorf("read hub heap profile: %w", err)
+		return nil, fmt.Errorf("read hub heap profile: %w", err)
 	}
-	return os.WriteFile(filepath.Join(p.dir, "hub.heap."+name+".pprof"), data, 0o644)
+	return data, nil
 }
