@@ -15,12 +15,18 @@ import (
 
 // eventCache keeps the wire bytes of recent watch events, so that a
 // change seen by a hundred watchers is decoded and encoded once per
-// encoding, not a hundred times. Entries are immutable once stored.
+// encoding, not a hundred times. It holds at most maxEntries events and
+// maxBytes of their bytes, dropping the oldest first: watchers send an
+// event at about the same time, so only recent ones are worth keeping, and
+// their size, not their number, is what costs memory (400 events of
+// 500 KB in two encodings are 400 MB). Entries are immutable once stored.
 type eventCache struct {
+	maxEntries, maxBytes int
+
 	mu    sync.Mutex
-	max   int
 	items map[eventKey][]byte
 	order []eventKey // FIFO eviction
+	bytes int        // held by items
 }
 
 type eventKey struct {
@@ -30,8 +36,8 @@ type eventKey struct {
 	deleted bool // the previous object, stamped with the delete's revision
 }
 
-func newEventCache(max int) *eventCache {
-	return &eventCache{max: max, items: make(map[eventKey][]byte, max)}
+func newEventCache(maxEntries, maxBytes int) *eventCache {
+	return &eventCache{maxEntries: maxEntries, maxBytes: maxBytes, items: make(map[eventKey][]byte)}
 }
 
 func (c *eventCache) get(k eventKey) ([]byte, bool) {
@@ -41,18 +47,29 @@ func (c *eventCache) get(k eventKey) ([]byte, bool) {
 	return b, ok
 }
 
+// entrySize is what an entry of b costs, with its key.
+func entrySize(k eventKey, b []byte) int { return len(b) + len(k.key) + len(k.media) + 64 }
+
 func (c *eventCache) put(k eventKey, b []byte) {
+	size := entrySize(k, b)
+	if size > c.maxBytes {
+		return // it would push out everything else
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.items[k]; ok {
 		return
 	}
-	if len(c.order) >= c.max {
-		delete(c.items, c.order[0])
+	for len(c.order) > 0 && (len(c.order) >= c.maxEntries || c.bytes+size > c.maxBytes) {
+		old := c.order[0]
+		c.bytes -= entrySize(old, c.items[old])
+		delete(c.items, old)
+		c.order[0] = eventKey{}
 		c.order = c.order[1:]
 	}
 	c.items[k] = b
 	c.order = append(c.order, k)
+	c.bytes += size
 }
 
 // encodedEvent returns the bytes on the wire of the watch event for ev in

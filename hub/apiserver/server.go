@@ -51,6 +51,10 @@ type Config struct {
 	// Admission is asked about every create and update before it is
 	// written; nil admits them all.
 	Admission Admission
+	// WatchCacheBytes bounds the encoded watch events kept to share
+	// between watchers (see eventCache): default 16 MiB, at most 4,096
+	// events.
+	WatchCacheBytes int
 }
 
 // Server serves the Kubernetes API for its resources. Its methods are safe
@@ -114,12 +118,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.WatchFlushInterval == 0 {
 		cfg.WatchFlushInterval = 10 * time.Millisecond
 	}
+	if cfg.WatchCacheBytes <= 0 {
+		cfg.WatchCacheBytes = 16 << 20
+	}
 	s := &Server{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now,
 		byGVR:    map[schema.GroupVersionResource]*resourceInfo{},
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 		stop:     make(chan struct{}),
-		events:   newEventCache(4096),
+		events:   newEventCache(4096, cfg.WatchCacheBytes),
 	}
 	seen := map[schema.GroupVersion]bool{}
 	for i := range cfg.Resources {
