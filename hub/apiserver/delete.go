@@ -188,6 +188,10 @@ func (s *Server) deleteNamespaceContents(ctx context.Context, ns string) error {
 	return nil
 }
 
+// deleteCollection deletes the objects a list with the request's options
+// would return, a page at a time, and answers with the list of them as
+// deleted. That list is held in memory in the stored form (about the size
+// the objects take in the store), not decoded.
 func (q *request) deleteCollection() error {
 	opts, err := q.deleteOptions()
 	if err != nil {
@@ -201,18 +205,44 @@ func (q *request) deleteCollection() error {
 	if err != nil {
 		return err
 	}
-	list, err := q.s.listObjects(q.r, q.res, q.ri.namespace, lo)
+	out, err := negotiate(q.r, true)
 	if err != nil {
 		return err
 	}
-	items, _ := meta.ExtractList(list)
-	for _, obj := range items {
+	f, err := q.listForm(out)
+	if err != nil {
+		return err
+	}
+	sc, err := q.s.openList(q.ctx(), q.res, q.ri.namespace, lo)
+	if err != nil {
+		return err
+	}
+	deleted := &itemList{rev: sc.rev}
+	err = sc.each(q.ctx(), func(it *listItem) error {
+		obj, err := it.object(q.res)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
 		m, _ := meta.Accessor(obj)
-		if _, _, err := q.s.deleteObject(q.ctx(), q.res, m.GetNamespace(), m.GetName(), opts, dry); err != nil && !apierrors.IsNotFound(err) {
+		obj, _, err = q.s.deleteObject(q.ctx(), q.res, m.GetNamespace(), m.GetName(), opts, dry)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
+		rv, _ := strconv.ParseInt(om(obj).GetResourceVersion(), 10, 64)
+		data, err := q.res.encode(obj)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		deleted.items = append(deleted.items, listItem{kv: store.KeyValue{Key: it.kv.Key, Value: data, ModRevision: rv}})
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	return q.respond(http.StatusOK, list)
+	return q.serveList(deleted, f)
 }
 
 func contains(list []string, s string) bool {

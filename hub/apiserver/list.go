@@ -3,9 +3,7 @@ package apiserver
 import (
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,8 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/outpost-mesh/outpost/hub/store"
 )
 
 // listOptions are the parsed query parameters of a list or watch.
@@ -144,91 +140,17 @@ func (q *request) list() error {
 	if err != nil {
 		return err
 	}
-	list, err := q.s.listObjects(q.r, q.res, q.ri.namespace, o)
+	out, err := negotiate(q.r, true)
 	if err != nil {
 		return err
 	}
-	return q.respond(http.StatusOK, list)
-}
-
-// listObjects reads one page of the objects under namespace that pass the
-// selectors, consistent at one revision.
-func (s *Server) listObjects(r *http.Request, res *resourceInfo, ns string, o listOptions) (runtime.Object, error) {
-	ctx := r.Context()
-	prefix := res.listPrefix(ns)
-	var rev int64
-	start := ""
-	switch {
-	case o.cont != nil:
-		rev, start = o.cont.RV, o.cont.Start
-		if len(start) < len(prefix) || start[:len(prefix)] != prefix {
-			return nil, apierrors.NewBadRequest("continue key is not valid: it is for another list")
-		}
-	case o.rvMatch == "Exact":
-		rev, _ = strconv.ParseInt(o.rv, 10, 64)
-	case o.rv != "" && o.rv != "0":
-		// NotOlderThan: the latest state is never older, unless the
-		// client has seen a revision this store has not.
-		want, _ := strconv.ParseInt(o.rv, 10, 64)
-		cur, err := s.store.Revision(ctx)
-		if err != nil {
-			return nil, storeError(err, res.gr, "")
-		}
-		if want > cur {
-			return nil, apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", want, cur), 1)
-		}
-	}
-	var items []runtime.Object
-	more, next := false, ""
-	batch := int64(500)
-	if o.limit > 0 && o.limit < batch && o.label.Empty() && o.field.Empty() {
-		batch = o.limit + 1
-	}
-	for {
-		page, err := s.store.List(ctx, prefix, store.ListOptions{Revision: rev, Limit: batch, Continue: start})
-		if err != nil {
-			if errors.Is(err, store.ErrCompacted) && o.cont != nil {
-				return nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
-			}
-			if errors.Is(err, store.ErrCompacted) {
-				return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d", rev))
-			}
-			return nil, storeError(err, res.gr, "")
-		}
-		rev = page.Revision
-		for _, kv := range page.KVs {
-			if o.limit > 0 && int64(len(items)) == o.limit {
-				more, next = true, kv.Key
-				break
-			}
-			obj, err := res.decode(kv)
-			if err != nil {
-				return nil, apierrors.NewInternalError(err)
-			}
-			if res.matches(obj, o) {
-				items = append(items, obj)
-			}
-		}
-		if more || !page.More {
-			if !more && o.limit > 0 && int64(len(items)) == o.limit && page.More {
-				more, next = true, page.Continue
-			}
-			break
-		}
-		start = page.Continue
-	}
-	list := res.NewList()
-	if err := meta.SetList(list, items); err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	lm, err := meta.ListAccessor(list)
+	f, err := q.listForm(out)
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return err
 	}
-	lm.SetResourceVersion(strconv.FormatInt(rev, 10))
-	if more {
-		lm.SetContinue(encodeContinue(rev, next))
+	sc, err := q.s.openList(q.ctx(), q.res, q.ri.namespace, o)
+	if err != nil {
+		return err
 	}
-	list.GetObjectKind().SetGroupVersionKind(res.GroupVersion.WithKind(res.Kind + "List"))
-	return list, nil
+	return q.serveList(sc, f)
 }

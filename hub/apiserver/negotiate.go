@@ -45,7 +45,9 @@ func negotiate(r *http.Request, tableOK bool) (output, error) {
 			continue
 		}
 		if as := params["as"]; as != "" {
-			if as == "Table" && tableOK && params["g"] == "meta.k8s.io" && params["v"] == "v1" {
+			// Tables come in JSON and YAML, as upstream: they have no
+			// protobuf form.
+			if as == "Table" && tableOK && params["g"] == "meta.k8s.io" && params["v"] == "v1" && mt != runtime.ContentTypeProtobuf {
 				if info, ok := lookupInfo(mt); ok {
 					return output{info: info, table: true}, nil
 				}
@@ -65,7 +67,7 @@ func negotiate(r *http.Request, tableOK bool) (output, error) {
 			return output{info: info}, nil
 		}
 	}
-	return output{}, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "", schemaGR0, "", "only application/json, application/yaml and application/vnd.kubernetes.protobuf are supported", 0, false)
+	return output{}, notAcceptable()
 }
 
 func lookupInfo(mediaType string) (runtime.SerializerInfo, bool) {

@@ -223,20 +223,15 @@ func (q *request) watch() error {
 		defer cancel()
 	}
 	var from int64
-	var initial []runtime.Object
+	var initial *listScan
 	if o.rv == "" || o.rv == "0" || o.initialEvent {
 		// Start from the current state: ADDED for every object, then changes.
 		lo := o
 		lo.limit, lo.cont, lo.rv, lo.rvMatch = 0, nil, "", ""
-		list, err := q.s.listObjects(q.r, q.res, q.ri.namespace, lo)
-		if err != nil {
+		if initial, err = q.s.openList(ctx, q.res, q.ri.namespace, lo); err != nil {
 			return err
 		}
-		lm, _ := meta.ListAccessor(list)
-		from, _ = strconv.ParseInt(lm.GetResourceVersion(), 10, 64)
-		if initial, err = meta.ExtractList(list); err != nil {
-			return apierrors.NewInternalError(err)
-		}
+		from = initial.rev
 	} else {
 		from, _ = strconv.ParseInt(o.rv, 10, 64)
 	}
@@ -259,9 +254,21 @@ func (q *request) watch() error {
 	if err := ww.flush(); err != nil {
 		return nil // the connection cannot stream: nothing more to say on it
 	}
-	for _, obj := range initial {
-		if err := ww.sendObject(watch.Added, obj); err != nil {
+	if initial != nil {
+		// The objects as they are, a page at a time, each page flushed.
+		err := initial.each(ctx, func(it *listItem) error {
+			obj, err := it.object(q.res)
+			if err != nil {
+				return apierrors.NewInternalError(err)
+			}
+			return ww.sendObject(watch.Added, obj)
+		})
+		if err != nil {
 			q.s.log.Debug("watch send", "err", err)
+			if _, ok := err.(apierrors.APIStatus); ok {
+				ww.sendObject(watch.Error, toStatus(err))
+				ww.flush()
+			}
 			return nil
 		}
 	}
