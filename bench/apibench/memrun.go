@@ -168,7 +168,9 @@ func (r *memRunner) start(ctx context.Context, phase string) error {
 		r.step.begin("starting hub")
 	}
 	started := time.Now()
-	h, err := childhub.Start(r.cfg.Binary, r.hubDir, "127.0.0.1:0", "", r.cfg.HubArgs...)
+	// With a sync endpoint, as `outpost hub` runs by default: its view of
+	// what nodes may need holds objects too.
+	h, err := childhub.Start(r.cfg.Binary, r.hubDir, "127.0.0.1:0", "127.0.0.1:0", r.cfg.HubArgs...)
 	if err != nil {
 		r.step.fail()
 		return err
