@@ -9,6 +9,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/bench/apibench"
 	"github.com/outpost-mesh/outpost/bench/report"
+	"github.com/outpost-mesh/outpost/internal/bytesize"
 )
 
 // newBenchAPIMemoryCmd returns `outpost bench api memory`, which measures
@@ -128,7 +129,7 @@ func (b byteSize) String() string {
 }
 
 func (b byteSize) Set(s string) error {
-	v, err := report.ParseBytes(s)
+	v, err := bytesize.Parse(s)
 	if err != nil {
 		return err
 	}
