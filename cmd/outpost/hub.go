@@ -5,15 +5,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/outpost-mesh/outpost/hub/hubd"
+	"github.com/outpost-mesh/outpost/internal/memlimit"
 )
 
 func newHubCmd() *cobra.Command {
 	cfg := hubd.DefaultConfig("")
 	store := string(cfg.Store)
+	memLimit := "auto"
 	cmd := &cobra.Command{
 		Use:   "hub",
 		Short: "Run the hub: the Kubernetes API server of an Outpost fleet",
@@ -27,6 +30,9 @@ Once the API server is up it prints an export line for KUBECONFIG on stdout.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Store = hubd.StoreKind(store)
 			cfg.Logger = slog.Default()
+			if err := applyMemoryLimit(memLimit, cfg.Logger); err != nil {
+				return err
+			}
 			h, err := hubd.New(cfg)
 			if err != nil {
 				return err
@@ -43,8 +49,29 @@ Once the API server is up it prints an export line for KUBECONFIG on stdout.`,
 	f.DurationVar(&cfg.NodeCertLifetime, "node-cert-lifetime", cfg.NodeCertLifetime, "lifetime of the node certificates the hub signs")
 	f.DurationVar(&cfg.EventTTL, "event-ttl", cfg.EventTTL, "how long events are kept after their last update, as kube-apiserver's --event-ttl")
 	f.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS name or IP address for the API server's certificate (repeatable)")
+	f.StringVar(&memLimit, "memory-limit", memLimit, memoryLimitUsage)
+	f.DurationVar(&cfg.IdleMemoryReturn, "idle-memory-return", cfg.IdleMemoryReturn, "after this long without API requests, give the memory a spell of work left behind back to the OS; 0 never")
 	cmd.MarkFlagRequired("data-dir")
 	return cmd
+}
+
+// memoryLimitUsage documents --memory-limit of the commands that run a hub.
+const memoryLimitUsage = "soft limit of the Go heap, such as 1GiB or 800MB: garbage is collected harder near it; auto is GOMEMLIMIT if set, else 3/4 of the cgroup's memory limit, else of the machine's memory; none for no limit"
+
+// applyMemoryLimit sets the runtime's soft memory limit as flag says (see
+// memlimit.Choose) and logs it.
+func applyMemoryLimit(flag string, log *slog.Logger) error {
+	c, err := memlimit.Choose(flag, os.Getenv("GOMEMLIMIT"), os.DirFS("/"))
+	if err != nil {
+		return err
+	}
+	limit := c.Apply()
+	if limit == memlimit.Unlimited {
+		log.Info("no memory limit", "from", c.From)
+		return nil
+	}
+	log.Info("memory limit", "bytes", limit, "from", c.From)
+	return nil
 }
 
 // runHub runs h until ctx ends, printing the KUBECONFIG export line on out

@@ -26,10 +26,11 @@ type upConfig struct {
 	apiAddr  string
 	syncAddr string
 	site     string
+	memLimit string
 }
 
 func newUpCmd() *cobra.Command {
-	c := upConfig{dir: ".outpost", nodes: 2, apiAddr: "127.0.0.1:6443", syncAddr: "127.0.0.1:7443", site: "local"}
+	c := upConfig{dir: ".outpost", nodes: 2, apiAddr: "127.0.0.1:6443", syncAddr: "127.0.0.1:7443", site: "local", memLimit: "auto"}
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a hub and edge nodes on this machine, ready for kubectl",
@@ -46,6 +47,9 @@ export line for KUBECONFIG on stdout. Ctrl-C stops everything.`,
 			if c.nodes < 0 || c.nodes > 100 {
 				return fmt.Errorf("--nodes %d: from 0 to 100", c.nodes)
 			}
+			if err := applyMemoryLimit(c.memLimit, slog.Default()); err != nil {
+				return err
+			}
 			return runUp(cmd.Context(), c, cmd.OutOrStdout(), slog.Default())
 		},
 	}
@@ -55,6 +59,7 @@ export line for KUBECONFIG on stdout. Ctrl-C stops everything.`,
 	f.StringVar(&c.apiAddr, "api-addr", c.apiAddr, "host:port of the Kubernetes API")
 	f.StringVar(&c.syncAddr, "sync-addr", c.syncAddr, "host:port (UDP) of the hub's sync endpoint")
 	f.StringVar(&c.site, "site", c.site, "site label of the nodes")
+	f.StringVar(&c.memLimit, "memory-limit", c.memLimit, memoryLimitUsage)
 	return cmd
 }
 
