@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,11 +39,13 @@ const readyTimeout = 2 * time.Second
 // signed by the hub CA, or as auth.Anonymous when it presents none: then
 // only health and version are served, and the rest is answered 401.
 type apiHandler struct {
-	store store.Reader
-	authn *certAuthenticator
-	authz *auth.Authorizer
-	log   *slog.Logger
-	mux   *http.ServeMux
+	// served counts the requests served, for idleReturn.
+	served atomic.Uint64
+	store  store.Reader
+	authn  *certAuthenticator
+	authz  *auth.Authorizer
+	log    *slog.Logger
+	mux    *http.ServeMux
 }
 
 func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger, api http.Handler, spec *openapi.Spec, metrics http.Handler) *apiHandler {
@@ -112,6 +115,7 @@ func (h *apiHandler) authenticate(r *http.Request) (auth.User, bool) {
 // allows it. The request's context carries user from here on (see
 // auth.WithUser), for admission to know who asked.
 func (h *apiHandler) serveAs(w http.ResponseWriter, r *http.Request, user auth.User) {
+	h.served.Add(1)
 	r = r.WithContext(auth.WithUser(r.Context(), user))
 	if h.authorize(w, r, user) {
 		h.mux.ServeHTTP(w, r)

@@ -66,6 +66,11 @@ type Config struct {
 	// NodeCertLifetime is the life of the node certificates the hub signs;
 	// nodes renew them once two thirds have passed.
 	NodeCertLifetime time.Duration
+	// IdleMemoryReturn is how long the API must have served nothing new,
+	// after a spell of work, before the hub gives the memory that work
+	// left behind back to the operating system (see idleReturn); 0 never
+	// does.
+	IdleMemoryReturn time.Duration
 	// EventTTL is how long an event is kept after its last write, as
 	// kube-apiserver's --event-ttl.
 	EventTTL time.Duration
@@ -87,6 +92,7 @@ func DefaultConfig(dataDir string) Config {
 		// 127.0.0.1:7443.
 		NodeCertLifetime: 365 * 24 * time.Hour, // a year, as kubelet's
 		EventTTL:         time.Hour,            // kube-apiserver's default
+		IdleMemoryReturn: 10 * time.Second,     // a pause, not a lull between a controller's requests
 		JoinLimits:       auth.DefaultJoinLimitConfig(),
 	}
 }
@@ -128,6 +134,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.JoinLimits.Validate(); err != nil {
 		return err
+	}
+	if c.IdleMemoryReturn < 0 {
+		return fmt.Errorf("idle memory return %v is negative", c.IdleMemoryReturn)
 	}
 	if c.EventTTL <= 0 {
 		return fmt.Errorf("event TTL %v is not positive", c.EventTTL)
@@ -220,6 +229,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	release := releaseMemory(st) // the store itself, not its instrumented wrapper
 	mets := metrics.New()
 	st = mets.InstrumentStore(st)
 	defer func() {
@@ -266,6 +276,14 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	}
 
 	handler := newAPIHandler(st, certs.CAPool, log, mets.Middleware(api), spec, mets.Handler())
+	if h.cfg.IdleMemoryReturn > 0 {
+		idleDone := make(chan struct{})
+		go func() {
+			defer close(idleDone)
+			idleReturn(compactCtx, handler.served.Load, h.cfg.IdleMemoryReturn, release)
+		}()
+		defer func() { stopCompact(); <-idleDone }()
+	}
 	syncAddr := ""
 	if h.cfg.SyncAddr != "" {
 		ep, err := h.startSync(ctx, st, handler, certs, log)

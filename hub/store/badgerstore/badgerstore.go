@@ -235,6 +235,19 @@ func (s *Store) releaseLoop() {
 	}
 }
 
+// ReleaseMemory asks the store to page out the value logs it has mapped
+// (see Config.ReleaseValueLogPages), after reads brought them into the
+// process's RSS; it does not wait for it. The hub calls it when idle.
+func (s *Store) ReleaseMemory() {
+	if !s.cfg.ReleaseValueLogPages {
+		return
+	}
+	select {
+	case s.releaseKick <- struct{}{}:
+	default: // one is pending
+	}
+}
+
 // Close stops the committer and every watch and closes the database. Writes
 // in flight fail with store.ErrClosed. Close is safe to call more than once.
 func (s *Store) Close() error {
