@@ -21,6 +21,8 @@ func newBenchAPIMemoryCmd() *cobra.Command {
 		out   string
 		plot  string
 		quick bool
+		// hubBinary is the outpost binary the hub runs from.
+		hubBinary string
 	)
 	cmd := &cobra.Command{
 		Use:   "memory",
@@ -63,11 +65,14 @@ only every two minutes: --min-idle 130s shows the hub after that.`,
 				unlessSet(cmd.Flags(), "min-idle", &cfg.MinIdle, q.MinIdle)
 				unlessSet(cmd.Flags(), "settle-limit", &cfg.SettleLimit, q.SettleLimit)
 			}
-			exe, err := os.Executable()
-			if err != nil {
-				return fmt.Errorf("find own binary to run the hub: %w", err)
+			if hubBinary == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("find own binary to run the hub: %w", err)
+				}
+				hubBinary = exe
 			}
-			cfg.Binary = exe
+			cfg.Binary = hubBinary
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("invalid flags: %w", err)
 			}
@@ -106,6 +111,7 @@ only every two minutes: --min-idle 130s shows the hub after that.`,
 	f.DurationVar(&cfg.MinIdle, "min-idle", cfg.MinIdle, "how long the hub is left idle after the lists before its RSS is watched for settling")
 	f.DurationVar(&cfg.SettleLimit, "settle-limit", cfg.SettleLimit, "longest wait, after --min-idle, for the hub's RSS to stop falling")
 	f.DurationVar(&cfg.SampleInterval, "sample-interval", cfg.SampleInterval, "how often the hub's RSS is read during a phase")
+	f.StringVar(&hubBinary, "hub-binary", "", "outpost binary to run the hub under test with, such as an older build to compare (default this binary)")
 	f.StringArrayVar(&cfg.HubArgs, "hub-flag", nil, "a flag of outpost hub for the hub under test, such as --hub-flag=--memory-limit=600MB (repeatable)")
 	f.StringVar(&cfg.ProfileDir, "profile", "", "directory to write a heap profile of the hub to at the end of every phase (after settle, with a forced GC: what stays live)")
 	f.DurationVar(&cfg.ReadyTimeout, "ready-timeout", cfg.ReadyTimeout, "longest wait for the hub to be ready")
