@@ -701,9 +701,12 @@ func TestSyncJoinRefused(t *testing.T) {
 		name, token, caHash string
 		want                []string
 	}{
-		{"unknown-token", "abcdef.0123456789abcdef", caHash, []string{"hub refused to admit this node", "bootstrap token not found"}},
-		{"wrong-secret", id + ".0000000000000000", caHash, []string{"hub refused to admit this node", "secret does not match"}},
-		{"malformed-token", "not-a-token", caHash, []string{"hub refused to admit this node", "malformed"}},
+		// An unknown token and a wrong secret are refused alike, so that
+		// refusals do not tell which token ids exist.
+		{"unknown-token", "abcdef.0123456789abcdef", caHash, []string{"hub refused to admit this node", "there is no such token, or its secret is wrong"}},
+		{"wrong-secret", id + ".0000000000000000", caHash, []string{"hub refused to admit this node", "there is no such token, or its secret is wrong"}},
+		// A malformed flag stops the agent before it dials.
+		{"malformed-token", "not-a-token", caHash, []string{"invalid --token", "malformed"}},
 		{"wrong-ca-hash", token, "sha256:" + strings.Repeat("ab", 32), []string{"hub refused to admit this node", "CA hash"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
