@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/big"
 	"net"
@@ -110,6 +111,15 @@ func (s *sink) phase(name string) corev1.PodPhase {
 	return s.pods[name]
 }
 
+// noObjects is the store behind a test hub's views: it has nothing but
+// what the test applies to them with its bytes, pods, which the views
+// keep, so no session has to read an object.
+type noObjects struct{}
+
+func (noObjects) Object(_ context.Context, key wire.Key, rev int64) ([]byte, error) {
+	return nil, fmt.Errorf("read %s at %d: the test hub stores no objects", key, rev)
+}
+
 // testHub is a running hub.
 type testHub struct {
 	addr, caHash string
@@ -134,7 +144,7 @@ func startHub(t *testing.T) *testHub {
 	cfg := server.DefaultConfig()
 	cfg.Certificate = ca.Serving(t)
 	cfg.ClientCAs = ca.Pool
-	cfg.Views, cfg.Authority, cfg.Sink = h.x, h.auth, h.sink
+	cfg.Views, cfg.Objects, cfg.Authority, cfg.Sink = h.x, noObjects{}, h.auth, h.sink
 	cfg.IdleTimeout, cfg.KeepAlive = 2*time.Second, 500*time.Millisecond
 	cfg.Logger = testlog.New(t, slog.LevelInfo).With("side", "hub")
 	srv, err := server.New(cfg)

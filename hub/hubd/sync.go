@@ -49,7 +49,8 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	cfg.ClientCAs = certs.CAPool
 	cfg.SessionTicketKeys = [][32]byte{keys.ticket}
 	cfg.StatelessResetKey = &keys.reset
-	cfg.Views, cfg.Authority, cfg.Sink, cfg.Presence = idx, glue, glue, glue
+	cfg.Views, cfg.Objects = idx, syncObjects{st}
+	cfg.Authority, cfg.Sink, cfg.Presence = glue, glue, glue
 	cfg.Logger = log.With("component", "sync")
 	srv, err := server.New(cfg)
 	if err != nil {

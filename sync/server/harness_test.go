@@ -444,13 +444,20 @@ func testConfigMap(name, value string) *corev1.ConfigMap {
 }
 
 // feed stands for the hub's store: it feeds the index one revision at a
-// time.
+// time, and serves the server's Objects as a compacted store would, with
+// the latest version of each key only.
 type feed struct {
-	t   testing.TB
-	x   *view.Index
-	mu  sync.Mutex
-	rev int64
+	t      testing.TB
+	x      *view.Index
+	mu     sync.Mutex
+	rev    int64
+	latest map[wire.Key]wire.Change
+	reads  []string // the objects read, as key@revision
+	// beforeRead, if set, is called (without f.mu) before each read.
+	beforeRead func(key wire.Key, rev int64)
 }
+
+var _ server.Objects = (*feed)(nil)
 
 // put stores obj at key at the next revision and returns it.
 func (f *feed) put(key wire.Key, obj runtime.Object) int64 {
@@ -473,7 +480,40 @@ func (f *feed) apply(ev view.Event) int64 {
 	if err := f.x.Apply([]view.Event{ev}); err != nil {
 		f.t.Fatalf("Apply(%v) = %v", ev.Key, err)
 	}
+	if f.latest == nil {
+		f.latest = map[wire.Key]wire.Change{}
+	}
+	if ev.Deleted {
+		delete(f.latest, ev.Key)
+	} else {
+		f.latest[ev.Key] = wire.Change{Key: ev.Key, Revision: ev.Revision, Object: bytes.Clone(ev.Raw)}
+	}
 	return f.rev
+}
+
+// Object implements server.Objects.
+func (f *feed) Object(ctx context.Context, key wire.Key, rev int64) ([]byte, error) {
+	f.mu.Lock()
+	hook := f.beforeRead
+	f.mu.Unlock()
+	if hook != nil {
+		hook(key, rev)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads = append(f.reads, fmt.Sprintf("%s@%d", key, rev))
+	c, ok := f.latest[key]
+	if !ok || c.Revision != rev {
+		return nil, fmt.Errorf("%s at %d: %w", key, rev, server.ErrObjectGone)
+	}
+	return bytes.Clone(c.Object), nil
+}
+
+// objectReads returns the reads of Object so far.
+func (f *feed) objectReads() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.reads)
 }
 
 // --- the hub ---
@@ -533,7 +573,7 @@ func startHub(t *testing.T, opts hubOptions) *hub {
 	cfg.ClientCAs = ca.Pool
 	cfg.SessionTicketKeys = [][32]byte{ticket}
 	cfg.StatelessResetKey = &reset
-	cfg.Views, cfg.Authority, cfg.Sink, cfg.Presence = x, h.auth, h.sink, h.presence
+	cfg.Views, cfg.Objects, cfg.Authority, cfg.Sink, cfg.Presence = x, h.feed, h.auth, h.sink, h.presence
 	h.logs = testlog.NewRecorder(t, slog.LevelDebug)
 	cfg.Logger = slog.New(h.logs).With("side", "hub")
 	cfg.IdleTimeout, cfg.KeepAlive = idleTimeout, keepAlive

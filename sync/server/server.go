@@ -44,6 +44,23 @@ type Sink interface {
 	ApplyStatus(ctx context.Context, node string, item wire.StatusItem) error
 }
 
+// Objects reads objects of the hub's store: those of the changes of Views
+// that come without their bytes (see view.Change). It must be safe for
+// concurrent use.
+type Objects interface {
+	// Object returns the stored form of key at revision rev; the caller
+	// owns it. When key is no longer at rev (it changed or was deleted
+	// since: a change Views is bound to receive), Object may instead
+	// return an error that is or wraps ErrObjectGone, as it must once that
+	// version is compacted away.
+	Object(ctx context.Context, key wire.Key, rev int64) ([]byte, error)
+}
+
+// ErrObjectGone is returned (wrapped) by Objects.Object for a version of
+// an object the store no longer has. The server then drops the change:
+// the node is sent the newer one.
+var ErrObjectGone = errors.New("object version no longer stored")
+
 // Presence hears of sessions: the hub renews a node's Lease while it is
 // connected and marks the node when it is not. For each node the calls
 // alternate, Connected when its first session starts and Disconnected
@@ -72,6 +89,7 @@ type Config struct {
 	StatelessResetKey *quic.StatelessResetKey
 
 	Views     *view.Index // non-nil
+	Objects   Objects     // non-nil: reads what Views holds without its bytes
 	Authority Authority   // non-nil
 	Sink      Sink        // non-nil
 	Presence  Presence    // or nil
@@ -110,8 +128,8 @@ func (c *Config) Validate() error {
 		return errors.New("no serving certificate")
 	case c.ClientCAs == nil:
 		return errors.New("no client CA pool")
-	case c.Views == nil || c.Authority == nil || c.Sink == nil:
-		return errors.New("views, authority and sink are required")
+	case c.Views == nil || c.Objects == nil || c.Authority == nil || c.Sink == nil:
+		return errors.New("views, objects, authority and sink are required")
 	case c.IdleTimeout <= 0 || c.KeepAlive < 0 || c.KeepAlive >= c.IdleTimeout:
 		return fmt.Errorf("idle timeout %v must be positive and keep-alive %v under it", c.IdleTimeout, c.KeepAlive)
 	case c.MaxBatchBytes < 1<<10 || c.MaxBatchBytes > wire.DefaultMaxFrameSize/2:
@@ -141,6 +159,8 @@ type Stats struct {
 	Inventories   atomic.Int64 // sessions resumed from an inventory
 	BatchBytes    atomic.Int64 // bytes of Batch frames sent
 	ResumeBytes   atomic.Int64 // of which in the first step of a session
+	ObjectReads   atomic.Int64 // objects read through Objects for changes without them
+	ObjectsGone   atomic.Int64 // of which no longer stored: changes dropped
 	StatusItems   atomic.Int64 // status items applied or refused
 	Joins         atomic.Int64
 	JoinsRefused  atomic.Int64

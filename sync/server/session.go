@@ -76,7 +76,7 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 	}()
 
 	before := st.w.BytesWritten()
-	if err := s.sendChanges(st, changes, rev); err != nil {
+	if err := s.sendChanges(ctx, log, st, changes, rev); err != nil {
 		return
 	}
 	s.stats.ResumeBytes.Add(st.w.BytesWritten() - before)
@@ -104,7 +104,7 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 			return
 		}
 		if len(changes) > 0 {
-			if err := s.sendChanges(st, changes, rev); err != nil {
+			if err := s.sendChanges(ctx, log, st, changes, rev); err != nil {
 				return
 			}
 			sent, lastSend = rev, time.Now()
@@ -121,7 +121,7 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 		case <-changed:
 		case <-progress.C:
 			if rev > sent && time.Since(lastSend) >= progressInterval {
-				if err := s.sendChanges(st, nil, rev); err != nil {
+				if err := s.sendChanges(ctx, log, st, nil, rev); err != nil {
 					return
 				}
 				sent, lastSend = rev, time.Now()
@@ -131,32 +131,80 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 }
 
 // sendChanges writes changes in Batch frames of at most MaxBatchBytes of
-// objects each; only the last carries rev.
-func (s *Server) sendChanges(st *stream, changes []wire.Change, rev int64) error {
+// objects each; only the last carries rev. It reads the objects of the
+// puts that come without them a frame at a time, just before writing it,
+// so that a session holds at most a frame of them, and drops those whose
+// version is gone: the index is bound to receive the newer change, and the
+// session to send it. When an object cannot be read, it ends the stream
+// (the node resumes later) and returns the error.
+func (s *Server) sendChanges(ctx context.Context, log *slog.Logger, st *stream, changes []view.Change, rev int64) error {
+	var frame []wire.Change
 	for {
 		n, size := 0, 0
 		for n < len(changes) {
-			c := len(changes[n].Object) + len(changes[n].Key.Name) + 64
+			c := changes[n].Size + len(changes[n].Key.Name) + 64
 			if n > 0 && size+c > s.cfg.MaxBatchBytes {
 				break
 			}
 			size += c
 			n++
 		}
-		b := &wire.Batch{Changes: changes[:n]}
-		if n == len(changes) {
-			b.Revision = rev
-		}
-		before := st.w.BytesWritten()
-		if err := st.w.Write(b); err != nil {
+		var err error
+		if frame, err = s.objects(ctx, frame[:0], changes[:n]); err != nil {
+			log.Warn("session ends: cannot read an object of the view", "err", err)
+			st.fail(wire.CodeUnavailable, err.Error())
 			return err
 		}
-		s.stats.BatchBytes.Add(st.w.BytesWritten() - before)
-		changes = changes[n:]
-		if len(changes) == 0 {
+		last := n == len(changes)
+		if len(frame) > 0 || last {
+			b := &wire.Batch{Changes: frame}
+			if last {
+				b.Revision = rev
+			}
+			before := st.w.BytesWritten()
+			if err := st.w.Write(b); err != nil {
+				return err
+			}
+			s.stats.BatchBytes.Add(st.w.BytesWritten() - before)
+		}
+		clear(frame) // the objects read are not kept past their frame
+		if last {
 			return nil
 		}
+		changes = changes[n:]
 	}
+}
+
+// objects appends to out the changes of in with their objects: read for
+// the puts that came without them, from the index if another session
+// filled it since or else from Objects, and handed to the index for the
+// next session that needs them. Puts whose version is gone are left out.
+func (s *Server) objects(ctx context.Context, out []wire.Change, in []view.Change) ([]wire.Change, error) {
+	for _, c := range in {
+		if c.Op != wire.OpPut || c.Object != nil {
+			out = append(out, c.Change)
+			continue
+		}
+		raw, ok := s.cfg.Views.Raw(c.Key, c.Revision)
+		if !ok {
+			var err error
+			s.stats.ObjectReads.Add(1)
+			raw, err = s.cfg.Objects.Object(ctx, c.Key, c.Revision)
+			switch {
+			case errors.Is(err, ErrObjectGone):
+				s.stats.ObjectsGone.Add(1)
+				continue
+			case err != nil:
+				return out, fmt.Errorf("read %s at revision %d: %w", c.Key, c.Revision, err)
+			case len(raw) == 0:
+				return out, fmt.Errorf("read %s at revision %d: no bytes", c.Key, c.Revision)
+			}
+			s.cfg.Views.Fill(c.Key, c.Revision, raw)
+		}
+		c.Object = raw
+		out = append(out, c.Change)
+	}
+	return out, nil
 }
 
 // readInventory reads the edge's Inventory frames.

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -331,6 +332,86 @@ func TestSession(t *testing.T) {
 	stop()
 	if got := h.srv.Stats().Resumes.Load(); got != 2 {
 		t.Errorf("server: %d resumes by revision, want 2", got)
+	}
+}
+
+// TestObjectsOnDemand: configmaps no pod referenced when they were
+// written, whose bytes the views do not hold, reach the node that comes to
+// need them as they are stored, read from Objects once and then held for
+// other nodes; frames are sized by the objects' lengths before they are
+// read; and an object whose version is gone when it is read is not sent,
+// its newer version is.
+func TestObjectsOnDemand(t *testing.T) {
+	h := startHub(t, defaultHubOptions())
+	f := h.feed
+	f.put(nodeKey("edge-1"), testNode("edge-1"))
+	f.put(nodeKey("edge-2"), testNode("edge-2"))
+	big := strings.Repeat("x", 300<<10) // two to a frame would exceed MaxBatchBytes
+	f.put(configMapKey("big-1"), testConfigMap("big-1", big))
+	rev := f.put(configMapKey("big-2"), testConfigMap("big-2", big))
+	if s := h.x.Stats(); s.Unheld != 2 || s.ObjectBytes > 10<<10 {
+		t.Fatalf("views hold %d bytes, %d objects without theirs; want the configmaps' not held", s.ObjectBytes, s.Unheld)
+	}
+	st1 := newMemStore()
+	runClient(t, h.clientConfig("edge-1", h.ca.nodeCert(t, "edge-1", time.Hour), st1))
+	wait.For(t, waitLong, "edge-1 synced", synced(h, st1, "edge-1", rev))
+
+	n := st1.batchCount()
+	rev = f.put(podKey("web"), testPod("web", "edge-1", "big-1", "big-2"))
+	wait.For(t, waitLong, "web and its configmaps on edge-1", synced(h, st1, "edge-1", rev))
+	for _, name := range []string{"big-1", "big-2"} {
+		st1.mu.Lock()
+		got := st1.objs[configMapKey(name)].Object
+		st1.mu.Unlock()
+		if want := encode(t, testConfigMap(name, big)); !bytes.Equal(got, want) {
+			t.Errorf("edge-1 holds %d bytes of %s, want the %d stored", len(got), name, len(want))
+		}
+	}
+	for _, b := range st1.batchesSince(n) {
+		if len(keysOf(b)) > 1 && slices.Contains(keysOf(b), "put configmaps/default/big-1") && slices.Contains(keysOf(b), "put configmaps/default/big-2") {
+			t.Errorf("both configmaps in one frame of %d changes: its size was not counted", len(b))
+		}
+	}
+	if got, want := f.objectReads(), []string{"configmaps/default/big-1@3", "configmaps/default/big-2@4"}; !slices.Equal(got, want) {
+		t.Errorf("objects read = %v, want %v", got, want)
+	}
+
+	// Another node's pod needs one of them: held now, not read again.
+	st2 := newMemStore()
+	rev = f.put(podKey("api"), testPod("api", "edge-2", "big-1"))
+	runClient(t, h.clientConfig("edge-2", h.ca.nodeCert(t, "edge-2", time.Hour), st2))
+	wait.For(t, waitLong, "edge-2 synced", synced(h, st2, "edge-2", rev))
+	if got := f.objectReads(); len(got) != 2 {
+		t.Errorf("objects read = %v, want no more", got)
+	}
+
+	// A configmap that changes between the session's result and the
+	// read, its old version compacted away: the node gets the new one.
+	f.put(configMapKey("late"), testConfigMap("late", "1"))
+	var newer atomic.Int64
+	f.mu.Lock()
+	f.beforeRead = func(key wire.Key, rev int64) {
+		if key == configMapKey("late") && newer.Load() == 0 {
+			newer.Store(f.put(key, testConfigMap("late", "2")))
+		}
+	}
+	f.mu.Unlock()
+	f.put(podKey("web"), testPod("web", "edge-1", "big-1", "big-2", "late"))
+	wait.For(t, waitLong, "the new late on edge-1", func() (bool, string) {
+		if newer.Load() == 0 {
+			return false, "not read yet"
+		}
+		return synced(h, st1, "edge-1", newer.Load())()
+	})
+	if got := h.srv.Stats().ObjectsGone.Load(); got != 1 {
+		t.Errorf("server: %d objects gone, want 1", got)
+	}
+	for _, b := range st1.batchesSince(0) {
+		for _, c := range b {
+			if c.Key == configMapKey("late") && c.Revision != newer.Load() {
+				t.Errorf("edge-1 was sent %s@%d, want only @%d", c.Key, c.Revision, newer.Load())
+			}
+		}
 	}
 }
 

@@ -16,20 +16,51 @@ import (
 // Object is one object of the store at its revision. Raw is its stored
 // form (Kubernetes protobuf, without resourceVersion); the index keeps Raw
 // and forwards it unchanged, so the caller must not modify it afterwards.
+// Raw may be nil for the resources of OnDemand, whose bytes the index
+// holds only while a node needs them: Size is then the length of the
+// stored form, which results are measured by. With Raw, Size is 0 or
+// len(Raw).
 type Object struct {
 	Key      wire.Key
 	Revision int64
 	Raw      []byte
+	Size     int
 }
 
 // Event is one change of the store. Raw is the new object (owned by the
-// index from then on, as for Object), nil when Deleted.
+// index from then on, as for Object), nil when Deleted; it may be nil, with
+// Size set, as for Object.
 type Event struct {
 	Revision int64
 	Key      wire.Key
 	Deleted  bool
 	Raw      []byte
+	Size     int
 }
+
+// storedSize returns the length of the stored form of an object given as
+// raw and size (Object's fields, and Event's), and false if they do not
+// say it.
+func storedSize(raw []byte, size int, onDemand bool) (int, bool) {
+	switch {
+	case raw == nil && onDemand:
+		return size, size > 0
+	case len(raw) == 0:
+		return 0, false
+	case size != 0 && size != len(raw):
+		return 0, false
+	}
+	return len(raw), true
+}
+
+// OnDemand reports whether the index holds the bytes of objects of
+// resource only while some node's pods reference them: configmaps,
+// secrets and service accounts, which a hub may store many more of, and
+// much larger, than its nodes need. Reset and Apply accept those without
+// Raw. Session results put those whose bytes the index does not hold
+// without them (see Change): the caller reads them from the store, and
+// may hand them back with Fill.
+func OnDemand(resource string) bool { return kindOf(resource) == kindRef }
 
 // Config tunes an Index.
 type Config struct {
@@ -88,15 +119,17 @@ var ErrOutOfOrder = errors.New("events out of revision order")
 
 // Index holds every object that can be part of a node's view, at the
 // store's latest revision, and a bounded history of its changes; sessions
-// read both to serve their nodes.
+// read both to serve their nodes. It holds the bytes of every object but
+// those of OnDemand resources that no node's pod references: of those it
+// keeps the revision and size only.
 //
 // One goroutine feeds it from the hub's store: Reset with a list of the
 // view's resources (nodes, pods, configmaps, secrets, serviceaccounts,
 // services, endpointslices) at one revision, then Apply with the events of
 // a watch from that revision, all the events of a revision in one call.
 // When the watch ends (compaction, a slow watcher) or Apply fails, it
-// lists and calls Reset again. Every other method may be called
-// concurrently from any goroutine.
+// lists and calls Reset again. Every other method (Fill included) may be
+// called concurrently from any goroutine.
 type Index struct {
 	cfg Config
 
@@ -112,6 +145,8 @@ type Index struct {
 
 	undecodable uint64       // pod versions that did not decode
 	sessions    atomic.Int64 // sessions not closed
+	bytes       int64        // the length of the raws of objs, guarded by mu
+	unheld      int          // the objects of objs without their raw, guarded by mu
 
 	// refNodes lists, for each configmap, secret and service account,
 	// the nodes whose pods reference it: with nodes, it tells which
@@ -131,11 +166,13 @@ type Index struct {
 	open   map[string]map[*Session]struct{}
 }
 
-// object is one object of the index; immutable once stored.
+// object is one object of the index; immutable once stored in objs
+// (sessions read it under the read lock), replaced rather than changed.
 type object struct {
-	rev int64
-	raw []byte
-	pod *podInfo // pods only
+	rev  int64
+	raw  []byte   // nil for an OnDemand object whose bytes are not held
+	size int      // len of the stored form, held or not
+	pod  *podInfo // pods only
 }
 
 // nodeState is what the index knows of one node: the pods bound to it and
@@ -258,19 +295,19 @@ func (x *Index) Reset(rev int64, objects []Object) error {
 		if k == kindNone {
 			continue
 		}
+		n, ok := storedSize(o.Raw, o.Size, k == kindRef)
 		switch {
 		case o.Revision < 1 || o.Revision > rev:
 			return fmt.Errorf("reset to revision %d: %s at revision %d", rev, o.Key, o.Revision)
-		case len(o.Raw) == 0:
-			return fmt.Errorf("reset to revision %d: %s without an object", rev, o.Key)
+		case !ok:
+			return fmt.Errorf("reset to revision %d: %s without an object (size %d, %d bytes)", rev, o.Key, o.Size, len(o.Raw))
 		}
 		if err := o.Key.Validate(); err != nil {
 			return fmt.Errorf("reset to revision %d: %w", rev, err)
 		}
-		obj := &object{rev: o.Revision, raw: o.Raw}
+		obj := &object{rev: o.Revision, raw: o.Raw, size: n}
 		if k == kindPod {
-			// The index's own fields are only written by this goroutine.
-			if old := x.objs[o.Key]; old != nil && old.rev == o.Revision && string(old.raw) == string(o.Raw) {
+			if old := x.lookup(o.Key); old != nil && old.rev == o.Revision && string(old.raw) == string(o.Raw) {
 				obj.pod = old.pod
 			} else {
 				var ok bool
@@ -296,6 +333,15 @@ func (x *Index) Reset(rev int64, objects []Object) error {
 			x.bind(key, o.pod)
 		}
 	}
+	x.bytes, x.unheld = 0, 0
+	for key, o := range objs {
+		if o.raw != nil && kindOf(key.Resource) == kindRef && len(x.refNodes[key]) == 0 {
+			// No node needs it: its bytes stay in the store.
+			o = &object{rev: o.rev, size: o.size}
+			objs[key] = o
+		}
+		x.count(o, 1)
+	}
 	x.rev = rev
 	x.epoch++
 	x.hist.reset(rev)
@@ -305,6 +351,14 @@ func (x *Index) Reset(rev int64, objects []Object) error {
 	x.wake()
 	x.notify(true, nil)
 	return nil
+}
+
+// lookup returns the object of key now, nil if none. Fill may change
+// x.objs meanwhile: the feeding goroutine too reads it under the lock.
+func (x *Index) lookup(key wire.Key) *object {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.objs[key]
 }
 
 // Apply applies changes of the store, in revision order, all after the
@@ -320,6 +374,7 @@ func (x *Index) Apply(events []Event) error {
 	// Check and decode before taking the lock: sessions keep reading
 	// meanwhile. Only this goroutine writes x.rev.
 	pods := make([]*podInfo, len(events))
+	sizes := make([]int, len(events))
 	last := x.rev
 	var undecodable uint64
 	for i, ev := range events {
@@ -340,9 +395,11 @@ func (x *Index) Apply(events []Event) error {
 		if ev.Deleted {
 			continue
 		}
-		if len(ev.Raw) == 0 {
-			return fmt.Errorf("apply revision %d: put of %s without an object", ev.Revision, ev.Key)
+		n, ok := storedSize(ev.Raw, ev.Size, k == kindRef)
+		if !ok {
+			return fmt.Errorf("apply revision %d: put of %s without an object (size %d, %d bytes)", ev.Revision, ev.Key, ev.Size, len(ev.Raw))
 		}
+		sizes[i] = n
 		if k == kindPod {
 			pi, ok := decodePod(ev.Key.Namespace, ev.Raw)
 			if !ok {
@@ -355,6 +412,7 @@ func (x *Index) Apply(events []Event) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	all, touched := false, map[string]struct{}{}
+	var unheld []int // events of objects whose bytes were not kept
 	for i, ev := range events {
 		k := kindOf(ev.Key.Resource)
 		if k == kindNone {
@@ -380,7 +438,14 @@ func (x *Index) Apply(events []Event) error {
 		}
 		var obj *object
 		if !ev.Deleted {
-			obj = &object{rev: ev.Revision, raw: ev.Raw}
+			obj = &object{rev: ev.Revision, raw: ev.Raw, size: sizes[i]}
+			if k == kindRef && len(x.refNodes[ev.Key]) == 0 {
+				// No node needs it now; a pod of this revision may.
+				obj.raw = nil
+				if ev.Raw != nil {
+					unheld = append(unheld, i)
+				}
+			}
 			if k == kindPod {
 				obj.pod = pods[i]
 				if old != nil && samePod(old.pod, obj.pod) {
@@ -398,23 +463,78 @@ func (x *Index) Apply(events []Event) error {
 			x.unbind(ev.Key, r.prevPod)
 			x.bind(ev.Key, r.newPod)
 		}
-		if obj == nil {
-			delete(x.objs, ev.Key)
-			delete(x.shared, ev.Key)
-		} else {
-			x.objs[ev.Key] = obj
-			if k == kindShared {
-				x.shared[ev.Key] = obj
-			}
-		}
+		x.set(ev.Key, k, obj)
 		x.addConcern(x.hist.push(r), &r)
 		x.floor = max(x.floor, x.hist.start)
+	}
+	for _, i := range unheld {
+		// Referenced by a pod that came after it in this revision.
+		ev := &events[i]
+		if o := x.objs[ev.Key]; o != nil && o.rev == ev.Revision && o.raw == nil && len(x.refNodes[ev.Key]) > 0 {
+			x.set(ev.Key, kindRef, &object{rev: o.rev, raw: ev.Raw, size: o.size})
+		}
 	}
 	x.rev = last
 	x.undecodable += undecodable
 	x.wake()
 	x.notify(all, touched)
 	return nil
+}
+
+// set makes obj (nil: none) the object of key, of kind k. x.mu is held.
+func (x *Index) set(key wire.Key, k kind, obj *object) {
+	if old := x.objs[key]; old != nil {
+		x.count(old, -1)
+	}
+	if obj == nil {
+		delete(x.objs, key)
+		delete(x.shared, key)
+		return
+	}
+	x.objs[key] = obj
+	x.count(obj, 1)
+	if k == kindShared {
+		x.shared[key] = obj
+	}
+}
+
+// count adds o, n times (1 or -1), to the figures of x.objs. x.mu is held.
+func (x *Index) count(o *object, n int) {
+	if o.raw == nil {
+		x.unheld += n
+	}
+	x.bytes += int64(n * len(o.raw))
+}
+
+// Fill hands the index raw, the stored form of key at revision rev, read
+// from the store for a change that came without it. The index keeps it if
+// key is still at rev, its bytes not held, and some node's pods reference
+// it, so that the sessions that send it next need not read it again; it
+// reports whether it did. The index owns raw from then on, as for Object.
+func (x *Index) Fill(key wire.Key, rev int64, raw []byte) bool {
+	if kindOf(key.Resource) != kindRef || len(raw) == 0 {
+		return false
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	o := x.objs[key]
+	if o == nil || o.rev != rev || o.raw != nil || o.size != len(raw) || len(x.refNodes[key]) == 0 {
+		return false
+	}
+	x.set(key, kindRef, &object{rev: rev, raw: raw, size: o.size})
+	return true
+}
+
+// Raw returns the stored form of key at revision rev if the index holds
+// it: a change that came without it may find it there since, when another
+// session's Fill brought it. The caller must not modify it.
+func (x *Index) Raw(key wire.Key, rev int64) ([]byte, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if o := x.objs[key]; o != nil && o.rev == rev && o.raw != nil {
+		return o.raw, true
+	}
+	return nil, false
 }
 
 // bind adds pod key with pi (nil for none) to its node.
@@ -457,6 +577,10 @@ func (x *Index) unbind(key wire.Key, pi *podInfo) {
 				delete(ns, pi.node)
 				if len(ns) == 0 {
 					delete(x.refNodes, ref)
+					if o := x.objs[ref]; o != nil && o.raw != nil {
+						// No node needs it any more.
+						x.set(ref, kindRef, &object{rev: o.rev, size: o.size})
+					}
 				}
 			}
 		}
@@ -575,8 +699,12 @@ type Stats struct {
 	ResumeFrom int64
 	// History is the number of changes retained.
 	History int
-	// Objects is the number of objects indexed.
-	Objects int
+	// Objects is the number of objects indexed; ObjectBytes the length
+	// of the stored forms held, and Unheld the number of objects of
+	// OnDemand resources held without theirs.
+	Objects     int
+	ObjectBytes int64
+	Unheld      int
 	// Nodes is the number of nodes with pods bound to them.
 	Nodes int
 	// Sessions is the number of sessions not yet closed.
@@ -595,6 +723,8 @@ func (x *Index) Stats() Stats {
 		ResumeFrom:      x.floor,
 		History:         x.hist.n,
 		Objects:         len(x.objs),
+		ObjectBytes:     x.bytes,
+		Unheld:          x.unheld,
 		Nodes:           len(x.nodes),
 		Sessions:        int(x.sessions.Load()),
 		UndecodablePods: x.undecodable,

@@ -311,7 +311,7 @@ func TestConcurrentSessions(t *testing.T) {
 	var wg sync.WaitGroup
 	edges := make([]*edge, 0, 12)
 	for i := range 12 {
-		e := newEdge(genNodes[i%len(genNodes)])
+		e := w.newEdge(genNodes[i%len(genNodes)])
 		s, changes, rev, err := w.x.Resume(e.node, 0)
 		if err != nil {
 			t.Fatal(err)

@@ -172,7 +172,7 @@ func TestResumeByRevision(t *testing.T) {
 			lastRev := rng.Int64N(w.rev + 1)
 			what := fmt.Sprintf("seed %d: Resume(%s, %d) at %d", seed, node, lastRev, w.rev)
 			then, now := w.viewAt(lastRev, node), w.viewAt(w.rev, node)
-			e := newEdge(node)
+			e := w.newEdge(node)
 			e.holds, e.rev = w.viewAt(lastRev, node), lastRev
 			s, changes, rev, err := w.x.Resume(node, lastRev)
 			if err != nil {
@@ -232,7 +232,7 @@ func inBetween(w *world, node string, c string) bool {
 
 // changeSet and diffSet describe changes as sorted strings, to compare a
 // result with a difference of views (delete revisions aside).
-func changeSet(changes []wire.Change) []string {
+func changeSet(changes []Change) []string {
 	var out []string
 	for _, c := range changes {
 		if c.Op == wire.OpPut {
@@ -290,7 +290,7 @@ func TestResumeFromInventory(t *testing.T) {
 			}
 		}
 		inv[wire.Key{Resource: wire.ResourceSecrets, Namespace: "default", Name: "long-gone"}] = 1
-		e := newEdge(node)
+		e := w.newEdge(node)
 		e.holds = inv
 		want := diffSet(inv, now)
 		s, changes, rev := w.x.ResumeFromInventory(node, e.inventory())
@@ -312,6 +312,7 @@ func TestResumeFromInventory(t *testing.T) {
 // revision it claims, and all converge.
 func TestFleet(t *testing.T) {
 	var parts, interrupted, inventories, resets, lost int // the paths taken, over all seeds
+	var loads, founds, drops int64                        // of the puts without their objects
 	for seed := range uint64(100) {
 		rng := rand.New(rand.NewPCG(seed, 3))
 		cfg := Config{
@@ -320,12 +321,13 @@ func TestFleet(t *testing.T) {
 			MaxBatchChanges: 1 + rng.IntN(4),
 		}
 		w := newWorld(t, cfg)
+		w.resetRaw = seed%2 == 0 // or as the hub does
 		// References on more nodes than this replay for every session.
 		w.x.refConcern = rng.IntN(3)
 		g := &gen{rng: rng, w: w}
 		edges := map[string]*edge{}
 		for _, n := range genNodes {
-			edges[n] = newEdge(n)
+			edges[n] = w.newEdge(n)
 		}
 		connect := func(e *edge) {
 			what := fmt.Sprintf("seed %d: Resume(%s, %d)", seed, e.node, e.rev)
@@ -394,7 +396,7 @@ func TestFleet(t *testing.T) {
 					if e.s != nil {
 						e.s.Close()
 					}
-					*e = *newEdge(e.node) // a node that lost its disk
+					*e = *w.newEdge(e.node) // a node that lost its disk
 				}
 			}
 		}
@@ -431,13 +433,14 @@ func TestFleet(t *testing.T) {
 		if got := w.x.Stats().Sessions; got != open {
 			t.Errorf("seed %d: Stats().Sessions = %d, want %d", seed, got, open)
 		}
+		loads, founds, drops = loads+w.loads.Load(), founds+w.founds.Load(), drops+w.drops.Load()
 	}
-	if parts == 0 || interrupted == 0 || inventories == 0 || resets == 0 || lost == 0 {
-		t.Errorf("parts %d, interrupted batches %d, resumes from inventory %d, resets %d, sessions lost %d: want each path taken",
-			parts, interrupted, inventories, resets, lost)
+	if parts == 0 || interrupted == 0 || inventories == 0 || resets == 0 || lost == 0 || loads == 0 || founds == 0 || drops == 0 {
+		t.Errorf("parts %d, interrupted batches %d, resumes from inventory %d, resets %d, sessions lost %d, objects loaded %d, found %d, dropped %d: want each path taken",
+			parts, interrupted, inventories, resets, lost, loads, founds, drops)
 	}
-	t.Logf("parts %d, interrupted batches %d, resumes from inventory %d, resets %d, sessions lost %d",
-		parts, interrupted, inventories, resets, lost)
+	t.Logf("parts %d, interrupted batches %d, resumes from inventory %d, resets %d, sessions lost %d, objects loaded %d, found %d, dropped %d",
+		parts, interrupted, inventories, resets, lost, loads, founds, drops)
 }
 
 // TestResumeAfterInterruptedStep: a node at its view at some revision
@@ -455,7 +458,7 @@ func TestResumeAfterInterruptedStep(t *testing.T) {
 			g.step()
 		}
 		node := g.pick(genNodes)
-		e := newEdge(node)
+		e := w.newEdge(node)
 		e.holds, e.rev = w.viewAt(w.rev, node), w.rev
 		s, _, _, err := w.x.Resume(node, w.rev)
 		if err != nil {

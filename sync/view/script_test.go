@@ -132,7 +132,7 @@ func (r *scriptRun) block(b block) []string {
 func (r *scriptRun) edge(node string) *edge {
 	e := r.edges[node]
 	if e == nil {
-		e = newEdge(node)
+		e = r.w.newEdge(node)
 		r.edges[node] = e
 	}
 	return e
@@ -169,7 +169,9 @@ func (r *scriptRun) config(args []string) {
 //	    [env-secret=] [env-cm=] [from-secret=] [from-cm=] [pull=] [sa=] [garbage]
 //	delete RESOURCE/NS/NAME
 //	tx: CMD; CMD; ...             several writes in one revision
-//	reset                         Reset the index to the store now
+//	reset [bare]                  Reset the index to the store now (bare: without
+//	                              the bytes of configmaps, secrets and service
+//	                              accounts, as the hub does)
 //	resume NODE [from=REV]        open a session (from the edge's revision)
 //	inventory NODE [KEY@REV ...]  open a session from the edge's inventory
 //	next NODE                     one Next
@@ -179,6 +181,9 @@ func (r *scriptRun) config(args []string) {
 //	view NODE                     the index's view of NODE
 //	check NODE                    compare what the edge holds with the view
 //	stats
+//	held                          the bytes the index holds
+//	loads NODE                    what the node's shell did, since the last
+//	                              loads, of the puts that came without objects
 func (r *scriptRun) run(line string) bool {
 	if rest, ok := strings.CutPrefix(line, "tx:"); ok {
 		var changes []change
@@ -196,6 +201,7 @@ func (r *scriptRun) run(line string) bool {
 		r.w.commit(r.change(f))
 		return true
 	case "reset":
+		r.w.resetRaw = len(f) < 2 || f[1] != "bare"
 		r.w.reset()
 		r.printf("reset at %d", r.w.rev)
 	case "resume":
@@ -291,13 +297,27 @@ func (r *scriptRun) run(line string) bool {
 		s := r.w.x.Stats()
 		r.printf("revision %d, resume from %d, history %d, objects %d, nodes %d, sessions %d, undecodable pods %d",
 			s.Revision, s.ResumeFrom, s.History, s.Objects, s.Nodes, s.Sessions, s.UndecodablePods)
+	case "held":
+		s := r.w.x.Stats()
+		r.printf("%d objects, %d bytes held; %d without their bytes", s.Objects, s.ObjectBytes, s.Unheld)
+	case "loads":
+		e := r.edge(f[1])
+		for _, l := range []struct {
+			what string
+			keys []string
+		}{{"read from the store", e.loaded}, {"found in the index", e.found}, {"dropped", e.dropped}} {
+			for _, k := range l.keys {
+				r.printf("%s %s", l.what, k)
+			}
+		}
+		e.loaded, e.found, e.dropped = nil, nil, nil
 	default:
 		r.t.Fatalf("unknown command %q", line)
 	}
 	return false
 }
 
-func (r *scriptRun) printChanges(changes []wire.Change) {
+func (r *scriptRun) printChanges(changes []Change) {
 	for _, c := range changes {
 		if c.Op == wire.OpPut {
 			r.printf("put %s@%d", c.Key, c.Revision)
@@ -307,7 +327,7 @@ func (r *scriptRun) printChanges(changes []wire.Change) {
 	}
 }
 
-func (r *scriptRun) result(e *edge, changes []wire.Change, rev int64) {
+func (r *scriptRun) result(e *edge, changes []Change, rev int64) {
 	r.printChanges(changes)
 	note := ""
 	if rev == 0 {

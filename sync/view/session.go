@@ -10,8 +10,26 @@ import (
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
+// Change is one change of a result of Session: a wire.Change for the
+// node, and the length of its object. A put of an object of an OnDemand
+// resource whose bytes the index does not hold comes without Object: the
+// caller reads the object at Revision from the store (Index.Raw first, in
+// case another session's Index.Fill brought it since) before sending it.
+// If the store no longer has that version (the object changed or was
+// deleted since, and the old version compacted away), the caller drops
+// the change: the index is bound to receive the newer change, and a later
+// result sends it, since the session takes the node to hold the version
+// dropped.
+type Change struct {
+	wire.Change
+	// Size is the length of the object's stored form for a put, with
+	// Object or without; 0 for a delete. Results are measured by it
+	// (Config.MaxBatchBytes).
+	Size int
+}
+
 // Session tracks what one connected node holds and turns the index's
-// changes into the wire.Changes that keep it equal to the node's view.
+// changes into the Changes that keep it equal to the node's view.
 //
 // Each result (of Resume, ResumeFromInventory, then Next) comes with the
 // revision the node is at once it has applied it, which the caller sends
@@ -44,8 +62,9 @@ import (
 //	defer s.Close()
 //	for {
 //		// send wire.Batch{Changes: changes, Revision: rev}, in frames
-//		// of revision 0 but the last if it is large; bound the batches
-//		// not yet acknowledged as flow control wants
+//		// of revision 0 but the last if it is large, reading the
+//		// objects of puts that came without them (see Change); bound
+//		// the batches not yet acknowledged as flow control wants
 //		ch := x.Changed()
 //		prev := rev
 //		if changes, rev, err = s.Next(); err != nil { ... }
@@ -74,7 +93,7 @@ type Session struct {
 	pods    map[wire.Key]*podInfo // the node's pods at rev
 	refs    map[wire.Key]int32    // how many of pods reference each key
 	held    map[wire.Key]int64    // what the node holds: key -> revision, or unknownRev
-	pending []wire.Change         // the rest of a result sent in parts
+	pending []Change              // the rest of a result sent in parts
 	scratch []holding             // reused by replay
 	// unsureUntil is the index's revision when a node resumed by
 	// revision: it may hold more than held says of any key changed after
@@ -117,7 +136,7 @@ const unknownRev = -1
 // ErrNeedInventory: the node sends its inventory (empty if it holds
 // nothing) for ResumeFromInventory. The caller owns the returned slice but
 // not the objects in it, which it must not modify.
-func (x *Index) Resume(node string, lastRev int64) (*Session, []wire.Change, int64, error) {
+func (x *Index) Resume(node string, lastRev int64) (*Session, []Change, int64, error) {
 	if err := (wire.Key{Resource: wire.ResourceNodes, Name: node}).Validate(); err != nil {
 		return nil, nil, 0, fmt.Errorf("resume node %q: %w", node, err)
 	}
@@ -140,7 +159,7 @@ func (x *Index) Resume(node string, lastRev int64) (*Session, []wire.Change, int
 // the index's revision. Entries with an invalid key are ignored. The
 // caller checks node (Resume does). Ownership of the result is as for
 // Resume.
-func (x *Index) ResumeFromInventory(node string, inv []wire.InventoryEntry) (*Session, []wire.Change, int64) {
+func (x *Index) ResumeFromInventory(node string, inv []wire.InventoryEntry) (*Session, []Change, int64) {
 	have := make(map[wire.Key]int64, len(inv))
 	for _, e := range inv {
 		if e.Key.Validate() == nil {
@@ -178,7 +197,7 @@ func (x *Index) newSession(node string) *Session {
 // the session cannot know of; close the session, and the node's next
 // Resume will ask for its inventory. Next returns ErrClosed after Close.
 // The caller owns the returned slice but not the objects in it.
-func (s *Session) Next() ([]wire.Change, int64, error) {
+func (s *Session) Next() ([]Change, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -204,7 +223,7 @@ func (s *Session) Close() {
 }
 
 // next is Next with s.mu (where shared) and s.x.mu held.
-func (s *Session) next() ([]wire.Change, int64, error) {
+func (s *Session) next() ([]Change, int64, error) {
 	x := s.x
 	if len(s.pending) == 0 {
 		switch {
@@ -228,7 +247,7 @@ func (s *Session) next() ([]wire.Change, int64, error) {
 
 // part returns the next part of s.pending and the revision it brings the
 // node to: 0 if more parts follow.
-func (s *Session) part() ([]wire.Change, int64) {
+func (s *Session) part() ([]Change, int64) {
 	all := s.pending
 	if len(all) == 0 {
 		return nil, s.rev
@@ -238,10 +257,10 @@ func (s *Session) part() ([]wire.Change, int64) {
 	// allow, at least one.
 	size, n := 0, 0
 	for i, c := range all {
-		if n == 0 && i > 0 && (i >= cfg.MaxBatchChanges || size+len(c.Object) > cfg.MaxBatchBytes) {
+		if n == 0 && i > 0 && (i >= cfg.MaxBatchChanges || size+c.Size > cfg.MaxBatchBytes) {
 			n = i
 		}
-		size += len(c.Object)
+		size += c.Size
 	}
 	if n == 0 || len(all) <= 2*cfg.MaxBatchChanges && size <= 2*cfg.MaxBatchBytes {
 		s.pending = nil
@@ -390,12 +409,12 @@ func (s *Session) sync(key wire.Key, rev int64, member bool, b *builder) {
 		if ok && had == o.rev && !unsure {
 			return
 		}
-		b.add(wire.Change{Op: wire.OpPut, Key: key, Revision: o.rev, Object: o.raw}, had, ok, unsure)
+		b.add(o.put(key), had, ok, unsure)
 		s.held[key] = o.rev
 		return
 	}
 	if ok || unsure && s.mayHold(key) {
-		b.add(wire.Change{Op: wire.OpDelete, Key: key, Revision: rev}, had, ok, unsure)
+		b.add(Change{Change: wire.Change{Op: wire.OpDelete, Key: key, Revision: rev}}, had, ok, unsure)
 		delete(s.held, key)
 	}
 }
@@ -413,20 +432,20 @@ func (s *Session) mayHold(key wire.Key) bool {
 func (s *Session) resync(have map[wire.Key]int64) {
 	x := s.x
 	held := make(map[wire.Key]int64, max(len(have), len(s.held)))
-	var puts, dels []wire.Change
+	var puts, dels []Change
 	x.eachInView(s.node, func(key wire.Key, o *object) {
 		held[key] = o.rev
 		if rev, ok := have[key]; !ok || rev != o.rev {
-			puts = append(puts, wire.Change{Op: wire.OpPut, Key: key, Revision: o.rev, Object: o.raw})
+			puts = append(puts, o.put(key))
 		}
 	})
 	for key := range have {
 		if _, ok := held[key]; !ok {
-			dels = append(dels, wire.Change{Op: wire.OpDelete, Key: key, Revision: x.rev})
+			dels = append(dels, Change{Change: wire.Change{Op: wire.OpDelete, Key: key, Revision: x.rev}})
 		}
 	}
-	slices.SortFunc(dels, func(a, b wire.Change) int { return compareKeys(a.Key, b.Key) })
-	slices.SortFunc(puts, func(a, b wire.Change) int {
+	slices.SortFunc(dels, func(a, b Change) int { return compareKeys(a.Key, b.Key) })
+	slices.SortFunc(puts, func(a, b Change) int {
 		return cmp.Or(cmp.Compare(a.Revision, b.Revision), compareKeys(a.Key, b.Key))
 	})
 	s.pending = append(dels, puts...)
@@ -544,7 +563,7 @@ func (s *Session) startAt(rev int64) {
 // builder collects the changes of one result. A key that changes more than
 // once in a result is sent once, as it ends up.
 type builder struct {
-	out   []wire.Change
+	out   []Change
 	prev  []holding // what the node held of each change's key before it
 	bytes int
 }
@@ -557,15 +576,21 @@ type holding struct {
 	unsure bool
 }
 
-func (b *builder) add(c wire.Change, rev int64, ok, unsure bool) {
+func (b *builder) add(c Change, rev int64, ok, unsure bool) {
 	b.out = append(b.out, c)
 	b.prev = append(b.prev, holding{rev, ok, unsure})
-	b.bytes += len(c.Object)
+	b.bytes += c.Size
+}
+
+// put returns the change that puts o, key's object: without its bytes if
+// the index does not hold them.
+func (o *object) put(key wire.Key) Change {
+	return Change{Change: wire.Change{Op: wire.OpPut, Key: key, Revision: o.rev, Object: o.raw}, Size: o.size}
 }
 
 // finish returns the changes, each key's last one only, without those
 // that leave the node as it surely was.
-func (b *builder) finish() []wire.Change {
+func (b *builder) finish() []Change {
 	if len(b.out) < 2 {
 		return b.out
 	}

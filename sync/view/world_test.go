@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -178,10 +180,65 @@ type world struct {
 	objs map[wire.Key]worldObj
 	log  []Event
 	spec map[int64]map[wire.Key]*podSpec // the pods' specs by revision
+	st   *stored
+	// What edges did of the puts without their objects, over all.
+	loads, founds, drops atomic.Int64
+	// resetRaw: reset gives Reset the bytes of every object, or (false)
+	// none of the OnDemand resources', as the hub does.
+	resetRaw bool
 }
 
 func newWorld(tb testing.TB, cfg Config) *world {
-	return &world{tb: tb, x: NewIndex(cfg), objs: map[wire.Key]worldObj{}, spec: map[int64]map[wire.Key]*podSpec{}}
+	return &world{tb: tb, x: NewIndex(cfg), objs: map[wire.Key]worldObj{}, spec: map[int64]map[wire.Key]*podSpec{}, st: newStored(), resetRaw: true}
+}
+
+// stored is the world's store as edges read it: every version of every
+// key, to check what a node is sent, and the latest, which is all a
+// compacted store still has of an object that changed. It is safe for
+// concurrent use: edges read it while the world changes.
+type stored struct {
+	mu       sync.Mutex
+	versions map[wire.Key]map[int64][]byte
+	latest   map[wire.Key]int64 // 0 once deleted
+}
+
+func newStored() *stored {
+	return &stored{versions: map[wire.Key]map[int64][]byte{}, latest: map[wire.Key]int64{}}
+}
+
+func (st *stored) put(key wire.Key, rev int64, raw []byte) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.versions[key] == nil {
+		st.versions[key] = map[int64][]byte{}
+	}
+	st.versions[key][rev] = raw
+	st.latest[key] = rev
+}
+
+func (st *stored) del(key wire.Key) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.latest[key] = 0
+}
+
+// version returns key at rev, as it was written.
+func (st *stored) version(key wire.Key, rev int64) ([]byte, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	raw, ok := st.versions[key][rev]
+	return raw, ok
+}
+
+// read returns key at rev as a compacted store does: only if rev is its
+// latest version. The caller owns the bytes.
+func (st *stored) read(key wire.Key, rev int64) ([]byte, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.latest[key] != rev {
+		return nil, false
+	}
+	return bytes.Clone(st.versions[key][rev]), true
 }
 
 // change is one change of a world transaction: a put of key (with spec for
@@ -202,6 +259,7 @@ func (w *world) commit(changes ...change) {
 		ev := Event{Revision: w.rev, Key: c.key, Deleted: c.deleted}
 		if c.deleted {
 			delete(w.objs, c.key)
+			w.st.del(c.key)
 		} else {
 			w.gen++
 			spec := c.spec
@@ -210,6 +268,7 @@ func (w *world) commit(changes ...change) {
 			}
 			ev.Raw = storedObject(w.tb, c.key, spec, w.gen)
 			w.objs[c.key] = worldObj{rev: w.rev, raw: ev.Raw, pod: spec}
+			w.st.put(c.key, w.rev, ev.Raw)
 			if spec != nil {
 				if w.spec[w.rev] == nil {
 					w.spec[w.rev] = map[wire.Key]*podSpec{}
@@ -230,7 +289,11 @@ func (w *world) reset() {
 	w.tb.Helper()
 	var objs []Object
 	for k, o := range w.objs {
-		objs = append(objs, Object{Key: k, Revision: o.rev, Raw: o.raw})
+		obj := Object{Key: k, Revision: o.rev, Raw: o.raw}
+		if !w.resetRaw && OnDemand(k.Resource) {
+			obj.Raw, obj.Size = nil, len(o.raw)
+		}
+		objs = append(objs, obj)
 	}
 	if err := w.x.Reset(w.rev, objs); err != nil {
 		w.tb.Fatalf("Reset(%d) = %v", w.rev, err)
@@ -284,9 +347,11 @@ func (w *world) viewAt(rev int64, node string) map[wire.Key]int64 {
 	return viewOf(w.at(rev), node)
 }
 
-// edge plays a node as sync/client does: what it holds, and the revision
-// its view is complete through.
+// edge plays a node as sync/client does, with the hub's I/O shell that
+// reads the objects of puts that come without them: what it holds, and
+// the revision its view is complete through.
 type edge struct {
+	w     *world
 	node  string
 	s     *Session
 	rev   int64
@@ -294,16 +359,20 @@ type edge struct {
 	// midStep: the last result applied was a part that more follow.
 	// dirty: the node may hold part of a step beyond its view at rev.
 	midStep, dirty bool
+	// What the shell did of the puts without their object: read them
+	// from the store, found them in the index, or dropped them, the
+	// store having a newer version.
+	loaded, found, dropped []string
 }
 
-func newEdge(node string) *edge {
-	return &edge{node: node, holds: map[wire.Key]int64{}}
+func (w *world) newEdge(node string) *edge {
+	return &edge{w: w, node: node, holds: map[wire.Key]int64{}}
 }
 
 // apply applies one result as the node would: a result of revision 0 is
 // a part of a step that more parts follow, after which the node keeps its
 // revision.
-func (e *edge) apply(changes []wire.Change, rev int64) {
+func (e *edge) apply(changes []Change, rev int64) {
 	e.applyPrefix(changes, len(changes))
 	if rev != 0 {
 		e.rev = rev
@@ -313,15 +382,50 @@ func (e *edge) apply(changes []wire.Change, rev int64) {
 
 // applyPrefix applies the first n changes only, as a node that lost the
 // connection in the middle of a batch's frames: it keeps its revision.
-func (e *edge) applyPrefix(changes []wire.Change, n int) {
+// It checks that each object sent is the one stored at its revision.
+func (e *edge) applyPrefix(changes []Change, n int) {
 	for _, c := range changes[:n] {
 		switch c.Op {
 		case wire.OpPut:
+			raw, ok := e.object(c)
+			if !ok {
+				continue
+			}
+			if want, _ := e.w.st.version(c.Key, c.Revision); !bytes.Equal(raw, want) || c.Size != len(want) {
+				e.w.tb.Errorf("node %s sent %s@%d: %d bytes, size %d; want the %d stored", e.node, c.Key, c.Revision, len(raw), c.Size, len(want))
+			}
 			e.holds[c.Key] = c.Revision
 		case wire.OpDelete:
 			delete(e.holds, c.Key)
 		}
 	}
+}
+
+// object returns the object of put c as the hub's shell sends it, and
+// false if the shell drops c.
+func (e *edge) object(c Change) ([]byte, bool) {
+	if c.Object != nil {
+		return c.Object, true
+	}
+	what := fmt.Sprintf("%s@%d", c.Key, c.Revision)
+	if !OnDemand(c.Key.Resource) {
+		e.w.tb.Errorf("node %s: put of %s without its object", e.node, what)
+	}
+	if raw, ok := e.w.x.Raw(c.Key, c.Revision); ok {
+		e.found = append(e.found, what)
+		e.w.founds.Add(1)
+		return raw, true
+	}
+	raw, ok := e.w.st.read(c.Key, c.Revision)
+	if !ok {
+		e.dropped = append(e.dropped, what)
+		e.w.drops.Add(1)
+		return nil, false
+	}
+	e.loaded = append(e.loaded, what)
+	e.w.loads.Add(1)
+	e.w.x.Fill(c.Key, c.Revision, raw)
+	return raw, true
 }
 
 func (e *edge) inventory() []wire.InventoryEntry {
@@ -360,7 +464,7 @@ func inventoryMap(inv []wire.InventoryEntry) map[wire.Key]int64 {
 	return m
 }
 
-func formatChanges(changes []wire.Change) string {
+func formatChanges(changes []Change) string {
 	var parts []string
 	for _, c := range changes {
 		op := "put"
