@@ -54,8 +54,24 @@ func wireKey(key string) (wire.Key, bool) {
 	return wire.Key{}, false
 }
 
-// feedListPage bounds each page of the lists that seed the views.
-const feedListPage = 1000
+// The pages of the lists that seed the views start small and are then
+// sized from the values seen to about feedPageBytes, as the API server's
+// list scans are, so that the feed holds a few MB of values at a time
+// whether the objects are 1 KB or 1 MB.
+const (
+	feedFirstPage = 16
+	feedMaxPage   = 1000
+	feedPageBytes = 4 << 20
+)
+
+// feedPageSize returns how many keys to ask of the next page of a list
+// whose n values seen so far came to size bytes.
+func feedPageSize(n, size int) int64 {
+	if n == 0 {
+		return feedFirstPage
+	}
+	return int64(min(max(feedPageBytes/max(size/n, 1), 1), feedMaxPage))
+}
 
 // feedViews keeps idx equal to the store: a snapshot of every sync
 // resource at one revision, then the changes after it from one watch. When
@@ -84,23 +100,35 @@ func feedOnce(ctx context.Context, st store.Store, idx *view.Index, ready chan<-
 	if err != nil {
 		return fmt.Errorf("store revision: %w", err)
 	}
+	// Of the objects the views hold only while nodes need them, the feed
+	// keeps the keys, revisions and sizes: the values of a page are
+	// dropped with it.
 	var objs []view.Object
 	for _, r := range syncResources {
-		opts := store.ListOptions{Revision: rev, Limit: feedListPage}
+		onDemand := view.OnDemand(r.resource)
+		opts := store.ListOptions{Revision: rev, Limit: feedPageSize(0, 0)}
+		seen, seenBytes := 0, 0
 		for {
 			page, err := st.List(ctx, r.prefix, opts)
 			if err != nil {
 				return fmt.Errorf("list %s: %w", r.prefix, err)
 			}
 			for _, kv := range page.KVs {
-				if k, ok := wireKey(kv.Key); ok {
-					objs = append(objs, view.Object{Key: k, Revision: kv.ModRevision, Raw: kv.Value})
+				seen, seenBytes = seen+1, seenBytes+len(kv.Value)
+				k, ok := wireKey(kv.Key)
+				if !ok {
+					continue
 				}
+				o := view.Object{Key: k, Revision: kv.ModRevision, Raw: kv.Value}
+				if onDemand {
+					o.Raw, o.Size = nil, len(kv.Value)
+				}
+				objs = append(objs, o)
 			}
 			if !page.More {
 				break
 			}
-			opts.Continue = page.Continue
+			opts.Continue, opts.Limit = page.Continue, feedPageSize(seen, seenBytes)
 		}
 	}
 	if err := idx.Reset(rev, objs); err != nil {
@@ -129,7 +157,8 @@ func feedOnce(ctx context.Context, st store.Store, idx *view.Index, ready chan<-
 			if ev.Type == store.EventDelete {
 				e.Deleted = true
 			} else {
-				e.Raw = ev.KV.Value
+				// The views keep it only if a node needs it.
+				e.Raw, e.Size = ev.KV.Value, len(ev.KV.Value)
 			}
 			batch = append(batch, e)
 		}
