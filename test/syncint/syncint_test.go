@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/outpost-mesh/outpost/edge/agent"
+	edgeruntime "github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/hubd"
@@ -49,6 +51,7 @@ type hub struct {
 	client kubernetes.Interface
 	caHash string
 	roots  *x509.CertPool // the hub CA
+	stop   func()         // stops the hub and waits; the test's end does too
 }
 
 func startHub(t *testing.T, dir string) *hub {
@@ -71,12 +74,13 @@ func startHubWith(t *testing.T, dir string, change func(*hubd.Config)) *hub {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Run(ctx) }()
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("hub Run = %v", err)
 		}
 	})
+	t.Cleanup(stop)
 	select {
 	case <-h.Ready():
 	case err := <-done:
@@ -103,7 +107,7 @@ func startHubWith(t *testing.T, dir string, change func(*hubd.Config)) *hub {
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
-	return &hub{h: h, client: cs, caHash: wire.CAHash(ca), roots: roots}
+	return &hub{h: h, client: cs, caHash: wire.CAHash(ca), roots: roots, stop: stop}
 }
 
 // token creates a bootstrap token on the hub.
@@ -241,6 +245,53 @@ func TestJoinAndRunPod(t *testing.T) {
 	// refused.
 	if n := logs.Count("hub refused a status update"); n != 0 {
 		t.Errorf("the hub refused %d status updates", n)
+	}
+}
+
+// TestConfigMapFromBeforeRestart: a configmap written before the hub
+// restarted, which no pod referenced then, so that the restarted hub's
+// views never held its bytes, reaches the node of a pod that comes to
+// reference it as it is stored: its container gets its data.
+func TestConfigMapFromBeforeRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	first := startHub(t, dir)
+	value := strings.Repeat("outpost ", 32<<10) // 256 KB
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: "default"}, Data: map[string]string{"SETTINGS": value, "MODE": "edge"}}
+	if _, err := first.client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first.stop()
+
+	h := startHub(t, dir)
+	var mu sync.Mutex
+	env := map[string]string{}
+	rt := fake.New(fake.Config{Behavior: func(_ edgeruntime.PodRef, c edgeruntime.ContainerSpec, _ int) fake.Behavior {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range c.Env {
+			env[e.Name] = e.Value
+		}
+		return fake.Behavior{}
+	}})
+	a, _ := runAgent(t, agentConfig(t, h, "edge-1", h.token(t, "", time.Hour), rt))
+	wait.For(t, 20*time.Second, "edge-1 connected", func() (bool, string) { return a.Connected(), "" })
+	p := pod("app", "edge-1", "nginx")
+	p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}
+	if _, err := h.client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 20*time.Second, "pod app Running", func() (bool, string) {
+		p, err := podPhase(ctx, h, "app")
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == corev1.PodRunning, fmt.Sprintf("%s %v", p.Status.Phase, p.Status.ContainerStatuses)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if env["SETTINGS"] != value || env["MODE"] != "edge" {
+		t.Errorf("container env from the configmap: SETTINGS of %d bytes, MODE %q; want the %d bytes stored and %q", len(env["SETTINGS"]), env["MODE"], len(value), "edge")
 	}
 }
 
