@@ -56,9 +56,9 @@ type Objects interface {
 	Object(ctx context.Context, key wire.Key, rev int64) ([]byte, error)
 }
 
-// ErrObjectGone is returned (wrapped) by Objects.Object for a version of
-// an object the store no longer has. The server then drops the change:
-// the node is sent the newer one.
+// ErrObjectGone is returned (wrapped) by Objects.Object for a version
+// that is no longer the object's. The server then drops the change: the
+// node is sent the newer one.
 var ErrObjectGone = errors.New("object version no longer stored")
 
 // Presence hears of sessions: the hub renews a node's Lease while it is

@@ -151,7 +151,9 @@ func (s *Server) sendChanges(ctx context.Context, log *slog.Logger, st *stream, 
 		}
 		var err error
 		if frame, err = s.objects(ctx, frame[:0], changes[:n]); err != nil {
-			log.Warn("session ends: cannot read an object of the view", "err", err)
+			if ctx.Err() == nil {
+				log.Warn("session ends: cannot read an object of the view", "err", err)
+			}
 			st.fail(wire.CodeUnavailable, err.Error())
 			return err
 		}
