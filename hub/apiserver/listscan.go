@@ -12,14 +12,9 @@ import (
 	"github.com/outpost-mesh/outpost/hub/store"
 )
 
-// Store pages of a list scan: they start small and are then sized from the
-// objects seen so far to about scanPageBytes, so that a scan holds a few
-// MB of values at a time whether the objects are 1 KB or 1.5 MB.
-const (
-	scanFirstPage = 16
-	scanMaxPage   = 500
-	scanPageBytes = 4 << 20
-)
+// scanPages sizes the store pages of a list scan, so that a scan holds a
+// few MB of values at a time whether the objects are 1 KB or 1.5 MB.
+var scanPages = store.PageSizer{First: 16, Max: 500, Bytes: 4 << 20}
 
 // listScan reads the objects of one list request from the store a page at
 // a time, all at one revision: those under a prefix, from a continue key,
@@ -102,12 +97,7 @@ func (s *Server) openList(ctx context.Context, res *resourceInfo, ns string, o l
 // pageSize returns how many keys to ask of the next page, given the
 // values seen so far and the items yielded.
 func (sc *listScan) pageSize(seen, seenBytes, count int) int64 {
-	n := int64(scanFirstPage)
-	if seen > 0 {
-		avg := max(seenBytes/seen, 1)
-		n = int64(max(scanPageBytes/avg, 1))
-	}
-	n = min(n, scanMaxPage)
+	n := scanPages.Next(seen, seenBytes)
 	if sc.o.limit > 0 && sc.o.label.Empty() && sc.o.field.Empty() {
 		// One more than the rest of the limit tells whether more follow.
 		n = min(n, sc.o.limit-int64(count)+1)

@@ -54,25 +54,6 @@ func wireKey(key string) (wire.Key, bool) {
 	return wire.Key{}, false
 }
 
-// The pages of the lists that seed the views start small and are then
-// sized from the values seen to about feedPageBytes, as the API server's
-// list scans are, so that the feed holds a few MB of values at a time
-// whether the objects are 1 KB or 1 MB.
-const (
-	feedFirstPage = 16
-	feedMaxPage   = 1000
-	feedPageBytes = 4 << 20
-)
-
-// feedPageSize returns how many keys to ask of the next page of a list
-// whose n values seen so far came to size bytes.
-func feedPageSize(n, size int) int64 {
-	if n == 0 {
-		return feedFirstPage
-	}
-	return int64(min(max(feedPageBytes/max(size/n, 1), 1), feedMaxPage))
-}
-
 // feedViews keeps idx equal to the store: a snapshot of every sync
 // resource at one revision, then the changes after it from one watch. When
 // the watch ends (compaction, too slow) it takes a new snapshot. It returns
@@ -106,7 +87,7 @@ func feedOnce(ctx context.Context, st store.Store, idx *view.Index, ready chan<-
 	var objs []view.Object
 	for _, r := range syncResources {
 		onDemand := view.OnDemand(r.resource)
-		opts := store.ListOptions{Revision: rev, Limit: feedPageSize(0, 0)}
+		opts := store.ListOptions{Revision: rev, Limit: store.DefaultPageSizer.Next(0, 0)}
 		seen, seenBytes := 0, 0
 		for {
 			page, err := st.List(ctx, r.prefix, opts)
@@ -128,7 +109,7 @@ func feedOnce(ctx context.Context, st store.Store, idx *view.Index, ready chan<-
 			if !page.More {
 				break
 			}
-			opts.Continue, opts.Limit = page.Continue, feedPageSize(seen, seenBytes)
+			opts.Continue, opts.Limit = page.Continue, store.DefaultPageSizer.Next(seen, seenBytes)
 		}
 	}
 	if err := idx.Reset(rev, objs); err != nil {

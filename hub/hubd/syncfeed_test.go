@@ -77,29 +77,8 @@ func TestFeedHoldsWhatNodesNeed(t *testing.T) {
 		t.Errorf("configmaps listed in %d pages %v, want several", len(pages), pages)
 	}
 	for i, n := range pages {
-		if n > feedPageBytes+len(big) {
-			t.Errorf("page %d of the configmaps holds %d bytes, want at most about %d", i, n, feedPageBytes)
-		}
-	}
-}
-
-func TestFeedPageSize(t *testing.T) {
-	for _, tc := range []struct {
-		n, size int
-		want    int64
-	}{
-		{0, 0, feedFirstPage},
-		{16, 16 << 20, 4},            // 1 MB objects
-		{16, 16 * 500 << 10, 8},      // 500 KB
-		{16, 16 << 10, feedMaxPage},  // 1 KB
-		{1, 64 << 20, 1},             // larger than a page
-		{16, 0, feedMaxPage},         // empty values
-		{1000, 1000 * 2 << 10, 1000}, // 2 KB pods
-		{1000, 1000 * 8 << 10, 512},  // 8 KB
-		{16, 16 * (feedPageBytes + 1), 1},
-	} {
-		if got := feedPageSize(tc.n, tc.size); got != tc.want {
-			t.Errorf("feedPageSize(%d, %d) = %d, want %d", tc.n, tc.size, got, tc.want)
+		if n > store.DefaultPageSizer.Bytes+len(big) {
+			t.Errorf("page %d of the configmaps holds %d bytes, want at most about %d", i, n, store.DefaultPageSizer.Bytes)
 		}
 	}
 }
