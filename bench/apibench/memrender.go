@@ -267,17 +267,7 @@ func (r *MemoryReport) Render(w io.Writer) error {
 		fmt.Fprintf(&b, "hub memory: %s\n", res.ProcError)
 	}
 	fmt.Fprintf(&b, "hub stopped: %s; after restart: %s\n", orDash(res.Exit), orDash(res.RestartExit))
-	for _, t := range r.Targets {
-		if t.Status != TargetMet {
-			fmt.Fprintf(&b, "target %q %s", t.Goal, t.Status)
-			if t.Detail != "" {
-				fmt.Fprintf(&b, ": %s", t.Detail)
-			}
-			b.WriteString("\n")
-		}
-	}
-	b.WriteString("\nmachine\n")
-	b.WriteString(r.Machine.String())
+	report.WriteEnd(&b, r.Targets, r.Machine)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

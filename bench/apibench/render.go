@@ -246,17 +246,7 @@ func (r *Report) Render(w io.Writer) error {
 	if res.Hub.ProcError != "" {
 		fmt.Fprintf(&b, "hub memory and cpu: %s\n", res.Hub.ProcError)
 	}
-	for _, t := range r.Targets {
-		if t.Status != TargetMet {
-			fmt.Fprintf(&b, "target %q %s", t.Goal, t.Status)
-			if t.Detail != "" {
-				fmt.Fprintf(&b, ": %s", t.Detail)
-			}
-			b.WriteString("\n")
-		}
-	}
-	b.WriteString("\nmachine\n")
-	b.WriteString(r.Machine.String())
+	report.WriteEnd(&b, r.Targets, r.Machine)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

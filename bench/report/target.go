@@ -1,5 +1,10 @@
 package report
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Target is a goal a benchmark holds the system to, with whether a run met
 // it.
 type Target struct {
@@ -18,3 +23,19 @@ const (
 	TargetMissed = "MISSED"
 	TargetNA     = "n/a"
 )
+
+// WriteEnd appends what every benchmark's report ends with: a line for
+// each target the run did not meet, then the machine it ran on.
+func WriteEnd(b *strings.Builder, targets []Target, m Machine) {
+	for _, t := range targets {
+		if t.Status != TargetMet {
+			fmt.Fprintf(b, "target %q %s", t.Goal, t.Status)
+			if t.Detail != "" {
+				fmt.Fprintf(b, ": %s", t.Detail)
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("\nmachine\n")
+	b.WriteString(m.String())
+}

@@ -293,17 +293,7 @@ func (r *Report) Render(w io.Writer) error {
 	} else {
 		b.WriteString("  disk is the allocated size of the data dir.\n")
 	}
-	for _, t := range r.Targets {
-		if t.Status != TargetMet {
-			fmt.Fprintf(&b, "target %q %s", t.Goal, t.Status)
-			if t.Detail != "" {
-				fmt.Fprintf(&b, ": %s", t.Detail)
-			}
-			b.WriteString("\n")
-		}
-	}
-	b.WriteString("\nmachine\n")
-	b.WriteString(r.Machine.String())
+	report.WriteEnd(&b, r.Targets, r.Machine)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -82,17 +82,7 @@ func (q *request) listForm(out output) (*listForm, error) {
 			}
 		}
 		if f.proto() {
-			f.item = func(b []byte, it *listItem) ([]byte, error) {
-				p, err := newProtoItem(it.kv.Value, strconv.FormatInt(it.kv.ModRevision, 10))
-				if err != nil {
-					return nil, err
-				}
-				return p.appendMeta(b), nil
-			}
-			f.size = func(it *listItem) (int, error) {
-				p, err := newProtoItem(it.kv.Value, strconv.FormatInt(it.kv.ModRevision, 10))
-				return p.metaField(), err
-			}
+			f.item, f.size = protoItems(true)
 			break
 		}
 		f.item = func(b []byte, it *listItem) ([]byte, error) {
@@ -113,17 +103,7 @@ func (q *request) listForm(out output) (*listForm, error) {
 			return list
 		}
 		if f.proto() {
-			f.item = func(b []byte, it *listItem) ([]byte, error) {
-				p, err := newProtoItem(it.kv.Value, strconv.FormatInt(it.kv.ModRevision, 10))
-				if err != nil {
-					return nil, err
-				}
-				return p.appendTo(b), nil
-			}
-			f.size = func(it *listItem) (int, error) {
-				p, err := newProtoItem(it.kv.Value, strconv.FormatInt(it.kv.ModRevision, 10))
-				return p.size(), err
-			}
+			f.item, f.size = protoItems(false)
 			break
 		}
 		f.item = func(b []byte, it *listItem) ([]byte, error) {
@@ -135,6 +115,33 @@ func (q *request) listForm(out output) (*listForm, error) {
 		}
 	}
 	return f, nil
+}
+
+// protoItems returns the item and size functions of a protobuf list whose
+// items are made from their stored bytes (see protoItem): the whole
+// objects, or with metaOnly their metadata, as PartialObjectMetadata.
+func protoItems(metaOnly bool) (item func([]byte, *listItem) ([]byte, error), size func(*listItem) (int, error)) {
+	parse := func(it *listItem) (protoItem, error) {
+		return newProtoItem(it.kv.Value, strconv.FormatInt(it.kv.ModRevision, 10))
+	}
+	item = func(b []byte, it *listItem) ([]byte, error) {
+		p, err := parse(it)
+		switch {
+		case err != nil:
+			return nil, err
+		case metaOnly:
+			return p.appendMeta(b), nil
+		}
+		return p.appendTo(b), nil
+	}
+	size = func(it *listItem) (int, error) {
+		p, err := parse(it)
+		if metaOnly {
+			return p.metaField(), err
+		}
+		return p.size(), err
+	}
+	return item, size
 }
 
 // appendJSON appends v as encoding/json writes it, as the serializers do.

@@ -178,10 +178,6 @@ func skipField(b []byte, off int) (int, error) {
 
 // uvarintLen returns the length of v as a protobuf varint.
 func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], v)
 }
