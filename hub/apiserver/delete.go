@@ -205,15 +205,7 @@ func (q *request) deleteCollection() error {
 	if err != nil {
 		return err
 	}
-	out, err := negotiate(q.r, true)
-	if err != nil {
-		return err
-	}
-	f, err := q.listForm(out)
-	if err != nil {
-		return err
-	}
-	sc, err := q.s.openList(q.ctx(), q.res, q.ri.namespace, lo)
+	sc, f, err := q.openListResponse(lo)
 	if err != nil {
 		return err
 	}

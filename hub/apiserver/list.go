@@ -140,17 +140,27 @@ func (q *request) list() error {
 	if err != nil {
 		return err
 	}
-	out, err := negotiate(q.r, true)
-	if err != nil {
-		return err
-	}
-	f, err := q.listForm(out)
-	if err != nil {
-		return err
-	}
-	sc, err := q.s.openList(q.ctx(), q.res, q.ri.namespace, o)
+	sc, f, err := q.openListResponse(o)
 	if err != nil {
 		return err
 	}
 	return q.serveList(sc, f)
+}
+
+// openListResponse negotiates the form of the request's list response and
+// opens the scan of the objects o selects.
+func (q *request) openListResponse(o listOptions) (*listScan, *listForm, error) {
+	out, err := negotiate(q.r, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := q.listForm(out)
+	if err != nil {
+		return nil, nil, err
+	}
+	sc, err := q.s.openList(q.ctx(), q.res, q.ri.namespace, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sc, f, nil
 }

@@ -382,18 +382,16 @@ func writeProtoList(ctx context.Context, w io.Writer, sc listSource, f *listForm
 			return 0, err
 		}
 		written := len(head) + len(lmBytes)
-		var buf []byte
+		var msg, buf []byte
 		err := sc.each(ctx, func(it *listItem) error {
-			n, err := f.size(it)
-			if err != nil {
+			var err error
+			if msg, err = f.item(msg[:0], it); err != nil {
 				return err
 			}
-			buf = binary.AppendUvarint(append(buf[:0], tagListItems), uint64(n))
-			if buf, err = f.item(buf, it); err != nil {
-				return err
-			}
-			if len(buf) != 1+uvarintLen(uint64(n))+n {
-				return fmt.Errorf("list item %s: %d bytes where its size said %d", it.kv.Key, len(buf), n)
+			buf = binary.AppendUvarint(append(buf[:0], tagListItems), uint64(len(msg)))
+			buf = append(buf, msg...)
+			if written+len(buf) > size {
+				return fmt.Errorf("list item %s goes past the list's size, %d bytes", it.kv.Key, size)
 			}
 			written += len(buf)
 			_, err = w.Write(buf)
