@@ -150,10 +150,7 @@ func New(cfg Config) (*Server, error) {
 		for k := range r.Rules.Fields(r.New()) {
 			ri.fieldKeys[k] = true
 		}
-		ri.prefix = "/registry/" + r.Plural + "/"
-		if g := r.GroupVersion.Group; g != "" {
-			ri.prefix = "/registry/" + g + "/" + r.Plural + "/"
-		}
+		ri.prefix = KeyPrefix(schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Plural})
 		if _, dup := s.byGVR[ri.gvr]; dup {
 			return nil, fmt.Errorf("apiserver: resource %s served twice", ri.gvr)
 		}

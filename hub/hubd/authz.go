@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 
@@ -21,8 +22,8 @@ import (
 	"github.com/outpost-mesh/outpost/hub/store"
 )
 
-// podsPrefix is where the API server keeps pods: /registry/pods/<ns>/<name>.
-const podsPrefix = "/registry/pods/"
+// podsPrefix is where the API server keeps pods: podsPrefix<ns>/<name>.
+var podsPrefix = apiserver.KeyPrefix(schema.GroupResource{Resource: "pods"})
 
 // podsListPage bounds each page of storePods.OnNode's list.
 const podsListPage = 500

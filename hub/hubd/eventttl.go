@@ -7,12 +7,18 @@ import (
 	"log/slog"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/store"
 )
 
 // eventPrefixes are where the store keeps events: core/v1 and
 // events.k8s.io/v1 alike.
-var eventPrefixes = []string{"/registry/events/", "/registry/events.k8s.io/events/"}
+var eventPrefixes = []string{
+	apiserver.KeyPrefix(schema.GroupResource{Resource: "events"}),
+	apiserver.KeyPrefix(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}),
+}
 
 // eventSweepEvery is how often expired events are looked for.
 const eventSweepEvery = time.Minute

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/sync/view"
 	"github.com/outpost-mesh/outpost/sync/wire"
@@ -20,18 +23,18 @@ var syncResources = []struct {
 	resource   string
 	namespaced bool
 }{
-	{"/registry/nodes/", wire.ResourceNodes, false},
-	{"/registry/pods/", wire.ResourcePods, true},
-	{"/registry/configmaps/", wire.ResourceConfigMaps, true},
-	{"/registry/secrets/", wire.ResourceSecrets, true},
-	{"/registry/serviceaccounts/", wire.ResourceServiceAccounts, true},
-	{"/registry/services/", wire.ResourceServices, true},
-	{"/registry/discovery.k8s.io/endpointslices/", wire.ResourceEndpointSlices, true},
+	{apiserver.KeyPrefix(schema.GroupResource{Resource: "nodes"}), wire.ResourceNodes, false},
+	{apiserver.KeyPrefix(schema.GroupResource{Resource: "pods"}), wire.ResourcePods, true},
+	{apiserver.KeyPrefix(schema.GroupResource{Resource: "configmaps"}), wire.ResourceConfigMaps, true},
+	{apiserver.KeyPrefix(schema.GroupResource{Resource: "secrets"}), wire.ResourceSecrets, true},
+	{apiserver.KeyPrefix(schema.GroupResource{Resource: "serviceaccounts"}), wire.ResourceServiceAccounts, true},
+	{apiserver.KeyPrefix(schema.GroupResource{Resource: "services"}), wire.ResourceServices, true},
+	{apiserver.KeyPrefix(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}), wire.ResourceEndpointSlices, true},
 }
 
 // syncWatchPrefix covers every prefix above in one watch, so that their
 // events come in one revision order.
-const syncWatchPrefix = "/registry/"
+const syncWatchPrefix = apiserver.KeyRoot
 
 // wireKey maps a store key to the object key of the sync protocol; ok is
 // false for keys of other resources.
