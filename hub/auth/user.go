@@ -27,6 +27,13 @@ const (
 	// credentials at all (upstream's --anonymous-auth).
 	AnonymousUser        = "system:anonymous"
 	UnauthenticatedGroup = "system:unauthenticated"
+	// AuthenticatedGroup holds every user who is not anonymous.
+	AuthenticatedGroup = "system:authenticated"
+	// ControllerManagerUser and SchedulerUser are the identities of the
+	// hub's controllers and scheduler, as upstream names those of
+	// kube-controller-manager and kube-scheduler.
+	ControllerManagerUser = "system:kube-controller-manager"
+	SchedulerUser         = "system:kube-scheduler"
 )
 
 // Anonymous is the user of a request that presents no client certificate.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/store/badgerstore"
 	"github.com/outpost-mesh/outpost/internal/testlog"
+	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
 // TestInprocAdmission: the in-process client the sync endpoint writes
@@ -33,7 +35,7 @@ func TestInprocAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer api.Shutdown()
-	client, err := inprocClient(newAPIHandler(st, x509.NewCertPool(), log, api, spec, http.NotFoundHandler()))
+	client, err := inprocClient(newAPIHandler(st, x509.NewCertPool(), log, api, spec, http.NotFoundHandler()), log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,5 +60,60 @@ func TestInprocAdmission(t *testing.T) {
 	got, err := nodes.Get(hub, "edge-a", metav1.GetOptions{})
 	if err != nil || got.Labels[auth.SiteLabel] != "store-2" || got.Labels[corev1.LabelArchStable] != "arm64" {
 		t.Errorf("Node after the patches = %v, %v; want site store-2 (the hub's) and arch arm64 (the node's)", got.Labels, err)
+	}
+}
+
+// TestInprocWatch: the in-process transport streams, so a watch through
+// it sees events as they happen, and stopping it ends the API's side.
+func TestInprocWatch(t *testing.T) {
+	ctx := context.Background()
+	st, err := badgerstore.Open(badgerstore.DefaultConfig(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	log := testlog.New(t, slog.LevelInfo)
+	api, spec, err := newAPI(st, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Shutdown()
+	if err := ensureNamespaces(ctx, api); err != nil {
+		t.Fatal(err)
+	}
+	h := newAPIHandler(st, x509.NewCertPool(), log, api, spec, http.NotFoundHandler())
+	client, _, err := inprocClientsAs(h, controllerManagerUser, "test", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := client.CoreV1().ConfigMaps("default")
+	w, err := cms.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("watch as the controller manager: %v", err)
+	}
+	defer w.Stop()
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		if cm, ok := ev.Object.(*corev1.ConfigMap); !ok || ev.Type != "ADDED" || cm.Name != "a" {
+			t.Fatalf("first watch event = %s %T, want ADDED of ConfigMap a", ev.Type, ev.Object)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no watch event within 30s of the create")
+	}
+	w.Stop()
+	wait.For(t, 30*time.Second, "the watch to end", func() (bool, string) {
+		_, open := <-w.ResultChan()
+		return !open, "result channel still open"
+	})
+
+	anon, err := inprocClient(h, log) // a context without a user
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := anon.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) && !apierrors.IsForbidden(err) {
+		t.Errorf("list without a user = %v, want refused", err)
 	}
 }

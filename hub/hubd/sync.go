@@ -32,7 +32,7 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	if err != nil {
 		return nil, err
 	}
-	api, err := inprocClient(handler)
+	api, err := inprocClient(handler, log)
 	if err != nil {
 		return nil, fmt.Errorf("in-process api client: %w", err)
 	}
