@@ -50,10 +50,14 @@ Once the API server is up it prints an export line for KUBECONFIG on stdout.`,
 	f.DurationVar(&cfg.EventTTL, "event-ttl", cfg.EventTTL, "how long events are kept after their last update, as kube-apiserver's --event-ttl")
 	f.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS name or IP address for the API server's certificate (repeatable)")
 	f.StringVar(&memLimit, "memory-limit", memLimit, memoryLimitUsage)
+	f.BoolVar(&cfg.Controllers, "controllers", cfg.Controllers, controllersUsage)
 	f.DurationVar(&cfg.IdleMemoryReturn, "idle-memory-return", cfg.IdleMemoryReturn, "after this long without API requests, give the memory a spell of work left behind back to the OS; 0 never")
 	cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
+
+// controllersUsage documents --controllers of the commands that run a hub.
+const controllersUsage = "run the controllers (Deployments, ReplicaSets, ...) and the scheduler in the hub, while it holds the leader Lease kube-system/outpost-controllers"
 
 // memoryLimitUsage documents --memory-limit of the commands that run a hub.
 const memoryLimitUsage = "soft limit of the Go heap, such as 1GiB or 800MB: garbage is collected harder near it; auto is GOMEMLIMIT if set, else 3/4 of the cgroup's memory limit, else of the machine's memory; none for no limit"

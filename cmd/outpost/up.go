@@ -27,10 +27,12 @@ type upConfig struct {
 	syncAddr string
 	site     string
 	memLimit string
+	// controllers runs the hub's controllers and scheduler.
+	controllers bool
 }
 
 func newUpCmd() *cobra.Command {
-	c := upConfig{dir: ".outpost", nodes: 2, apiAddr: "127.0.0.1:6443", syncAddr: "127.0.0.1:7443", site: "local", memLimit: "auto"}
+	c := upConfig{dir: ".outpost", nodes: 2, apiAddr: "127.0.0.1:6443", syncAddr: "127.0.0.1:7443", site: "local", memLimit: "auto", controllers: true}
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a hub and edge nodes on this machine, ready for kubectl",
@@ -60,6 +62,7 @@ export line for KUBECONFIG on stdout. Ctrl-C stops everything.`,
 	f.StringVar(&c.syncAddr, "sync-addr", c.syncAddr, "host:port (UDP) of the hub's sync endpoint")
 	f.StringVar(&c.site, "site", c.site, "site label of the nodes")
 	f.StringVar(&c.memLimit, "memory-limit", c.memLimit, memoryLimitUsage)
+	f.BoolVar(&c.controllers, "controllers", c.controllers, controllersUsage)
 	return cmd
 }
 
@@ -69,6 +72,7 @@ func runUp(ctx context.Context, c upConfig, out io.Writer, log *slog.Logger) err
 	defer cancel()
 	hcfg := hubd.DefaultConfig(filepath.Join(c.dir, "hub"))
 	hcfg.APIAddr, hcfg.SyncAddr = c.apiAddr, c.syncAddr
+	hcfg.Controllers = c.controllers
 	hcfg.Logger = log.With("component", "hub")
 	h, err := hubd.New(hcfg)
 	if err != nil {

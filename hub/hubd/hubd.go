@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -77,6 +78,9 @@ type Config struct {
 	// JoinLimits budget the failed joins of each source address and of
 	// each bootstrap token id: auth.DefaultJoinLimitConfig.
 	JoinLimits auth.JoinLimitConfig
+	// Controllers runs the controllers and the scheduler in the hub,
+	// while it holds the leader Lease (see hub/controllers/manager).
+	Controllers bool
 	// Logger receives the hub's logs; non-nil.
 	Logger *slog.Logger
 }
@@ -94,6 +98,7 @@ func DefaultConfig(dataDir string) Config {
 		EventTTL:         time.Hour,            // kube-apiserver's default
 		IdleMemoryReturn: 10 * time.Second,     // a pause, not a lull between a controller's requests
 		JoinLimits:       auth.DefaultJoinLimitConfig(),
+		Controllers:      true, // as kube-controller-manager and kube-scheduler beside the API
 	}
 }
 
@@ -245,21 +250,6 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err := ensureNamespaces(ctx, api); err != nil {
 		return err
 	}
-	compactCtx, stopCompact := context.WithCancel(ctx)
-	compactDone := make(chan struct{})
-	go func() {
-		defer close(compactDone)
-		compactLoop(compactCtx, st, compactInterval, log)
-	}()
-	defer func() { stopCompact(); <-compactDone }()
-	expiry := &eventExpiry{st: st, ttl: h.cfg.EventTTL, log: log}
-	expiryDone := make(chan struct{})
-	go func() {
-		defer close(expiryDone)
-		expiry.run(compactCtx, min(eventSweepEvery, h.cfg.EventTTL), time.Now)
-	}()
-	defer func() { stopCompact(); <-expiryDone }()
-
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", h.cfg.APIAddr)
 	if err != nil {
@@ -274,26 +264,27 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err := pki.WriteKubeconfig(h.kubeconfig, certs.AdminKubeconfig(server)); err != nil {
 		return err
 	}
-
 	handler := newAPIHandler(st, certs.CAPool, log, mets.Middleware(api), spec, mets.Handler())
-	if h.cfg.IdleMemoryReturn > 0 {
-		idleDone := make(chan struct{})
-		go func() {
-			defer close(idleDone)
-			idleReturn(compactCtx, handler.served.Load, h.cfg.IdleMemoryReturn, release)
-		}()
-		defer func() { stopCompact(); <-idleDone }()
-	}
-	syncAddr := ""
-	if h.cfg.SyncAddr != "" {
-		ep, err := h.startSync(ctx, st, handler, certs, log)
-		if err != nil {
-			return fmt.Errorf("start sync endpoint: %w", err)
+
+	// The parts that run until the hub stops. They stop in the reverse
+	// of the order they depend on one another: the controllers first
+	// (they act through the API), then the sync endpoint (its sessions
+	// write through the API), then the API server, then the store's
+	// upkeep; the store closes last. The first part to fail stops them
+	// all, in the same order.
+	var parts parts
+	defer parts.stop()
+	upkeep := parts.start("store upkeep", context.WithoutCancel(ctx), func(ctx context.Context) error {
+		var wg sync.WaitGroup
+		wg.Go(func() { compactLoop(ctx, st, compactInterval, log) })
+		expiry := &eventExpiry{st: st, ttl: h.cfg.EventTTL, log: log}
+		wg.Go(func() { expiry.run(ctx, min(eventSweepEvery, h.cfg.EventTTL), time.Now) })
+		if h.cfg.IdleMemoryReturn > 0 {
+			wg.Go(func() { idleReturn(ctx, handler.served.Load, h.cfg.IdleMemoryReturn, release) })
 		}
-		defer ep.stop() // before the store closes
-		syncAddr = ep.addr
-		h.syncAddr.Store(&syncAddr)
-	}
+		wg.Wait()
+		return nil
+	})
 
 	srv := &http.Server{
 		Handler: handler,
@@ -311,30 +302,69 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		// Failed handshakes and the like are the client's problem.
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.ServeTLS(ln, "", "") }()
+	serving := parts.start("api server", context.WithoutCancel(ctx), func(ctx context.Context) error {
+		served := make(chan error, 1)
+		go func() { served <- srv.ServeTLS(ln, "", "") }()
+		select {
+		case err := <-served:
+			return fmt.Errorf("serve api: %w", err)
+		case <-ctx.Done():
+		}
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		api.Shutdown() // end watches, or Shutdown would wait for them
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			log.Warn("api server did not drain in time; closing connections", "err", err)
+			srv.Close()
+		}
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve api: %w", err)
+		}
+		log.Info("api server stopped")
+		return nil
+	})
+
+	syncAddr := ""
+	var syncing *part
+	if h.cfg.SyncAddr != "" {
+		ep, err := h.startSync(ctx, st, handler, certs, log)
+		if err != nil {
+			return fmt.Errorf("start sync endpoint: %w", err)
+		}
+		syncAddr = ep.addr
+		h.syncAddr.Store(&syncAddr)
+		syncing = parts.start("sync endpoint", context.WithoutCancel(ctx), func(ctx context.Context) error {
+			<-ctx.Done()
+			ep.stop()
+			return nil
+		})
+	}
+
+	var controlling *part
+	if h.cfg.Controllers {
+		mgr, err := newControllerManager(handler, log)
+		if err != nil {
+			return err
+		}
+		controlling = parts.start("controllers", context.WithoutCancel(ctx), mgr.Run)
+	}
+	parts.order(controlling, syncing, serving, upkeep)
 
 	h.addr.Store(&addr)
 	close(h.ready)
-	log.Info("hub ready", "api", server, "addr", addr, "sync", syncAddr, "kubeconfig", h.kubeconfig, "store", h.cfg.Store)
+	log.Info("hub ready", "api", server, "addr", addr, "sync", syncAddr, "kubeconfig", h.kubeconfig,
+		"store", h.cfg.Store, "controllers", h.cfg.Controllers)
 
 	select {
-	case err := <-served:
-		return fmt.Errorf("serve api: %w", err)
+	case <-parts.failed:
 	case <-ctx.Done():
 	}
 	log.Info("hub stopping")
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	api.Shutdown() // end watches, or Shutdown would wait for them
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		log.Warn("api server did not drain in time; closing connections", "err", err)
-		srv.Close()
+	parts.stop()
+	if err := parts.err(); err != nil {
+		return err
 	}
-	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve api: %w", err)
-	}
-	log.Info("api server stopped; closing the store")
+	log.Info("hub stopped; closing the store")
 	return nil
 }
 

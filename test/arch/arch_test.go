@@ -211,6 +211,20 @@ var rules = []rule{
 		to:   func(r string) bool { return under(r, "hub/auth") || under(r, "hub/admission") },
 	},
 	{
+		why:  "controllers and the scheduler reach the API only through a client, as any other client: hub/controllers/* and hub/scheduler/* import none of hub/apiserver, hub/registry, hub/store, hub/auth, hub/admission",
+		from: func(r string) bool { return under(r, "hub/controllers") || under(r, "hub/scheduler") },
+		to: func(r string) bool {
+			return under(r, "hub/apiserver") || under(r, "hub/registry") || under(r, "hub/store") || under(r, "hub/auth") || under(r, "hub/admission")
+		},
+	},
+	{
+		why: "the API machinery, the registry and the store know nothing of the controllers or the scheduler that use them",
+		from: func(r string) bool {
+			return under(r, "hub/apiserver") || under(r, "hub/registry") || under(r, "hub/store")
+		},
+		to: func(r string) bool { return under(r, "hub/controllers") || under(r, "hub/scheduler") },
+	},
+	{
 		why:  "only cmd, bench and tests import the composition roots hub/hubd and edge/agent",
 		from: func(r string) bool { return !under(r, "cmd") && !under(r, "bench") && !under(r, "test") },
 		to:   func(r string) bool { return r == "hub/hubd" || r == "edge/agent" },
@@ -271,6 +285,11 @@ func TestRules(t *testing.T) {
 		{"edge/pods", "edge/agent", false},
 		{"edge/agent", "internal/wait", false},
 		{"hub/controllers", "test/hubtest", false},
+		{"hub/controllers/deployment", "hub/apiserver", false},
+		{"hub/scheduler", "hub/store/badgerstore", false},
+		{"hub/apiserver", "hub/controllers/garbagecollector", false},
+		{"hub/store", "hub/scheduler", false},
+		{"hub/hubd", "hub/controllers/manager", true},
 		{"test/hubtest", "internal/wait", true},
 		{"bench/fleetbench", "internal/testca", false},
 		{"edge/agent", "internal/version", true},
