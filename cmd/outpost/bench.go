@@ -21,8 +21,9 @@ func newBenchCmd() *cobra.Command {
 		},
 	}
 	// Benchmarks, one subcommand each.
-	cmd.AddCommand(newBenchStoreCmd()) // bench_store.go: outpost bench store
-	cmd.AddCommand(newBenchAPICmd())   // bench_api.go: outpost bench api
-	cmd.AddCommand(newBenchFleetCmd()) // bench_fleet.go: outpost bench fleet
+	cmd.AddCommand(newBenchStoreCmd())       // bench_store.go: outpost bench store
+	cmd.AddCommand(newBenchAPICmd())         // bench_api.go: outpost bench api
+	cmd.AddCommand(newBenchFleetCmd())       // bench_fleet.go: outpost bench fleet
+	cmd.AddCommand(newBenchControllersCmd()) // bench_controllers.go: outpost bench controllers
 	return cmd
 }
