@@ -168,7 +168,8 @@ func freeSyncAddr(t *testing.T) string {
 type syncHub struct {
 	f        *fleet
 	dataDir  string
-	syncAddr string // the same across restarts: agents dial it through relays
+	syncAddr string   // the same across restarts: agents dial it through relays
+	extra    []string // more flags of `outpost hub`
 
 	starts  int
 	proc    *proc
@@ -180,11 +181,11 @@ type syncHub struct {
 // startHub runs a hub on a fresh data directory with the API on a free
 // port and the sync endpoint on a fixed free port, and returns it once it
 // is ready. The test's cleanup stops it with SIGTERM and fails the test
-// unless it exits cleanly.
-func (f *fleet) startHub() *syncHub {
+// unless it exits cleanly. extra are more flags of `outpost hub`.
+func (f *fleet) startHub(extra ...string) *syncHub {
 	f.t.Helper()
 	outpostBinary(f.t) // build before the clock of any step starts
-	h := &syncHub{f: f, dataDir: filepath.Join(f.t.TempDir(), "hub"), syncAddr: freeSyncAddr(f.t)}
+	h := &syncHub{f: f, dataDir: filepath.Join(f.t.TempDir(), "hub"), syncAddr: freeSyncAddr(f.t), extra: extra}
 	f.t.Cleanup(h.shutdown)
 	h.start()
 	return h
@@ -195,7 +196,8 @@ func (h *syncHub) start() {
 	t := h.f.t
 	t.Helper()
 	h.starts++
-	cmd := exec.Command(outpostBinary(t), "hub", "--data-dir", h.dataDir, "--api-addr", "127.0.0.1:0", "--sync-addr", h.syncAddr)
+	args := append([]string{"hub", "--data-dir", h.dataDir, "--api-addr", "127.0.0.1:0", "--sync-addr", h.syncAddr}, h.extra...)
+	cmd := exec.Command(outpostBinary(t), args...)
 	p := startProc(t, cmd)
 	h.proc = p
 	h.f.track(fmt.Sprintf("hub#%d", h.starts), p)
