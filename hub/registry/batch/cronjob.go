@@ -16,6 +16,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/registry/core"
+	"github.com/outpost-mesh/outpost/internal/cron"
 )
 
 // maxCronJobNameLength leaves room for the 11 characters the cronjob
@@ -82,7 +83,7 @@ func validateCronJobSpec(s, old *batchv1.CronJobSpec, fld *field.Path) field.Err
 	if s.Schedule == "" {
 		errs = append(errs, field.Required(sp, ""))
 	} else {
-		if _, err := ParseSchedule(s.Schedule); err != nil {
+		if _, err := cron.Parse(s.Schedule); err != nil {
 			errs = append(errs, field.Invalid(sp, s.Schedule, err.Error()))
 		}
 		// The zone belongs in timeZone; a schedule stored with one

@@ -1,4 +1,4 @@
-package batch
+package cron
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func TestParseScheduleErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		spec string
 		want string // the error, or its start
@@ -35,14 +35,14 @@ func TestParseScheduleErrors(t *testing.T) {
 		{"TZ=Mars/Olympus_Mons * * * * *", "provided bad location Mars/Olympus_Mons: "},
 	}
 	for _, tt := range tests {
-		_, err := ParseSchedule(tt.spec)
+		_, err := Parse(tt.spec)
 		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
-			t.Errorf("ParseSchedule(%q) error = %v, want %q", tt.spec, err, tt.want)
+			t.Errorf("Parse(%q) error = %v, want %q", tt.spec, err, tt.want)
 		}
 	}
 }
 
-func TestParseScheduleValid(t *testing.T) {
+func TestParseValid(t *testing.T) {
 	for _, spec := range []string{
 		"* * * * *",
 		"0 0 ? * ?",
@@ -58,8 +58,8 @@ func TestParseScheduleValid(t *testing.T) {
 		"TZ=Europe/Berlin 0 9 * * 1-5",
 		"CRON_TZ=Asia/Tokyo @daily",
 	} {
-		if _, err := ParseSchedule(spec); err != nil {
-			t.Errorf("ParseSchedule(%q) = %v", spec, err)
+		if _, err := Parse(spec); err != nil {
+			t.Errorf("Parse(%q) = %v", spec, err)
 		}
 	}
 }
@@ -117,32 +117,32 @@ func TestScheduleNext(t *testing.T) {
 		{"0 0 * * *", ny("2025-03-08T12:00:00"), ny("2025-03-09T00:00:00"), "EST"},
 	}
 	for _, tt := range tests {
-		s, err := ParseSchedule(tt.spec)
+		s, err := Parse(tt.spec)
 		if err != nil {
-			t.Fatalf("ParseSchedule(%q): %v", tt.spec, err)
+			t.Fatalf("Parse(%q): %v", tt.spec, err)
 		}
 		got := s.Next(tt.from)
 		if !got.Equal(tt.want) {
-			t.Errorf("ParseSchedule(%q).Next(%v) = %v, want %v", tt.spec, tt.from, got, tt.want)
+			t.Errorf("Parse(%q).Next(%v) = %v, want %v", tt.spec, tt.from, got, tt.want)
 		}
 		if zone, _ := got.Zone(); tt.wantZone != "" && zone != tt.wantZone {
-			t.Errorf("ParseSchedule(%q).Next(%v) = %v, want it in zone %s", tt.spec, tt.from, got, tt.wantZone)
+			t.Errorf("Parse(%q).Next(%v) = %v, want it in zone %s", tt.spec, tt.from, got, tt.wantZone)
 		}
 	}
 }
 
-func FuzzParseSchedule(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	for _, s := range []string{"* * * * *", "*/5 1-3 ? JAN mon", "@every 1h", "TZ=UTC 0 0 * * *", "1-2-3 * * * *"} {
 		f.Add(s)
 	}
 	from := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, spec string) {
-		s, err := ParseSchedule(spec)
+		s, err := Parse(spec)
 		if err != nil {
 			return
 		}
 		if next := s.Next(from); !next.IsZero() && !next.After(from) {
-			t.Errorf("ParseSchedule(%q).Next(%v) = %v, not after", spec, from, next)
+			t.Errorf("Parse(%q).Next(%v) = %v, not after", spec, from, next)
 		}
 	})
 }

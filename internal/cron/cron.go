@@ -1,4 +1,9 @@
-package batch
+// Package cron parses the cron schedules of CronJobs and computes when
+// they fire. It accepts what upstream's CronJob validation accepts
+// (robfig/cron's standard parser), so that the API refuses the same
+// schedules and the cronjob controller fires at the same times. Both the
+// batch registry and the cronjob controller import it.
+package cron
 
 import (
 	"fmt"
@@ -58,7 +63,7 @@ var descriptors = map[string]string{
 	"@hourly":   "0 * * * *",
 }
 
-// ParseSchedule parses a cron schedule:
+// Parse parses a cron schedule:
 //
 //	minute hour day-of-month month day-of-week
 //
@@ -71,7 +76,7 @@ var descriptors = map[string]string{
 // @hourly, or @every followed by a Go duration; and may start with
 // TZ=zone or CRON_TZ=zone. Errors read as upstream's, such as "end of range
 // (60) above maximum (59): 60".
-func ParseSchedule(spec string) (*Schedule, error) {
+func Parse(spec string) (*Schedule, error) {
 	s := &Schedule{}
 	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
 		zone, rest, _ := strings.Cut(spec[strings.IndexByte(spec, '=')+1:], " ")
