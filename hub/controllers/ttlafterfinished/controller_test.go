@@ -36,7 +36,6 @@ func finished(name string, ttl *int32, how batchv1.JobConditionType, at time.Tim
 	return j
 }
 
-
 func TestTimeLeft(t *testing.T) {
 	tests := []struct {
 		name   string
