@@ -144,10 +144,14 @@ func TestFiresOnRealHub(t *testing.T) {
 		j = jobs[0]
 		return true, ""
 	})
-	got, err := h.Client.BatchV1().CronJobs("default").Get(ctx, cj.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var got *batchv1.CronJob
+	wait.For(t, 20*time.Second, "cronjob status", func() (bool, string) {
+		var err error
+		if got, err = h.Client.BatchV1().CronJobs("default").Get(ctx, cj.Name, metav1.GetOptions{}); err != nil {
+			return false, err.Error()
+		}
+		return got.Status.LastScheduleTime != nil, fmt.Sprintf("%+v", got.Status)
+	})
 	sched := got.Status.LastScheduleTime
 	if sched == nil || j.Name != fmt.Sprintf("tick-%d", sched.Unix()/60) || !metav1.IsControlledBy(&j, cj) ||
 		j.Annotations[batchv1.CronJobScheduledTimestampAnnotation] != sched.UTC().Format(time.RFC3339) {
