@@ -5,7 +5,11 @@ import (
 	"log/slog"
 
 	"github.com/outpost-mesh/outpost/hub/auth"
+	"github.com/outpost-mesh/outpost/hub/controllers"
+	"github.com/outpost-mesh/outpost/hub/controllers/cronjob"
+	"github.com/outpost-mesh/outpost/hub/controllers/job"
 	"github.com/outpost-mesh/outpost/hub/controllers/manager"
+	"github.com/outpost-mesh/outpost/hub/controllers/ttlafterfinished"
 )
 
 // newControllerManager returns the manager of the hub's controllers and
@@ -40,5 +44,21 @@ func newControllerManager(handler *apiHandler, log *slog.Logger) (*manager.Manag
 // controllerList returns the controllers the hub runs, in the order they
 // are built.
 func controllerList() []manager.Controller {
-	return nil
+	cm := auth.ControllerManagerUser
+	return []manager.Controller{
+		{Name: "job", Identity: cm, New: runner(job.New)},
+		{Name: "cronjob", Identity: cm, New: runner(cronjob.New)},
+		{Name: "ttl-after-finished", Identity: cm, New: runner(ttlafterfinished.New)},
+	}
+}
+
+// runner adapts a controller package's New to manager.Controller's.
+func runner[C manager.Runner](newFn func(controllers.Context) (C, error)) func(controllers.Context) (manager.Runner, error) {
+	return func(c controllers.Context) (manager.Runner, error) {
+		ctl, err := newFn(c)
+		if err != nil {
+			return nil, err
+		}
+		return ctl, nil
+	}
 }
