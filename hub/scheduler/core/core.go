@@ -104,53 +104,9 @@ func (s *Scheduler) Schedule(pod *corev1.Pod, snap *Snapshot) (Result, error) {
 	if len(all) == 0 {
 		return Result{}, ErrNoNodesAvailable
 	}
-	c := &cycle{
-		pod:         pod,
-		pi:          NewPodInfo(pod),
-		snap:        snap,
-		numAllNodes: len(all),
-		nsLabels:    snap.namespaceLabels(pod.Namespace),
-		req:         podRequests(pod),
-	}
-	fe := &FitError{Pod: pod, NumAllNodes: len(all)}
-
-	// PreFilter.
-	nodes := all
-	if hasRequiredNodeAffinity(pod) {
-		c.checkNodeAffinity = true
-		c.nodeAffinity = requiredNodeAffinity(pod)
-		names, conflict := nodeNamesOfAffinity(pod)
-		if conflict {
-			fe.PreFilterMsg = reasonNodeAffinityConflict
-			fe.Plugins = Plugins(NodeAffinity)
-			return Result{}, fe
-		}
-		if names != nil {
-			nodes = make([]*NodeInfo, 0, len(names))
-			for name := range names {
-				if n := snap.Get(name); n != nil {
-					nodes = append(nodes, n)
-				}
-			}
-			// Map order is random; visit the named nodes in a fixed one.
-			sort.Slice(nodes, func(i, j int) bool { return nodes[i].pos < nodes[j].pos })
-			fe.absent = len(all) - len(nodes)
-			fe.absentReason = fmt.Sprintf("node(s) didn't satisfy plugin(s) %v", Plugins(NodeAffinity))
-			fe.Plugins |= Plugins(NodeAffinity)
-		}
-	} else {
-		c.nodeAffinity = requiredNodeAffinity(pod)
-	}
-	c.ports = hostPortsOf(pod)
-	var err error
-	if c.spread, err = preFilterSpread(c); err != nil {
-		return Result{}, fmt.Errorf("PodTopologySpread: calculating preFilterState: %w", err)
-	}
-	if c.interPod, err = preFilterInterPod(c); err != nil {
-		fe.PreFilterMsg = err.Error()
-		fe.Plugins = Plugins(InterPodAffinity)
-		fe.absent = 0
-		return Result{}, fe
+	c, nodes, fe, err := preFilter(pod, snap)
+	if err != nil {
+		return Result{}, err
 	}
 
 	// Filter, from a rotating offset, until enough nodes fit.
@@ -171,6 +127,64 @@ func (s *Scheduler) Schedule(pod *corev1.Pod, snap *Snapshot) (Result, error) {
 	}
 	res.Node = s.pick(feasible)
 	return res, nil
+}
+
+// preFilter derives the cycle of pod, as the PreFilter plugins do, and
+// the nodes to filter: all of them unless NodeAffinity names some. The
+// FitError collects the rejections to come; an error (a *FitError when
+// the pod is rejected before any node is looked at) ends the attempt.
+func preFilter(pod *corev1.Pod, snap *Snapshot) (*cycle, []*NodeInfo, *FitError, error) {
+	all := snap.nodes
+	c := &cycle{
+		pod:         pod,
+		pi:          NewPodInfo(pod),
+		snap:        snap,
+		numAllNodes: len(all),
+		nsLabels:    snap.namespaceLabels(pod.Namespace),
+		req:         podRequests(pod),
+	}
+	fe := &FitError{Pod: pod, NumAllNodes: len(all)}
+
+	// PreFilter.
+	nodes := all
+	if hasRequiredNodeAffinity(pod) {
+		c.checkNodeAffinity = true
+		c.nodeAffinity = requiredNodeAffinity(pod)
+		names, conflict := nodeNamesOfAffinity(pod)
+		if conflict {
+			fe.PreFilterMsg = reasonNodeAffinityConflict
+			fe.Plugins = Plugins(NodeAffinity)
+			return nil, nil, nil, fe
+		}
+		if names != nil {
+			nodes = make([]*NodeInfo, 0, len(names))
+			for name := range names {
+				if n := snap.Get(name); n != nil {
+					nodes = append(nodes, n)
+				}
+			}
+			// Map order is random; visit the named nodes in a fixed one.
+			sort.Slice(nodes, func(i, j int) bool { return nodes[i].pos < nodes[j].pos })
+			fe.absent = len(all) - len(nodes)
+			fe.absentReason = fmt.Sprintf("node(s) didn't satisfy plugin(s) %v", Plugins(NodeAffinity))
+			fe.Plugins |= Plugins(NodeAffinity)
+		}
+	} else {
+		c.nodeAffinity = requiredNodeAffinity(pod)
+	}
+	c.ports = hostPortsOf(pod)
+	var err error
+	if c.spread, err = preFilterSpread(c); err != nil {
+		return nil, nil, nil, fmt.Errorf("PodTopologySpread: calculating preFilterState: %w", err)
+	}
+	if c.interPod, err = preFilterInterPod(c); err != nil {
+		fe.PreFilterMsg = err.Error()
+		fe.Plugins = Plugins(InterPodAffinity)
+		fe.absent = 0
+		return nil, nil, nil, fe
+	}
+
+	return c, nodes, fe, nil
 }
 
 // numFeasibleNodesToFind is how many feasible nodes end the search among
@@ -256,14 +270,16 @@ func (s *Scheduler) findFeasible(c *cycle, nodes []*NodeInfo, fe *FitError) []*N
 // scorer is one score plugin: its raw score of a node, how it
 // normalizes, and its weight.
 type scorer struct {
+	name      string
 	weight    int64
 	score     func(*cycle, *NodeInfo) int64
 	normalize func(c *cycle, feasible []*NodeInfo, scores []int64) // nil: none
 }
 
-func (s *Scheduler) score(c *cycle, feasible []*NodeInfo) error {
+// preScore prepares the score plugins for the feasible nodes, as their
+// PreScore does.
+func preScore(c *cycle, feasible []*NodeInfo) error {
 	pod := c.pod
-	// PreScore.
 	c.nonZeroReq, c.plainReq = scoreRequests(pod)
 	c.skipBalanced = c.plainReq == [2]int64{}
 	c.preferTolerations = preferNoScheduleTolerations(pod.Spec.Tolerations)
@@ -285,28 +301,44 @@ func (s *Scheduler) score(c *cycle, feasible []*NodeInfo) error {
 	for i := range pod.Spec.Containers {
 		c.images = append(c.images, normalizedImageName(pod.Spec.Containers[i].Image))
 	}
+	return nil
+}
 
-	scorers := make([]scorer, 0, 7)
-	scorers = append(scorers, scorer{weightTaintToleration, scoreTaints, func(_ *cycle, _ []*NodeInfo, sc []int64) { normalizeDefault(sc, true) }})
+// scorersFor returns the score plugins that score the pod of c: those
+// whose PreScore did not skip it.
+func scorersFor(c *cycle) []scorer {
+	out := make([]scorer, 0, 7)
+	out = append(out, scorer{"TaintToleration", weightTaintToleration, scoreTaints,
+		func(_ *cycle, _ []*NodeInfo, sc []int64) { normalizeDefault(sc, true) }})
 	if c.preferredNodeAffinity != nil {
-		scorers = append(scorers, scorer{weightNodeAffinity, scoreNodeAffinity, func(_ *cycle, _ []*NodeInfo, sc []int64) { normalizeDefault(sc, false) }})
+		out = append(out, scorer{"NodeAffinity", weightNodeAffinity, scoreNodeAffinity,
+			func(_ *cycle, _ []*NodeInfo, sc []int64) { normalizeDefault(sc, false) }})
 	}
 	if c.spreadScore != nil {
-		scorers = append(scorers, scorer{weightPodTopologySpread, scoreSpread, normalizeSpread})
+		out = append(out, scorer{"PodTopologySpread", weightPodTopologySpread, scoreSpread, normalizeSpread})
 	}
 	if c.interPodScore != nil {
-		scorers = append(scorers, scorer{weightInterPodAffinity, scoreInterPod, func(_ *cycle, _ []*NodeInfo, sc []int64) { normalizeInterPod(sc) }})
+		out = append(out, scorer{"InterPodAffinity", weightInterPodAffinity, scoreInterPod,
+			func(_ *cycle, _ []*NodeInfo, sc []int64) { normalizeInterPod(sc) }})
 	}
-	scorers = append(scorers, scorer{weightFit, scoreLeastAllocated, nil})
+	out = append(out, scorer{"NodeResourcesFit", weightFit, scoreLeastAllocated, nil})
 	if !c.skipBalanced {
-		scorers = append(scorers, scorer{weightBalanced, scoreBalanced, nil})
+		out = append(out, scorer{"NodeResourcesBalancedAllocation", weightBalanced, scoreBalanced, nil})
 	}
-	scorers = append(scorers, scorer{weightImageLocality, scoreImageLocality, nil})
+	out = append(out, scorer{"ImageLocality", weightImageLocality, scoreImageLocality, nil})
+	return out
+}
 
+// score sums, per feasible node, the weighted normalized scores into
+// s.total.
+func (s *Scheduler) score(c *cycle, feasible []*NodeInfo) error {
+	if err := preScore(c, feasible); err != nil {
+		return err
+	}
 	s.total = resize(s.total, len(feasible))
 	clear(s.total)
 	s.scores = resize(s.scores, len(feasible))
-	for _, sc := range scorers {
+	for _, sc := range scorersFor(c) {
 		for i, n := range feasible {
 			s.scores[i] = sc.score(c, n)
 		}
