@@ -277,3 +277,5 @@ func normalizedScores(t *testing.T, p *corev1.Pod, snap *Snapshot, plugin string
 	}
 	return nil, false
 }
+
+func resourceMust(s string) resource.Quantity { return resource.MustParse(s) }
