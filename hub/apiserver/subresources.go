@@ -170,6 +170,22 @@ func (q *request) binding() error {
 			return nil, apierrors.NewConflict(q.res.gr, q.ri.name, fmt.Errorf("pod %s is already assigned to node %q", q.ri.name, pod.Spec.NodeName))
 		}
 		pod.Spec.NodeName = b.Target.Name
+		// As upstream's binding: the pod is scheduled now, whatever an
+		// earlier attempt reported.
+		scheduled := false
+		for i := range pod.Status.Conditions {
+			c := &pod.Status.Conditions[i]
+			if c.Type != corev1.PodScheduled {
+				continue
+			}
+			scheduled = true
+			if c.Status != corev1.ConditionTrue {
+				*c = corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(q.s.now())}
+			}
+		}
+		if !scheduled {
+			pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(q.s.now())})
+		}
 		for k, v := range b.Annotations {
 			if pod.Annotations == nil {
 				pod.Annotations = map[string]string{}

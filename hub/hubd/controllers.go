@@ -10,6 +10,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers/job"
 	"github.com/outpost-mesh/outpost/hub/controllers/manager"
 	"github.com/outpost-mesh/outpost/hub/controllers/ttlafterfinished"
+	"github.com/outpost-mesh/outpost/hub/scheduler"
 )
 
 // newControllerManager returns the manager of the hub's controllers and
@@ -49,6 +50,7 @@ func controllerList() []manager.Controller {
 		{Name: "job", Identity: cm, New: runner(job.New)},
 		{Name: "cronjob", Identity: cm, New: runner(cronjob.New)},
 		{Name: "ttl-after-finished", Identity: cm, New: runner(ttlafterfinished.New)},
+		{Name: "scheduler", Identity: auth.SchedulerUser, New: runner(scheduler.New)},
 	}
 }
 
