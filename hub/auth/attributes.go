@@ -36,6 +36,16 @@ type Attributes struct {
 	// its body, which ParseAttributes does not read: a caller that needs
 	// it (see NeedsCreateName) sets it.
 	Name string
+	// BoundObject is, for a create of serviceaccounts/token, the object
+	// the TokenRequest's spec.boundObjectRef names, which is in the body:
+	// a caller that needs it (see NeedsBoundObject) decodes the body as the
+	// API server will and sets it. Nil when the request binds none.
+	BoundObject *BoundObject
+}
+
+// BoundObject is the spec.boundObjectRef of a TokenRequest.
+type BoundObject struct {
+	APIVersion, Kind, Name, UID string
 }
 
 // ParseAttributes returns the attributes of a request with method on path

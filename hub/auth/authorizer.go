@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/outpost-mesh/outpost/internal/podrefs"
 )
 
 // Decision is the outcome of authorizing one request.
@@ -31,14 +33,23 @@ type Pods interface {
 	OnNode(ctx context.Context, node string) ([]*corev1.Pod, error)
 }
 
-// Authorizer decides whether an authenticated user may make a request:
+// Authorizer decides whether an authenticated user may make a request.
+// There is no RBAC yet; until there is, these are the only grants:
 //
 //   - members of system:masters may do anything;
+//   - the controller manager and the scheduler (users
+//     system:kube-controller-manager and system:kube-scheduler) may do
+//     anything too, for now: upstream's bootstrap roles for them are
+//     broad, and RBAC will narrow them to those roles;
 //   - nodes (user system:node:<name> in group system:nodes) get upstream's
 //     Node authorizer and NodeRestriction rules for what the hub serves
 //     (see Decide);
-//   - any other user may only read discovery, health, version and OpenAPI.
-//     There is no RBAC yet, so no other grant exists;
+//   - service accounts (user system:serviceaccount:<ns>:<name> in group
+//     system:serviceaccounts) may get, list and watch any object but
+//     secrets in their own namespace, and nothing else: an interim
+//     read-only policy until RBAC, so that a pod's client can read what
+//     it runs among (and kube-root-ca.crt) without reading credentials;
+//   - any other user may only read discovery, health, version and OpenAPI;
 //   - Anonymous may only get /healthz, /livez, /readyz and /version
 //     (upstream's system:public-info-viewer, which it grants
 //     system:unauthenticated), whatever its groups say.
@@ -75,15 +86,25 @@ func (z *Authorizer) Authorize(ctx context.Context, u User, a Attributes) (Decis
 		if pods, err = z.pods.OnNode(ctx, node); err != nil {
 			return Decision{}, fmt.Errorf("authorize: pods on node %s: %w", node, err)
 		}
+	case checkTokenPod:
+		name := a.BoundObject.Name
+		p, err := z.pods.Get(ctx, a.Namespace, name)
+		if err != nil {
+			return Decision{}, fmt.Errorf("authorize: get pod %s/%s: %w", a.Namespace, name, err)
+		}
+		if p != nil {
+			pods = []*corev1.Pod{p}
+		}
 	}
 	return finish(u, a, check, pods), nil
 }
 
 // Decide decides on u's request a given pods, without I/O. pods are those
 // the decision involves: the pod a node's pod status update or delete
-// names (none when it does not exist), or the pods bound to the node for a
+// names (none when it does not exist), the pods bound to the node for a
 // node's get of a secret, config map, service account or persistent volume
-// claim; other requests ignore them. Decide checks each pod's namespace,
+// claim, or the pod a node's token request binds its token to; other
+// requests ignore them. Decide checks each pod's namespace,
 // name and spec.nodeName itself, so extra pods do no harm.
 //
 // A node may:
@@ -95,6 +116,9 @@ func (z *Authorizer) Authorize(ctx context.Context, u User, a Attributes) (Decis
 //     list or watch them;
 //   - create, update and patch its own Node and its status;
 //   - update and patch the status of pods bound to it, and delete them;
+//   - create a token (serviceaccounts/token) for the service account of a
+//     pod bound to it, bound to that pod (boundObjectRef a v1 Pod with the
+//     pod's UID), as upstream's node authorizer and NodeRestriction allow;
 //   - get, create, update, patch and delete its Lease (its own name, in
 //     kube-node-lease, coordination.k8s.io);
 //   - create, patch and update events (core and events.k8s.io);
@@ -119,12 +143,22 @@ const (
 	checkNone       check = iota // decided by user and attributes alone
 	checkBoundPod                // the named pod must be bound to the node
 	checkReferenced              // a pod bound to the node must reference the object
+	checkTokenPod                // the token's pod must be bound to the node and run as the service account
 )
 
 var allow = Decision{Allowed: true}
 
+// Users with interim grants until RBAC, as upstream names them.
+const (
+	ControllerManagerUser = "system:kube-controller-manager"
+	SchedulerUser         = "system:kube-scheduler"
+)
+
 // noRBAC is the reason other users are denied.
-const noRBAC = "only members of system:masters and nodes are authorized: the hub has no RBAC yet"
+const noRBAC = "the hub has no RBAC yet: only members of system:masters, the controller manager, the scheduler and nodes are authorized, and service accounts may only get, list and watch objects other than secrets in their own namespace"
+
+// serviceAccountDenied is the reason a service account is denied.
+const serviceAccountDenied = "the hub has no RBAC yet: service accounts may only get, list and watch objects other than secrets in their own namespace"
 
 // anonymousDenied is the reason Anonymous is denied.
 const anonymousDenied = "a request without credentials may only get /healthz, /livez, /readyz and /version"
@@ -138,7 +172,7 @@ func decide(u User, a Attributes) (Decision, check) {
 		}
 		return Decision{Reason: anonymousDenied}, checkNone
 	}
-	if u.InGroup(MastersGroup) {
+	if u.InGroup(MastersGroup) || u.Name == ControllerManagerUser || u.Name == SchedulerUser {
 		return allow, checkNone
 	}
 	if u.Name == ControllerManagerUser || u.Name == SchedulerUser {
@@ -152,11 +186,28 @@ func decide(u User, a Attributes) (Decision, check) {
 		}
 		return Decision{}, checkNone
 	}
-	node, ok := u.NodeName()
-	if !ok {
-		return Decision{Reason: noRBAC}, checkNone
+	if node, ok := u.NodeName(); ok {
+		return decideNode(node, a)
 	}
-	return decideNode(node, a)
+	if ns, _, ok := u.ServiceAccount(); ok {
+		return decideServiceAccount(ns, a), checkNone
+	}
+	return Decision{Reason: noRBAC}, checkNone
+}
+
+// decideServiceAccount applies the interim service account policy to a
+// resource request of a service account of namespace ns: get, list and
+// watch of anything but secrets in ns, and of no subresource but status
+// (logs, exec and the like are not objects to read).
+func decideServiceAccount(ns string, a Attributes) Decision {
+	read := a.Verb == "get" || a.Verb == "list" || a.Verb == "watch"
+	switch {
+	case !read, a.Namespace != ns, a.Subresource != "" && a.Subresource != "status":
+	case a.APIGroup == "" && a.Resource == "secrets":
+	default:
+		return allow
+	}
+	return Decision{Reason: serviceAccountDenied}
 }
 
 // publicInfoPath reports whether anyone, authenticated or not, may get
@@ -189,9 +240,10 @@ func publicPath(path string) bool {
 type groupResource struct{ group, resource string }
 
 var (
-	grNodes  = groupResource{"", "nodes"}
-	grPods   = groupResource{"", "pods"}
-	grLeases = groupResource{"coordination.k8s.io", "leases"}
+	grNodes           = groupResource{"", "nodes"}
+	grPods            = groupResource{"", "pods"}
+	grServiceAccounts = groupResource{"", "serviceaccounts"}
+	grLeases          = groupResource{"coordination.k8s.io", "leases"}
 
 	// nodeReadable are what a node may get, list and watch.
 	nodeReadable = map[groupResource]bool{
@@ -226,6 +278,17 @@ func decideNode(node string, a Attributes) (Decision, check) {
 		return allow, checkNone
 	}
 	switch {
+	case gr == grServiceAccounts && a.Subresource == "token" && a.Verb == "create":
+		ref := a.BoundObject
+		switch {
+		case a.Namespace == "" || a.Name == "":
+		case ref == nil || ref.APIVersion != "v1" || ref.Kind != "Pod" || ref.Name == "":
+			return Decision{Reason: "node requested token not bound to a pod"}, checkNone
+		case ref.UID == "":
+			return Decision{Reason: "node requested token with a pod binding without a uid"}, checkNone
+		default:
+			return Decision{}, checkTokenPod
+		}
 	case gr == grNodes:
 		write := a.Verb == "update" || a.Verb == "patch" || a.Verb == "create" && a.Subresource == ""
 		if write && (a.Subresource == "" || a.Subresource == "status") {
@@ -299,8 +362,51 @@ func finish(u User, a Attributes, c check, pods []*corev1.Pod) Decision {
 			}
 		}
 		return Decision{Reason: fmt.Sprintf("no relationship found between node '%s' and this object", node)}
+	case checkTokenPod:
+		ref := a.BoundObject
+		for _, p := range pods {
+			if p.Namespace != a.Namespace || p.Name != ref.Name {
+				continue
+			}
+			switch {
+			case p.Spec.NodeName != node:
+				return Decision{Reason: "node requested token bound to a pod scheduled on a different node"}
+			case string(p.UID) != ref.UID:
+				return Decision{Reason: fmt.Sprintf("the UID in the bound object reference (%s) does not match the UID in record. The object might have been deleted and then recreated", ref.UID)}
+			case podServiceAccount(p) != a.Name:
+				return Decision{Reason: fmt.Sprintf("no relationship found between node '%s' and this object", node)}
+			}
+			return allow
+		}
+		return Decision{Reason: fmt.Sprintf("no relationship found between node '%s' and this object", node)}
 	}
 	return Decision{}
+}
+
+// podServiceAccount is the service account pod runs as.
+func podServiceAccount(p *corev1.Pod) string {
+	found := ""
+	podrefs.Visit(p, func(r, n string) bool {
+		if r == podrefs.ServiceAccounts {
+			found = n
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// NeedsBoundObject reports whether deciding on u's request a needs the
+// object a TokenRequest binds its token to, which is in the request body:
+// a node's create of serviceaccounts/token is allowed only for a pod bound
+// to it. The caller then decodes the body as the API server will and sets
+// a.BoundObject; left nil, the create is denied.
+func NeedsBoundObject(u User, a Attributes) bool {
+	if a.Verb != "create" || !a.ResourceRequest || a.APIGroup != "" || a.Resource != "serviceaccounts" || a.Subresource != "token" || u.InGroup(MastersGroup) {
+		return false
+	}
+	_, ok := u.NodeName()
+	return ok
 }
 
 // NeedsCreateName reports whether deciding on u's request a needs the name

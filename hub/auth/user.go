@@ -1,7 +1,9 @@
 // Package auth decides who may do what on the hub: the user a verified client
-// certificate names, the attributes of a Kubernetes API request, the
-// authorizer (system:masters and nodes; there is no RBAC yet) and the
-// bootstrap tokens nodes join with. It does no I/O but through the lookups
+// certificate or service account token names, the attributes of a
+// Kubernetes API request, the authorizer (system:masters, the controller
+// manager and scheduler, nodes and service accounts; there is no RBAC yet),
+// the service account tokens the hub signs, and the bootstrap tokens nodes
+// join with. It does no I/O but through the lookups
 // its user hands it; the hub's composition root adapts the store to them.
 package auth
 

@@ -1,0 +1,162 @@
+package auth
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+var (
+	controllerManager = User{Name: "system:kube-controller-manager"}
+	scheduler         = User{Name: "system:kube-scheduler"}
+	saWeb             = ServiceAccountUser("default", "web")
+	// A service account's name without its group is no service account.
+	saNameOnly = User{Name: "system:serviceaccount:default:web"}
+)
+
+// bound sets the boundObjectRef a token request carries in its body.
+func bound(a Attributes, kind, name, uid string) Attributes {
+	a.BoundObject = &BoundObject{APIVersion: "v1", Kind: kind, Name: name, UID: uid}
+	return a
+}
+
+// TestDecideInterimGrants covers the grants that stand in for RBAC: the
+// controller manager and scheduler, service accounts, and nodes' token
+// requests.
+func TestDecideInterimGrants(t *testing.T) {
+	// Each pod's UID is uid-<name>.
+	runsAs := func(sa string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) { p.UID = types.UID("uid-" + p.Name); p.Spec.ServiceAccountName = sa }
+	}
+	podA := pod("default", "web-a", "edge-a", runsAs("web"))
+	podB := pod("default", "web-b", "edge-b", runsAs("web"))
+	defaultSA := pod("default", "plain", "edge-a", func(p *corev1.Pod) { p.UID = "uid-plain" })
+	pods := []*corev1.Pod{podA, podB, defaultSA}
+	const token = "POST /api/v1/namespaces/default/serviceaccounts/web/token"
+	noRelation := "no relationship found between node 'edge-a' and this object"
+
+	for _, tc := range []struct {
+		user    User
+		req     Attributes
+		pods    []*corev1.Pod
+		allowed bool
+		reason  string
+	}{
+		// The controller manager and the scheduler may do anything.
+		{user: controllerManager, req: req("POST /apis/apps/v1/namespaces/default/replicasets"), allowed: true},
+		{user: controllerManager, req: req("DELETE /api/v1/namespaces/default/secrets/x"), allowed: true},
+		{user: scheduler, req: req("POST /api/v1/namespaces/default/pods/web/binding"), allowed: true},
+		{user: scheduler, req: req("GET /api/v1/nodes?watch=true"), allowed: true},
+		{user: User{Name: "system:kube-proxy"}, req: req("GET /api/v1/nodes"), reason: noRBAC},
+
+		// Service accounts read their own namespace, but not its secrets.
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/pods"), allowed: true},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/pods/web-a"), allowed: true},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/pods/web-a/status"), allowed: true},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/configmaps/kube-root-ca.crt"), allowed: true},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/configmaps?watch=true"), allowed: true},
+		{user: saWeb, req: req("GET /apis/apps/v1/namespaces/default/deployments"), allowed: true},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default"), allowed: true},
+		{user: saWeb, req: req("GET /api"), allowed: true},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/secrets"), reason: serviceAccountDenied},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/secrets/db"), reason: serviceAccountDenied},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/secrets?watch=1"), reason: serviceAccountDenied},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/pods/web-a/log"), reason: serviceAccountDenied},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/pods/web-a/exec"), reason: serviceAccountDenied},
+		{user: saWeb, req: req("GET /api/v1/namespaces/other/pods"), reason: serviceAccountDenied},
+		{user: saWeb, req: req("GET /api/v1/pods"), reason: serviceAccountDenied},
+		{user: saWeb, req: req("GET /api/v1/nodes"), reason: serviceAccountDenied},
+		{user: saWeb, req: req("POST /api/v1/namespaces/default/configmaps"), reason: serviceAccountDenied},
+		{user: saWeb, req: req("DELETE /api/v1/namespaces/default/pods/web-a"), reason: serviceAccountDenied},
+		{user: saWeb, req: req(token), reason: serviceAccountDenied},
+		{user: saWeb, req: req("GET /metrics"), reason: "-"},
+		{user: saNameOnly, req: req("GET /api/v1/namespaces/default/pods"), reason: noRBAC},
+
+		// A node asks tokens for its own pods' service accounts, bound to
+		// those pods.
+		{user: nodeA, req: bound(req(token), "Pod", "web-a", "uid-web-a"), pods: pods, allowed: true},
+		{user: nodeA, req: bound(req("POST /api/v1/namespaces/default/serviceaccounts/default/token"), "Pod", "plain", "uid-plain"), pods: pods, allowed: true},
+		{user: nodeA, req: bound(req(token), "Pod", "web-b", "uid-web-b"), pods: pods, reason: "node requested token bound to a pod scheduled on a different node"},
+		{user: nodeA, req: bound(req(token), "Pod", "web-a", "uid-old"), pods: pods, reason: "the UID in the bound object reference (uid-old) does not match the UID in record. The object might have been deleted and then recreated"},
+		{user: nodeA, req: bound(req("POST /api/v1/namespaces/default/serviceaccounts/admin/token"), "Pod", "web-a", "uid-web-a"), pods: pods, reason: noRelation},
+		{user: nodeA, req: bound(req(token), "Pod", "missing", "uid-missing"), pods: pods, reason: noRelation},
+		{user: nodeA, req: bound(req(token), "Pod", "web-a", ""), pods: pods, reason: "node requested token with a pod binding without a uid"},
+		{user: nodeA, req: bound(req(token), "Secret", "web-a", "uid-web-a"), pods: pods, reason: "node requested token not bound to a pod"},
+		{user: nodeA, req: req(token), pods: pods, reason: "node requested token not bound to a pod"},
+		{user: nodeA, req: bound(req("GET /api/v1/namespaces/default/serviceaccounts/web/token"), "Pod", "web-a", "uid-web-a"), pods: pods, reason: "cannot read subresource"},
+		// in another namespace, the pod of the same name is not the same pod
+		{user: nodeA, req: bound(req("POST /api/v1/namespaces/other/serviceaccounts/web/token"), "Pod", "web-a", "uid-web-a"), pods: pods, reason: noRelation},
+	} {
+		d := Decide(tc.user, tc.req, tc.pods)
+		want := Decision{Allowed: tc.allowed, Reason: tc.reason}
+		if tc.reason == "-" {
+			want.Reason = ""
+		}
+		if d != want {
+			t.Errorf("Decide(%s, %s %s bound %+v) = %+v, want %+v", tc.user.Name, tc.req.Verb, tc.req.Path, tc.req.BoundObject, d, want)
+		}
+	}
+}
+
+// TestAuthorizeTokenPod checks that a node's token request looks up the
+// pod its token is to be bound to, and only that.
+func TestAuthorizeTokenPod(t *testing.T) {
+	podA := pod("default", "web-a", "edge-a", func(p *corev1.Pod) { p.UID = "u1"; p.Spec.ServiceAccountName = "web" })
+	pods := &fakePods{pods: []*corev1.Pod{podA}}
+	a := bound(req("POST /api/v1/namespaces/default/serviceaccounts/web/token"), "Pod", "web-a", "u1")
+	d, err := NewAuthorizer(pods).Authorize(context.Background(), nodeA, a)
+	if err != nil || !d.Allowed || pods.gets != 1 || pods.lists != 0 {
+		t.Errorf("Authorize(node token request) = %+v, %v with %d gets, %d lists; want allowed with 1 get", d, err, pods.gets, pods.lists)
+	}
+	pods.gets = 0
+	a.BoundObject = nil
+	if d, err := NewAuthorizer(pods).Authorize(context.Background(), nodeA, a); err != nil || d.Allowed || pods.gets != 0 {
+		t.Errorf("Authorize(unbound node token request) = %+v, %v with %d gets; want denied without lookup", d, err, pods.gets)
+	}
+}
+
+func TestNeedsBoundObject(t *testing.T) {
+	for _, tc := range []struct {
+		user User
+		req  string
+		want bool
+	}{
+		{nodeA, "POST /api/v1/namespaces/default/serviceaccounts/web/token", true},
+		{nodeA, "GET /api/v1/namespaces/default/serviceaccounts/web", false},
+		{nodeA, "POST /api/v1/namespaces/default/pods/web/binding", false},
+		{admin, "POST /api/v1/namespaces/default/serviceaccounts/web/token", false},
+		{saWeb, "POST /api/v1/namespaces/default/serviceaccounts/web/token", false},
+		{bob, "POST /api/v1/namespaces/default/serviceaccounts/web/token", false},
+	} {
+		if got := NeedsBoundObject(tc.user, req(tc.req)); got != tc.want {
+			t.Errorf("NeedsBoundObject(%s, %s) = %v, want %v", tc.user.Name, tc.req, got, tc.want)
+		}
+	}
+}
+
+func TestServiceAccountUser(t *testing.T) {
+	u := ServiceAccountUser("prod", "api")
+	if u.Name != "system:serviceaccount:prod:api" || strings.Join(u.Groups, ",") != "system:serviceaccounts,system:serviceaccounts:prod,system:authenticated" {
+		t.Errorf("ServiceAccountUser(prod, api) = %+v", u)
+	}
+	for _, tc := range []struct {
+		user     User
+		ns, name string
+		ok       bool
+	}{
+		{u, "prod", "api", true},
+		{User{Name: "system:serviceaccount:prod:api"}, "", "", false},
+		{User{Name: "system:serviceaccount:prod", Groups: []string{ServiceAccountsGroup}}, "", "", false},
+		{User{Name: "system:serviceaccount::api", Groups: []string{ServiceAccountsGroup}}, "", "", false},
+		{User{Name: "system:serviceaccount:prod:api:x", Groups: []string{ServiceAccountsGroup}}, "", "", false},
+		{nodeA, "", "", false},
+	} {
+		ns, name, ok := tc.user.ServiceAccount()
+		if ns != tc.ns || name != tc.name || ok != tc.ok {
+			t.Errorf("%+v.ServiceAccount() = %q, %q, %v; want %q, %q, %v", tc.user, ns, name, ok, tc.ns, tc.name, tc.ok)
+		}
+	}
+}
