@@ -98,6 +98,11 @@ func (s *Server) resourceList(gv schema.GroupVersion) *metav1.APIResourceList {
 				Name: res.Plural + "/scale", Namespaced: res.Namespaced, Group: "autoscaling", Version: "v1", Kind: "Scale", Verbs: subVerbs,
 			})
 		}
+		if res.Token != nil && s.cfg.Tokens != nil {
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: res.Plural + "/token", Namespaced: res.Namespaced, Group: "authentication.k8s.io", Version: "v1", Kind: "TokenRequest", Verbs: createVerbs,
+			})
+		}
 		if res.gvr.Resource == "pods" && gv.Group == "" {
 			list.APIResources = append(list.APIResources,
 				metav1.APIResource{Name: "pods/binding", Namespaced: true, Kind: "Binding", Verbs: createVerbs},

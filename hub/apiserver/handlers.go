@@ -44,6 +44,8 @@ func (q *request) serve() {
 		err = q.binding()
 	case q.ri.subresource == "eviction" && q.res.gvr.Resource == "pods" && q.verb == "create":
 		err = q.eviction()
+	case q.ri.subresource == "token" && q.res.Token != nil && q.verb == "create":
+		err = q.serveToken()
 	case q.ri.subresource != "":
 		// A subresource not served here, such as pods/log until the hub
 		// can reach containers: upstream's answer to a path it lacks, not

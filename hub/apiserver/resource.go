@@ -32,6 +32,10 @@ type Resource struct {
 	Generation bool
 	// Scale serves the scale subresource (autoscaling/v1 Scale), or nil.
 	Scale *ScaleRules
+	// Token serves the token subresource (a create of an
+	// authentication.k8s.io/v1 TokenRequest) with Config.Tokens, or nil;
+	// only service accounts have one.
+	Token *TokenRules
 	// Rules are the resource's defaults, validation, fields and columns.
 	Rules Rules
 }

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -37,7 +38,8 @@ func init() {
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme,
 		coordinationv1.AddToScheme, discoveryv1.AddToScheme, eventsv1.AddToScheme,
-		autoscalingv1.AddToScheme, policyv1.AddToScheme, metav1.AddMetaToScheme,
+		autoscalingv1.AddToScheme, policyv1.AddToScheme, authenticationv1.AddToScheme,
+		metav1.AddMetaToScheme,
 	} {
 		utilruntime.Must(add(Scheme))
 	}

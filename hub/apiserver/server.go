@@ -51,6 +51,9 @@ type Config struct {
 	// Admission is asked about every create and update before it is
 	// written; nil admits them all.
 	Admission Admission
+	// Tokens signs the tokens of the serviceaccounts/token subresource;
+	// nil serves no such subresource (404), as without a signing key.
+	Tokens TokenIssuer
 	// WatchCacheBytes bounds the encoded watch events kept to share
 	// between watchers (see eventCache): default 16 MiB, at most 4,096
 	// events.
