@@ -36,16 +36,26 @@ const readyTimeout = 2 * time.Second
 // apiHandler serves the hub's HTTP API: the Kubernetes API under /api and
 // /apis, OpenAPI, the health endpoints and /version. A request needs the
 // authorizer's consent as the user of its client certificate, which must be
-// signed by the hub CA, or as auth.Anonymous when it presents none: then
+// signed by the hub CA, or of its service account token when it presents
+// no certificate, or as auth.Anonymous when it presents neither: then
 // only health and version are served, and the rest is answered 401.
 type apiHandler struct {
 	// served counts the requests served, for idleReturn.
 	served atomic.Uint64
 	store  store.Reader
 	authn  *certAuthenticator
+	// tokens authenticates bearer tokens; nil refuses them all (401). Set
+	// it before serving.
+	tokens tokenAuthenticator
 	authz  *auth.Authorizer
 	log    *slog.Logger
 	mux    *http.ServeMux
+}
+
+// tokenAuthenticator authenticates the bearer token of a request: errors
+// wrapping auth.ErrInvalidToken refuse it, others are failed lookups.
+type tokenAuthenticator interface {
+	Authenticate(ctx context.Context, token string) (auth.User, error)
 }
 
 func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger, api http.Handler, spec *openapi.Spec, metrics http.Handler) *apiHandler {
@@ -83,32 +93,53 @@ func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger, api 
 func (h *apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-	user, ok := h.authenticate(r)
-	if !ok {
+	user, ok, err := h.authenticate(r)
+	switch {
+	case err != nil:
+		h.log.Warn("authentication failed", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+		writeStatus(rec, http.StatusInternalServerError, "InternalError", "Internal error occurred: authentication failed")
+	case !ok:
 		writeStatus(rec, http.StatusUnauthorized, "Unauthorized", "Unauthorized")
-	} else {
+	default:
 		h.serveAs(rec, r, user)
 	}
 	h.log.Debug("api request", "method", r.Method, "path", r.URL.Path, "user", user.Name,
 		"code", rec.code, "remote", r.RemoteAddr, "duration", time.Since(start))
 }
 
-// authenticate returns the user of r: auth.Anonymous when it presents no
-// client certificate, else the user its certificate names if that chains
-// to the hub CA for client authentication. A certificate that does not
-// fails the request, as upstream's x509 authenticator fails it, rather
-// than making it anonymous.
-func (h *apiHandler) authenticate(r *http.Request) (auth.User, bool) {
+// authenticate returns the user of r: the user its client certificate
+// names if that chains to the hub CA for client authentication; else,
+// without a certificate, the service account of its bearer token if the
+// token holds; else auth.Anonymous. A certificate or token that does not
+// hold fails the request (false), as upstream's authenticators fail it,
+// rather than making it anonymous. An error is a failed lookup: nothing
+// was decided.
+func (h *apiHandler) authenticate(r *http.Request) (auth.User, bool, error) {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
-		return auth.Anonymous, true
+		token, ok := bearerToken(r)
+		if !ok {
+			return auth.Anonymous, true, nil
+		}
+		if h.tokens == nil {
+			return auth.User{}, false, nil
+		}
+		u, err := h.tokens.Authenticate(r.Context(), token)
+		switch {
+		case errors.Is(err, auth.ErrInvalidToken):
+			h.log.Debug("bearer token rejected", "remote", r.RemoteAddr, "err", err)
+			return auth.User{}, false, nil
+		case err != nil:
+			return auth.User{}, false, err
+		}
+		return u, true, nil
 	}
 	if err := h.authn.verify(r.TLS.PeerCertificates); err != nil {
 		h.log.Debug("client certificate rejected", "remote", r.RemoteAddr, "subject", r.TLS.PeerCertificates[0].Subject.String(), "err", err)
-		return auth.User{}, false
+		return auth.User{}, false, nil
 	}
 	// The leaf just verified (or was remembered whole, by the hash of the
 	// chain): its subject is the user and its groups.
-	return auth.UserFromCertificate(r.TLS.PeerCertificates[0]), true
+	return auth.UserFromCertificate(r.TLS.PeerCertificates[0]), true, nil
 }
 
 // serveAs serves r for user, who is authenticated: if the authorizer
@@ -136,6 +167,14 @@ func (h *apiHandler) authorize(w http.ResponseWriter, r *http.Request, user auth
 			return false
 		}
 		attrs.Name = name
+	}
+	if auth.NeedsBoundObject(user, attrs) {
+		ref, err := tokenBoundObject(r)
+		if err != nil {
+			writeStatus(w, http.StatusBadRequest, "BadRequest", err.Error())
+			return false
+		}
+		attrs.BoundObject = ref
 	}
 	d, err := h.authz.Authorize(r.Context(), user, attrs)
 	if err != nil {
