@@ -125,7 +125,9 @@ func (z *Authorizer) Authorize(ctx context.Context, u User, a Attributes) (Decis
 //   - read discovery, health, version and OpenAPI, as any user may.
 //
 // The hub's controllers (ControllerManagerUser) and scheduler
-// (SchedulerUser) may do anything, until the hub has RBAC.
+// (SchedulerUser) may do anything, until the hub has RBAC. A service
+// account may get, list and watch anything but secrets in its own
+// namespace (no subresource but status), until then too.
 //
 // Anything else is denied.
 func Decide(u User, a Attributes, pods []*corev1.Pod) Decision {
@@ -148,12 +150,6 @@ const (
 
 var allow = Decision{Allowed: true}
 
-// Users with interim grants until RBAC, as upstream names them.
-const (
-	ControllerManagerUser = "system:kube-controller-manager"
-	SchedulerUser         = "system:kube-scheduler"
-)
-
 // noRBAC is the reason other users are denied.
 const noRBAC = "the hub has no RBAC yet: only members of system:masters, the controller manager, the scheduler and nodes are authorized, and service accounts may only get, list and watch objects other than secrets in their own namespace"
 
@@ -172,7 +168,7 @@ func decide(u User, a Attributes) (Decision, check) {
 		}
 		return Decision{Reason: anonymousDenied}, checkNone
 	}
-	if u.InGroup(MastersGroup) || u.Name == ControllerManagerUser || u.Name == SchedulerUser {
+	if u.InGroup(MastersGroup) {
 		return allow, checkNone
 	}
 	if u.Name == ControllerManagerUser || u.Name == SchedulerUser {

@@ -25,8 +25,6 @@ const (
 	// ServiceAccountGroupPrefix+<namespace> those of one namespace.
 	ServiceAccountsGroup      = "system:serviceaccounts"
 	ServiceAccountGroupPrefix = "system:serviceaccounts:"
-	// AuthenticatedGroup holds every user a token authenticated.
-	AuthenticatedGroup = "system:authenticated"
 )
 
 // ServiceAccountUser returns the user a token of service account

@@ -163,10 +163,10 @@ func loadSAKey(path string) (*ecdsa.PrivateKey, error) {
 
 // Where the API server keeps the objects tokens are bound to (see
 // podsPrefix).
-const (
-	serviceAccountsPrefix = "/registry/serviceaccounts/"
-	secretsPrefix         = "/registry/secrets/"
-	nodesPrefix           = "/registry/nodes/"
+var (
+	serviceAccountsPrefix = apiserver.KeyPrefix(schema.GroupResource{Resource: "serviceaccounts"})
+	secretsPrefix         = apiserver.KeyPrefix(schema.GroupResource{Resource: "secrets"})
+	nodesPrefix           = apiserver.KeyPrefix(schema.GroupResource{Resource: "nodes"})
 )
 
 // storeTokenObjects adapts the store to the token authenticator's
