@@ -1,4 +1,4 @@
-package serviceaccount
+package serviceaccount_test
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/outpost-mesh/outpost/hub/controllers"
+	"github.com/outpost-mesh/outpost/hub/controllers/serviceaccount"
 	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/internal/testca"
 	"github.com/outpost-mesh/outpost/internal/testlog"
@@ -53,7 +54,7 @@ func newContext(t *testing.T, client kubernetes.Interface, md metadata.Interface
 // the test ends.
 func run(t *testing.T, c controllers.Context, caPEM []byte) {
 	t.Helper()
-	ctl, err := New(c, caPEM)
+	ctl, err := serviceaccount.New(c, caPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,13 +88,13 @@ func TestController(t *testing.T) {
 		var cm *corev1.ConfigMap
 		wait.For(t, 20*time.Second, "default service account and kube-root-ca.crt in "+ns, func() (bool, string) {
 			var err error
-			if sa, err = cs.ServiceAccounts(ns).Get(ctx, DefaultName, metav1.GetOptions{}); err != nil {
+			if sa, err = cs.ServiceAccounts(ns).Get(ctx, serviceaccount.DefaultName, metav1.GetOptions{}); err != nil {
 				return false, err.Error()
 			}
-			if cm, err = cs.ConfigMaps(ns).Get(ctx, RootCAName, metav1.GetOptions{}); err != nil {
+			if cm, err = cs.ConfigMaps(ns).Get(ctx, serviceaccount.RootCAName, metav1.GetOptions{}); err != nil {
 				return false, err.Error()
 			}
-			if cm.Data[RootCAKey] != string(caPEM) || len(cm.Data) != 1 || cm.Annotations[DescriptionAnnotation] == "" {
+			if cm.Data[serviceaccount.RootCAKey] != string(caPEM) || len(cm.Data) != 1 || cm.Annotations[serviceaccount.DescriptionAnnotation] == "" {
 				return false, "config map holds " + strings.Join(keys(cm.Data), ",")
 			}
 			return true, ""
@@ -108,10 +109,10 @@ func TestController(t *testing.T) {
 	}
 	sa, cm := has("app")
 
-	if err := cs.ServiceAccounts("app").Delete(ctx, DefaultName, metav1.DeleteOptions{}); err != nil {
+	if err := cs.ServiceAccounts("app").Delete(ctx, serviceaccount.DefaultName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := cs.ConfigMaps("app").Delete(ctx, RootCAName, metav1.DeleteOptions{}); err != nil {
+	if err := cs.ConfigMaps("app").Delete(ctx, serviceaccount.RootCAName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sa2, cm2 := has("app")
@@ -120,7 +121,7 @@ func TestController(t *testing.T) {
 	}
 
 	edited := cm2.DeepCopy()
-	edited.Data[RootCAKey] = "not a CA"
+	edited.Data[serviceaccount.RootCAKey] = "not a CA"
 	edited.Data["extra"] = "x"
 	if _, err := cs.ConfigMaps("app").Update(ctx, edited, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -149,12 +150,12 @@ func TestControllerRefusals(t *testing.T) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "going"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}},
 	)
 	client.PrependReactor("create", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(corev1.Resource("serviceaccounts"), DefaultName, errors.New("no"))
+		return true, nil, apierrors.NewForbidden(corev1.Resource("serviceaccounts"), serviceaccount.DefaultName, errors.New("no"))
 	})
 	run(t, newContext(t, client, metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())), caPEM)
 	wait.For(t, 20*time.Second, "a FailedCreate event and the config map", func() (bool, string) {
 		evs, _ := client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
-		_, err := client.CoreV1().ConfigMaps("app").Get(context.Background(), RootCAName, metav1.GetOptions{})
+		_, err := client.CoreV1().ConfigMaps("app").Get(context.Background(), serviceaccount.RootCAName, metav1.GetOptions{})
 		for _, e := range evs.Items {
 			if e.Reason == "FailedCreate" && e.Type == corev1.EventTypeWarning && e.InvolvedObject.Name == "app" && err == nil {
 				return true, ""
@@ -170,7 +171,7 @@ func TestControllerRefusals(t *testing.T) {
 func TestNewRefusesABadCA(t *testing.T) {
 	c := newContext(t, fake.NewSimpleClientset(), metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()))
 	for _, ca := range []string{"", "junk", "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"} {
-		if _, err := New(c, []byte(ca)); err == nil {
+		if _, err := serviceaccount.New(c, []byte(ca)); err == nil {
 			t.Errorf("New with CA %q succeeded", ca)
 		}
 	}
