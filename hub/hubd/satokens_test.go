@@ -104,8 +104,10 @@ func TestServiceAccountTokenAcceptance(t *testing.T) {
 	t.Cleanup(b.Shutdown)
 	cc := controllers.Context{
 		Client: admin, Metadata: md, Informers: informers.NewSharedInformerFactory(admin, 0),
-		Events: func(c string) record.EventRecorder { return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: c}) },
-		Clock:  clock.RealClock{}, Logger: log,
+		Events: func(c string) record.EventRecorder {
+			return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: c})
+		},
+		Clock: clock.RealClock{}, Logger: log,
 	}
 	sac, err := serviceaccount.New(cc, h.certs.CACertPEM)
 	if err != nil {
