@@ -40,8 +40,8 @@ func resources() []apiserver.Resource {
 
 // newAPI builds the Kubernetes API server and its OpenAPI documents over
 // st, with the admission chain (NodeRestriction).
-func newAPI(st store.Store, log *slog.Logger) (*apiserver.Server, *openapi.Spec, error) {
-	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(), Logger: log, Admission: admission.NodeRestriction{}})
+func newAPI(st store.Store, tokens apiserver.TokenIssuer, log *slog.Logger) (*apiserver.Server, *openapi.Spec, error) {
+	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(), Logger: log, Admission: admission.NodeRestriction{}, Tokens: tokens})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -9,20 +9,21 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers/cronjob"
 	"github.com/outpost-mesh/outpost/hub/controllers/job"
 	"github.com/outpost-mesh/outpost/hub/controllers/manager"
+	"github.com/outpost-mesh/outpost/hub/controllers/serviceaccount"
 	"github.com/outpost-mesh/outpost/hub/controllers/ttlafterfinished"
 	"github.com/outpost-mesh/outpost/hub/scheduler"
 )
 
 // newControllerManager returns the manager of the hub's controllers and
 // scheduler, each acting through the in-process API as its own identity.
-func newControllerManager(handler *apiHandler, log *slog.Logger) (*manager.Manager, error) {
+func newControllerManager(handler *apiHandler, caPEM []byte, log *slog.Logger) (*manager.Manager, error) {
 	users := map[string]auth.User{
 		auth.ControllerManagerUser: controllerManagerUser,
 		auth.SchedulerUser:         schedulerUser,
 	}
 	cfg := manager.DefaultConfig()
 	cfg.LeaseIdentity = auth.ControllerManagerUser
-	cfg.Controllers = controllerList()
+	cfg.Controllers = controllerList(caPEM)
 	cfg.Clients = func(identity string) (manager.Clients, error) {
 		u, ok := users[identity]
 		if !ok {
@@ -43,10 +44,11 @@ func newControllerManager(handler *apiHandler, log *slog.Logger) (*manager.Manag
 }
 
 // controllerList returns the controllers the hub runs, in the order they
-// are built.
-func controllerList() []manager.Controller {
+// are built; caPEM is the hub CA that pods are told to trust.
+func controllerList(caPEM []byte) []manager.Controller {
 	cm := auth.ControllerManagerUser
 	return []manager.Controller{
+		{Name: "serviceaccount", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return serviceaccount.New(c, caPEM) }},
 		{Name: "job", Identity: cm, New: runner(job.New)},
 		{Name: "cronjob", Identity: cm, New: runner(cronjob.New)},
 		{Name: "ttl-after-finished", Identity: cm, New: runner(ttlafterfinished.New)},

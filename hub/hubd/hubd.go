@@ -243,7 +243,11 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		}
 	}()
 
-	api, spec, err := newAPI(st, log)
+	tokens, err := newSATokens(DefaultSATokenConfig(filepath.Join(h.dataDir, PKIDir)), st)
+	if err != nil {
+		return err
+	}
+	api, spec, err := newAPI(st, tokens, log)
 	if err != nil {
 		return err
 	}
@@ -265,6 +269,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		return err
 	}
 	handler := newAPIHandler(st, certs.CAPool, log, mets.Middleware(api), spec, mets.Handler())
+	handler.tokens = tokens.authn
 
 	// The parts that run until the hub stops. They stop in the reverse
 	// of the order they depend on one another: the controllers first
@@ -342,7 +347,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 
 	var controlling *part
 	if h.cfg.Controllers {
-		mgr, err := newControllerManager(handler, log)
+		mgr, err := newControllerManager(handler, certs.CACertPEM, log)
 		if err != nil {
 			return err
 		}

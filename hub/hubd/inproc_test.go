@@ -30,7 +30,7 @@ func TestInprocAdmission(t *testing.T) {
 	}
 	defer st.Close()
 	log := testlog.New(t, slog.LevelInfo)
-	api, spec, err := newAPI(st, log)
+	api, spec, err := newAPI(st, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestInprocWatch(t *testing.T) {
 	}
 	defer st.Close()
 	log := testlog.New(t, slog.LevelInfo)
-	api, spec, err := newAPI(st, log)
+	api, spec, err := newAPI(st, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}

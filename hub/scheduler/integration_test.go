@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/outpost-mesh/outpost/hub/controllers"
+	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/hub/scheduler"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
@@ -97,7 +98,7 @@ func newPod(name, cpu string) *corev1.Pod {
 }
 
 func TestSchedulesAgainstARealHub(t *testing.T) {
-	h := hubtest.Start(t)
+	h := hubtest.Start(t, func(c *hubd.Config) { c.Controllers = false })
 	ctx := context.Background()
 	pods := h.Client.CoreV1().Pods("default")
 	startScheduler(t, h)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/controllers"
 	"github.com/outpost-mesh/outpost/hub/controllers/cronjob"
+	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/test/hubtest"
@@ -126,7 +127,7 @@ func TestFiresOnFakeClock(t *testing.T) {
 // controller on a fake clock: the job appears once the clock passes the
 // next minute, and its completion is seen.
 func TestFiresOnRealHub(t *testing.T) {
-	h := hubtest.Start(t)
+	h := hubtest.Start(t, func(c *hubd.Config) { c.Controllers = false })
 	ctx := context.Background()
 	clk := testingclock.NewFakeClock(time.Now())
 	run(t, controllers.Context{Client: h.Client, Metadata: h.Metadata, Clock: clk})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/controllers"
 	"github.com/outpost-mesh/outpost/hub/controllers/job"
+	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/test/hubtest"
@@ -28,7 +29,7 @@ import (
 // test ends.
 func startController(t *testing.T) *hubtest.Hub {
 	t.Helper()
-	h := hubtest.Start(t)
+	h := hubtest.Start(t, func(c *hubd.Config) { c.Controllers = false })
 	inf := informers.NewSharedInformerFactory(h.Client, 0)
 	events := record.NewBroadcaster()
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: h.Client.CoreV1().Events("")})
@@ -85,6 +86,7 @@ func jobPods(t *testing.T, h *hubtest.Hub, j *batchv1.Job) []corev1.Pod {
 func finish(t *testing.T, h *hubtest.Hub, p corev1.Pod, phase corev1.PodPhase, code int32) {
 	t.Helper()
 	now := metav1.Now()
+	p.ResourceVersion = "" // unconditional, as a kubelet's status report: the controller may have patched the pod meanwhile
 	p.Status.Phase = phase
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Image: "busybox", ImageID: "busybox",
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, StartedAt: now, FinishedAt: now}}}}

@@ -1,4 +1,4 @@
-package manager
+package manager_test
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/outpost-mesh/outpost/hub/controllers"
+	"github.com/outpost-mesh/outpost/hub/controllers/manager"
+	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/test/hubtest"
@@ -30,24 +32,26 @@ func (p probe) Run(ctx context.Context) error {
 // controllers; when it stops, it releases the Lease and the other takes
 // over.
 func TestLeaderElection(t *testing.T) {
-	h := hubtest.Start(t)
+	h := hubtest.Start(t, func(c *hubd.Config) { c.Controllers = false }) // only the two managers below
 	var running [2]atomic.Int32
 	var bgs [2]*wait.Background
 	for i := range 2 {
-		cfg := DefaultConfig()
+		cfg := manager.DefaultConfig()
 		cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
 		cfg.Holder = []string{"hub-a", "hub-b"}[i]
 		cfg.LeaseIdentity = "test"
-		cfg.Clients = func(string) (Clients, error) { return Clients{Client: h.Client, Metadata: h.Metadata}, nil }
+		cfg.Clients = func(string) (manager.Clients, error) {
+			return manager.Clients{Client: h.Client, Metadata: h.Metadata}, nil
+		}
 		cfg.Logger = testlog.New(t, slog.LevelInfo).With("hub", cfg.Holder)
 		n := &running[i]
-		cfg.Controllers = []Controller{{Name: "probe", Identity: "test", New: func(c controllers.Context) (Runner, error) {
+		cfg.Controllers = []manager.Controller{{Name: "probe", Identity: "test", New: func(c controllers.Context) (manager.Runner, error) {
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
 			return probe{running: n}, nil
 		}}}
-		m, err := New(cfg)
+		m, err := manager.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
