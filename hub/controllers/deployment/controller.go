@@ -136,7 +136,12 @@ func (c *Controller) next(ctx context.Context) bool {
 	case err == nil || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		c.queue.Forget(key)
 	case c.queue.NumRequeues(key) < maxRetries:
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case apierrors.IsConflict(err):
+			// A cache behind our own last write: the usual case.
+			c.log.Debug("sync conflicted, will retry", "deployment", key, "err", err)
+		default:
 			c.log.Info("sync failed, will retry", "deployment", key, "err", err)
 		}
 		c.queue.AddRateLimited(key)

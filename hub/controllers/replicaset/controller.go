@@ -120,7 +120,12 @@ func (c *Controller) next(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	if err := c.sync(ctx, key); err != nil {
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case apierrors.IsConflict(err):
+			// A cache behind our own last write: the usual case.
+			c.log.Debug("sync conflicted, will retry", "replicaset", key, "err", err)
+		default:
 			c.log.Info("sync failed, will retry", "replicaset", key, "err", err)
 		}
 		c.queue.AddRateLimited(key)
