@@ -66,7 +66,7 @@ func created(t time.Time) func(*corev1.Pod) {
 
 func ownedBy(uid types.UID) func(*corev1.Pod) {
 	return func(p *corev1.Pod) {
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "x", UID: uid, Controller: ptr.To(true)}}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-abc", UID: uid, Controller: ptr.To(true)}}
 	}
 }
 
