@@ -462,3 +462,49 @@ func TestRevisionHistoryLimit(t *testing.T) {
 	// Revision 1 is cleaned up; 2 is kept for an undo.
 	waitFor(t, h, "api", "history of 1", func(s state) bool { return len(s.rss) == 2 && s.rs("1") == nil && s.rs("2") != nil })
 }
+
+func TestBadInputRefused(t *testing.T) {
+	h := hubtest.Start(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		change func(*appsv1.Deployment)
+		field  string
+	}{
+		{"selector not matching the template", func(d *appsv1.Deployment) { d.Spec.Template.Labels = map[string]string{"app": "other"} }, "spec.template.metadata.labels"},
+		{"both fenceposts zero", func(d *appsv1.Deployment) {
+			d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromString("0%"))}
+		}, "spec.strategy.rollingUpdate.maxUnavailable"},
+		{"Recreate with rollingUpdate", func(d *appsv1.Deployment) {
+			d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{}}
+		}, "spec.strategy.rollingUpdate"},
+		{"negative surge", func(d *appsv1.Deployment) {
+			d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxSurge: ptr.To(intstr.FromInt32(-1))}
+		}, "spec.strategy.rollingUpdate.maxSurge"},
+		{"unavailable over 100%", func(d *appsv1.Deployment) {
+			d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxUnavailable: ptr.To(intstr.FromString("101%"))}
+		}, "spec.strategy.rollingUpdate.maxUnavailable"},
+		{"negative replicas", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(int32(-1)) }, "spec.replicas"},
+	} {
+		d := webDeployment("bad", 1, "nginx")
+		tc.change(d)
+		_, err := h.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) {
+			t.Errorf("%s: create = %v, want 422 Invalid", tc.name, err)
+			continue
+		}
+		var fields []string
+		if st, ok := err.(apierrors.APIStatus); ok && st.Status().Details != nil {
+			for _, c := range st.Status().Details.Causes {
+				fields = append(fields, c.Field)
+			}
+		}
+		found := false
+		for _, f := range fields {
+			found = found || f == tc.field
+		}
+		if !found {
+			t.Errorf("%s: causes at %v, want one at %s", tc.name, fields, tc.field)
+		}
+	}
+}

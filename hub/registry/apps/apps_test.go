@@ -289,7 +289,42 @@ func TestValidate(t *testing.T) {
 			d := deployment()
 			d.Spec.Strategy.Type = "Blue-Green"
 			return d
-		}, []string{"spec.strategy.type: Unsupported value"}},
+		}, []string{"spec.strategy: Unsupported value"}},
+		{"negative surge and unavailable", "Deployment", func() runtime.Object {
+			d := deployment()
+			d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: new(intstr.FromInt32(-1)),
+				MaxSurge:       new(intstr.FromInt32(-2)),
+			}
+			return d
+		}, []string{"spec.strategy.rollingUpdate.maxUnavailable: Invalid value", "spec.strategy.rollingUpdate.maxSurge: Invalid value"}},
+		{"surge above 100% is allowed", "Deployment", func() runtime.Object {
+			d := deployment()
+			d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: new(intstr.FromString("100%")),
+				MaxSurge:       new(intstr.FromString("200%")),
+			}
+			return d
+		}, nil},
+		{"negative counts", "Deployment", func() runtime.Object {
+			d := deployment()
+			d.Spec.MinReadySeconds = -1
+			d.Spec.RevisionHistoryLimit = new(int32(-1))
+			d.Spec.ProgressDeadlineSeconds = new(int32(-5))
+			return d
+		}, []string{"spec.minReadySeconds: Invalid value", "spec.revisionHistoryLimit: Invalid value",
+			"spec.progressDeadlineSeconds: Invalid value", "spec.progressDeadlineSeconds: Invalid value"}},
+		{"negative replicas replicaset", "ReplicaSet", func() runtime.Object {
+			rs := replicaSet()
+			rs.Spec.Replicas = new(int32(-1))
+			rs.Spec.MinReadySeconds = -1
+			return rs
+		}, []string{"spec.replicas: Invalid value", "spec.minReadySeconds: Invalid value"}},
+		{"replicaset selector mismatch", "ReplicaSet", func() runtime.Object {
+			rs := replicaSet()
+			rs.Spec.Template.Labels = map[string]string{"app": "other"}
+			return rs
+		}, []string{"spec.template.metadata.labels: Invalid value"}},
 		{"recreate with rollingUpdate", "Deployment", func() runtime.Object {
 			d := deployment()
 			d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{}}

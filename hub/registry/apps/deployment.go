@@ -124,7 +124,8 @@ func validateDeploymentStrategy(s *appsv1.DeploymentStrategy, fld *field.Path) f
 		}
 		return append(errs, notOver100Percent(u.MaxUnavailable, fld.Child("maxUnavailable"))...)
 	default:
-		return field.ErrorList{field.NotSupported(fld.Child("type"), s.Type, []appsv1.DeploymentStrategyType{
+		// Upstream reports the whole strategy, at spec.strategy.
+		return field.ErrorList{field.NotSupported(fld, *s, []appsv1.DeploymentStrategyType{
 			appsv1.RecreateDeploymentStrategyType, appsv1.RollingUpdateDeploymentStrategyType})}
 	}
 }
