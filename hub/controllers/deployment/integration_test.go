@@ -29,10 +29,15 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers"
 	"github.com/outpost-mesh/outpost/hub/controllers/deployment"
 	"github.com/outpost-mesh/outpost/hub/controllers/replicaset"
+	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
+
+// onlyOurs keeps the hub from running its own controllers, so that the
+// ones under test are the only ones acting.
+func onlyOurs(c *hubd.Config) { c.Controllers = false }
 
 // startControllers runs the Deployment and ReplicaSet controllers against
 // h until the test ends.
@@ -244,7 +249,7 @@ func hasEvent(t *testing.T, client kubernetes.Interface, kind, name, want string
 }
 
 func TestDeploymentLifecycle(t *testing.T) {
-	h := hubtest.Start(t)
+	h := hubtest.Start(t, onlyOurs)
 	startControllers(t, h)
 	ctx := context.Background()
 	deploys := h.Client.AppsV1().Deployments("default")
@@ -392,7 +397,7 @@ func TestDeploymentLifecycle(t *testing.T) {
 }
 
 func TestRecreate(t *testing.T) {
-	h := hubtest.Start(t)
+	h := hubtest.Start(t, onlyOurs)
 	startControllers(t, h)
 	ctx := context.Background()
 	d := webDeployment("db", 2, "postgres:16")
@@ -433,7 +438,7 @@ func TestRecreate(t *testing.T) {
 }
 
 func TestRevisionHistoryLimit(t *testing.T) {
-	h := hubtest.Start(t)
+	h := hubtest.Start(t, onlyOurs)
 	startControllers(t, h)
 	ctx := context.Background()
 	d := webDeployment("api", 1, "api:1")
@@ -464,7 +469,7 @@ func TestRevisionHistoryLimit(t *testing.T) {
 }
 
 func TestBadInputRefused(t *testing.T) {
-	h := hubtest.Start(t)
+	h := hubtest.Start(t, onlyOurs)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name   string

@@ -21,10 +21,15 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/controllers"
 	"github.com/outpost-mesh/outpost/hub/controllers/replicaset"
+	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
+
+// onlyOurs keeps the hub from running its own controllers, so that the
+// ones under test are the only ones acting.
+func onlyOurs(c *hubd.Config) { c.Controllers = false }
 
 func startController(t *testing.T, h *hubtest.Hub) {
 	t.Helper()
@@ -87,7 +92,7 @@ func podsOf(t *testing.T, h *hubtest.Hub, sel string) (owned map[string]types.UI
 }
 
 func TestAdoptReleaseScale(t *testing.T) {
-	h := hubtest.Start(t)
+	h := hubtest.Start(t, onlyOurs)
 	startController(t, h)
 	ctx := context.Background()
 	pods := h.Client.CoreV1().Pods("default")
@@ -165,7 +170,7 @@ func TestAdoptReleaseScale(t *testing.T) {
 }
 
 func TestNoAdoptionWhileDeleting(t *testing.T) {
-	h := hubtest.Start(t)
+	h := hubtest.Start(t, onlyOurs)
 	startController(t, h)
 	ctx := context.Background()
 	labels := map[string]string{"app": "doomed"}
