@@ -7,8 +7,10 @@ import (
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/controllers"
 	"github.com/outpost-mesh/outpost/hub/controllers/cronjob"
+	"github.com/outpost-mesh/outpost/hub/controllers/deployment"
 	"github.com/outpost-mesh/outpost/hub/controllers/job"
 	"github.com/outpost-mesh/outpost/hub/controllers/manager"
+	"github.com/outpost-mesh/outpost/hub/controllers/replicaset"
 	"github.com/outpost-mesh/outpost/hub/controllers/serviceaccount"
 	"github.com/outpost-mesh/outpost/hub/controllers/ttlafterfinished"
 	"github.com/outpost-mesh/outpost/hub/scheduler"
@@ -49,6 +51,8 @@ func controllerList(caPEM []byte) []manager.Controller {
 	cm := auth.ControllerManagerUser
 	return []manager.Controller{
 		{Name: "serviceaccount", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return serviceaccount.New(c, caPEM) }},
+		{Name: "replicaset", Identity: cm, New: runner(replicaset.New)},
+		{Name: "deployment", Identity: cm, New: runner(deployment.New)},
 		{Name: "job", Identity: cm, New: runner(job.New)},
 		{Name: "cronjob", Identity: cm, New: runner(cronjob.New)},
 		{Name: "ttl-after-finished", Identity: cm, New: runner(ttlafterfinished.New)},
