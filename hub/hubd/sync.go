@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/outpost-mesh/outpost/hub/auth"
+	"github.com/outpost-mesh/outpost/hub/controllers/nodelifecycle"
 	"github.com/outpost-mesh/outpost/hub/pki"
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/sync/server"
@@ -24,9 +25,9 @@ type syncEndpoint struct {
 }
 
 // startSync starts the sync endpoint on h.cfg.SyncAddr: the views fed from
-// the store, the QUIC server, and the lease renewer. It returns once the
-// views hold the store's state and the endpoint listens; stop ends it all
-// and waits.
+// the store, the QUIC server, and the renewer of the connected nodes'
+// Leases. It returns once the views hold the store's state and the
+// endpoint listens; stop ends it all and waits.
 func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler, certs *pki.PKI, log *slog.Logger) (*syncEndpoint, error) {
 	keys, err := loadSyncKeys(filepath.Join(h.dataDir, syncKeysFile))
 	if err != nil {
@@ -40,8 +41,15 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	if err != nil {
 		return nil, err
 	}
+	pcfg := nodelifecycle.DefaultPresenceConfig()
+	pcfg.Client, pcfg.AsNode, pcfg.Logger = api, asNode, log.With("component", "node-lease")
+	presence, err := nodelifecycle.NewPresence(pcfg)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	glue := newSyncGlue(ctx, api, certs, h.cfg.NodeCertLifetime, joins, log.With("component", "sync"))
+	glue := newSyncGlue(api, certs, h.cfg.NodeCertLifetime, joins, log.With("component", "sync"))
+	readiness := newLegacyReadiness(ctx, api, log.With("component", "sync"))
 	idx := view.NewIndex(view.DefaultConfig())
 
 	cfg := server.DefaultConfig()
@@ -50,7 +58,8 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	cfg.SessionTicketKeys = [][32]byte{keys.ticket}
 	cfg.StatelessResetKey = &keys.reset
 	cfg.Views, cfg.Objects = idx, syncObjects{st}
-	cfg.Authority, cfg.Sink, cfg.Presence = glue, glue, glue
+	cfg.Authority, cfg.Sink = glue, glue
+	cfg.Presence = presences{presence, readiness}
 	cfg.Logger = log.With("component", "sync")
 	srv, err := server.New(cfg)
 	if err != nil {
@@ -74,7 +83,7 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 		wg.Wait()
 		return nil, ctx.Err()
 	}
-	wg.Go(func() { glue.renewLeases(ctx) })
+	wg.Go(func() { _ = presence.Run(ctx) }) // nil once ctx ends
 	wg.Go(func() {
 		if err := srv.Serve(ctx, pc); err != nil {
 			log.Error("sync endpoint stopped", "err", err)
@@ -84,6 +93,6 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 		addr:   pc.LocalAddr().String(),
 		server: srv,
 		views:  idx,
-		stop:   func() { cancel(); wg.Wait(); glue.stop() },
+		stop:   func() { cancel(); wg.Wait(); readiness.stop() },
 	}, nil
 }

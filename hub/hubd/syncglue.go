@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,12 +24,13 @@ import (
 	"github.com/outpost-mesh/outpost/hub/admission"
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/pki"
+	"github.com/outpost-mesh/outpost/sync/server"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
-// syncGlue adapts the hub to the sync server: it admits nodes (Authority),
-// applies what they send as their own identity through the API (Sink), and
-// renews their Leases while they are connected (Presence).
+// syncGlue adapts the hub to the sync server: it admits nodes (Authority)
+// and applies what they send as their own identity through the API
+// (Sink). The nodes' Leases are nodelifecycle.Presence's.
 type syncGlue struct {
 	api      kubernetes.Interface // in-process, as the user of each context
 	pki      *pki.PKI
@@ -39,25 +39,33 @@ type syncGlue struct {
 	now      func() time.Time
 	decoder  runtime.Decoder
 	joins    *auth.JoinLimiter // budgets the failed joins
-
-	// ctx ends the glue's background work (readiness updates); wg waits
-	// for it. See stop.
-	ctx context.Context
-	wg  sync.WaitGroup
-
-	mu        sync.Mutex
-	sessions  map[string]int                   // live sessions per node: a new one may start before the old ends
-	connected map[string]*coordinationv1.Lease // the last lease written, nil before
-	lost      map[string]*time.Timer           // nodes away, until nodeGrace
 }
 
-func newSyncGlue(ctx context.Context, api kubernetes.Interface, p *pki.PKI, certLife time.Duration, joins *auth.JoinLimiter, log *slog.Logger) *syncGlue {
+func newSyncGlue(api kubernetes.Interface, p *pki.PKI, certLife time.Duration, joins *auth.JoinLimiter, log *slog.Logger) *syncGlue {
 	return &syncGlue{
-		ctx: ctx, api: api, pki: p, certLife: certLife, joins: joins, log: log, now: time.Now,
-		sessions:  map[string]int{},
-		decoder:   protobuf.NewSerializer(scheme.Scheme, scheme.Scheme),
-		connected: map[string]*coordinationv1.Lease{},
-		lost:      map[string]*time.Timer{},
+		api: api, pki: p, certLife: certLife, joins: joins, log: log, now: time.Now,
+		decoder: protobuf.NewSerializer(scheme.Scheme, scheme.Scheme),
+	}
+}
+
+// asNode makes the requests of ctx through the in-process client act as
+// node: nodelifecycle.Presence renews each node's Lease so.
+func asNode(ctx context.Context, node string) context.Context {
+	return auth.WithUser(ctx, nodeUser(node))
+}
+
+// presences tells each of its Presences of every session in turn.
+type presences []server.Presence
+
+func (ps presences) Connected(node string) {
+	for _, p := range ps {
+		p.Connected(node)
+	}
+}
+
+func (ps presences) Disconnected(node string) {
+	for _, p := range ps {
+		p.Disconnected(node)
 	}
 }
 
@@ -384,11 +392,33 @@ func (g *syncGlue) deleteMirror(ctx context.Context, node string, key wire.Key) 
 	return err
 }
 
-// Lease timing, as kubelet's: a lease of 40s renewed every 10s.
-const (
-	leaseDuration = 40
-	leaseRenew    = 10 * time.Second
-)
+// legacyReadiness marks a node Ready=Unknown once its last session has
+// been gone for nodeGrace, and Ready again when it is back: what
+// nodelifecycle.Controller does from the nodes' Leases, standing in for
+// it until the hub runs that controller. Delete it then (and presences:
+// the sync server's Presence is the nodelifecycle.Presence alone).
+type legacyReadiness struct {
+	api kubernetes.Interface // in-process, as the user of each context
+	log *slog.Logger
+	now func() time.Time
+
+	// ctx ends the background work (readiness updates); wg waits for it.
+	// See stop.
+	ctx context.Context
+	wg  sync.WaitGroup
+
+	mu       sync.Mutex
+	sessions map[string]int         // live sessions per node: a new one may start before the old ends
+	lost     map[string]*time.Timer // nodes away, until nodeGrace
+}
+
+func newLegacyReadiness(ctx context.Context, api kubernetes.Interface, log *slog.Logger) *legacyReadiness {
+	return &legacyReadiness{
+		ctx: ctx, api: api, log: log, now: time.Now,
+		sessions: map[string]int{},
+		lost:     map[string]*time.Timer{},
+	}
+}
 
 // nodeGrace is how long a node may be disconnected before the hub marks
 // it Ready=Unknown, as the node lifecycle controller does once its lease
@@ -396,15 +426,11 @@ const (
 // node runs them on its own.
 const nodeGrace = 40 * time.Second
 
-// Connected starts renewing node's Lease, and marks it Ready again if the
-// hub had marked it Unknown.
-func (g *syncGlue) Connected(node string) {
+// Connected marks node Ready again if the hub had marked it Unknown.
+func (g *legacyReadiness) Connected(node string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.sessions[node]++
-	if _, ok := g.connected[node]; !ok {
-		g.connected[node] = nil
-	}
 	if t := g.lost[node]; t != nil {
 		if t.Stop() {
 			g.wg.Done() // its function will not run
@@ -416,16 +442,14 @@ func (g *syncGlue) Connected(node string) {
 	}
 }
 
-// Disconnected stops renewing node's Lease, and marks the node Unknown if
-// it is not back within nodeGrace.
-func (g *syncGlue) Disconnected(node string) {
+// Disconnected marks the node Unknown if it is not back within nodeGrace.
+func (g *legacyReadiness) Disconnected(node string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.sessions[node]--; g.sessions[node] > 0 {
 		return // a newer session of the node is up
 	}
 	delete(g.sessions, node)
-	delete(g.connected, node)
 	if g.lost[node] != nil || g.ctx.Err() != nil {
 		return
 	}
@@ -433,7 +457,7 @@ func (g *syncGlue) Disconnected(node string) {
 	g.lost[node] = time.AfterFunc(nodeGrace, func() {
 		defer g.wg.Done()
 		g.mu.Lock()
-		_, back := g.connected[node]
+		back := g.sessions[node] > 0
 		if g.lost[node] != nil {
 			delete(g.lost, node)
 		}
@@ -444,9 +468,9 @@ func (g *syncGlue) Disconnected(node string) {
 	})
 }
 
-// stop waits for the glue's background work, once its context has ended:
+// stop waits for the background work, once its context has ended:
 // pending readiness timers are stopped.
-func (g *syncGlue) stop() {
+func (g *legacyReadiness) stop() {
 	g.mu.Lock()
 	for node, t := range g.lost {
 		if t.Stop() {
@@ -461,7 +485,7 @@ func (g *syncGlue) stop() {
 // setReady sets the node's Ready condition to status unless it already
 // is: Unknown when the node has been away past its grace, True again when
 // it is back (only if the hub had set Unknown; the node reports the rest).
-func (g *syncGlue) setReady(node string, status corev1.ConditionStatus, reason, msg string) {
+func (g *legacyReadiness) setReady(node string, status corev1.ConditionStatus, reason, msg string) {
 	ctx, cancel := context.WithTimeout(auth.WithUser(g.ctx, hubUser), 10*time.Second)
 	defer cancel()
 	nodes := g.api.CoreV1().Nodes()
@@ -498,78 +522,4 @@ func (g *syncGlue) setReady(node string, status corev1.ConditionStatus, reason, 
 			return
 		}
 	}
-}
-
-// renewLeases renews the Lease of every connected node every leaseRenew,
-// and of a newly connected one at once, until ctx ends.
-func (g *syncGlue) renewLeases(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		now := g.now()
-		g.mu.Lock()
-		var due []string
-		for node, l := range g.connected {
-			if l == nil || l.Spec.RenewTime == nil || now.Sub(l.Spec.RenewTime.Time) >= leaseRenew {
-				due = append(due, node)
-			}
-		}
-		g.mu.Unlock()
-		for _, node := range due {
-			l, err := g.renewLease(ctx, node, now)
-			if err != nil {
-				if ctx.Err() == nil {
-					g.log.Warn("renew node lease", "node", node, "err", err)
-				}
-				continue
-			}
-			g.mu.Lock()
-			if _, ok := g.connected[node]; ok {
-				g.connected[node] = l
-			}
-			g.mu.Unlock()
-		}
-	}
-}
-
-func (g *syncGlue) renewLease(ctx context.Context, node string, now time.Time) (*coordinationv1.Lease, error) {
-	ctx = auth.WithUser(ctx, nodeUser(node))
-	leases := g.api.CoordinationV1().Leases(corev1.NamespaceNodeLease)
-	g.mu.Lock()
-	l := g.connected[node]
-	g.mu.Unlock()
-	renew := metav1.NewMicroTime(now)
-	if l != nil {
-		l = l.DeepCopy()
-		l.Spec.RenewTime = &renew
-		out, err := leases.Update(ctx, l, metav1.UpdateOptions{})
-		if err == nil {
-			return out, nil
-		}
-		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return nil, err
-		}
-	}
-	cur, err := leases.Get(ctx, node, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		holder, dur := node, int32(leaseDuration)
-		lease := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: corev1.NamespaceNodeLease},
-			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, RenewTime: &renew},
-		}
-		if n, err := g.api.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil {
-			lease.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: n.UID}}
-		}
-		return leases.Create(ctx, lease, metav1.CreateOptions{})
-	}
-	if err != nil {
-		return nil, err
-	}
-	cur.Spec.RenewTime = &renew
-	return leases.Update(ctx, cur, metav1.UpdateOptions{})
 }
