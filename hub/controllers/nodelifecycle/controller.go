@@ -1,0 +1,328 @@
+package nodelifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	"github.com/outpost-mesh/outpost/hub/controllers"
+)
+
+// Component is the source of the controller's Events, as upstream's.
+const Component = "node-controller"
+
+// podsByNode indexes the pods cache by spec.nodeName; the name is the
+// package's own, so that other controllers' indexes do not clash with it.
+const podsByNode = "nodelifecycle.outpost.dev/nodeName"
+
+// Controller watches the Nodes, their Leases and their pods, and carries
+// out what Decide says of each node: it is the I/O shell of Decide. Each
+// node is decided again when it, its Lease or one of its pods changes,
+// and at the next deadline Decide names (AddAfter); no ticker polls.
+type Controller struct {
+	cfg    Config
+	client kubernetes.Interface
+	clock  clock.WithTicker
+	log    *slog.Logger
+	events record.EventRecorder
+
+	nodes  corelisters.NodeLister
+	leases coordinationlisters.LeaseLister
+	pods   cache.Indexer
+	synced []cache.InformerSynced
+	queue  workqueue.TypedRateLimitingInterface[string]
+
+	since time.Time // set by Run before any work
+
+	mu      sync.Mutex
+	warned  map[string]string    // node: the bad offline tolerance last warned of
+	untimed map[string]time.Time // node: when its untimed NoExecute taints were first seen
+}
+
+// New returns a Controller of c and cfg. It registers the Node, Lease and
+// Pod informers of c.Informers and their handlers, and starts nothing.
+func New(c controllers.Context, cfg Config) (*Controller, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	nodes := c.Informers.Core().V1().Nodes()
+	leases := c.Informers.Coordination().V1().Leases()
+	pods := c.Informers.Core().V1().Pods()
+	err := pods.Informer().AddIndexers(cache.Indexers{podsByNode: func(obj any) ([]string, error) {
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			return []string{p.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("nodelifecycle: index pods by node: %w", err)
+	}
+	ctl := &Controller{
+		cfg: cfg, client: c.Client, clock: c.Clock,
+		log:    c.Logger.With("controller", "nodelifecycle"),
+		events: c.Events(Component),
+		nodes:  nodes.Lister(), leases: leases.Lister(), pods: pods.Informer().GetIndexer(),
+		synced: []cache.InformerSynced{nodes.Informer().HasSynced, leases.Informer().HasSynced, pods.Informer().HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodelifecycle", Clock: c.Clock}),
+		warned:  map[string]string{},
+		untimed: map[string]time.Time{},
+	}
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		key func(obj any) []string
+	}{
+		{nodes.Informer(), func(obj any) []string {
+			if n, ok := obj.(*corev1.Node); ok {
+				return []string{n.Name}
+			}
+			return nil
+		}},
+		{leases.Informer(), func(obj any) []string {
+			if l, ok := obj.(*coordinationv1.Lease); ok && l.Namespace == corev1.NamespaceNodeLease {
+				return []string{l.Name}
+			}
+			return nil
+		}},
+		{pods.Informer(), func(obj any) []string {
+			if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+				return []string{p.Spec.NodeName}
+			}
+			return nil
+		}},
+	}
+	for _, h := range handlers {
+		enqueue := func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			for _, k := range h.key(obj) {
+				ctl.queue.Add(k)
+			}
+		}
+		_, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: enqueue,
+			UpdateFunc: func(old, cur any) {
+				enqueue(old) // a pod bound anew, say
+				enqueue(cur)
+			},
+			DeleteFunc: enqueue,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("nodelifecycle: add event handler: %w", err)
+		}
+	}
+	return ctl, nil
+}
+
+// Run waits for the caches, then works on the nodes until ctx ends, and
+// returns nil once its workers have stopped.
+func (c *Controller) Run(ctx context.Context) error {
+	c.since = c.clock.Now()
+	defer c.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return nil // ctx ended
+	}
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Go(func() {
+			for c.next(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// next works on the next node of the queue; false once the queue is shut
+// down.
+func (c *Controller) next(ctx context.Context) bool {
+	name, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(name)
+	if err := c.sync(ctx, name); err != nil {
+		switch {
+		case ctx.Err() != nil:
+		case apierrors.IsConflict(err):
+			// Most likely decided on a cache that had not yet seen
+			// the last write; the retry will have.
+			c.log.Debug("sync node", "node", name, "err", err)
+		default:
+			c.log.Warn("sync node", "node", name, "err", err)
+		}
+		c.queue.AddRateLimited(name)
+		return true
+	}
+	c.queue.Forget(name)
+	return true
+}
+
+// sync decides on node name and carries out the decision.
+func (c *Controller) sync(ctx context.Context, name string) error {
+	node, err := c.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		c.mu.Lock()
+		delete(c.warned, name)
+		delete(c.untimed, name)
+		c.mu.Unlock()
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	lease, err := c.leases.Leases(corev1.NamespaceNodeLease).Get(name)
+	if apierrors.IsNotFound(err) {
+		lease, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	objs, err := c.pods.ByIndex(podsByNode, name)
+	if err != nil {
+		return err
+	}
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	now := c.clock.Now()
+	d := Decide(Input{Node: node, Lease: lease, Pods: pods, Now: now, Since: c.since, UntimedSince: c.untimedSince(node, now)}, c.cfg)
+	if d.After > 0 {
+		c.queue.AddAfter(name, d.After)
+	}
+	c.warnTolerance(node, d.BadTolerance)
+	return c.apply(ctx, node, d)
+}
+
+// apply carries out d on node: conditions, taints, then pods.
+func (c *Controller) apply(ctx context.Context, node *corev1.Node, d Decision) error {
+	nodes := c.client.CoreV1().Nodes()
+	if d.Conditions != nil {
+		n := node.DeepCopy()
+		n.Status.Conditions = d.Conditions
+		updated, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("update conditions of node %s: %w", node.Name, err)
+		}
+		node = updated
+		if d.StatusEvent != "" {
+			c.log.Info("node status changed", "node", node.Name, "status", d.StatusEvent)
+			c.events.Eventf(node, corev1.EventTypeNormal, d.StatusEvent, "Node %s status is now: %s", node.Name, d.StatusEvent)
+		}
+	}
+	if d.TaintsChanged {
+		n := node.DeepCopy()
+		n.Spec.Taints = d.Taints
+		if _, err := nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update taints of node %s: %w", node.Name, err)
+		}
+	}
+	var errs []error
+	for _, p := range d.NotReady {
+		_, err := c.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			errs = append(errs, fmt.Errorf("mark pod %s/%s not ready: %w", p.Namespace, p.Name, err))
+		default:
+			c.events.Event(p, corev1.EventTypeWarning, EventNodeNotReady, "Node is not ready")
+		}
+	}
+	for _, p := range d.Evict {
+		if err := c.evict(ctx, p); err != nil {
+			errs = append(errs, fmt.Errorf("evict pod %s/%s: %w", p.Namespace, p.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// evict deletes pod as upstream's taint manager does: the
+// DisruptionTarget condition, an Event, then the deletion with the pod's
+// grace. (The Event comes once the condition is written, so that a
+// decision on a stale cache, which the write refuses, records none.)
+func (c *Controller) evict(ctx context.Context, pod *corev1.Pod) error {
+	pods := c.client.CoreV1().Pods(pod.Namespace)
+	p := pod.DeepCopy()
+	cond := disruptionTarget(c.clock.Now())
+	if i := slices.IndexFunc(p.Status.Conditions, func(pc corev1.PodCondition) bool { return pc.Type == cond.Type }); i >= 0 {
+		p.Status.Conditions[i] = cond
+	} else {
+		p.Status.Conditions = append(p.Status.Conditions, cond)
+	}
+	_, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.log.Info("evict pod", "pod", pod.Namespace+"/"+pod.Name, "node", pod.Spec.NodeName)
+	c.events.Eventf(pod, corev1.EventTypeNormal, EventTaintManagerEviction, "Marking for deletion Pod %s/%s", pod.Namespace, pod.Name)
+	err = pods.Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or another pod of that name
+	}
+	return err
+}
+
+// warnTolerance records a Warning on node for bad, once for each bad
+// value of its annotation.
+func (c *Controller) warnTolerance(node *corev1.Node, bad error) {
+	v := node.Annotations[AnnotationOfflineTolerance]
+	c.mu.Lock()
+	old, warned := c.warned[node.Name]
+	if bad == nil {
+		delete(c.warned, node.Name)
+	} else {
+		c.warned[node.Name] = v
+	}
+	c.mu.Unlock()
+	if bad != nil && (!warned || old != v) {
+		c.log.Warn("bad offline tolerance", "node", node.Name, "err", bad)
+		c.events.Event(node, corev1.EventTypeWarning, EventInvalidOfflineTolerance, bad.Error())
+	}
+}
+
+// untimedSince returns when node's NoExecute taints without timeAdded
+// were first seen, zero if it has none.
+func (c *Controller) untimedSince(node *corev1.Node, now time.Time) time.Time {
+	has := slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoExecute && t.TimeAdded == nil
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !has {
+		delete(c.untimed, node.Name)
+		return time.Time{}
+	}
+	if t, ok := c.untimed[node.Name]; ok {
+		return t
+	}
+	c.untimed[node.Name] = now
+	return now
+}
