@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -371,10 +370,7 @@ func evictAt(pod *corev1.Pod, taints []corev1.Taint, start time.Time) (time.Time
 			continue
 		}
 		tainted = true
-		j := slices.IndexFunc(pod.Spec.Tolerations, func(tol corev1.Toleration) bool {
-			// Lt and Gt are refused by the API's validation.
-			return tol.ToleratesTaint(logr.Discard(), t, false)
-		})
+		j := slices.IndexFunc(pod.Spec.Tolerations, func(tol corev1.Toleration) bool { return tolerates(tol, t) })
 		if j < 0 {
 			return time.Time{}, true // at once
 		}
@@ -386,6 +382,21 @@ func evictAt(pod *corev1.Pod, taints []corev1.Taint, start time.Time) (time.Time
 		return time.Time{}, false // forever, or as good as
 	}
 	return start.Add(time.Duration(least) * time.Second), true
+}
+
+// tolerates reports whether tol tolerates t, as corev1.Toleration's
+// ToleratesTaint with the comparison operators (Lt, Gt) off, as the API's
+// validation refuses them.
+func tolerates(tol corev1.Toleration, t *corev1.Taint) bool {
+	switch {
+	case tol.Effect != "" && tol.Effect != t.Effect, tol.Key != "" && tol.Key != t.Key:
+		return false
+	case tol.Operator == corev1.TolerationOpExists:
+		return true
+	case tol.Operator == "" || tol.Operator == corev1.TolerationOpEqual:
+		return tol.Value == t.Value
+	}
+	return false
 }
 
 // notReady returns a copy of pod with its Ready condition False, if it

@@ -511,3 +511,24 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestTolerates(t *testing.T) {
+	taint := &corev1.Taint{Key: "k", Value: "v", Effect: corev1.TaintEffectNoExecute}
+	for _, tc := range []struct {
+		tol  corev1.Toleration
+		want bool
+	}{
+		{corev1.Toleration{Key: "k", Value: "v", Effect: corev1.TaintEffectNoExecute}, true},
+		{corev1.Toleration{Key: "k", Operator: corev1.TolerationOpEqual, Value: "v"}, true},
+		{corev1.Toleration{Key: "k", Operator: corev1.TolerationOpEqual, Value: "w"}, false},
+		{corev1.Toleration{Key: "k", Operator: corev1.TolerationOpExists}, true},
+		{corev1.Toleration{Operator: corev1.TolerationOpExists}, true},
+		{corev1.Toleration{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}, false},
+		{corev1.Toleration{Key: "j", Operator: corev1.TolerationOpExists}, false},
+		{corev1.Toleration{Key: "k", Operator: corev1.TolerationOpGt, Value: "1"}, false},
+	} {
+		if got := tolerates(tc.tol, taint); got != tc.want {
+			t.Errorf("tolerates(%+v, %v) = %v, want %v", tc.tol, taint, got, tc.want)
+		}
+	}
+}

@@ -119,8 +119,8 @@ func TestPresenceRenews(t *testing.T) {
 	r.renewedAt(t, "edge-a", r.t0.Add(30*time.Second))
 
 	// The last session ends: no more renewals.
-	r.p.Disconnected("edge-a")
 	r.idle(t, true)
+	r.p.Disconnected("edge-a")
 	r.clock.Step(10 * time.Second)
 	r.idle(t, false)
 	r.renewedAt(t, "edge-a", r.t0.Add(30*time.Second))
