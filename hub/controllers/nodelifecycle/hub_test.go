@@ -20,10 +20,15 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/controllers"
 	"github.com/outpost-mesh/outpost/hub/controllers/nodelifecycle"
+	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
+
+// onlyThis runs the hub without its own controllers: only the one under
+// test acts.
+func onlyThis(c *hubd.Config) { c.Controllers = false }
 
 // startController runs a node lifecycle controller of cfg against h until
 // the test ends.
@@ -190,7 +195,7 @@ const (
 // whose Lease lapses goes Unknown and tainted and keeps its pods, which
 // go not ready; renewed, it is Ready again and untainted.
 func TestHubNodeAway(t *testing.T) {
-	h := hubtest.Start(t)
+	h := hubtest.Start(t, onlyThis)
 	cfg := nodelifecycle.DefaultConfig()
 	cfg.GracePeriod, cfg.StartupGracePeriod = 2*time.Second, 2*time.Second
 	startController(t, h, cfg)
@@ -262,7 +267,7 @@ func TestHubNodeAway(t *testing.T) {
 // evicted once it has been away for its tolerance, but for those that
 // tolerate it forever.
 func TestHubOfflineTolerance(t *testing.T) {
-	h := hubtest.Start(t)
+	h := hubtest.Start(t, onlyThis)
 	cfg := nodelifecycle.DefaultConfig()
 	cfg.GracePeriod, cfg.StartupGracePeriod = 2*time.Second, 2*time.Second
 	startController(t, h, cfg)
