@@ -23,6 +23,12 @@ type Config struct {
 	// given from its creation: 60 s, upstream's
 	// --node-startup-grace-period.
 	StartupGracePeriod time.Duration
+	// MarkPodsNotReady sets the Ready condition of an unreachable node's
+	// pods False, as upstream does, which takes them out of the
+	// EndpointSlices: true. The node reports them Ready again when it is
+	// back only if it reconciles its reports with the hub's copy, as
+	// kubelet's status manager does.
+	MarkPodsNotReady bool
 	// Workers is how many nodes are worked on at once: 4.
 	Workers int
 }
@@ -32,6 +38,7 @@ func DefaultConfig() Config {
 	return Config{
 		GracePeriod:        40 * time.Second,
 		StartupGracePeriod: 60 * time.Second,
+		MarkPodsNotReady:   true,
 		Workers:            4,
 	}
 }

@@ -96,7 +96,8 @@ type Decision struct {
 //
 // A node whose Lease has not been renewed for cfg.GracePeriod is
 // unreachable: the conditions that kubelet posts go Unknown, its Ready
-// pods go Ready=False (so that they leave the EndpointSlices), and it is
+// pods go Ready=False (so that they leave the EndpointSlices; unless
+// cfg.MarkPodsNotReady is off), and it is
 // tainted node.kubernetes.io/unreachable:NoSchedule. Its pods stay bound
 // and are not deleted, unless the node has AnnotationOfflineTolerance:
 // once it has been unreachable for that long it is also tainted
@@ -191,7 +192,7 @@ func Decide(in Input, cfg Config) Decision {
 			}
 			soon(at)
 		}
-		if unreachable {
+		if unreachable && cfg.MarkPodsNotReady {
 			if p, ok := notReady(pod, now); ok {
 				d.NotReady = append(d.NotReady, p)
 			}

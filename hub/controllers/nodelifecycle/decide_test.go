@@ -462,6 +462,13 @@ func TestDecidePods(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if len(tc.notReady) > 0 {
+				off := cfg
+				off.MarkPodsNotReady = false
+				if d := Decide(tc.in, off); len(d.NotReady) != 0 {
+					t.Errorf("Decide(%s) with MarkPodsNotReady off: NotReady = %d pods, want none", tc.name, len(d.NotReady))
+				}
+			}
 			var before []*corev1.Pod
 			for _, p := range tc.in.Pods {
 				before = append(before, p.DeepCopy())
