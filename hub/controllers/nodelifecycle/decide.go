@@ -97,9 +97,9 @@ type Decision struct {
 // A node whose Lease has not been renewed for cfg.GracePeriod is
 // unreachable: the conditions that kubelet posts go Unknown, its Ready
 // pods go Ready=False (so that they leave the EndpointSlices; unless
-// cfg.MarkPodsNotReady is off), and it is
-// tainted node.kubernetes.io/unreachable:NoSchedule. Its pods stay bound
-// and are not deleted, unless the node has AnnotationOfflineTolerance:
+// cfg.MarkPodsNotReady is off), and it is tainted
+// node.kubernetes.io/unreachable:NoSchedule. Its pods stay bound and are
+// not deleted, unless the node has AnnotationOfflineTolerance:
 // once it has been unreachable for that long it is also tainted
 // unreachable:NoExecute. When the Lease is renewed again the unreachable
 // taints go and Ready goes back to True if the controller had set it
