@@ -51,6 +51,7 @@ Once the API server is up it prints an export line for KUBECONFIG on stdout.`,
 	f.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS name or IP address for the API server's certificate (repeatable)")
 	f.StringVar(&memLimit, "memory-limit", memLimit, memoryLimitUsage)
 	f.BoolVar(&cfg.Controllers, "controllers", cfg.Controllers, controllersUsage)
+	f.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", cfg.NodeMonitorGracePeriod, "how long a node may go without renewing its Lease before it is marked Ready=Unknown and tainted unreachable; its pods keep running unless its Node has the annotation outpost.dev/offline-tolerance")
 	f.DurationVar(&cfg.IdleMemoryReturn, "idle-memory-return", cfg.IdleMemoryReturn, "after this long without API requests, give the memory a spell of work left behind back to the OS; 0 never")
 	cmd.MarkFlagRequired("data-dir")
 	return cmd

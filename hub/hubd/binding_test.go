@@ -14,7 +14,7 @@ import (
 // upstream's does, over the condition a failed attempt left; a bound pod
 // cannot be bound again.
 func TestBinding(t *testing.T) {
-	h, _ := startHub(t, t.TempDir(), func(c *Config) { c.Controllers = false })
+	h, _ := startHub(t, t.TempDir(), noControllers)
 	cs, err := kubernetes.NewForConfig(adminConfig(t, h))
 	if err != nil {
 		t.Fatal(err)

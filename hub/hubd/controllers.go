@@ -10,6 +10,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers/deployment"
 	"github.com/outpost-mesh/outpost/hub/controllers/job"
 	"github.com/outpost-mesh/outpost/hub/controllers/manager"
+	"github.com/outpost-mesh/outpost/hub/controllers/nodelifecycle"
 	"github.com/outpost-mesh/outpost/hub/controllers/replicaset"
 	"github.com/outpost-mesh/outpost/hub/controllers/serviceaccount"
 	"github.com/outpost-mesh/outpost/hub/controllers/ttlafterfinished"
@@ -18,14 +19,14 @@ import (
 
 // newControllerManager returns the manager of the hub's controllers and
 // scheduler, each acting through the in-process API as its own identity.
-func newControllerManager(handler *apiHandler, caPEM []byte, log *slog.Logger) (*manager.Manager, error) {
+func newControllerManager(handler *apiHandler, hc Config, caPEM []byte, log *slog.Logger) (*manager.Manager, error) {
 	users := map[string]auth.User{
 		auth.ControllerManagerUser: controllerManagerUser,
 		auth.SchedulerUser:         schedulerUser,
 	}
 	cfg := manager.DefaultConfig()
 	cfg.LeaseIdentity = auth.ControllerManagerUser
-	cfg.Controllers = controllerList(caPEM)
+	cfg.Controllers = controllerList(hc, caPEM)
 	cfg.Clients = func(identity string) (manager.Clients, error) {
 		u, ok := users[identity]
 		if !ok {
@@ -46,10 +47,18 @@ func newControllerManager(handler *apiHandler, caPEM []byte, log *slog.Logger) (
 }
 
 // controllerList returns the controllers the hub runs, in the order they
-// are built; caPEM is the hub CA that pods are told to trust.
-func controllerList(caPEM []byte) []manager.Controller {
+// are built, as hc configures them; caPEM is the hub CA that pods are told
+// to trust.
+func controllerList(hc Config, caPEM []byte) []manager.Controller {
 	cm := auth.ControllerManagerUser
+	lifecycle := nodelifecycle.DefaultConfig()
+	lifecycle.GracePeriod = hc.NodeMonitorGracePeriod
+	// Not yet: an edge agent reports a pod's readiness only when it
+	// changes on the node, so pods the hub marked not ready while their
+	// node was away would stay so after it returns.
+	lifecycle.MarkPodsNotReady = false
 	return []manager.Controller{
+		{Name: "nodelifecycle", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return nodelifecycle.New(c, lifecycle) }},
 		{Name: "serviceaccount", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return serviceaccount.New(c, caPEM) }},
 		{Name: "replicaset", Identity: cm, New: runner(replicaset.New)},
 		{Name: "deployment", Identity: cm, New: runner(deployment.New)},

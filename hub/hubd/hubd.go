@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/outpost-mesh/outpost/hub/auth"
+	"github.com/outpost-mesh/outpost/hub/controllers/nodelifecycle"
 	"github.com/outpost-mesh/outpost/hub/metrics"
 	"github.com/outpost-mesh/outpost/hub/pki"
 	"github.com/outpost-mesh/outpost/hub/store"
@@ -81,6 +82,13 @@ type Config struct {
 	// Controllers runs the controllers and the scheduler in the hub,
 	// while it holds the leader Lease (see hub/controllers/manager).
 	Controllers bool
+	// NodeMonitorGracePeriod is how long a node's Lease may go unrenewed
+	// before the node is marked Ready=Unknown and tainted unreachable,
+	// as kube-controller-manager's --node-monitor-grace-period. Its pods
+	// are not evicted unless the Node asks for it (the annotation
+	// outpost.dev/offline-tolerance). It must exceed the 10 s in which the
+	// hub renews a connected node's Lease.
+	NodeMonitorGracePeriod time.Duration
 	// Logger receives the hub's logs; non-nil.
 	Logger *slog.Logger
 }
@@ -94,11 +102,12 @@ func DefaultConfig(dataDir string) Config {
 		Logger:  slog.New(slog.DiscardHandler), // silent
 		// No sync endpoint unless asked: `outpost hub` asks for
 		// 127.0.0.1:7443.
-		NodeCertLifetime: 365 * 24 * time.Hour, // a year, as kubelet's
-		EventTTL:         time.Hour,            // kube-apiserver's default
-		IdleMemoryReturn: 10 * time.Second,     // a pause, not a lull between a controller's requests
-		JoinLimits:       auth.DefaultJoinLimitConfig(),
-		Controllers:      true, // as kube-controller-manager and kube-scheduler beside the API
+		NodeCertLifetime:       365 * 24 * time.Hour, // a year, as kubelet's
+		EventTTL:               time.Hour,            // kube-apiserver's default
+		IdleMemoryReturn:       10 * time.Second,     // a pause, not a lull between a controller's requests
+		JoinLimits:             auth.DefaultJoinLimitConfig(),
+		Controllers:            true,             // as kube-controller-manager and kube-scheduler beside the API
+		NodeMonitorGracePeriod: 40 * time.Second, // upstream's default
 	}
 }
 
@@ -145,6 +154,9 @@ func (c Config) Validate() error {
 	}
 	if c.EventTTL <= 0 {
 		return fmt.Errorf("event TTL %v is not positive", c.EventTTL)
+	}
+	if c.NodeMonitorGracePeriod <= nodelifecycle.DefaultPresenceConfig().RenewInterval {
+		return fmt.Errorf("node monitor grace period %v must exceed the %v in which node leases are renewed", c.NodeMonitorGracePeriod, nodelifecycle.DefaultPresenceConfig().RenewInterval)
 	}
 	if c.NodeCertLifetime < time.Hour {
 		return fmt.Errorf("node certificate lifetime %v is under an hour", c.NodeCertLifetime)
@@ -347,7 +359,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 
 	var controlling *part
 	if h.cfg.Controllers {
-		mgr, err := newControllerManager(handler, certs.CACertPEM, log)
+		mgr, err := newControllerManager(handler, h.cfg, certs.CACertPEM, log)
 		if err != nil {
 			return err
 		}

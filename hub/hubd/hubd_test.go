@@ -41,6 +41,10 @@ func adminConfig(t *testing.T, h *Hub) *rest.Config {
 	return cfg
 }
 
+// noControllers runs a hub without its controllers and scheduler, for
+// tests that count or compare exactly what they made.
+func noControllers(c *Config) { c.Controllers = false }
+
 // startHub runs a hub on a free loopback port until the test ends and
 // returns it once ready. stop cancels it and waits for Run to return.
 func startHub(t *testing.T, dataDir string, opts ...func(*Config)) (h *Hub, stop func()) {

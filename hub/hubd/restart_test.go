@@ -34,7 +34,7 @@ func freeAddr(t *testing.T) string {
 // restart converges.
 func TestRestartKeepsObjects(t *testing.T) {
 	dir, addr := t.TempDir(), freeAddr(t)
-	h, stop := startHub(t, dir, func(c *Config) { c.APIAddr = addr })
+	h, stop := startHub(t, dir, func(c *Config) { c.APIAddr = addr }, noControllers)
 	cs := kubernetes.NewForConfigOrDie(adminConfig(t, h))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -55,7 +55,7 @@ func TestRestartKeepsObjects(t *testing.T) {
 	defer func() { cancel(); f.Shutdown() }()
 
 	stop()
-	startHub(t, dir, func(c *Config) { c.APIAddr = addr })
+	startHub(t, dir, func(c *Config) { c.APIAddr = addr }, noControllers)
 
 	list, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
 	if err != nil || len(list.Items) != 20 {

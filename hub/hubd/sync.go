@@ -49,7 +49,6 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	glue := newSyncGlue(api, certs, h.cfg.NodeCertLifetime, joins, log.With("component", "sync"))
-	readiness := newLegacyReadiness(ctx, api, log.With("component", "sync"))
 	idx := view.NewIndex(view.DefaultConfig())
 
 	cfg := server.DefaultConfig()
@@ -59,7 +58,7 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	cfg.StatelessResetKey = &keys.reset
 	cfg.Views, cfg.Objects = idx, syncObjects{st}
 	cfg.Authority, cfg.Sink = glue, glue
-	cfg.Presence = presences{presence, readiness}
+	cfg.Presence = presence
 	cfg.Logger = log.With("component", "sync")
 	srv, err := server.New(cfg)
 	if err != nil {
@@ -93,6 +92,6 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 		addr:   pc.LocalAddr().String(),
 		server: srv,
 		views:  idx,
-		stop:   func() { cancel(); wg.Wait(); readiness.stop() },
+		stop:   func() { cancel(); wg.Wait() },
 	}, nil
 }

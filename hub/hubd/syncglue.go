@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,7 +23,6 @@ import (
 	"github.com/outpost-mesh/outpost/hub/admission"
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/pki"
-	"github.com/outpost-mesh/outpost/sync/server"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -52,21 +50,6 @@ func newSyncGlue(api kubernetes.Interface, p *pki.PKI, certLife time.Duration, j
 // node: nodelifecycle.Presence renews each node's Lease so.
 func asNode(ctx context.Context, node string) context.Context {
 	return auth.WithUser(ctx, nodeUser(node))
-}
-
-// presences tells each of its Presences of every session in turn.
-type presences []server.Presence
-
-func (ps presences) Connected(node string) {
-	for _, p := range ps {
-		p.Connected(node)
-	}
-}
-
-func (ps presences) Disconnected(node string) {
-	for _, p := range ps {
-		p.Disconnected(node)
-	}
 }
 
 // wireError maps an API error to what a node is told.
@@ -390,136 +373,4 @@ func (g *syncGlue) deleteMirror(ctx context.Context, node string, key wire.Key) 
 		return nil
 	}
 	return err
-}
-
-// legacyReadiness marks a node Ready=Unknown once its last session has
-// been gone for nodeGrace, and Ready again when it is back: what
-// nodelifecycle.Controller does from the nodes' Leases, standing in for
-// it until the hub runs that controller. Delete it then (and presences:
-// the sync server's Presence is the nodelifecycle.Presence alone).
-type legacyReadiness struct {
-	api kubernetes.Interface // in-process, as the user of each context
-	log *slog.Logger
-	now func() time.Time
-
-	// ctx ends the background work (readiness updates); wg waits for it.
-	// See stop.
-	ctx context.Context
-	wg  sync.WaitGroup
-
-	mu       sync.Mutex
-	sessions map[string]int         // live sessions per node: a new one may start before the old ends
-	lost     map[string]*time.Timer // nodes away, until nodeGrace
-}
-
-func newLegacyReadiness(ctx context.Context, api kubernetes.Interface, log *slog.Logger) *legacyReadiness {
-	return &legacyReadiness{
-		ctx: ctx, api: api, log: log, now: time.Now,
-		sessions: map[string]int{},
-		lost:     map[string]*time.Timer{},
-	}
-}
-
-// nodeGrace is how long a node may be disconnected before the hub marks
-// it Ready=Unknown, as the node lifecycle controller does once its lease
-// expires (node-monitor-grace-period, 40s). Its pods are not evicted: the
-// node runs them on its own.
-const nodeGrace = 40 * time.Second
-
-// Connected marks node Ready again if the hub had marked it Unknown.
-func (g *legacyReadiness) Connected(node string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.sessions[node]++
-	if t := g.lost[node]; t != nil {
-		if t.Stop() {
-			g.wg.Done() // its function will not run
-		}
-		delete(g.lost, node)
-	}
-	if g.ctx.Err() == nil {
-		g.wg.Go(func() { g.setReady(node, corev1.ConditionTrue, "KubeletReady", "outpost edge agent is connected") })
-	}
-}
-
-// Disconnected marks the node Unknown if it is not back within nodeGrace.
-func (g *legacyReadiness) Disconnected(node string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.sessions[node]--; g.sessions[node] > 0 {
-		return // a newer session of the node is up
-	}
-	delete(g.sessions, node)
-	if g.lost[node] != nil || g.ctx.Err() != nil {
-		return
-	}
-	g.wg.Add(1)
-	g.lost[node] = time.AfterFunc(nodeGrace, func() {
-		defer g.wg.Done()
-		g.mu.Lock()
-		back := g.sessions[node] > 0
-		if g.lost[node] != nil {
-			delete(g.lost, node)
-		}
-		g.mu.Unlock()
-		if !back && g.ctx.Err() == nil {
-			g.setReady(node, corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status.")
-		}
-	})
-}
-
-// stop waits for the background work, once its context has ended:
-// pending readiness timers are stopped.
-func (g *legacyReadiness) stop() {
-	g.mu.Lock()
-	for node, t := range g.lost {
-		if t.Stop() {
-			g.wg.Done() // the timer's function will not run
-		}
-		delete(g.lost, node)
-	}
-	g.mu.Unlock()
-	g.wg.Wait()
-}
-
-// setReady sets the node's Ready condition to status unless it already
-// is: Unknown when the node has been away past its grace, True again when
-// it is back (only if the hub had set Unknown; the node reports the rest).
-func (g *legacyReadiness) setReady(node string, status corev1.ConditionStatus, reason, msg string) {
-	ctx, cancel := context.WithTimeout(auth.WithUser(g.ctx, hubUser), 10*time.Second)
-	defer cancel()
-	nodes := g.api.CoreV1().Nodes()
-	for attempt := 0; attempt < 3; attempt++ {
-		n, err := nodes.Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return
-		}
-		i := -1
-		for j, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				i = j
-			}
-		}
-		now := metav1.NewTime(g.now())
-		switch {
-		case i < 0 && status == corev1.ConditionTrue:
-			return // the node reports its own status
-		case i < 0:
-			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeReady})
-			i = len(n.Status.Conditions) - 1
-		case n.Status.Conditions[i].Status == status:
-			return
-		case status == corev1.ConditionTrue && n.Status.Conditions[i].Reason != "NodeStatusUnknown":
-			return // not ours to flip
-		}
-		c := &n.Status.Conditions[i]
-		c.Status, c.Reason, c.Message, c.LastTransitionTime = status, reason, msg, now
-		_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
-		if !apierrors.IsConflict(err) {
-			if err != nil {
-				g.log.Warn("set node readiness", "node", node, "status", status, "err", err)
-			}
-			return
-		}
-	}
 }
