@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/outpost-mesh/outpost/hub/store"
 )
 
@@ -46,6 +48,8 @@ func (q *request) serve() {
 		err = q.eviction()
 	case q.ri.subresource == "token" && q.res.Token != nil && q.verb == "create":
 		err = q.serveToken()
+	case q.ri.subresource == "finalize" && q.finalizable():
+		err = q.finalize()
 	case q.ri.subresource != "":
 		// A subresource not served here, such as pods/log until the hub
 		// can reach containers: upstream's answer to a path it lacks, not
@@ -241,7 +245,7 @@ func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtim
 		return nil, invalid(res, m.GetName(), errs)
 	}
 	if res.Namespaced {
-		if err := s.checkNamespace(ctx, m.GetNamespace()); err != nil {
+		if err := s.checkNamespace(ctx, res, m.GetName(), m.GetNamespace()); err != nil {
 			return nil, err
 		}
 	}
@@ -270,9 +274,10 @@ func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtim
 	return obj, nil
 }
 
-// checkNamespace refuses creates in a namespace that does not exist or is
-// being deleted, as upstream's NamespaceLifecycle admission does.
-func (s *Server) checkNamespace(ctx context.Context, ns string) error {
+// checkNamespace refuses the create of name (of res) in a namespace that
+// does not exist or is being deleted, as upstream's NamespaceLifecycle
+// admission does: 404, or 403 with the NamespaceTerminating cause.
+func (s *Server) checkNamespace(ctx context.Context, res *resourceInfo, name, ns string) error {
 	nsRes := s.byGVR[schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}]
 	if nsRes == nil {
 		return nil
@@ -288,8 +293,14 @@ func (s *Server) checkNamespace(ctx context.Context, ns string) error {
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	if m, _ := meta.Accessor(obj); m.GetDeletionTimestamp() != nil {
-		return apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+	if nsObj, ok := obj.(*corev1.Namespace); ok && nsObj.Status.Phase == corev1.NamespaceTerminating || om(obj).GetDeletionTimestamp() != nil {
+		err := apierrors.NewForbidden(res.gr, name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
+			Type:    corev1.NamespaceTerminatingCause,
+			Message: fmt.Sprintf("namespace %s is being terminated", ns),
+			Field:   "metadata.namespace",
+		})
+		return err
 	}
 	return nil
 }
@@ -321,6 +332,9 @@ const (
 	// updateBinding sets spec.nodeName, which updates of the main resource
 	// may not change.
 	updateBinding
+	// updateFinalize changes metadata and the spec's own finalizers of a
+	// Finalizable resource (namespaces/NAME/finalize).
+	updateFinalize
 )
 
 // updateObject reads the request's object, asks mutate for its new version
@@ -385,7 +399,8 @@ func (q *request) updateObject(mutate func(old runtime.Object) (runtime.Object, 
 		// An object being deleted goes once its last finalizer is removed,
 		// unless its deletion is graceful: a pod with a grace period stays
 		// until its node confirms with a deletion of grace 0, as upstream.
-		if m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 && !graceful(old) && !dry {
+		// A namespace also waits for its spec's finalizers.
+		if m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 && !graceful(old) && !specFinalizersRemain(res, obj) && !dry {
 			_, _, err := s.store.Delete(ctx, key, kv.ModRevision)
 			if errors.Is(err, store.ErrConflict) && clientRV == "" && attempt < 50 {
 				continue
@@ -455,12 +470,16 @@ func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind 
 		fm, _ := meta.Accessor(fresh)
 		fm.SetResourceVersion(m.GetResourceVersion())
 		reflectCopy(obj, fresh)
-	} else if kind == updateMain {
+	} else if kind == updateMain || kind == updateFinalize {
 		res.Rules.Default(obj)
 		if res.Status {
 			copyField(obj, old, "Status")
 		}
-		res.Rules.PrepareForUpdate(obj, old)
+		if fin, ok := res.Rules.(Finalizable); ok && kind == updateFinalize {
+			fin.PrepareForFinalize(obj, old)
+		} else {
+			res.Rules.PrepareForUpdate(obj, old)
+		}
 	}
 	// System metadata is the server's.
 	m.SetUID(om.GetUID())
@@ -472,7 +491,7 @@ func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind 
 	if om.GetDeletionTimestamp() != nil {
 		m.SetDeletionTimestamp(om.GetDeletionTimestamp())
 		m.SetDeletionGracePeriodSeconds(om.GetDeletionGracePeriodSeconds())
-	} else if kind == updateMain {
+	} else if kind == updateMain || kind == updateFinalize {
 		m.SetDeletionTimestamp(nil)
 		m.SetDeletionGracePeriodSeconds(nil)
 	}
@@ -487,7 +506,7 @@ func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind 
 	// object, which is the stored one apart from that.
 	var errs field.ErrorList
 	switch kind {
-	case updateMain:
+	case updateMain, updateFinalize:
 		errs = res.Rules.ValidateUpdate(obj, old)
 	case updateStatus:
 		if sv, ok := res.Rules.(StatusValidator); ok {

@@ -163,6 +163,9 @@ func (q *request) binding() error {
 			return nil, apierrors.NewNotFound(q.res.gr, q.ri.name)
 		}
 		pod := old.(*corev1.Pod)
+		if err := q.s.checkNamespace(q.ctx(), q.res, q.ri.name, q.ri.namespace); err != nil {
+			return nil, err
+		}
 		if pod.DeletionTimestamp != nil {
 			return nil, apierrors.NewConflict(q.res.gr, q.ri.name, fmt.Errorf("pod %s is being deleted, cannot be assigned to a host", q.ri.name))
 		}
@@ -228,6 +231,39 @@ func (q *request) eviction() error {
 		return err
 	}
 	return q.respond(http.StatusCreated, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: http.StatusCreated})
+}
+
+func (q *request) finalizable() bool {
+	_, ok := q.res.Rules.(Finalizable)
+	return ok
+}
+
+// finalize serves PUT namespaces/NAME/finalize: an update of metadata and
+// spec.finalizers only, which the namespace controller makes to say that
+// the namespace's content is gone. Once the namespace is being deleted and
+// no finalizer remains, it leaves the store.
+func (q *request) finalize() error {
+	if q.verb != "update" {
+		return apierrors.NewMethodNotSupported(schema.GroupResource{Group: q.res.gr.Group, Resource: q.res.Plural + "/finalize"}, q.r.Method)
+	}
+	obj, err := q.decodeBody()
+	if err != nil {
+		return err
+	}
+	m, _ := meta.Accessor(obj)
+	if m.GetName() != q.ri.name {
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), q.ri.name))
+	}
+	updated, _, err := q.updateObject(func(old runtime.Object) (runtime.Object, error) {
+		if old == nil {
+			return nil, apierrors.NewNotFound(q.res.gr, q.ri.name)
+		}
+		return obj.DeepCopyObject(), nil
+	}, m.GetResourceVersion(), updateFinalize)
+	if err != nil {
+		return err
+	}
+	return q.respond(http.StatusOK, updated)
 }
 
 func typesPatch(s string) types.PatchType { return types.PatchType(s) }

@@ -23,7 +23,7 @@ func namespaceResource(now func() time.Time) apiserver.Resource {
 		New:          func() runtime.Object { return &corev1.Namespace{} },
 		NewList:      func() runtime.Object { return &corev1.NamespaceList{} },
 		Status:       true,
-		Rules: statusRules[*corev1.Namespace]{
+		Rules: namespaceRules{statusRules[*corev1.Namespace]{
 			rules: &rules[*corev1.Namespace]{
 				now:            now,
 				defaults:       defaultNamespace,
@@ -42,7 +42,46 @@ func namespaceResource(now func() time.Time) apiserver.Resource {
 				},
 			},
 			validateStatus: validateNamespaceStatusUpdate,
-		},
+		}},
+	}
+}
+
+// namespaceRules are the namespace rules plus the spec's finalizers, which
+// keep a deleted namespace Terminating until the namespace controller has
+// removed its content and then its "kubernetes" finalizer through the
+// finalize subresource.
+type namespaceRules struct {
+	statusRules[*corev1.Namespace]
+}
+
+var _ apiserver.Finalizable = namespaceRules{}
+
+func (namespaceRules) SpecFinalizers(obj runtime.Object) []string {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return nil
+	}
+	out := make([]string, len(ns.Spec.Finalizers))
+	for i, f := range ns.Spec.Finalizers {
+		out[i] = string(f)
+	}
+	return out
+}
+
+// PrepareForFinalize keeps the stored status: the finalize subresource
+// changes metadata and spec.finalizers, as upstream's finalize strategy.
+func (namespaceRules) PrepareForFinalize(obj, old runtime.Object) {
+	ns, ok := obj.(*corev1.Namespace)
+	prev, ok2 := old.(*corev1.Namespace)
+	if ok && ok2 {
+		ns.Status = prev.Status
+	}
+}
+
+// MarkDeleting moves a namespace being deleted to phase Terminating.
+func (namespaceRules) MarkDeleting(obj runtime.Object) {
+	if ns, ok := obj.(*corev1.Namespace); ok {
+		ns.Status.Phase = corev1.NamespaceTerminating
 	}
 }
 
