@@ -298,8 +298,14 @@ func TestDeploymentChain(t *testing.T) {
 		return err
 	})
 	for _, get := range []func() error{
-		func() error { _, err := h.Client.AppsV1().ReplicaSets("default").Get(ctx, "fg-rs", metav1.GetOptions{}); return err },
-		func() error { _, err := h.Client.CoreV1().Pods("default").Get(ctx, "fg-pod", metav1.GetOptions{}); return err },
+		func() error {
+			_, err := h.Client.AppsV1().ReplicaSets("default").Get(ctx, "fg-rs", metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := h.Client.CoreV1().Pods("default").Get(ctx, "fg-pod", metav1.GetOptions{})
+			return err
+		},
 	} {
 		if err := get(); !apierrors.IsNotFound(err) {
 			t.Errorf("a dependent after its foreground-deleted Deployment went: %v, want it gone first", err)
