@@ -118,6 +118,18 @@ func (f *fixture) cmGone(name string) {
 	})
 }
 
+// caughtUp waits until the collector has seen every pod created so far:
+// a watch delivers one resource's events in order, so once a pod made
+// after them with a dangling owner is collected, the collector's graph
+// holds them. Without it, a foreground delete right after its dependents'
+// creation may finish before the collector knows of them, as upstream's
+// may.
+func (f *fixture) caughtUp(probe string) {
+	f.t.Helper()
+	f.pod(newPod(probe, nil, ref("v1", "ConfigMap", "no-such-owner", types.UID("0b0e0d0c-0000-0000-0000-"+fmt.Sprintf("%012d", len(probe))), true)))
+	f.podGone(probe)
+}
+
 func (f *fixture) deleteCM(name string, policy metav1.DeletionPropagation) {
 	f.t.Helper()
 	if err := f.h.Client.CoreV1().ConfigMaps(f.ns).Delete(f.ctx, name, metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
@@ -147,6 +159,7 @@ func TestCascadingDeletion(t *testing.T) {
 		owner := f.configMap("fg-owner")
 		f.pod(newPod("fg-held", []string{"example.com/hold"}, cmRef(owner)))
 		f.pod(newPod("fg-free", nil, cmRef(owner)))
+		f.caughtUp("probe-fg")
 		f.deleteCM("fg-owner", metav1.DeletePropagationForeground)
 		f.podGone("fg-free")
 		// The held pod is being deleted but stays; its owner waits.
@@ -175,6 +188,7 @@ func TestCascadingDeletion(t *testing.T) {
 		owner := f.configMap("fgnb-owner")
 		nb := ref("v1", "ConfigMap", owner.Name, owner.UID, false)
 		f.pod(newPod("fgnb-held", []string{"example.com/hold"}, nb))
+		f.caughtUp("probe-fgnb")
 		f.deleteCM("fgnb-owner", metav1.DeletePropagationForeground)
 		f.cmGone("fgnb-owner")
 		wait.For(t, 30*time.Second, "non-blocking dependent marked for deletion", func() (bool, string) {
@@ -195,6 +209,7 @@ func TestCascadingDeletion(t *testing.T) {
 		other := f.configMap("or-other")
 		f.pod(newPod("or-1", nil, cmRef(owner)))
 		f.pod(newPod("or-2", nil, cmRef(owner), cmRef(other)))
+		f.caughtUp("probe-or")
 		f.deleteCM("or-owner", metav1.DeletePropagationOrphan)
 		f.cmGone("or-owner")
 		for name, want := range map[string]int{"or-1": 0, "or-2": 1} {
@@ -259,6 +274,20 @@ func TestDeploymentChain(t *testing.T) {
 		}
 		f.pod(newPod(name+"-pod", nil, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &ctl, BlockOwnerDeletion: &ctl}))
 	}
+	// rsCaughtUp is caughtUp for replicasets.
+	rsCaughtUp := func(probe string) {
+		t.Helper()
+		one := int32(1)
+		if _, err := h.Client.AppsV1().ReplicaSets("default").Create(ctx, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: probe,
+			OwnerReferences: []metav1.OwnerReference{ref("apps/v1", "Deployment", "no-such", types.UID("0b0e0d0c-1111-0000-0000-"+fmt.Sprintf("%012d", len(probe))), true)}},
+			Spec: appsv1.ReplicaSetSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		f.waitGone("replicaset "+probe, func() error {
+			_, err := h.Client.AppsV1().ReplicaSets("default").Get(ctx, probe, metav1.GetOptions{})
+			return err
+		})
+	}
 	chain("web")
 	bg := metav1.DeletePropagationBackground
 	if err := h.Client.AppsV1().Deployments("default").Delete(ctx, "web", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
@@ -271,6 +300,8 @@ func TestDeploymentChain(t *testing.T) {
 	f.podGone("web-pod")
 
 	chain("kept")
+	f.caughtUp("probe-kept")
+	rsCaughtUp("probe-rs-kept")
 	fg := metav1.DeletePropagationForeground
 	orphan := metav1.DeletePropagationOrphan
 	if err := h.Client.AppsV1().Deployments("default").Delete(ctx, "kept", metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
@@ -290,6 +321,8 @@ func TestDeploymentChain(t *testing.T) {
 
 	// Foreground through the chain: the Deployment goes last.
 	chain("fg")
+	f.caughtUp("probe-chain")
+	rsCaughtUp("probe-rs-chain")
 	if err := h.Client.AppsV1().Deployments("default").Delete(ctx, "fg", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
 		t.Fatal(err)
 	}
