@@ -8,9 +8,12 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers"
 	"github.com/outpost-mesh/outpost/hub/controllers/cronjob"
 	"github.com/outpost-mesh/outpost/hub/controllers/deployment"
+	"github.com/outpost-mesh/outpost/hub/controllers/garbagecollector"
 	"github.com/outpost-mesh/outpost/hub/controllers/job"
 	"github.com/outpost-mesh/outpost/hub/controllers/manager"
+	"github.com/outpost-mesh/outpost/hub/controllers/namespace"
 	"github.com/outpost-mesh/outpost/hub/controllers/nodelifecycle"
+	"github.com/outpost-mesh/outpost/hub/controllers/podgc"
 	"github.com/outpost-mesh/outpost/hub/controllers/replicaset"
 	"github.com/outpost-mesh/outpost/hub/controllers/serviceaccount"
 	"github.com/outpost-mesh/outpost/hub/controllers/ttlafterfinished"
@@ -60,6 +63,9 @@ func controllerList(hc Config, caPEM []byte) []manager.Controller {
 	return []manager.Controller{
 		{Name: "nodelifecycle", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return nodelifecycle.New(c, lifecycle) }},
 		{Name: "serviceaccount", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return serviceaccount.New(c, caPEM) }},
+		{Name: "garbagecollector", Identity: cm, New: runner(garbagecollector.New)},
+		{Name: "namespace", Identity: cm, New: runner(namespace.New)},
+		{Name: "podgc", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return podgc.New(c, podgc.DefaultConfig()) }},
 		{Name: "replicaset", Identity: cm, New: runner(replicaset.New)},
 		{Name: "deployment", Identity: cm, New: runner(deployment.New)},
 		{Name: "job", Identity: cm, New: runner(job.New)},

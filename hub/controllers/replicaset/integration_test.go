@@ -209,7 +209,8 @@ func TestNoAdoptionWhileDeleting(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return got.DeletionTimestamp != nil && got.Generation == 2 && got.Status.ObservedGeneration == 2, fmt.Sprintf("generation %d, %+v", got.Generation, got.Status)
+		// Marking it deleted bumped the generation too, as upstream.
+		return got.DeletionTimestamp != nil && got.Generation == 3 && got.Status.ObservedGeneration == 3, fmt.Sprintf("generation %d, %+v", got.Generation, got.Status)
 	})
 	p, err := h.Client.CoreV1().Pods("default").Get(ctx, "stray", metav1.GetOptions{})
 	if err != nil {
