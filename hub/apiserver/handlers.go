@@ -414,17 +414,24 @@ func (q *request) updateObject(mutate func(old runtime.Object) (runtime.Object, 
 		if dry {
 			return obj, http.StatusOK, nil
 		}
+		allocated, err := s.reassign(ctx, res, obj, old, key)
+		if err != nil {
+			return nil, 0, err
+		}
 		data, err := res.encode(obj)
 		if err != nil {
+			allocated(false)
 			return nil, 0, apierrors.NewInternalError(err)
 		}
 		// An update that changes nothing writes nothing, as upstream: no
 		// new resourceVersion, no event for watchers. Like upstream's
 		// storage, it compares what would be stored with what is.
 		if bytes.Equal(data, kv.Value) {
+			allocated(false)
 			return old, http.StatusOK, nil
 		}
 		nkv, err := s.store.Update(ctx, key, data, kv.ModRevision)
+		allocated(err == nil)
 		if (errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound)) && clientRV == "" && attempt < 50 {
 			continue
 		}

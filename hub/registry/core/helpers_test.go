@@ -25,7 +25,7 @@ func ago(d time.Duration) metav1.Time { return metav1.NewTime(t0.Add(-d)) }
 // testResources are the resources with the tests' clock, by plural.
 func testResources() map[string]apiserver.Resource {
 	m := map[string]apiserver.Resource{}
-	for _, r := range resources(clock) {
+	for _, r := range resources(clock, options{services: DefaultServiceConfig()}) {
 		m[r.Plural] = r
 	}
 	return m

@@ -23,12 +23,30 @@ import (
 // Resources returns the core/v1 resources with their rules, in the order
 // `kubectl api-resources` lists them. Ages in table rows are computed with
 // the wall clock. The caller owns the returned slice.
-func Resources() []apiserver.Resource {
-	return resources(time.Now)
+func Resources(opts ...Option) []apiserver.Resource {
+	o := options{services: DefaultServiceConfig()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return resources(time.Now, o)
+}
+
+// Option adjusts the rules Resources returns.
+type Option func(*options)
+
+type options struct {
+	services ServiceConfig
+}
+
+// WithServices sets the ranges services' cluster IPs and node ports are
+// allocated from (default DefaultServiceConfig()); cfg must be valid
+// (ServiceConfig.Validate).
+func WithServices(cfg ServiceConfig) Option {
+	return func(o *options) { o.services = cfg }
 }
 
 // resources is Resources with the clock that table rows use for ages.
-func resources(now func() time.Time) []apiserver.Resource {
+func resources(now func() time.Time, o options) []apiserver.Resource {
 	return []apiserver.Resource{
 		configMapResource(now),
 		endpointsResource(now),
@@ -40,7 +58,7 @@ func resources(now func() time.Time) []apiserver.Resource {
 		resourceQuotaResource(now),
 		secretResource(now),
 		serviceAccountResource(now),
-		serviceResource(now),
+		serviceResource(now, o.services),
 	}
 }
 

@@ -24,7 +24,9 @@ import (
 // these rules keep what was allocated across updates, as upstream's
 // service REST does, and leave clusterIP as the client gave it on create.
 
-func serviceResource(now func() time.Time) apiserver.Resource {
+// serviceResource returns the services, allocating from cfg.
+func serviceResource(now func() time.Time, cfg ServiceConfig) apiserver.Resource {
+	fam := cfg.family()
 	return apiserver.Resource{
 		GroupVersion: corev1.SchemeGroupVersion,
 		Kind:         "Service",
@@ -40,8 +42,8 @@ func serviceResource(now func() time.Time) apiserver.Resource {
 			rules: &rules[*corev1.Service]{
 				now:            now,
 				defaults:       defaultService,
-				prepareCreate:  prepareServiceForCreate,
-				prepareUpdate:  prepareServiceForUpdate,
+				prepareCreate:  func(svc *corev1.Service) { prepareServiceForCreate(svc, fam) },
+				prepareUpdate:  func(svc, old *corev1.Service) { prepareServiceForUpdate(svc, old, fam) },
 				validate:       validateService,
 				validateUpdate: validateServiceUpdate,
 				createOnUpdate: true,
@@ -49,7 +51,7 @@ func serviceResource(now func() time.Time) apiserver.Resource {
 				row:            serviceRow,
 			},
 			validateStatus: validateServiceStatusUpdate,
-		}},
+		}, cfg},
 	}
 }
 
@@ -113,20 +115,21 @@ func defaultService(svc *corev1.Service) {
 }
 
 // prepareServiceForCreate clears status, fills clusterIPs from clusterIP
-// for clients that only know the latter, and picks the IP families.
-func prepareServiceForCreate(svc *corev1.Service) {
+// for clients that only know the latter, and picks the IP families (fam,
+// the cluster's, when the client asked for none).
+func prepareServiceForCreate(svc *corev1.Service, fam corev1.IPFamily) {
 	svc.Status = corev1.ServiceStatus{}
 	if svc.Spec.ClusterIP != "" && len(svc.Spec.ClusterIPs) == 0 {
 		svc.Spec.ClusterIPs = []string{svc.Spec.ClusterIP}
 	}
-	initIPFamilies(svc, nil)
+	initIPFamilies(svc, nil, fam)
 }
 
 // prepareServiceForUpdate keeps status, puts back allocated values the
 // client left out (cluster IPs, node ports, families) as upstream's
 // service REST does for idempotent `kubectl apply`, and drops values the
 // new type does not use when the client did not change them.
-func prepareServiceForUpdate(svc, old *corev1.Service) {
+func prepareServiceForUpdate(svc, old *corev1.Service, fam corev1.IPFamily) {
 	svc.Status = old.Status
 	if svc.Spec.Type != corev1.ServiceTypeExternalName && old.Spec.Type != corev1.ServiceTypeExternalName {
 		if svc.Spec.ClusterIP == "" {
@@ -164,7 +167,7 @@ func prepareServiceForUpdate(svc, old *corev1.Service) {
 		svc.Spec.HealthCheckNodePort = old.Spec.HealthCheckNodePort
 	}
 	dropTypeDependentFields(svc, old)
-	initIPFamilies(svc, old)
+	initIPFamilies(svc, old, fam)
 }
 
 func dropTypeDependentFields(svc, old *corev1.Service) {
@@ -203,10 +206,10 @@ func dropTypeDependentFields(svc, old *corev1.Service) {
 
 // initIPFamilies fills ipFamilyPolicy and ipFamilies that the client left
 // out: from the stored service on update, else single-stack in the family
-// of the requested cluster IP (IPv4 when none). Headless services without
+// of the requested cluster IP (fam when none). Headless services without
 // a selector require dual-stack, as upstream does, but get the one family
 // the hub serves. ExternalName services have neither.
-func initIPFamilies(svc, old *corev1.Service) {
+func initIPFamilies(svc, old *corev1.Service, fam corev1.IPFamily) {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return
 	}
@@ -236,7 +239,7 @@ func initIPFamilies(svc, old *corev1.Service) {
 			}
 		}
 		if len(svc.Spec.IPFamilies) == 0 {
-			svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
+			svc.Spec.IPFamilies = []corev1.IPFamily{fam}
 		}
 	}
 }
