@@ -41,7 +41,7 @@ var ServiceCIDR = DefaultServiceCIDR
 // DefaultServiceConfig returns the defaults.
 func DefaultServiceConfig() ServiceConfig {
 	return ServiceConfig{
-		CIDR:      DefaultServiceCIDR,                     // K3s's, beside its pod CIDR
+		CIDR:      DefaultServiceCIDR,                   // K3s's, beside its pod CIDR
 		NodePorts: PortRange{First: 30000, Last: 32767}, // kube-apiserver's default
 	}
 }
