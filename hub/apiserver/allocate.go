@@ -16,7 +16,7 @@ import (
 // reservation of value for a resource is the key AllocationsPrefix +
 // plural + "/" + value, and holds the store key of the object that holds
 // the value. Values are IPs and the like: valid in a key.
-const AllocationsPrefix = "/registry/allocations/"
+const AllocationsPrefix = KeyRoot + "allocations/"
 
 // UpdateAllocator is implemented by Allocators whose objects may gain or
 // lose values on update (a service that becomes NodePort gains node
