@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/outpost-mesh/outpost/hub/hubd"
+	"github.com/outpost-mesh/outpost/hub/registry/core"
 	"github.com/outpost-mesh/outpost/internal/memlimit"
 )
 
@@ -17,6 +19,7 @@ func newHubCmd() *cobra.Command {
 	cfg := hubd.DefaultConfig("")
 	store := string(cfg.Store)
 	memLimit := "auto"
+	serviceCIDR, nodePorts := cfg.Services.CIDR.String(), cfg.Services.NodePorts.String()
 	cmd := &cobra.Command{
 		Use:   "hub",
 		Short: "Run the hub: the Kubernetes API server of an Outpost fleet",
@@ -29,6 +32,9 @@ Once the API server is up it prints an export line for KUBECONFIG on stdout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Store = hubd.StoreKind(store)
+			if err := parseServiceRanges(&cfg, serviceCIDR, nodePorts); err != nil {
+				return err
+			}
 			cfg.Logger = slog.Default()
 			if err := applyMemoryLimit(memLimit, cfg.Logger); err != nil {
 				return err
@@ -51,10 +57,27 @@ Once the API server is up it prints an export line for KUBECONFIG on stdout.`,
 	f.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS name or IP address for the API server's certificate (repeatable)")
 	f.StringVar(&memLimit, "memory-limit", memLimit, memoryLimitUsage)
 	f.BoolVar(&cfg.Controllers, "controllers", cfg.Controllers, controllersUsage)
+	f.StringVar(&serviceCIDR, "service-cidr", serviceCIDR, "range of the services' cluster IPs, as kube-apiserver's --service-cluster-ip-range; its first address is the kubernetes service's")
+	f.StringVar(&nodePorts, "service-node-port-range", nodePorts, "range of the services' node ports, as kube-apiserver's --service-node-port-range")
 	f.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", cfg.NodeMonitorGracePeriod, "how long a node may go without renewing its Lease before it is marked Ready=Unknown and tainted unreachable; its pods keep running unless its Node has the annotation outpost.dev/offline-tolerance")
 	f.DurationVar(&cfg.IdleMemoryReturn, "idle-memory-return", cfg.IdleMemoryReturn, "after this long without API requests, give the memory a spell of work left behind back to the OS; 0 never")
 	cmd.MarkFlagRequired("data-dir")
 	return cmd
+}
+
+// parseServiceRanges sets cfg.Services from the --service-cidr and
+// --service-node-port-range flags.
+func parseServiceRanges(cfg *hubd.Config, cidr, ports string) error {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return fmt.Errorf("--service-cidr %q: want a CIDR such as 10.43.0.0/16", cidr)
+	}
+	r, err := core.ParsePortRange(ports)
+	if err != nil {
+		return fmt.Errorf("--service-node-port-range: %w", err)
+	}
+	cfg.Services = core.ServiceConfig{CIDR: p, NodePorts: r}
+	return nil
 }
 
 // controllersUsage documents --controllers of the commands that run a hub.

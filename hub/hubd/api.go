@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,10 +28,10 @@ import (
 var defaultNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
 
 // resources returns every resource the hub serves.
-func resources() []apiserver.Resource {
+func resources(svc core.ServiceConfig) []apiserver.Resource {
 	var rs []apiserver.Resource
 	for _, group := range [][]apiserver.Resource{
-		core.Resources(), apps.Resources(), batch.Resources(),
+		core.Resources(core.WithServices(svc)), apps.Resources(), batch.Resources(),
 		coordination.Resources(), discovery.Resources(), events.Resources(),
 	} {
 		rs = append(rs, group...)
@@ -40,8 +41,8 @@ func resources() []apiserver.Resource {
 
 // newAPI builds the Kubernetes API server and its OpenAPI documents over
 // st, with the admission chain (NodeRestriction).
-func newAPI(st store.Store, tokens apiserver.TokenIssuer, log *slog.Logger) (*apiserver.Server, *openapi.Spec, error) {
-	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(), Logger: log, Admission: admission.NodeRestriction{}, Tokens: tokens})
+func newAPI(st store.Store, svc core.ServiceConfig, tokens apiserver.TokenIssuer, log *slog.Logger) (*apiserver.Server, *openapi.Spec, error) {
+	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(svc), Logger: log, Admission: admission.NodeRestriction{}, Tokens: tokens})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -66,9 +67,9 @@ func ensureNamespaces(ctx context.Context, api *apiserver.Server) error {
 
 // ensureKubernetesService creates the `kubernetes` service in default
 // that points in-cluster clients at the API, as every cluster has, with the
-// first cluster IP.
-func ensureKubernetesService(ctx context.Context, api *apiserver.Server, apiPort int32) error {
-	ip := core.ServiceCIDR.Masked().Addr().Next().String()
+// first cluster IP, kip.
+func ensureKubernetesService(ctx context.Context, api *apiserver.Server, kip netip.Addr, apiPort int32) error {
+	ip := kip.String()
 	return api.Ensure(ctx, &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",

@@ -8,6 +8,8 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers"
 	"github.com/outpost-mesh/outpost/hub/controllers/cronjob"
 	"github.com/outpost-mesh/outpost/hub/controllers/deployment"
+	"github.com/outpost-mesh/outpost/hub/controllers/endpoints"
+	"github.com/outpost-mesh/outpost/hub/controllers/endpointslice"
 	"github.com/outpost-mesh/outpost/hub/controllers/garbagecollector"
 	"github.com/outpost-mesh/outpost/hub/controllers/job"
 	"github.com/outpost-mesh/outpost/hub/controllers/manager"
@@ -71,6 +73,8 @@ func controllerList(hc Config, caPEM []byte) []manager.Controller {
 		{Name: "job", Identity: cm, New: runner(job.New)},
 		{Name: "cronjob", Identity: cm, New: runner(cronjob.New)},
 		{Name: "ttl-after-finished", Identity: cm, New: runner(ttlafterfinished.New)},
+		{Name: "endpointslice", Identity: cm, New: runner(endpointslice.New)},
+		{Name: "endpoints", Identity: cm, New: runner(endpoints.New)},
 		{Name: "scheduler", Identity: auth.SchedulerUser, New: runner(scheduler.New)},
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers/nodelifecycle"
 	"github.com/outpost-mesh/outpost/hub/metrics"
 	"github.com/outpost-mesh/outpost/hub/pki"
+	"github.com/outpost-mesh/outpost/hub/registry/core"
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/hub/store/badgerstore"
 	"github.com/outpost-mesh/outpost/hub/store/etcdstore"
@@ -89,6 +90,9 @@ type Config struct {
 	// outpost.dev/offline-tolerance). It must exceed the 10 s in which the
 	// hub renews a connected node's Lease.
 	NodeMonitorGracePeriod time.Duration
+	// Services are the ranges of cluster IPs and node ports
+	// (--service-cidr, --service-node-port-range).
+	Services core.ServiceConfig
 	// Logger receives the hub's logs; non-nil.
 	Logger *slog.Logger
 }
@@ -106,8 +110,9 @@ func DefaultConfig(dataDir string) Config {
 		EventTTL:               time.Hour,            // kube-apiserver's default
 		IdleMemoryReturn:       10 * time.Second,     // a pause, not a lull between a controller's requests
 		JoinLimits:             auth.DefaultJoinLimitConfig(),
-		Controllers:            true,             // as kube-controller-manager and kube-scheduler beside the API
-		NodeMonitorGracePeriod: 40 * time.Second, // upstream's default
+		Controllers:            true,                        // as kube-controller-manager and kube-scheduler beside the API
+		NodeMonitorGracePeriod: 40 * time.Second,            // upstream's default
+		Services:               core.DefaultServiceConfig(), // 10.43.0.0/16 and 30000-32767, as K3s
 	}
 }
 
@@ -147,6 +152,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := c.JoinLimits.Validate(); err != nil {
+		return err
+	}
+	if err := c.Services.Validate(); err != nil {
 		return err
 	}
 	if c.IdleMemoryReturn < 0 {
@@ -259,8 +267,13 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	api, spec, err := newAPI(st, tokens, log)
+	api, spec, err := newAPI(st, h.cfg.Services, tokens, log)
 	if err != nil {
+		return err
+	}
+	// Before anything is served: a crash may have left reservations
+	// without their objects, or objects without their reservations.
+	if err := api.RepairAllocations(ctx); err != nil {
 		return err
 	}
 	if err := ensureNamespaces(ctx, api); err != nil {
@@ -273,7 +286,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	}
 	defer ln.Close() // Serve owns it once started; closing twice is harmless
 	addr := ln.Addr().String()
-	if err := ensureKubernetesService(ctx, api, int32(ln.Addr().(*net.TCPAddr).Port)); err != nil {
+	if err := ensureKubernetesService(ctx, api, h.cfg.Services.KubernetesIP(), int32(ln.Addr().(*net.TCPAddr).Port)); err != nil {
 		return err
 	}
 	server := "https://" + clientAddr(h.cfg.APIAddr, ln.Addr())
@@ -340,6 +353,15 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		log.Info("api server stopped")
 		return nil
 	})
+
+	if ip, ok := advertiseAddr(h.cfg.APIAddr, net.InterfaceAddrs); ok {
+		port := int32(ln.Addr().(*net.TCPAddr).Port)
+		parts.start("api endpoints", context.WithoutCancel(ctx), func(ctx context.Context) error {
+			return keepAPIEndpoints(ctx, handler, ip, port, log)
+		})
+	} else {
+		log.Info("no address but loopback to advertise: the kubernetes service has no endpoints", "api", h.cfg.APIAddr)
+	}
 
 	syncAddr := ""
 	var syncing *part

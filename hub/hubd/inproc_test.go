@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/outpost-mesh/outpost/hub/auth"
+	"github.com/outpost-mesh/outpost/hub/registry/core"
 	"github.com/outpost-mesh/outpost/hub/store/badgerstore"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
@@ -30,7 +31,7 @@ func TestInprocAdmission(t *testing.T) {
 	}
 	defer st.Close()
 	log := testlog.New(t, slog.LevelInfo)
-	api, spec, err := newAPI(st, nil, log)
+	api, spec, err := newAPI(st, core.DefaultServiceConfig(), nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestInprocWatch(t *testing.T) {
 	}
 	defer st.Close()
 	log := testlog.New(t, slog.LevelInfo)
-	api, spec, err := newAPI(st, nil, log)
+	api, spec, err := newAPI(st, core.DefaultServiceConfig(), nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}

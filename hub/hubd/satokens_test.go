@@ -30,6 +30,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers"
 	"github.com/outpost-mesh/outpost/hub/controllers/serviceaccount"
 	"github.com/outpost-mesh/outpost/hub/pki"
+	"github.com/outpost-mesh/outpost/hub/registry/core"
 	"github.com/outpost-mesh/outpost/hub/store/badgerstore"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
@@ -64,7 +65,7 @@ func startSAHub(t *testing.T) *saHub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(), Logger: log, Admission: admission.NodeRestriction{}, Tokens: tokens})
+	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(core.DefaultServiceConfig()), Logger: log, Admission: admission.NodeRestriction{}, Tokens: tokens})
 	if err != nil {
 		t.Fatal(err)
 	}

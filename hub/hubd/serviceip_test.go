@@ -22,8 +22,8 @@ func TestServiceClusterIPs(t *testing.T) {
 	ctx := context.Background()
 	svcs := cs.CoreV1().Services("default")
 	k, err := svcs.Get(ctx, "kubernetes", metav1.GetOptions{})
-	if err != nil || k.Spec.ClusterIP != "10.96.0.1" {
-		t.Fatalf("kubernetes service = %v, %v; want cluster IP 10.96.0.1", k.Spec.ClusterIP, err)
+	if err != nil || k.Spec.ClusterIP != "10.43.0.1" {
+		t.Fatalf("kubernetes service = %v, %v; want cluster IP 10.43.0.1", k.Spec.ClusterIP, err)
 	}
 	svc := func(name, ip string) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{
@@ -39,8 +39,8 @@ func TestServiceClusterIPs(t *testing.T) {
 	}
 	for _, s := range []*corev1.Service{a, b} {
 		ip, err := netip.ParseAddr(s.Spec.ClusterIP)
-		if err != nil || !core.ServiceCIDR.Contains(ip) || len(s.Spec.ClusterIPs) != 1 || s.Spec.ClusterIPs[0] != s.Spec.ClusterIP {
-			t.Fatalf("service %s cluster IPs %q %v, want one address in %s", s.Name, s.Spec.ClusterIP, s.Spec.ClusterIPs, core.ServiceCIDR)
+		if err != nil || !core.DefaultServiceCIDR.Contains(ip) || len(s.Spec.ClusterIPs) != 1 || s.Spec.ClusterIPs[0] != s.Spec.ClusterIP {
+			t.Fatalf("service %s cluster IPs %q %v, want one address in %s", s.Name, s.Spec.ClusterIP, s.Spec.ClusterIPs, core.DefaultServiceCIDR)
 		}
 	}
 	if a.Spec.ClusterIP == b.Spec.ClusterIP {
