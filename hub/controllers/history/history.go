@@ -283,3 +283,14 @@ func Delete(ctx context.Context, c Client, revs []*appsv1.ControllerRevision) er
 	}
 	return nil
 }
+
+// ReleasePatch returns the strategic merge patch that removes the owner
+// reference to the owner whose uid is owner from the object whose uid is
+// uid, as upstream's controllers release what their selector no longer
+// matches.
+func ReleasePatch(owner, uid types.UID) ([]byte, error) {
+	return json.Marshal(map[string]any{"metadata": map[string]any{
+		"ownerReferences": []map[string]any{{"$patch": "delete", "uid": owner}},
+		"uid":             uid,
+	}})
+}
