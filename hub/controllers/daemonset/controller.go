@@ -172,7 +172,11 @@ func (c *Controller) next(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	if err := c.sync(ctx, key); err != nil {
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case apierrors.IsConflict(err):
+			c.log.Debug("sync met a newer object, will retry", "daemonset", key, "err", err)
+		default:
 			c.log.Warn("sync failed, will retry", "daemonset", key, "err", err)
 		}
 		c.queue.AddRateLimited(key)
@@ -633,7 +637,20 @@ func (c *Controller) updateStatus(ctx context.Context, key string, ds *appsv1.Da
 	}
 	up := ds.DeepCopy()
 	up.Status = s
-	if _, err := c.client.AppsV1().DaemonSets(ds.Namespace).UpdateStatus(ctx, up, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	api := c.client.AppsV1().DaemonSets(ds.Namespace)
+	_, err := api.UpdateStatus(ctx, up, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		// The cache lags behind the last write, often our own: retry
+		// once on a fresh copy, as upstream does.
+		fresh, gerr := api.Get(ctx, ds.Name, metav1.GetOptions{})
+		if gerr != nil || fresh.UID != ds.UID {
+			return errors.Join(err, gerr)
+		}
+		s.CollisionCount = fresh.Status.CollisionCount
+		fresh.Status = s
+		_, err = api.UpdateStatus(ctx, fresh, metav1.UpdateOptions{})
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("update status: %w", err)
 	}
 	return nil
