@@ -90,6 +90,11 @@ func (statefulSetRules) Validate(obj runtime.Object) field.ErrorList {
 	// Pod names and hostnames derive from the name, hence a DNS label.
 	errs := apivalidation.ValidateObjectMeta(&ss.ObjectMeta, true, apivalidation.NameIsDNSLabel, metadataPath)
 	errs = append(errs, validateStatefulSetSpec(&ss.Spec, specPath)...)
+	// Claims need volumes to bind, and the hub has no storage yet. Refused
+	// on create only, so that a set stored before stays updatable.
+	if len(ss.Spec.VolumeClaimTemplates) > 0 {
+		errs = append(errs, field.Forbidden(specPath.Child("volumeClaimTemplates"), volumeClaimTemplatesRefused))
+	}
 	// The service name becomes the pods' subdomain. It is immutable, so
 	// it is checked on create only, as upstream does.
 	if n := ss.Spec.ServiceName; n != "" {
@@ -99,6 +104,11 @@ func (statefulSetRules) Validate(obj runtime.Object) field.ErrorList {
 	}
 	return errs
 }
+
+// volumeClaimTemplatesRefused says why a set with claim templates is
+// refused, and what to do instead.
+const volumeClaimTemplatesRefused = "volume claim templates are not supported until the hub has storage; " +
+	"use emptyDir or hostPath volumes in the pod template instead"
 
 // statefulSetMutable lists the spec fields an update may change.
 const statefulSetMutable = "'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds'"
