@@ -7,6 +7,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/controllers"
 	"github.com/outpost-mesh/outpost/hub/controllers/cronjob"
+	"github.com/outpost-mesh/outpost/hub/controllers/daemonset"
 	"github.com/outpost-mesh/outpost/hub/controllers/deployment"
 	"github.com/outpost-mesh/outpost/hub/controllers/endpoints"
 	"github.com/outpost-mesh/outpost/hub/controllers/endpointslice"
@@ -18,6 +19,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers/podgc"
 	"github.com/outpost-mesh/outpost/hub/controllers/replicaset"
 	"github.com/outpost-mesh/outpost/hub/controllers/serviceaccount"
+	"github.com/outpost-mesh/outpost/hub/controllers/statefulset"
 	"github.com/outpost-mesh/outpost/hub/controllers/ttlafterfinished"
 	"github.com/outpost-mesh/outpost/hub/scheduler"
 )
@@ -70,6 +72,8 @@ func controllerList(hc Config, caPEM []byte) []manager.Controller {
 		{Name: "podgc", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return podgc.New(c, podgc.DefaultConfig()) }},
 		{Name: "replicaset", Identity: cm, New: runner(replicaset.New)},
 		{Name: "deployment", Identity: cm, New: runner(deployment.New)},
+		{Name: "daemonset", Identity: cm, New: runner(daemonset.New)},
+		{Name: "statefulset", Identity: cm, New: runner(statefulset.New)},
 		{Name: "job", Identity: cm, New: runner(job.New)},
 		{Name: "cronjob", Identity: cm, New: runner(cronjob.New)},
 		{Name: "ttl-after-finished", Identity: cm, New: runner(ttlafterfinished.New)},

@@ -1,4 +1,4 @@
-package daemonset
+package daemonset_test
 
 import (
 	"context"
@@ -20,7 +20,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/outpost-mesh/outpost/hub/controllers"
+	"github.com/outpost-mesh/outpost/hub/controllers/daemonset"
 	"github.com/outpost-mesh/outpost/hub/controllers/history"
+	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/test/hubtest"
@@ -35,7 +37,7 @@ func runController(t *testing.T, h *hubtest.Hub) {
 	events := record.NewBroadcaster(record.WithContext(ctx))
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: h.Client.CoreV1().Events("")})
 	t.Cleanup(events.Shutdown)
-	c, err := New(controllers.Context{
+	c, err := daemonset.New(controllers.Context{
 		Client:    h.Client,
 		Metadata:  h.Metadata,
 		Informers: factory,
@@ -116,7 +118,7 @@ func (c *cluster) step(readyOn ...string) ([]corev1.Pod, error) {
 	}
 	var out []corev1.Pod
 	for _, p := range list.Items {
-		target := TargetNode(&p)
+		target := daemonset.TargetNode(&p)
 		if c.down[target] {
 			out = append(out, p)
 			continue
@@ -131,7 +133,7 @@ func (c *cluster) step(readyOn ...string) ([]corev1.Pod, error) {
 				Target:     corev1.ObjectReference{Kind: "Node", Name: target},
 			}, metav1.CreateOptions{})
 			p.Spec.NodeName = target
-		case p.Status.Phase == corev1.PodPending || (slices.Contains(readyOn, target) && !Ready(&p)):
+		case p.Status.Phase == corev1.PodPending || (slices.Contains(readyOn, target) && !daemonset.Ready(&p)):
 			p.Status.Phase = corev1.PodRunning
 			if slices.Contains(readyOn, target) {
 				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
@@ -153,7 +155,7 @@ func (c *cluster) step(readyOn ...string) ([]corev1.Pod, error) {
 // whether it is being deleted.
 func image(pods []corev1.Pod, node string) (img string, deleting bool) {
 	for _, p := range pods {
-		if TargetNode(&p) == node {
+		if daemonset.TargetNode(&p) == node {
 			if p.DeletionTimestamp != nil {
 				deleting = true
 				continue
@@ -167,7 +169,7 @@ func image(pods []corev1.Pod, node string) (img string, deleting bool) {
 func summary(pods []corev1.Pod) string {
 	var s []string
 	for _, p := range pods {
-		s = append(s, fmt.Sprintf("%s@%s:%s ready=%v deleting=%v", p.Name, TargetNode(&p), p.Spec.Containers[0].Image, Ready(&p), p.DeletionTimestamp != nil))
+		s = append(s, fmt.Sprintf("%s@%s:%s ready=%v deleting=%v", p.Name, daemonset.TargetNode(&p), p.Spec.Containers[0].Image, daemonset.Ready(&p), p.DeletionTimestamp != nil))
 	}
 	slices.Sort(s)
 	return strings.Join(s, "; ")
@@ -180,7 +182,7 @@ func rolledOut(ds *appsv1.DaemonSet) bool {
 }
 
 func TestDaemonSetOnARealHub(t *testing.T) {
-	h := hubtest.Start(t)
+	h := hubtest.Start(t, func(c *hubd.Config) { c.Controllers = false })
 	ctx := context.Background()
 	c := &cluster{t: t, client: h.Client, ns: "default", down: map[string]bool{}}
 	c.addNode("n1")
@@ -255,7 +257,7 @@ func TestDaemonSetOnARealHub(t *testing.T) {
 				// Nodes without a live Ready pod: at most one at a time.
 				var down []string
 				for _, n := range nodes {
-					if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return TargetNode(&p) == n && p.DeletionTimestamp == nil && Ready(&p) }) {
+					if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return daemonset.TargetNode(&p) == n && p.DeletionTimestamp == nil && daemonset.Ready(&p) }) {
 						down = append(down, n)
 					}
 				}
@@ -324,6 +326,6 @@ func TestDaemonSetOnARealHub(t *testing.T) {
 				reasons[e.Reason] = true
 			}
 		}
-		return reasons[reasonSuccessfulCreate] && reasons[reasonSuccessfulDelete], fmt.Sprintf("reasons %v", reasons)
+		return reasons["SuccessfulCreate"] && reasons["SuccessfulDelete"], fmt.Sprintf("reasons %v", reasons)
 	})
 }

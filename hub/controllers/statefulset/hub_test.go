@@ -1,4 +1,4 @@
-package statefulset
+package statefulset_test
 
 import (
 	"context"
@@ -21,6 +21,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/outpost-mesh/outpost/hub/controllers"
+	"github.com/outpost-mesh/outpost/hub/controllers/statefulset"
+	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/test/hubtest"
@@ -36,7 +38,7 @@ func runController(t *testing.T, h *hubtest.Hub) {
 	events := record.NewBroadcaster(record.WithContext(ctx))
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: h.Client.CoreV1().Events("")})
 	t.Cleanup(events.Shutdown)
-	c, err := New(controllers.Context{
+	c, err := statefulset.New(controllers.Context{
 		Client:    h.Client,
 		Metadata:  h.Metadata,
 		Informers: factory,
@@ -61,7 +63,7 @@ func runController(t *testing.T, h *hubtest.Hub) {
 }
 
 func TestStatefulSetOnARealHub(t *testing.T) {
-	h := hubtest.Start(t)
+	h := hubtest.Start(t, func(c *hubd.Config) { c.Controllers = false })
 	ctx := context.Background()
 	if _, err := h.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
