@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/outpost-mesh/outpost/cmd/internal/cli"
 	"github.com/outpost-mesh/outpost/cmd/internal/edgecmd"
@@ -45,6 +46,9 @@ uplink is down.`,
 				return err
 			}
 			slog.SetDefault(log)
+			// client-go's own logs (leader election, informers) go
+			// the same way, not to stderr in klog's format.
+			klog.SetSlogLogger(log)
 			return nil
 		},
 	}
