@@ -2,7 +2,7 @@
 #   make build   bin/outpost and bin/outpost-edge
 #   make run     build, then run a hub and two edge nodes with their state in ./.outpost/
 #   make test    everything CI runs: vet, gofmt check, go test -race
-#   make bench   the store, API (throughput, memory) and fleet benchmarks, JSON results in ./bench-results/
+#   make bench   the store, API (throughput, memory), fleet and controllers benchmarks, JSON results in ./bench-results/
 #   make cross   linux/arm64 and linux/arm (ARMv7) binaries in bin/<os>-<arch>/
 #   make clean
 
@@ -62,6 +62,7 @@ bench: build
 	bin/outpost bench api --out $(BENCH_DIR)/api.json
 	bin/outpost bench api memory --out $(BENCH_DIR)/api-memory.json
 	bin/outpost bench fleet --out $(BENCH_DIR)/fleet.json
+	bin/outpost bench controllers --out $(BENCH_DIR)/controllers.json
 
 # Edge gateways are ARM; the binaries are static (CGO_ENABLED=0) and
 # stripped.
