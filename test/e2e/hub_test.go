@@ -34,13 +34,15 @@ type hub struct {
 //
 // Port 0 lets the kernel pick the port as the hub binds it, so two hubs
 // never race for one; the kubeconfig the hub writes names the bound port.
-func startHub(t *testing.T) *hub {
+// extra are more flags of `outpost hub`.
+func startHub(t *testing.T, extra ...string) *hub {
 	t.Helper()
 	bin := outpostBinary(t)
 	dataDir := filepath.Join(t.TempDir(), "hub")
 	// No CommandContext: the hub is stopped with SIGTERM by stopHub, not
 	// killed when a context ends.
-	cmd := exec.Command(bin, "hub", "--data-dir", dataDir, "--api-addr", "127.0.0.1:0", "--sync-addr", "127.0.0.1:0")
+	args := append([]string{"hub", "--data-dir", dataDir, "--api-addr", "127.0.0.1:0", "--sync-addr", "127.0.0.1:0"}, extra...)
+	cmd := exec.Command(bin, args...)
 	p := startProc(t, cmd)
 	h := &hub{proc: p, dataDir: dataDir}
 	t.Cleanup(func() { h.stop(t) })

@@ -16,8 +16,8 @@ import (
 
 // TestKubectl drives the hub with kubectl 1.27 and 1.33, the oldest and the
 // newest installed, each against its own hub, through what a user does day
-// to day, and checks what kubectl prints. No node runs pods yet, so pods
-// stay Pending.
+// to day, and checks what kubectl prints. The hub runs no controllers and
+// has no nodes, so pods stay Pending and only what the test made exists.
 func TestKubectl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds outpost and runs hubs; skipped with -short")
@@ -26,7 +26,10 @@ func TestKubectl(t *testing.T) {
 		t.Run("kubectl-"+version, func(t *testing.T) {
 			t.Parallel()
 			k := newKubectl(t, version)
-			h := startHub(t)
+			// The API as kubectl sees it, without controllers: the
+			// test checks exactly what it made (TestWorkloads drives
+			// the controllers).
+			h := startHub(t, "--controllers=false")
 			k.kubeconfig = h.kubeconfig
 			k.namespace = "e2e-" + strings.ReplaceAll(version, ".", "-")
 			testKubectl(t, k)
