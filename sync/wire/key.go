@@ -16,6 +16,10 @@ const (
 	ResourceServices        = "services"
 	ResourceEndpointSlices  = "endpointslices"
 	ResourceEvents          = "events"
+	// ResourcePodTokens is no API resource: its objects are the service
+	// account tokens the hub mints for the pods of a node's view (see
+	// PodTokens), since capability version 3.
+	ResourcePodTokens = "podtokens"
 )
 
 // Key names one object: its resource, namespace ("" for cluster-scoped

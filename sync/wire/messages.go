@@ -283,6 +283,10 @@ type Hello struct {
 	NodeName          string
 	LastRevision      int64
 	AgentVersion      string
+	// Tokens lists the objects of ResourcePodTokens the edge holds, at
+	// their revisions (see PodTokens), since capability version 3: the
+	// hub mints again only those that are due, or whose pod changed.
+	Tokens []InventoryEntry
 }
 
 func (m *Hello) Type() Type { return TypeHello }
@@ -292,6 +296,9 @@ func (m *Hello) appendTo(e *enc) {
 	e.string(2, m.NodeName)
 	e.int(3, m.LastRevision)
 	e.string(4, m.AgentVersion)
+	for _, en := range m.Tokens {
+		e.message(5, func(e *enc) { encodeEntry(e, en) })
+	}
 }
 
 func (m *Hello) unmarshal(b []byte) error {
@@ -305,6 +312,16 @@ func (m *Hello) unmarshal(b []byte) error {
 			m.LastRevision, err = f.revision()
 		case 4:
 			m.AgentVersion, err = f.str()
+		case 5:
+			var body []byte
+			if body, err = f.sub(); err != nil {
+				return err
+			}
+			var en InventoryEntry
+			if en, err = decodeEntry(body); err != nil {
+				return err
+			}
+			m.Tokens = append(m.Tokens, en)
 		}
 		return err
 	})
@@ -358,12 +375,38 @@ func (m *Inventory) Type() Type { return TypeInventory }
 
 func (m *Inventory) appendTo(e *enc) {
 	for _, en := range m.Entries {
-		e.message(1, func(e *enc) {
-			e.message(1, func(e *enc) { encodeKey(e, en.Key) })
-			e.int(2, en.Revision)
-		})
+		e.message(1, func(e *enc) { encodeEntry(e, en) })
 	}
 	e.bool(2, m.More)
+}
+
+// encodeEntry and decodeEntry carry an InventoryEntry as a nested message.
+func encodeEntry(e *enc, en InventoryEntry) {
+	e.message(1, func(e *enc) { encodeKey(e, en.Key) })
+	e.int(2, en.Revision)
+}
+
+func decodeEntry(b []byte) (InventoryEntry, error) {
+	var en InventoryEntry
+	err := eachField(b, func(f field) (err error) {
+		switch f.num {
+		case 1:
+			var kb []byte
+			if kb, err = f.sub(); err == nil {
+				en.Key, err = decodeKey(kb)
+			}
+		case 2:
+			en.Revision, err = f.revision()
+		}
+		return err
+	})
+	if err != nil {
+		return InventoryEntry{}, err
+	}
+	if en.Key == (Key{}) {
+		return InventoryEntry{}, fmt.Errorf("%w: inventory entry without a key", ErrMalformed)
+	}
+	return en, nil
 }
 
 func (m *Inventory) unmarshal(b []byte) error {
@@ -374,24 +417,9 @@ func (m *Inventory) unmarshal(b []byte) error {
 			if err != nil {
 				return err
 			}
-			var en InventoryEntry
-			err = eachField(body, func(f field) (err error) {
-				switch f.num {
-				case 1:
-					var kb []byte
-					if kb, err = f.sub(); err == nil {
-						en.Key, err = decodeKey(kb)
-					}
-				case 2:
-					en.Revision, err = f.revision()
-				}
-				return err
-			})
+			en, err := decodeEntry(body)
 			if err != nil {
 				return err
-			}
-			if en.Key == (Key{}) {
-				return fmt.Errorf("%w: inventory entry without a key", ErrMalformed)
 			}
 			m.Entries = append(m.Entries, en)
 			return nil

@@ -15,10 +15,19 @@ const ALPN = "outpost-sync"
 //   - 2 (2026-12-01): Error carries RetryAfter, the least wait before
 //     asking again, which the hub sets when it refuses joins for too many
 //     failed ones.
+//   - 3 (2026-12-01): the view carries the service account tokens of the
+//     node's pods, as objects of ResourcePodTokens (see PodTokens), and
+//     Hello lists the ones the edge holds (Hello.Tokens), so that the hub
+//     mints only those due. A hub speaking 2 sends none; an edge speaking
+//     2 is sent none.
 const (
-	CapabilityVersion    = 2
+	CapabilityVersion    = 3
 	MinCapabilityVersion = 1
 )
+
+// TokensVersion is the first capability version whose views carry pod
+// tokens.
+const TokensVersion = 3
 
 // Negotiate returns the version two peers speak, the lower of the two, and
 // whether it is one this build still speaks.

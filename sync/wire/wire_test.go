@@ -20,6 +20,7 @@ func samples() []Message {
 		&JoinRequest{CapabilityVersion: 1, Token: "abcdef.0123456789abcdef", NodeName: "edge-1", Site: "store-7", CSR: []byte{0x30, 0x82, 1, 2}},
 		&JoinResponse{Certificate: []byte{1, 2, 3}, CA: []byte{4, 5, 6}},
 		&Hello{CapabilityVersion: 1, NodeName: "edge-1", LastRevision: 12345, AgentVersion: "v0.1.0"},
+		&Hello{CapabilityVersion: 3, NodeName: "edge-1", LastRevision: 12345, AgentVersion: "v0.3.0", Tokens: []InventoryEntry{{Key: PodTokensKey("default", "8f9e2c1a-uid"), Revision: 1796169600}}},
 		&Welcome{CapabilityVersion: 1, HubRevision: 99999, SendInventory: true},
 		&Inventory{Entries: []InventoryEntry{{Key: k, Revision: 7}, {Key: Key{Resource: ResourceNodes, Name: "edge-1"}, Revision: 8}}, More: true},
 		&Batch{Changes: []Change{
