@@ -14,13 +14,23 @@ import (
 )
 
 // podInfo is what the index needs of one version of a pod: the node it is
-// bound to ("" for none) and the configmaps, secrets and service accounts
+// bound to ("" for none), the configmaps, secrets and service accounts
 // it references in its namespace, sorted by compareKeys and without
-// duplicates. It is immutable once built; the index, its history and its
+// duplicates, and the service account tokens it needs on its node (nil
+// for none). It is immutable once built; the index, its history and its
 // sessions share it.
 type podInfo struct {
-	node string
-	refs []wire.Key
+	node   string
+	refs   []wire.Key
+	tokens *podTokens
+}
+
+// podTokens is what a pod needs minted for its node: tokens of its
+// service account for each of sources (see tokenSources).
+type podTokens struct {
+	uid            string
+	serviceAccount string
+	sources        []TokenSource
 }
 
 // unbound is the podInfo of a pod that does not decode: it belongs to no
@@ -46,7 +56,7 @@ func decodePod(ns string, raw []byte) (*podInfo, bool) {
 	if !ok {
 		return unbound, false
 	}
-	return &podInfo{node: pod.Spec.NodeName, refs: podRefs(ns, pod)}, true
+	return &podInfo{node: pod.Spec.NodeName, refs: podRefs(ns, pod), tokens: tokenNeeds(pod)}, true
 }
 
 // podRefs returns the objects in namespace ns that pod needs on its node,
@@ -67,9 +77,13 @@ func podRefs(ns string, pod *corev1.Pod) []wire.Key {
 }
 
 // samePod reports whether a and b bind to the same node with the same
-// references.
+// references and token needs.
 func samePod(a, b *podInfo) bool {
-	return a == b || a.node == b.node && slices.Equal(a.refs, b.refs)
+	return a == b || a.node == b.node && slices.Equal(a.refs, b.refs) && sameTokens(a.tokens, b.tokens)
+}
+
+func sameTokens(a, b *podTokens) bool {
+	return a == b || a != nil && b != nil && a.uid == b.uid && a.serviceAccount == b.serviceAccount && slices.Equal(a.sources, b.sources)
 }
 
 // compareKeys orders keys by resource, namespace and name.

@@ -101,6 +101,8 @@ type Session struct {
 	// held says.
 	unsureUntil int64
 	gone        map[wire.Key]bool // configmaps, secrets and service accounts deleted since
+	// podsGen counts the changes of pods (see TokenPods).
+	podsGen uint64
 
 	wakeup chan struct{} // holds a token once a change concerns the node
 }
@@ -332,6 +334,9 @@ func (s *Session) applyPod(r *record, b *builder) {
 		return // another node's pod: the common case
 	}
 	old, was := s.pods[r.key]
+	if !was || !is || old != r.newPod {
+		s.podsGen++
+	}
 	var oldRefs, newRefs []wire.Key
 	if was {
 		oldRefs = old.refs
@@ -450,6 +455,7 @@ func (s *Session) resync(have map[wire.Key]int64) {
 	})
 	s.pending = append(dels, puts...)
 	s.held = held
+	s.podsGen++
 	if n := x.nodes[s.node]; n != nil {
 		s.pods, s.refs = maps.Clone(n.pods), maps.Clone(n.refs)
 	} else {
@@ -494,6 +500,7 @@ func (s *Session) startAt(rev int64) {
 	s.pods = make(map[wire.Key]*podInfo)
 	s.refs = make(map[wire.Key]int32)
 	s.held = make(map[wire.Key]int64)
+	s.podsGen++
 	bind := func(key wire.Key, pi *podInfo, rev int64) {
 		s.pods[key] = pi
 		s.held[key] = rev
