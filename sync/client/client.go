@@ -61,6 +61,10 @@ type Config struct {
 	// Applied, if set, is called after every batch was made durable, with
 	// its changes; the agent reconciles on it. It must not block long.
 	Applied func(changes []wire.Change)
+	// HeldTokens, if set, lists the objects of wire.ResourcePodTokens the
+	// store holds, at their revisions: the Hello tells the hub, which
+	// then mints again only the tokens that are due.
+	HeldTokens func() ([]wire.InventoryEntry, error)
 	// Renew, if set, is called once two thirds of the certificate's life
 	// have passed: it returns a CSR for a new key and a commit function
 	// that stores the certificate the hub signs for it.
@@ -355,8 +359,16 @@ func (c *Client) hello(ctx context.Context, conn *quic.Conn) (*stream, *wire.Wel
 	// ctx.
 	stop := context.AfterFunc(ctx, func() { qs.CancelRead(0); qs.CancelWrite(0) })
 	defer stop()
-	last := c.cfg.Store.LastRevision()
-	if err := st.w.Write(&wire.Hello{CapabilityVersion: wire.CapabilityVersion, NodeName: c.cfg.NodeName, LastRevision: last, AgentVersion: c.cfg.AgentVersion}); err != nil {
+	hello := &wire.Hello{CapabilityVersion: wire.CapabilityVersion, NodeName: c.cfg.NodeName, LastRevision: c.cfg.Store.LastRevision(), AgentVersion: c.cfg.AgentVersion}
+	if c.cfg.HeldTokens != nil {
+		held, err := c.cfg.HeldTokens()
+		if err != nil {
+			// The hub mints them again: a cost, not a failure.
+			c.log.Warn("cannot list the pod tokens held; the hub will mint them all again", "err", err)
+		}
+		hello.Tokens = held
+	}
+	if err := st.w.Write(hello); err != nil {
 		return nil, nil, fmt.Errorf("send hello: %w", err)
 	}
 	m, err := st.r.Read()

@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -260,6 +261,8 @@ func TestSession(t *testing.T) {
 	var applied atomic.Int64
 	cfg := config(t, p, h.addr, st)
 	cfg.Applied = func(c []wire.Change) { applied.Add(int64(len(c))) }
+	held := []wire.InventoryEntry{{Key: wire.PodTokensKey("default", "uid-1"), Revision: 1796256000}}
+	cfg.HeldTokens = func() ([]wire.InventoryEntry, error) { return held, nil }
 	c := run(t, cfg)
 
 	conn := h.accept()
@@ -268,7 +271,7 @@ func TestSession(t *testing.T) {
 	if !ok {
 		t.Fatalf("first frame %#v, want a Hello", hello)
 	}
-	if want := (wire.Hello{CapabilityVersion: wire.CapabilityVersion, NodeName: "edge-1", LastRevision: 7, AgentVersion: "v9.9.9"}); *hello != want {
+	if want := (wire.Hello{CapabilityVersion: wire.CapabilityVersion, NodeName: "edge-1", LastRevision: 7, AgentVersion: "v9.9.9", Tokens: held}); !reflect.DeepEqual(*hello, want) {
 		t.Errorf("Hello = %+v, want %+v", *hello, want)
 	}
 	s.send(t, &wire.Welcome{CapabilityVersion: wire.CapabilityVersion, HubRevision: 40, SendInventory: true})

@@ -61,6 +61,25 @@ type Objects interface {
 // node is sent the newer one.
 var ErrObjectGone = errors.New("object version no longer stored")
 
+// TokenMinter mints the service account tokens of the pods of nodes'
+// views (see wire.PodTokens), through the hub's token issuer. It must be
+// safe for concurrent use.
+type TokenMinter interface {
+	// MintPodTokens mints, at now, one token for each source of pod,
+	// bound to the pod and to node, and returns them in the order of
+	// pod.Sources. It leaves out the tokens the pod's service account
+	// declines (view.TokenSource.Declined), so it may return none. A
+	// token is minted only for the node the pod is bound to: for a pod
+	// that no longer exists with pod.UID, or is not bound to node, it
+	// returns an error wrapping ErrPodGone.
+	MintPodTokens(ctx context.Context, node string, pod view.TokenPod, now time.Time) ([]wire.PodToken, error)
+}
+
+// ErrPodGone is returned (wrapped) by TokenMinter.MintPodTokens for a pod
+// that is not, or no longer, the node's. The session tries again later;
+// the view is bound to drop the pod meanwhile.
+var ErrPodGone = errors.New("pod is not bound to the node")
+
 // Presence hears of sessions: the hub renews a node's Lease while it is
 // connected and marks the node when it is not. For each node the calls
 // alternate, Connected when its first session starts and Disconnected
@@ -95,6 +114,13 @@ type Config struct {
 	Presence  Presence    // or nil
 	Logger    *slog.Logger
 
+	// Tokens mints the service account tokens of the pods of the views
+	// of nodes that speak wire.TokensVersion; nil sends none.
+	// TokenPolicy says when they are minted again:
+	// view.DefaultTokenPolicy.
+	Tokens      TokenMinter
+	TokenPolicy view.TokenPolicy
+
 	// IdleTimeout ends a node's connection that brought nothing for this
 	// long: 15s. Nodes send the keep-alives (sync/client's KeepAlive, 10s)
 	// and the hub answers them, so a dead link is noticed within 15s on
@@ -118,6 +144,7 @@ func DefaultConfig() Config {
 		MaxBatchBytes:  512 << 10,
 		MaxStatusItems: 1000,
 		MaxInventory:   200_000,
+		TokenPolicy:    view.DefaultTokenPolicy(),
 	}
 }
 
@@ -136,6 +163,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max batch bytes %d out of range", c.MaxBatchBytes)
 	case c.MaxStatusItems < 1 || c.MaxInventory < 1:
 		return errors.New("max status items and max inventory must be positive")
+	case c.Tokens != nil && (c.TokenPolicy.MaxAge < 0 || c.TokenPolicy.MinRetry <= 0 || c.TokenPolicy.MaxRetry < c.TokenPolicy.MinRetry || c.TokenPolicy.MaxMints < 1):
+		return fmt.Errorf("token policy %+v: want a max age of 0 or more, a retry range and at least one mint a round", c.TokenPolicy)
 	}
 	return nil
 }
@@ -162,6 +191,8 @@ type Stats struct {
 	ObjectReads   atomic.Int64 // objects read through Objects for changes without them
 	ObjectsGone   atomic.Int64 // of which no longer stored: changes dropped
 	StatusItems   atomic.Int64 // status items applied or refused
+	TokenMints    atomic.Int64 // pods whose tokens were minted and sent
+	TokenFailures atomic.Int64 // pods whose tokens could not be minted
 	Joins         atomic.Int64
 	JoinsRefused  atomic.Int64
 	ConnsAccepted atomic.Int64

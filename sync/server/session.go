@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/outpost-mesh/outpost/sync/view"
@@ -30,6 +31,14 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 		return
 	}
 	s.stats.Sessions.Add(1)
+	var tok *sessionTokens
+	if s.cfg.Tokens != nil && version >= wire.TokensVersion {
+		if len(hello.Tokens) > s.cfg.MaxInventory {
+			st.fail(wire.CodeTooLarge, fmt.Sprintf("hello lists %d tokens; at most %d", len(hello.Tokens), s.cfg.MaxInventory))
+			return
+		}
+		tok = &sessionTokens{t: view.NewTokens(s.cfg.TokenPolicy, hello.Tokens, time.Now()), gen: ^uint64(0)}
+	}
 
 	sess, changes, rev, err := s.cfg.Views.Resume(node, hello.LastRevision)
 	byInventory := errors.Is(err, view.ErrNeedInventory)
@@ -41,6 +50,11 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 		inv, err := s.readInventory(st)
 		if err != nil {
 			return
+		}
+		if tok != nil {
+			// The session keeps the tokens (from the Hello); the views
+			// know nothing of them and would delete them.
+			inv = slices.DeleteFunc(inv, func(e wire.InventoryEntry) bool { return e.Key.Resource == wire.ResourcePodTokens })
 		}
 		sess, changes, rev = s.cfg.Views.ResumeFromInventory(node, inv)
 		s.stats.Inventories.Add(1)
@@ -84,6 +98,13 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 
 	progress := time.NewTicker(progressInterval)
 	defer progress.Stop()
+	var tokenDue <-chan time.Time // fires when the node's tokens are due
+	if tok != nil {
+		tok.timer = time.NewTimer(time.Hour)
+		tok.timer.Stop()
+		defer tok.timer.Stop()
+		tokenDue = tok.timer.C
+	}
 	for {
 		select {
 		case err := <-ackErr:
@@ -110,6 +131,17 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 			sent, lastSend = rev, time.Now()
 			continue // there may be more
 		}
+		// The node is up to date through rev: see to its tokens.
+		if tok != nil && tok.due(sess, time.Now()) {
+			n, err := s.tokenRound(ctx, log, node, st, sess, tok, rev)
+			if err != nil {
+				return
+			}
+			if n > 0 {
+				sent, lastSend = rev, time.Now()
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			st.st.CancelRead(0)
@@ -119,6 +151,7 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 			s.acksEnded(log, st, err)
 			return
 		case <-changed:
+		case <-tokenDue:
 		case <-progress.C:
 			if rev > sent && time.Since(lastSend) >= progressInterval {
 				if err := s.sendChanges(ctx, log, st, nil, rev); err != nil {
@@ -263,4 +296,84 @@ func (s *Server) acksEnded(log *slog.Logger, st *stream, err error) {
 	if !errors.Is(err, io.EOF) {
 		log.Debug("session ended", "err", err)
 	}
+}
+
+// sessionTokens is a session's part in its node's tokens.
+type sessionTokens struct {
+	t     *view.Tokens
+	gen   uint64    // the view session's TokenGeneration last planned for
+	next  time.Time // when to plan again; zero: not before the pods change
+	timer *time.Timer
+}
+
+// due reports whether the node's tokens need a round at now: its pods
+// changed since the last one, or the time it asked for came.
+func (t *sessionTokens) due(sess *view.Session, now time.Time) bool {
+	return sess.TokenGeneration() != t.gen || !t.next.IsZero() && !now.Before(t.next)
+}
+
+// tokenRound mints the node's tokens that are due and deletes those of
+// pods that left it, and sends them in one Batch at rev, the revision the
+// node is at. It returns the changes sent, and an error when the stream
+// failed (or ctx ended). A pod whose tokens cannot be minted is tried
+// again after a back-off; the session goes on.
+func (s *Server) tokenRound(ctx context.Context, log *slog.Logger, node string, st *stream, sess *view.Session, tok *sessionTokens, rev int64) (int, error) {
+	pods, gen := sess.TokenPods()
+	now := time.Now()
+	plan := tok.t.Plan(pods, now)
+	tok.gen = gen
+	var changes []view.Change
+	del := func(key wire.Key) {
+		changes = append(changes, view.Change{Change: wire.Change{Op: wire.OpDelete, Key: key, Revision: rev}})
+		tok.t.Deleted(key)
+	}
+	for _, key := range plan.Delete {
+		del(key)
+	}
+	for _, p := range plan.Mint {
+		key := p.TokensKey()
+		toks, err := s.cfg.Tokens.MintPodTokens(ctx, node, p, now)
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		var obj []byte
+		if err == nil && len(toks) > 0 {
+			if obj = wire.MarshalPodTokens(&wire.PodTokens{Pod: p.Key.Name, Tokens: toks}); len(obj) > wire.MaxPodTokensSize || len(toks) > wire.MaxPodTokens {
+				err = fmt.Errorf("%d tokens in %d bytes, over the limits of %d tokens in %d", len(toks), len(obj), wire.MaxPodTokens, wire.MaxPodTokensSize)
+			}
+		}
+		switch {
+		case err != nil:
+			s.stats.TokenFailures.Add(1)
+			tok.t.Failed(key, now)
+			if errors.Is(err, ErrPodGone) {
+				log.Debug("no tokens for a pod the node no longer has", "pod", p.Key.String(), "err", err)
+			} else {
+				log.Warn("cannot mint a pod's service account tokens; trying again later", "pod", p.Key.String(), "err", err)
+			}
+		case len(toks) == 0:
+			if tok.t.Empty(key, now) {
+				del(key)
+			}
+		default:
+			r := s.cfg.TokenPolicy.TokensRevision(toks)
+			changes = append(changes, view.Change{Change: wire.Change{Op: wire.OpPut, Key: key, Revision: r, Object: obj}, Size: len(obj)})
+			tok.t.Minted(key, time.Unix(r, 0))
+			s.stats.TokenMints.Add(1)
+		}
+	}
+	// Plan again at once after a round that did something: that plan
+	// knows the refresh and retry times the round set.
+	tok.next = plan.Next
+	if len(plan.Mint) > 0 || len(plan.Delete) > 0 {
+		tok.next = now
+	}
+	if !tok.next.IsZero() {
+		tok.timer.Reset(max(time.Until(tok.next), 0))
+	}
+	if len(changes) == 0 {
+		return 0, nil
+	}
+	log.Debug("pod tokens sent", "changes", len(changes), "revision", rev)
+	return len(changes), s.sendChanges(ctx, log, st, changes, rev)
 }

@@ -201,8 +201,8 @@ func (p TokenPolicy) RefreshAt(iat, exp time.Time) time.Time {
 }
 
 // TokensRevision returns the revision of a podtokens object of tokens
-// (see wire.PodTokens): the Unix second the earliest of their RefreshAt
-// falls in, at least 1.
+// (see wire.PodTokens): the earliest of their RefreshAt in Unix seconds,
+// rounded up so that the revision is never before it, at least 1.
 func (p TokenPolicy) TokensRevision(tokens []wire.PodToken) int64 {
 	var at time.Time
 	for i, t := range tokens {
@@ -210,7 +210,11 @@ func (p TokenPolicy) TokensRevision(tokens []wire.PodToken) int64 {
 			at = r
 		}
 	}
-	return max(at.Unix(), 1)
+	secs := at.Unix()
+	if at.After(time.Unix(secs, 0)) {
+		secs++
+	}
+	return max(secs, 1)
 }
 
 // Tokens is what one session knows of the podtokens objects its node
