@@ -25,8 +25,8 @@ type syncEndpoint struct {
 }
 
 // startSync starts the sync endpoint on h.cfg.SyncAddr: the views fed from
-// the store, the QUIC server, and the renewer of the connected nodes'
-// Leases. It returns once the views hold the store's state and the
+// the store, the QUIC server with the minter of the views' pod tokens, and
+// the renewer of the connected nodes' Leases. It returns once the views hold the store's state and the
 // endpoint listens; stop ends it all and waits.
 func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler, certs *pki.PKI, log *slog.Logger) (*syncEndpoint, error) {
 	keys, err := loadSyncKeys(filepath.Join(h.dataDir, syncKeysFile))
@@ -47,6 +47,12 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	if err != nil {
 		return nil, err
 	}
+	// The issuer of the tokens of the views' pods: another of the API's
+	// own, with its key and defaults (hubd's Run builds it alike).
+	sa, err := newSATokens(DefaultSATokenConfig(filepath.Join(h.dataDir, PKIDir)), st)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	glue := newSyncGlue(api, certs, h.cfg.NodeCertLifetime, joins, log.With("component", "sync"))
 	idx := view.NewIndex(view.DefaultConfig())
@@ -59,6 +65,7 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	cfg.Views, cfg.Objects = idx, syncObjects{st}
 	cfg.Authority, cfg.Sink = glue, glue
 	cfg.Presence = presence
+	cfg.Tokens = syncTokens{issuer: sa.issuer, objs: storeTokenObjects{st}}
 	cfg.Logger = log.With("component", "sync")
 	srv, err := server.New(cfg)
 	if err != nil {
