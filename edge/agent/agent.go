@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -154,6 +155,7 @@ type Agent struct {
 	rt  runtime.Runtime
 
 	cp     *checkpoint.Store
+	open   atomic.Pointer[checkpoint.Store] // cp while Run has it open, for other goroutines (TokenFor)
 	id     *identity
 	client *client.Client // nil until joined
 
@@ -233,6 +235,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer cp.Close()
 	a.cp = cp
+	a.open.Store(cp)
+	defer a.open.Store(nil)
 	if err := a.loadRecords(); err != nil {
 		return err
 	}
@@ -283,6 +287,7 @@ func (a *Agent) connect(ctx context.Context, joined bool) error {
 	cfg.Store = repairing{a.cp, a}
 	cfg.Outbox = repairing{a.cp, a}
 	cfg.Applied = func([]wire.Change) { a.kick() }
+	cfg.HeldTokens = a.heldTokens
 	cfg.Renew = func() ([]byte, func([]byte) error, error) {
 		csr, commit, err := a.id.newCSR()
 		if err != nil {

@@ -131,6 +131,13 @@ type testHub struct {
 
 func startHub(t *testing.T) *testHub {
 	t.Helper()
+	return startHubWith(t, func(*server.Config) {})
+}
+
+// startHubWith starts a hub whose server configuration change has
+// changed.
+func startHubWith(t *testing.T, change func(*server.Config)) *testHub {
+	t.Helper()
 	ca := testca.New(t)
 	h := &testHub{
 		caHash: wire.CAHash(ca.Cert),
@@ -147,6 +154,7 @@ func startHub(t *testing.T) *testHub {
 	cfg.Views, cfg.Objects, cfg.Authority, cfg.Sink = h.x, noObjects{}, h.auth, h.sink
 	cfg.IdleTimeout, cfg.KeepAlive = 2*time.Second, 500*time.Millisecond
 	cfg.Logger = testlog.New(t, slog.LevelInfo).With("side", "hub")
+	change(&cfg)
 	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
