@@ -12,7 +12,8 @@ import (
 // Object is one object of the node's view, as the hub sent it.
 type Object struct {
 	Key wire.Key
-	// Revision is the object's resourceVersion on the hub.
+	// Revision is the object's resourceVersion on the hub (for pod
+	// tokens, what wire.PodTokens says).
 	Revision int64
 	// Raw is the object's Kubernetes protobuf encoding exactly as
 	// received. The hub strips resourceVersion from it; Revision holds it.

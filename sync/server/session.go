@@ -33,8 +33,8 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 	s.stats.Sessions.Add(1)
 	var tok *sessionTokens
 	if s.cfg.Tokens != nil && version >= wire.TokensVersion {
-		if len(hello.Tokens) > s.cfg.MaxInventory {
-			st.fail(wire.CodeTooLarge, fmt.Sprintf("hello lists %d tokens; at most %d", len(hello.Tokens), s.cfg.MaxInventory))
+		if len(hello.Tokens) > maxHeldTokens {
+			st.fail(wire.CodeTooLarge, fmt.Sprintf("hello lists %d pod tokens; at most %d", len(hello.Tokens), maxHeldTokens))
 			return
 		}
 		tok = &sessionTokens{t: view.NewTokens(s.cfg.TokenPolicy, hello.Tokens, time.Now()), gen: ^uint64(0)}
@@ -297,6 +297,10 @@ func (s *Server) acksEnded(log *slog.Logger, st *stream, err error) {
 		log.Debug("session ended", "err", err)
 	}
 }
+
+// maxHeldTokens bounds the pod tokens a node may say it holds, which the
+// session keeps: a node runs a few hundred pods at most.
+const maxHeldTokens = 10_000
 
 // sessionTokens is a session's part in its node's tokens.
 type sessionTokens struct {

@@ -1,6 +1,8 @@
 // Package view indexes, for every edge node, the objects of its view (its
 // Node, its pods and what they reference, all services and endpoint slices)
-// and computes what to send the node, live and on resume. No I/O, no clock.
+// and computes what to send the node, live and on resume; and it decides
+// when the service account tokens of the node's pods, which the hub mints
+// into the view, are minted again (Tokens). No I/O, no clock.
 package view
 
 import (

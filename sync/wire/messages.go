@@ -445,8 +445,10 @@ const (
 )
 
 // Change is one object of the view: Object is its Kubernetes protobuf
-// encoding for OpPut, empty for OpDelete. Revision is the object's
-// resourceVersion, or for a delete the hub revision it happened at.
+// encoding for OpPut (for ResourcePodTokens, a PodTokens), empty for
+// OpDelete. Revision is the object's resourceVersion (for
+// ResourcePodTokens, when the hub mints it again: see PodTokens), or for a
+// delete the hub revision it happened at.
 type Change struct {
 	Op       ChangeOp
 	Key      Key
