@@ -160,7 +160,14 @@ const (
 	// week is the offline tolerance and a year is a leaked token's life
 	// for no gain. As upstream, the token carries warnafter at the end of
 	// the life asked for, so that its staleness can be seen.
-	EdgePodTokenLifetime = 7 * 24 * time.Hour
+	//
+	// Over sync the hub re-mints a connected node's pod tokens at least
+	// daily, so the week of tolerance holds from any moment the link
+	// drops: the life is the tolerance and that day.
+	EdgePodTokenLifetime = EdgeOfflineTolerance + 24*time.Hour
+	// EdgeOfflineTolerance is how long an edge node is expected to run
+	// on its own without the hub, by default: seven days.
+	EdgeOfflineTolerance = 7 * 24 * time.Hour
 )
 
 // TokenLifetime is the life granted to one token.

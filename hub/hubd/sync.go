@@ -28,7 +28,7 @@ type syncEndpoint struct {
 // the store, the QUIC server with the minter of the views' pod tokens, and
 // the renewer of the connected nodes' Leases. It returns once the views hold the store's state and the
 // endpoint listens; stop ends it all and waits.
-func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler, certs *pki.PKI, log *slog.Logger) (*syncEndpoint, error) {
+func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler, certs *pki.PKI, sa *saTokens, log *slog.Logger) (*syncEndpoint, error) {
 	keys, err := loadSyncKeys(filepath.Join(h.dataDir, syncKeysFile))
 	if err != nil {
 		return nil, err
@@ -44,12 +44,6 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	pcfg := nodelifecycle.DefaultPresenceConfig()
 	pcfg.Client, pcfg.AsNode, pcfg.Logger = api, asNode, log.With("component", "node-lease")
 	presence, err := nodelifecycle.NewPresence(pcfg)
-	if err != nil {
-		return nil, err
-	}
-	// The issuer of the tokens of the views' pods: another of the API's
-	// own, with its key and defaults (hubd's Run builds it alike).
-	sa, err := newSATokens(DefaultSATokenConfig(filepath.Join(h.dataDir, PKIDir)), st)
 	if err != nil {
 		return nil, err
 	}
