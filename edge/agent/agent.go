@@ -64,8 +64,15 @@ type Config struct {
 	// told it to: 1s.
 	Resync time.Duration
 	// NodeStatusInterval is how often the node reports its status when
-	// nothing changed: 5m, kubelet's nodeStatusReportFrequency.
+	// nothing changed: 5m, kubelet's nodeStatusReportFrequency. It also
+	// reports it at each connection to the hub, which may have set its
+	// conditions Unknown while it was away.
 	NodeStatusInterval time.Duration
+	// StatusResync is the least time between two reports of a pod's
+	// status made again because the hub's copy differed from the
+	// agent's, as when another writer keeps setting it back: 10s,
+	// kubelet's status manager's sync period. The first is made at once.
+	StatusResync time.Duration
 	// JoinRetry bounds the back-off of join attempts while the hub cannot
 	// be reached: 30s.
 	JoinRetry time.Duration
@@ -85,6 +92,7 @@ func DefaultConfig() Config {
 		Sync:               client.DefaultConfig(),
 		Resync:             time.Second,
 		NodeStatusInterval: 5 * time.Minute,
+		StatusResync:       10 * time.Second,
 		JoinRetry:          30 * time.Second,
 		GCInterval:         time.Hour,
 	}
@@ -105,8 +113,8 @@ func (c *Config) Validate() error {
 		return errors.New("runtime is required")
 	case c.HubAddr == "":
 		return errors.New("hub address is required: set --hub to the host:port of the hub's sync endpoint, such as hub.example.com:7443")
-	case c.Resync <= 0 || c.NodeStatusInterval <= 0 || c.JoinRetry <= 0 || c.GCInterval <= 0:
-		return errors.New("resync, node status interval, join retry and GC interval must be positive")
+	case c.Resync <= 0 || c.NodeStatusInterval <= 0 || c.StatusResync <= 0 || c.JoinRetry <= 0 || c.GCInterval <= 0:
+		return errors.New("resync, node status interval, status resync, join retry and GC interval must be positive")
 	}
 	if err := checkHubAddr(c.HubAddr); err != nil {
 		return err
@@ -165,12 +173,16 @@ type Agent struct {
 	busy     map[string]bool        // pods whose worker runs actions
 	records  map[string]pods.Record // by pod UID
 	reported map[string]sentStatus  // the last status sent, by pod UID
+	resync   map[string]*pods.Resync // what the hub has not shown back of them, by pod UID
 	mirrored map[string]string      // static pod UID -> mirror key sent; on disk too
 
 	addrs []corev1.NodeAddress // the node's addresses, looked up with each node status
 
 	node     *corev1.Node // the last node status sent; the loop's own
 	nodeSent time.Time
+	// nodeDue is set when the node's status is to be reported at the next
+	// round, whenever the last was: a session with the hub began.
+	nodeDue atomic.Bool
 	// view holds the view's pods decoded, as of a checkpoint view
 	// generation; the loop's own.
 	view viewPods
@@ -206,6 +218,7 @@ func New(cfg Config) (*Agent, error) {
 		busy:     map[string]bool{},
 		records:  map[string]pods.Record{},
 		reported: map[string]sentStatus{},
+		resync:   map[string]*pods.Resync{},
 		mirrored: map[string]string{},
 		computed: map[string]statusInputs{},
 	}, nil
@@ -288,6 +301,10 @@ func (a *Agent) connect(ctx context.Context, joined bool) error {
 	cfg.Outbox = repairing{a.cp, a}
 	cfg.Applied = func([]wire.Change) { a.kick() }
 	cfg.HeldTokens = a.heldTokens
+	cfg.Connected = func() {
+		a.nodeDue.Store(true)
+		a.kick()
+	}
 	cfg.Renew = func() ([]byte, func([]byte) error, error) {
 		csr, commit, err := a.id.newCSR()
 		if err != nil {
@@ -527,6 +544,7 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 	if !ok {
 		return time.Time{}
 	}
+	var wake time.Time // when a held-back report of a pod's status is due
 	actual, err := a.rt.List(ctx)
 	if err != nil {
 		a.log.Warn("list runtime", "err", err)
@@ -559,6 +577,7 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 			if pd.Forget && len(pd.Actions) == 0 {
 				delete(a.records, uid)
 				delete(a.reported, uid)
+				delete(a.resync, uid)
 			} else {
 				a.records[uid] = pd.Record
 			}
@@ -602,12 +621,18 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 		if had && a.computed[uid].same(inputs, last.wire) {
 			continue // the status would be the one last reported
 		}
+		isStatic := static[uid] != nil
 		in := p
 		if had {
 			// Status reads its pod and keeps none of it: a shallow copy
-			// does.
+			// does. It starts from the last report, with what others
+			// own of the status as the hub has it now; a static pod's
+			// hub copy is its mirror, which the agent alone writes.
 			withLast := *p
 			withLast.Status = last.status
+			if !isStatic {
+				withLast.Status = pods.MergeHub(&last.status, &p.Status)
+			}
 			in = &withLast
 		}
 		st := pods.Status(in, byActual[uid], rec, now)
@@ -619,7 +644,10 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 		}
 		a.computed[uid] = inputs.keep(wireSt)
 		if had && bytes.Equal(wireSt, last.wire) {
-			continue
+			if isStatic || !a.resyncDue(p, &last.status, now, &wake) {
+				continue
+			}
+			a.log.Info("pod status on the hub differs from the agent's; reporting it again", "pod", p.Namespace+"/"+p.Name)
 		}
 		if had {
 			a.backOffEvents(p, &last.status, &st)
@@ -630,7 +658,34 @@ func (a *Agent) reconcile(ctx context.Context, workers *sync.WaitGroup) time.Tim
 	}
 	a.reportNode(now)
 	a.notify()
+	if d.NextWake.IsZero() || !wake.IsZero() && wake.Before(d.NextWake) {
+		return wake
+	}
 	return d.NextWake
+}
+
+// resyncDue reports whether pod's status, last reported as last and
+// computed the same again, is to be reported again because the hub's copy
+// (the pod's) differs; if that is held back, it forgets the computation,
+// so that the next round checks again, and sets *wake to when it may be
+// made if that is sooner.
+func (a *Agent) resyncDue(pod *corev1.Pod, last *corev1.PodStatus, now time.Time, wake *time.Time) bool {
+	uid := string(pod.UID)
+	a.mu.Lock()
+	r := a.resync[uid]
+	if r == nil {
+		r = &pods.Resync{}
+		a.resync[uid] = r
+	}
+	resend, retry := r.Check(&pod.Status, last, now, a.cfg.StatusResync)
+	a.mu.Unlock()
+	if !retry.IsZero() {
+		delete(a.computed, uid)
+		if wake.IsZero() || retry.Before(*wake) {
+			*wake = retry
+		}
+	}
+	return resend
 }
 
 // viewPodsOnly returns what of actual and records concerns the desired
@@ -748,6 +803,7 @@ func (a *Agent) work(ctx context.Context, pd pods.PodDecision, pod *corev1.Pod, 
 		a.mu.Lock()
 		delete(a.records, pd.Pod.UID)
 		delete(a.reported, pd.Pod.UID)
+		delete(a.resync, pd.Pod.UID)
 		a.mu.Unlock()
 		a.cp.DeleteLocal(recordKey(pd.Pod.UID))
 		a.cp.DeleteLocal(statusKey(pd.Pod.UID))
@@ -881,6 +937,14 @@ func (a *Agent) report(p *corev1.Pod, sent sentStatus, static bool) {
 	}
 	a.mu.Lock()
 	a.reported[uid] = sent
+	if !static {
+		r := a.resync[uid]
+		if r == nil {
+			r = &pods.Resync{}
+			a.resync[uid] = r
+		}
+		r.Sent(&sent.status)
+	}
 	a.mu.Unlock()
 	if b, err := json.Marshal(st); err == nil {
 		a.cp.PutLocal(statusKey(uid), b)
@@ -920,10 +984,14 @@ func (a *Agent) enqueueMirrorDelete(key string) {
 }
 
 // reportNode queues the node's status when it is due: at the first round,
+// at the first after each connection to the hub (which sets the
+// conditions of a node it lost Unknown, and has them back from the
+// report within seconds of the return rather than at the next interval),
 // then every NodeStatusInterval. What the status holds is looked up only
 // then, so between two reports it cannot have changed.
 func (a *Agent) reportNode(now time.Time) {
-	if a.node != nil && now.Sub(a.nodeSent) < a.cfg.NodeStatusInterval {
+	due := a.nodeDue.Swap(false)
+	if !due && a.node != nil && now.Sub(a.nodeSent) < a.cfg.NodeStatusInterval {
 		return
 	}
 	addrs := hostAddresses(a.cfg.NodeName)
@@ -938,6 +1006,9 @@ func (a *Agent) reportNode(now time.Time) {
 	}
 	if _, err := a.cp.Enqueue(wire.KindNodeStatus, wire.Key{Resource: wire.ResourceNodes, Name: a.cfg.NodeName}, raw); err != nil {
 		a.log.Warn("queue node status", "err", err)
+		if due {
+			a.nodeDue.Store(true) // at the next round, then
+		}
 		return
 	}
 	a.node, a.nodeSent = n, now

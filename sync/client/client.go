@@ -65,6 +65,11 @@ type Config struct {
 	// store holds, at their revisions: the Hello tells the hub, which
 	// then mints again only the tokens that are due.
 	HeldTokens func() ([]wire.InventoryEntry, error)
+	// Connected, if set, is called each time a session with the hub
+	// begins, before its first status is pushed: the agent reports its
+	// node's status on it, which the hub may have set Unknown while the
+	// node was away. It must not block long.
+	Connected func()
 	// Renew, if set, is called once two thirds of the certificate's life
 	// have passed: it returns a CSR for a new key and a commit function
 	// that stores the certificate the hub signs for it.
@@ -271,6 +276,9 @@ func (c *Client) connectOnce(ctx context.Context) (err error) {
 	c.stats.Connects.Add(1)
 	c.connected.Store(true)
 	defer c.connected.Store(false)
+	if c.cfg.Connected != nil {
+		c.cfg.Connected()
+	}
 	c.log.Info("connected to hub", "hub", c.cfg.HubAddr, "revision", welcome.HubRevision, "inventory", welcome.SendInventory, "resumed", conn.ConnectionState().TLS.DidResume)
 
 	// The session lasts until any of its parts ends: the view stream, the
