@@ -170,11 +170,11 @@ type Agent struct {
 	trigger chan struct{}
 
 	mu       sync.Mutex
-	busy     map[string]bool        // pods whose worker runs actions
-	records  map[string]pods.Record // by pod UID
-	reported map[string]sentStatus  // the last status sent, by pod UID
+	busy     map[string]bool         // pods whose worker runs actions
+	records  map[string]pods.Record  // by pod UID
+	reported map[string]sentStatus   // the last status sent, by pod UID
 	resync   map[string]*pods.Resync // what the hub has not shown back of them, by pod UID
-	mirrored map[string]string      // static pod UID -> mirror key sent; on disk too
+	mirrored map[string]string       // static pod UID -> mirror key sent; on disk too
 
 	addrs []corev1.NodeAddress // the node's addresses, looked up with each node status
 
