@@ -100,34 +100,35 @@ func ownedContainers(l []corev1.ContainerStatus) []corev1.ContainerStatus {
 // phase is terminal and ours is not, since a pod never leaves a terminal
 // phase. It is what Status starts from (as pod.Status) when the agent has
 // reported the pod before, as kubelet's status manager merges the API's
-// copy into its own. The result shares no memory with the arguments.
+// copy into its own. The result shares memory with ours and hub but for
+// its conditions: it is for reading only, as Status reads it.
 func MergeHub(ours, hub *corev1.PodStatus) corev1.PodStatus {
-	m := hub.DeepCopy()
+	m := *hub
 	m.Phase, m.Reason, m.Message = ours.Phase, ours.Reason, ours.Message
 	if terminalPhase(hub.Phase) && !terminalPhase(ours.Phase) {
 		m.Phase, m.Reason, m.Message = hub.Phase, hub.Reason, hub.Message
 	}
-	m.HostIP, m.HostIPs = ours.HostIP, slices.Clone(ours.HostIPs)
-	m.PodIP, m.PodIPs = ours.PodIP, slices.Clone(ours.PodIPs)
-	m.StartTime = ours.StartTime.DeepCopy()
+	m.HostIP, m.HostIPs = ours.HostIP, ours.HostIPs
+	m.PodIP, m.PodIPs = ours.PodIP, ours.PodIPs
+	m.StartTime = ours.StartTime
 	m.ObservedGeneration = ours.ObservedGeneration
-	c := ours.DeepCopy()
-	m.InitContainerStatuses, m.ContainerStatuses = c.InitContainerStatuses, c.ContainerStatuses
-	m.Conditions = m.Conditions[:0]
-	for _, x := range hub.Conditions {
-		if !kubeletConditions[x.Type] {
-			m.Conditions = append(m.Conditions, *x.DeepCopy())
+	m.InitContainerStatuses, m.ContainerStatuses = ours.InitContainerStatuses, ours.ContainerStatuses
+	// A condition holds no pointers: a copy of the value is a deep one.
+	m.Conditions = make([]corev1.PodCondition, 0, len(hub.Conditions)+len(ours.Conditions))
+	for _, c := range hub.Conditions {
+		if !kubeletConditions[c.Type] {
+			m.Conditions = append(m.Conditions, c)
 		}
 	}
-	for _, x := range c.Conditions {
-		if kubeletConditions[x.Type] {
-			m.Conditions = append(m.Conditions, x)
+	for _, c := range ours.Conditions {
+		if kubeletConditions[c.Type] {
+			m.Conditions = append(m.Conditions, c)
 		}
 	}
 	if len(m.Conditions) == 0 {
 		m.Conditions = nil
 	}
-	return *m
+	return m
 }
 
 // maxUnconfirmed bounds the reports a Resync remembers the hub has not

@@ -258,11 +258,12 @@ func TestSession(t *testing.T) {
 	for i := range 12_001 {
 		st.inv = append(st.inv, wire.InventoryEntry{Key: wire.Key{Resource: wire.ResourceSecrets, Namespace: "ns", Name: fmt.Sprint("s", i)}, Revision: 3})
 	}
-	var applied atomic.Int64
+	var applied, sessions atomic.Int64
 	cfg := config(t, p, h.addr, st)
 	cfg.Applied = func(c []wire.Change) { applied.Add(int64(len(c))) }
 	held := []wire.InventoryEntry{{Key: wire.PodTokensKey("default", "uid-1"), Revision: 1796256000}}
 	cfg.HeldTokens = func() ([]wire.InventoryEntry, error) { return held, nil }
+	cfg.Connected = func() { sessions.Add(1) }
 	c := run(t, cfg)
 
 	conn := h.accept()
@@ -323,6 +324,9 @@ func TestSession(t *testing.T) {
 	if got := c.Stats().Inventories.Load(); got != 1 {
 		t.Errorf("Stats().Inventories = %d, want 1", got)
 	}
+	if got := sessions.Load(); got != 1 {
+		t.Errorf("Connected called %d times in the first session, want once", got)
+	}
 
 	// A frame out of place ends the session; the client comes back, from
 	// where its view is now.
@@ -335,6 +339,14 @@ func TestSession(t *testing.T) {
 	if hello, ok := s.recv(t).(*wire.Hello); !ok || hello.LastRevision != 41 {
 		t.Fatalf("after reconnecting: got %#v, want a Hello from revision 41", hello)
 	}
+	// Connected is called once the hub welcomed the node, not before.
+	if got := sessions.Load(); got != 1 {
+		t.Errorf("Connected called %d times before the second Welcome, want once", got)
+	}
+	s.send(t, &wire.Welcome{CapabilityVersion: wire.CapabilityVersion, HubRevision: 41})
+	wait.For(t, waitLong, "Connected called for the second session", func() (bool, string) {
+		return sessions.Load() == 2, fmt.Sprint(sessions.Load(), " calls")
+	})
 }
 
 // TestApplyFails: a batch the store could not make durable is not
