@@ -183,6 +183,11 @@ type Agent struct {
 	// nodeDue is set when the node's status is to be reported at the next
 	// round, whenever the last was: a session with the hub began.
 	nodeDue atomic.Bool
+	// nodeGen is the checkpoint's view generation when the hub's copy of
+	// the node was last compared with the last report, and nodeResent
+	// when that last led to a report; the loop's own.
+	nodeGen    uint64
+	nodeResent time.Time
 	// view holds the view's pods decoded, as of a checkpoint view
 	// generation; the loop's own.
 	view viewPods
@@ -992,7 +997,10 @@ func (a *Agent) enqueueMirrorDelete(key string) {
 func (a *Agent) reportNode(now time.Time) {
 	due := a.nodeDue.Swap(false)
 	if !due && a.node != nil && now.Sub(a.nodeSent) < a.cfg.NodeStatusInterval {
-		return
+		if !a.nodeChanged(now) {
+			return
+		}
+		a.log.Info("node status on the hub differs from the agent's; reporting it again")
 	}
 	addrs := hostAddresses(a.cfg.NodeName)
 	a.mu.Lock()
@@ -1012,6 +1020,38 @@ func (a *Agent) reportNode(now time.Time) {
 		return
 	}
 	a.node, a.nodeSent = n, now
+}
+
+// nodeChanged reports whether the hub's copy of the node, as the view has
+// it, shows that another writer changed what the agent reported last
+// (nodeNeedsReport), as kubelet compares its node's status with the API's
+// copy: the hub's node lifecycle controller sets a node's conditions
+// Unknown when it thinks it unreachable, and may yet do so just after the
+// node's return, before it has seen the node's Lease renewed. A report so
+// made is made at most once per StatusResync, so that a writer that keeps
+// setting them back is not answered in a loop.
+func (a *Agent) nodeChanged(now time.Time) bool {
+	gen := a.cp.ViewGeneration()
+	if gen == a.nodeGen {
+		return false
+	}
+	if !a.nodeResent.IsZero() && now.Sub(a.nodeResent) < a.cfg.StatusResync {
+		return false // and look again at the next round
+	}
+	a.nodeGen = gen
+	o, ok, err := a.cp.Get(wire.Key{Resource: wire.ResourceNodes, Name: a.cfg.NodeName})
+	if err != nil || !ok {
+		return false
+	}
+	var hub corev1.Node
+	if err := decodeObject(o.Raw, o.Revision, &hub); err != nil {
+		return false
+	}
+	if !nodeNeedsReport(&hub, a.node) {
+		return false
+	}
+	a.nodeResent = now
+	return true
 }
 
 func (a *Agent) saveRecord(uid string, r pods.Record) {

@@ -98,6 +98,51 @@ func nodeObject(name, site string, capacity Capacity, runtimeVersion string, add
 	}
 }
 
+// postedConditions are the node conditions kubelet posts, which the hub's
+// node lifecycle controller sets Unknown when it stops hearing of a node.
+var postedConditions = []corev1.NodeConditionType{
+	corev1.NodeReady, corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure,
+}
+
+// nodeNeedsReport reports whether hub, the hub's copy of the node, shows
+// that another writer changed the status the agent reported last as
+// sent: a condition of sent with another status there, or one of
+// postedConditions Unknown, which the agent's report would set or remove
+// (the hub replaces a node's status with its report). A copy older than
+// sent, whose Ready heartbeat (which only the node sets) is older, is no
+// reason: the hub has not applied sent yet. Conditions others post
+// (NetworkUnavailable, a site mesh's) are not the agent's to fight over.
+func nodeNeedsReport(hub, sent *corev1.Node) bool {
+	if sent == nil {
+		return false
+	}
+	ready := func(n *corev1.Node) *corev1.NodeCondition { return nodeCondition(n, corev1.NodeReady) }
+	h, s := ready(hub), ready(sent)
+	if h == nil || s == nil || h.LastHeartbeatTime.Unix() < s.LastHeartbeatTime.Unix() {
+		return false
+	}
+	for _, c := range sent.Status.Conditions {
+		if hc := nodeCondition(hub, c.Type); hc == nil || hc.Status != c.Status {
+			return true
+		}
+	}
+	for _, t := range postedConditions {
+		if hc := nodeCondition(hub, t); hc != nil && hc.Status == corev1.ConditionUnknown {
+			return true
+		}
+	}
+	return false
+}
+
+func nodeCondition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == t {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
 // hostAddresses returns the node's hostname and its first non-loopback
 // IPv4 address, or 127.0.0.1 when it has none.
 func hostAddresses(name string) []corev1.NodeAddress {

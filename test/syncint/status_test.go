@@ -123,7 +123,7 @@ const resentMessage = "pod status on the hub differs from the agent's; reporting
 // TestNodeStatusAtReconnect: a node's conditions set Unknown on the hub
 // while it was away (as the node lifecycle controller sets them) are
 // replaced by its report as soon as it is back, not at its next periodic
-// report.
+// report; and so are they when set Unknown while it is connected.
 func TestNodeStatusAtReconnect(t *testing.T) {
 	ctx := context.Background()
 	// Without the hub's controllers, only the agent sets Ready again.
@@ -138,6 +138,8 @@ func TestNodeStatusAtReconnect(t *testing.T) {
 	cfg.HubAddr = relay.Addr()
 	cfg.NodeStatusInterval = time.Hour
 	cfg.Sync.IdleTimeout, cfg.Sync.KeepAlive = 2*time.Second, time.Second
+	logs := testlog.NewRecorder(t, slog.LevelInfo)
+	cfg.Logger = slog.New(logs).With("node", "edge-1")
 	a, _ := runAgent(t, cfg)
 	nodes := h.client.CoreV1().Nodes()
 	readyTrue := func() (bool, string) {
@@ -157,24 +159,49 @@ func TestNodeStatusAtReconnect(t *testing.T) {
 
 	relay.Set(netem.Conditions{Blackhole: true})
 	wait.For(t, 20*time.Second, "edge-1 notices the link is down", func() (bool, string) { return !a.Connected(), "still connected" })
-	n, err := nodes.Get(ctx, "edge-1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := metav1.Now()
-	for _, typ := range []corev1.NodeConditionType{corev1.NodeReady, corev1.NodeMemoryPressure} {
-		c := nodeCondition(n, typ)
-		if c == nil {
-			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: typ})
-			c = &n.Status.Conditions[len(n.Status.Conditions)-1]
+	// As the node lifecycle controller does, unconditionally: the
+	// conditions kubelet posts Unknown, their heartbeats kept.
+	setUnknown := func() {
+		t.Helper()
+		n, err := nodes.Get(ctx, "edge-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		c.Status, c.Reason, c.Message, c.LastTransitionTime = corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status.", now
+		now := metav1.Now()
+		for _, typ := range []corev1.NodeConditionType{corev1.NodeReady, corev1.NodeMemoryPressure} {
+			c := nodeCondition(n, typ)
+			if c == nil {
+				n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: typ, LastHeartbeatTime: n.CreationTimestamp})
+				c = &n.Status.Conditions[len(n.Status.Conditions)-1]
+			}
+			c.Status, c.Reason, c.Message, c.LastTransitionTime = corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status.", now
+		}
+		n.ResourceVersion = ""
+		if _, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	n.ResourceVersion = ""
-	if _, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	setUnknown()
 	relay.Set(netem.Conditions{})
-	// Within seconds of the return, not the hour of NodeStatusInterval.
+	// Within seconds of the return, not the hour of NodeStatusInterval:
+	// the report made at the connection, and no other, as the agent
+	// takes the Unknown copy the hub sends it on its return for one
+	// older than that report.
 	wait.For(t, 15*time.Second, "edge-1 back and Ready", readyTrue)
+	if n := logs.Count(nodeResentMessage); n != 0 {
+		t.Errorf("the agent reported its node again %d times after its return, want none but the report at the connection", n)
+	}
+
+	// Set Unknown again while the node is connected, as the controller
+	// may just after its return, before it has seen its Lease renewed:
+	// the agent sees it in its view and reports again.
+	setUnknown()
+	wait.For(t, 10*time.Second, "edge-1 Ready again", readyTrue)
+	if n := logs.Count(nodeResentMessage); n != 1 {
+		t.Errorf("the agent reported its node again %d times, want once", n)
+	}
 }
+
+// nodeResentMessage is what the agent logs when it reports its node's
+// status again because the hub's copy differs.
+const nodeResentMessage = "node status on the hub differs from the agent's; reporting it again"
