@@ -183,10 +183,11 @@ type Agent struct {
 	// nodeDue is set when the node's status is to be reported at the next
 	// round, whenever the last was: a session with the hub began.
 	nodeDue atomic.Bool
-	// nodeGen is the checkpoint's view generation when the hub's copy of
-	// the node was last compared with the last report, and nodeResent
-	// when that last led to a report; the loop's own.
-	nodeGen    uint64
+	// nodeViewed is set, as the sync client applies a batch, when the
+	// hub's copy of the node in the view changed since the loop last
+	// compared it with the last report; nodeResent is when that last led
+	// to a report, the loop's own.
+	nodeViewed atomic.Bool
 	nodeResent time.Time
 	// view holds the view's pods decoded, as of a checkpoint view
 	// generation; the loop's own.
@@ -304,8 +305,16 @@ func (a *Agent) connect(ctx context.Context, joined bool) error {
 	cfg.RootCAs = a.id.roots()
 	cfg.Store = repairing{a.cp, a}
 	cfg.Outbox = repairing{a.cp, a}
-	cfg.Applied = func([]wire.Change) { a.kick() }
 	cfg.HeldTokens = a.heldTokens
+	nodeKey := wire.Key{Resource: wire.ResourceNodes, Name: a.cfg.NodeName}
+	cfg.Applied = func(changes []wire.Change) {
+		for _, c := range changes {
+			if c.Key == nodeKey {
+				a.nodeViewed.Store(true)
+			}
+		}
+		a.kick()
+	}
 	cfg.Connected = func() {
 		a.nodeDue.Store(true)
 		a.kick()
@@ -1031,14 +1040,13 @@ func (a *Agent) reportNode(now time.Time) {
 // made is made at most once per StatusResync, so that a writer that keeps
 // setting them back is not answered in a loop.
 func (a *Agent) nodeChanged(now time.Time) bool {
-	gen := a.cp.ViewGeneration()
-	if gen == a.nodeGen {
+	if !a.nodeViewed.Load() {
 		return false
 	}
 	if !a.nodeResent.IsZero() && now.Sub(a.nodeResent) < a.cfg.StatusResync {
 		return false // and look again at the next round
 	}
-	a.nodeGen = gen
+	a.nodeViewed.Store(false)
 	o, ok, err := a.cp.Get(wire.Key{Resource: wire.ResourceNodes, Name: a.cfg.NodeName})
 	if err != nil || !ok {
 		return false
