@@ -68,9 +68,9 @@ type Config struct {
 	// reports it at each connection to the hub, which may have set its
 	// conditions Unknown while it was away.
 	NodeStatusInterval time.Duration
-	// StatusResync is the least time between two reports of a pod's
-	// status made again because the hub's copy differed from the
-	// agent's, as when another writer keeps setting it back: 10s,
+	// StatusResync is the least time between two reports of a pod's (or
+	// the node's) status made again because the hub's copy differed from
+	// the agent's, as when another writer keeps setting it back: 10s,
 	// kubelet's status manager's sync period. The first is made at once.
 	StatusResync time.Duration
 	// JoinRetry bounds the back-off of join attempts while the hub cannot
