@@ -1,6 +1,8 @@
 // Package pods is the pure decision core of the edge agent's pod lifecycle:
 // Plan turns desired pods, what the runtime holds and per-pod records into
-// actions, and Status words the outcome as kubelet would. No I/O, no clock.
+// actions, and Status words the outcome as kubelet would; MergeHub,
+// NeedsResend and Resync keep the status in step with the hub's copy, as
+// kubelet's status manager does with the API's. No I/O, no clock.
 //
 // # The agent's loop
 //
