@@ -60,10 +60,6 @@ func controllerList(hc Config, caPEM []byte) []manager.Controller {
 	cm := auth.ControllerManagerUser
 	lifecycle := nodelifecycle.DefaultConfig()
 	lifecycle.GracePeriod = hc.NodeMonitorGracePeriod
-	// Not yet: an edge agent reports a pod's readiness only when it
-	// changes on the node, so pods the hub marked not ready while their
-	// node was away would stay so after it returns.
-	lifecycle.MarkPodsNotReady = false
 	return []manager.Controller{
 		{Name: "nodelifecycle", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return nodelifecycle.New(c, lifecycle) }},
 		{Name: "serviceaccount", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return serviceaccount.New(c, caPEM) }},

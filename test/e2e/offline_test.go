@@ -119,6 +119,20 @@ func TestNodeOffline(t *testing.T) {
 			fmt.Sprintf("Ready=%s, taints %v", readyStatus(n), n.Spec.Taints)
 	})
 	f.logf("%s Unknown and tainted %v after the cut", cutNode, time.Since(cutAt).Round(time.Second))
+	// Its pods are taken out of service (Ready=False, as upstream marks
+	// them), though they stay where they are.
+	f.eventually(workloadTimeout, "the offline node's shop pods Ready=False", func() (bool, string) {
+		pods, err := h.pods()
+		if err != nil {
+			return false, apiProblem(err)
+		}
+		for _, name := range onCut {
+			if p := pods[name]; p == nil || podCondition(p, corev1.PodReady) != corev1.ConditionFalse {
+				return false, name + " not marked not ready"
+			}
+		}
+		return true, ""
+	})
 
 	// A DaemonSet rollout while it is away: the others update, it keeps
 	// its old pod.
@@ -171,6 +185,22 @@ func TestNodeOffline(t *testing.T) {
 			return false, apiProblem(err)
 		}
 		return readyStatus(n) == corev1.ConditionTrue && len(n.Spec.Taints) == 0, fmt.Sprintf("Ready=%s, taints %v", readyStatus(n), n.Spec.Taints)
+	})
+	f.eventually(workloadTimeout, "the returned node's shop pods Ready again, unchanged", func() (bool, string) {
+		pods, err := h.pods()
+		if err != nil {
+			return false, apiProblem(err)
+		}
+		for _, name := range onCut {
+			p := pods[name]
+			if p == nil || p.Spec.NodeName != cutNode || p.DeletionTimestamp != nil {
+				return false, name + " gone or moved"
+			}
+			if podCondition(p, corev1.PodReady) != corev1.ConditionTrue {
+				return false, name + " not Ready yet"
+			}
+		}
+		return true, ""
 	})
 	f.eventually(workloadTimeout, "the daemon set updated on "+cutNode, func() (bool, string) {
 		pods, err := h.pods()
