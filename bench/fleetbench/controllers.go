@@ -33,6 +33,10 @@ type ControllersConfig struct {
 	// DaemonSet, when set, creates one DaemonSet once the Deployments'
 	// pods all run, and times its pod on every node: true.
 	DaemonSet bool `json:"daemonset"`
+	// HeapProfileDir, unless "", receives the hub's heap profile at the
+	// end of each workload, live objects only (after a collection):
+	// hub.heap.deployments.pprof, hub.heap.daemonset.pprof.
+	HeapProfileDir string `json:"-"`
 }
 
 // DefaultControllersConfig returns the workload the targets are set for:
@@ -238,6 +242,10 @@ func RunControllers(ctx context.Context, cfg ControllersConfig, progress io.Writ
 		return nil, err
 	}
 	res.Join = r.res.Join
+	heap, err := childhub.NewHeapProfiler(cfg.HeapProfileDir, r.restCfg)
+	if err != nil {
+		return nil, err
+	}
 
 	pods := newPodClock()
 	podLW := listWatch{
@@ -280,6 +288,9 @@ func RunControllers(ctx context.Context, cfg ControllersConfig, progress io.Writ
 				return err
 			})
 		})
+	if err := heap.Write(ctx, "deployments", true); err != nil {
+		return nil, fmt.Errorf("heap profile: %w", err)
+	}
 	if cfg.DaemonSet && ctx.Err() == nil {
 		ds := benchDaemonSet(fc.Namespace, "agent")
 		res.DaemonSet = r.workload(ctx, "daemonset", "creating a DaemonSet", "agent-", fc.Nodes, pods, func(ctx context.Context) []string {
@@ -289,6 +300,9 @@ func RunControllers(ctx context.Context, cfg ControllersConfig, progress io.Writ
 			}
 			return nil
 		})
+		if err := heap.Write(ctx, "daemonset", true); err != nil {
+			return nil, fmt.Errorf("heap profile: %w", err)
+		}
 	}
 	res.Hub.ReadySeconds = r.res.Hub.ReadySeconds
 	res.CPU = r.res.CPU

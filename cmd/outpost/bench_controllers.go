@@ -77,6 +77,7 @@ The results are printed as a table next to the targets (for 1,000 nodes and
 	f.BoolVar(&cfg.DaemonSet, "daemonset", cfg.DaemonSet, "then create a DaemonSet over every node")
 	f.DurationVar(&cfg.Fleet.JoinTimeout, "join-timeout", cfg.Fleet.JoinTimeout, "longest wait for every node to be Ready")
 	f.DurationVar(&cfg.Fleet.RunningTimeout, "running-timeout", cfg.Fleet.RunningTimeout, "longest wait, after the creates, for every pod of a workload to be Running")
+	f.StringVar(&cfg.HeapProfileDir, "heap-profile", "", "directory to write the hub's heap profile to at the end of each workload (after a collection)")
 	f.StringVar(&out, "out", "bench-results/controllers.json", "file to write the results to as JSON")
 	f.BoolVar(&quick, "quick", false, "50 nodes and 10 Deployments of 20, for a smoke run (flags given explicitly still apply)")
 	return cmd

@@ -141,22 +141,24 @@ func (s *Server) releaseHeld(ctx context.Context, res *resourceInfo, obj runtime
 // Allocator match its stored objects, as kube-apiserver's repair
 // controllers do for cluster IPs and node ports: it re-creates the
 // reservation of every value a stored object holds that has none (or
-// names another owner), and releases every reservation that no stored
-// object holds, such as those a crash left between reserving and writing
-// an object, or between deleting it and releasing. Two objects that hold
-// one value cannot be repaired; they are logged.
+// names another owner), and, with releaseLeaks, releases every
+// reservation that no stored object holds, such as those a crash left
+// between reserving and writing an object, or between deleting it and
+// releasing. Two objects that hold one value cannot be repaired; they are
+// logged.
 //
-// The hub calls it before it serves: a create in flight holds a
-// reservation its object does not show yet, which RepairAllocations would
-// release. Several hubs on one store must therefore not run it while
-// another serves.
-func (s *Server) RepairAllocations(ctx context.Context) error {
+// A create in flight holds a reservation its object does not show yet, so
+// releasing leaks is safe only while no other server writes the store:
+// the hub releases them at start on its embedded store, and on a store
+// shared by several hubs only repairs what is missing (a leak wastes a
+// value; it never hands one out twice).
+func (s *Server) RepairAllocations(ctx context.Context, releaseLeaks bool) error {
 	for _, res := range s.byGVR {
 		al, ok := res.Rules.(Allocator)
 		if !ok {
 			continue
 		}
-		if err := s.repair(ctx, res, al); err != nil {
+		if err := s.repair(ctx, res, al, releaseLeaks); err != nil {
 			return fmt.Errorf("repair %s allocations: %w", res.Plural, err)
 		}
 	}
@@ -166,7 +168,17 @@ func (s *Server) RepairAllocations(ctx context.Context) error {
 // repairPage is how many keys one list of repair reads at a time.
 const repairPage = 500
 
-func (s *Server) repair(ctx context.Context, res *resourceInfo, al Allocator) error {
+func (s *Server) repair(ctx context.Context, res *resourceInfo, al Allocator, releaseLeaks bool) error {
+	// Reservations first, then objects: an object written between the two
+	// reads is seen holding what it reserved.
+	reserved := map[string]store.KeyValue{}
+	prefix := res.allocationPrefix()
+	if err := s.scan(ctx, prefix, func(kv store.KeyValue) error {
+		reserved[strings.TrimPrefix(kv.Key, prefix)] = kv
+		return nil
+	}); err != nil {
+		return err
+	}
 	holders := map[string]string{} // value -> store key of its object
 	err := s.scan(ctx, res.prefix, func(kv store.KeyValue) error {
 		obj, err := res.decode(kv)
@@ -186,15 +198,7 @@ func (s *Server) repair(ctx context.Context, res *resourceInfo, al Allocator) er
 	if err != nil {
 		return err
 	}
-	reserved := map[string]store.KeyValue{}
-	prefix := res.allocationPrefix()
-	if err := s.scan(ctx, prefix, func(kv store.KeyValue) error {
-		reserved[strings.TrimPrefix(kv.Key, prefix)] = kv
-		return nil
-	}); err != nil {
-		return err
-	}
-	var created, fixed, released int
+	var created, fixed, released, leaked int
 	for v, owner := range holders {
 		kv, ok := reserved[v]
 		switch {
@@ -214,13 +218,17 @@ func (s *Server) repair(ctx context.Context, res *resourceInfo, al Allocator) er
 		if _, ok := holders[v]; ok {
 			continue
 		}
+		if !releaseLeaks {
+			leaked++
+			continue
+		}
 		if _, _, err := s.store.Delete(ctx, kv.Key, kv.ModRevision); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("release %s: %w", v, err)
 		}
 		released++
 	}
-	if created+fixed+released > 0 {
-		s.log.Info("repaired allocations", "resource", res.Plural, "recreated", created, "reassigned", fixed, "released", released)
+	if created+fixed+released+leaked > 0 {
+		s.log.Info("repaired allocations", "resource", res.Plural, "recreated", created, "reassigned", fixed, "released", released, "kept unheld", leaked)
 	}
 	return nil
 }

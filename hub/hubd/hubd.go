@@ -272,8 +272,11 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		return err
 	}
 	// Before anything is served: a crash may have left reservations
-	// without their objects, or objects without their reservations.
-	if err := api.RepairAllocations(ctx); err != nil {
+	// without their objects, or objects without their reservations. Only
+	// the embedded store is this hub's alone, so only there are
+	// reservations without objects surely leaks rather than another
+	// hub's creates in flight.
+	if err := api.RepairAllocations(ctx, h.cfg.Store == StoreBadger); err != nil {
 		return err
 	}
 	if err := ensureNamespaces(ctx, api); err != nil {
