@@ -89,6 +89,9 @@ func New(c controllers.Context) (*Scheduler, error) {
 	podInf := c.Informers.Core().V1().Pods()
 	nodeInf := c.Informers.Core().V1().Nodes()
 	nsInf := c.Informers.Core().V1().Namespaces()
+	if err := podInf.Informer().SetTransform(trimBound); err != nil {
+		return nil, fmt.Errorf("scheduler: pod cache: %w", err)
+	}
 	s.pods = podInf.Lister()
 	s.namespaces = namespaces{nsInf.Lister()}
 	for _, h := range []struct {
@@ -481,3 +484,19 @@ func (n namespaces) Select(sel labels.Selector) []string {
 }
 
 func klogRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// trimBound is the pod cache's transform: of a pod already bound to a
+// node the scheduler needs the spec (what it takes of the node), labels
+// (affinity and spread) and phase (a finished pod takes nothing), not its
+// status, which kubelets rewrite often and which makes the largest part
+// of a decoded pod. An unbound pod is kept whole: its status is written
+// back with PodScheduled. The cache owns the object it is given.
+func trimBound(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return obj, nil
+	}
+	pod.ManagedFields = nil
+	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase}
+	return pod, nil
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -243,5 +244,28 @@ func TestTruncate(t *testing.T) {
 	}
 	if truncate("short") != "short" {
 		t.Fatalf("truncate changed a short message")
+	}
+}
+
+func TestTrimBound(t *testing.T) {
+	status := corev1.PodStatus{
+		Phase:             corev1.PodRunning,
+		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Ready: true}},
+		PodIP:             "10.42.0.5",
+	}
+	unbound := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "u"}, Status: *status.DeepCopy()}
+	got, err := trimBound(unbound)
+	if err != nil || !equality.Semantic.DeepEqual(got.(*corev1.Pod).Status, status) {
+		t.Errorf("trimBound(unbound) = %+v, %v; want its status kept whole", got, err)
+	}
+	bound := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"app": "x"}}, Spec: corev1.PodSpec{NodeName: "n1"}, Status: *status.DeepCopy()}
+	got, err = trimBound(bound)
+	p := got.(*corev1.Pod)
+	if err != nil || p.Status.Phase != corev1.PodRunning || len(p.Status.Conditions)+len(p.Status.ContainerStatuses) != 0 || p.Status.PodIP != "" || p.Labels["app"] != "x" || p.Spec.NodeName != "n1" {
+		t.Errorf("trimBound(bound) = %+v, %v; want spec, labels and phase only", p, err)
+	}
+	if other, _ := trimBound("not a pod"); other != "not a pod" {
+		t.Errorf("trimBound(string) = %v, want it unchanged", other)
 	}
 }

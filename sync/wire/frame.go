@@ -142,8 +142,13 @@ func NewReader(r io.Reader, max int) *Reader {
 	if max <= 0 {
 		max = DefaultMaxFrameSize
 	}
-	return &Reader{r: bufio.NewReaderSize(r, 16<<10), max: max}
+	return &Reader{r: bufio.NewReaderSize(r, readBufferSize), max: max}
 }
+
+// readBufferSize is a Reader's buffer. A frame is read whole whatever
+// the buffer, which only saves reads of the stream for small frames; a
+// hub holds one per node's stream, most of them idle, so it is small.
+const readBufferSize = 4 << 10
 
 // Rest returns the stream after the frames read so far, bytes the reader
 // has buffered first: for a stream that turns from frames to raw bytes (a
