@@ -257,7 +257,9 @@ func TestDaemonSetOnARealHub(t *testing.T) {
 				// Nodes without a live Ready pod: at most one at a time.
 				var down []string
 				for _, n := range nodes {
-					if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return daemonset.TargetNode(&p) == n && p.DeletionTimestamp == nil && daemonset.Ready(&p) }) {
+					if !slices.ContainsFunc(pods, func(p corev1.Pod) bool {
+						return daemonset.TargetNode(&p) == n && p.DeletionTimestamp == nil && daemonset.Ready(&p)
+					}) {
 						down = append(down, n)
 					}
 				}
