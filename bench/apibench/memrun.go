@@ -169,8 +169,10 @@ func (r *memRunner) start(ctx context.Context, phase string) error {
 	}
 	started := time.Now()
 	// With a sync endpoint, as `outpost hub` runs by default: its view of
-	// what nodes may need holds objects too.
-	h, err := childhub.Start(r.cfg.Binary, r.hubDir, "127.0.0.1:0", "127.0.0.1:0", r.cfg.HubArgs...)
+	// what nodes may need holds objects too. Without the controllers: this
+	// measures what the API itself holds, and the objects are the
+	// benchmark's alone (no kube-root-ca.crt beside them).
+	h, err := childhub.Start(r.cfg.Binary, r.hubDir, "127.0.0.1:0", "127.0.0.1:0", append([]string{apiOnly}, r.cfg.HubArgs...)...)
 	if err != nil {
 		r.step.fail()
 		return err
@@ -582,3 +584,7 @@ func (m *meter) abort() {
 	<-m.done
 	m.stop, m.done = nil, nil
 }
+
+// apiOnly is the flag of `outpost hub` that the API benchmarks run their
+// hub with: no controllers or scheduler.
+const apiOnly = "--controllers=false"

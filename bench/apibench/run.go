@@ -55,7 +55,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	step := newStepper(progress, clk)
 
 	step.begin("starting hub")
-	hub, err := childhub.Start(cfg.Binary, filepath.Join(dir, "hub"), "127.0.0.1:0", "")
+	// The API server alone: no controllers or scheduler acting on the
+	// pods it creates (outpost bench controllers measures those).
+	hub, err := childhub.Start(cfg.Binary, filepath.Join(dir, "hub"), "127.0.0.1:0", "", apiOnly)
 	if err != nil {
 		step.fail()
 		return nil, err

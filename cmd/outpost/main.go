@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -31,6 +32,9 @@ func main() {
 // makes it slog's default, so subcommands log through slog.Default(); a
 // subcommand must not define its own PersistentPreRun(E), which would replace
 // this one.
+// klogOnce sets klog's logger for the first command the process runs.
+var klogOnce sync.Once
+
 func newRootCmd() *cobra.Command {
 	var logFlags cli.LogFlags
 	cmd := &cobra.Command{
@@ -47,8 +51,10 @@ uplink is down.`,
 			}
 			slog.SetDefault(log)
 			// client-go's own logs (leader election, informers) go
-			// the same way, not to stderr in klog's format.
-			klog.SetSlogLogger(log)
+			// the same way, not to stderr in klog's format. Once per
+			// process: klog's logger is global, and read unlocked by
+			// the clients of a command that may still be running.
+			klogOnce.Do(func() { klog.SetSlogLogger(log) })
 			return nil
 		},
 	}

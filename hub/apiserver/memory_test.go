@@ -10,6 +10,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
 // liveHeap returns the bytes of live heap after a full collection.
@@ -136,7 +139,13 @@ func TestWatchCacheMemory(t *testing.T) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if grew := int64(liveHeap()) - int64(base); grew > 16<<20+8<<20 {
-		t.Errorf("live heap grew by %d MB after %d MB of watched changes, want at most the cache's 16 MB and a little", grew>>20, objects)
-	}
+	// The store buffers writes too: badger's memtables of the last
+	// writes stay live until it has flushed them, which on a busy machine
+	// takes a while. So the heap must settle within the bound, not be
+	// within it at once; a cache that kept every event never would.
+	var grew int64
+	wait.For(t, 60*time.Second, "the live heap to settle within the watch cache's 16 MB and a little", func() (bool, string) {
+		grew = int64(liveHeap()) - int64(base)
+		return grew <= 16<<20+8<<20, fmt.Sprintf("live heap grew by %d MB after %d MB of watched changes", grew>>20, objects)
+	})
 }
