@@ -147,43 +147,10 @@ func New(c controllers.Context) (*Controller, error) {
 
 // Run syncs daemonsets until ctx ends, and returns once its workers have.
 func (c *Controller) Run(ctx context.Context) error {
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return nil // ctx ended first
-	}
-	c.log.Info("started")
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for c.next(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-	return nil
-}
-
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		switch {
-		case ctx.Err() != nil:
-		case apierrors.IsConflict(err):
-			c.log.Debug("sync met a newer object, will retry", "daemonset", key, "err", err)
-		default:
-			c.log.Warn("sync failed, will retry", "daemonset", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	return controllers.Work(ctx, controllers.Workers[string]{
+		Queue: c.queue, Count: workers, Synced: c.synced, Sync: c.sync, Log: c.log,
+		What: "daemonset", Started: "started",
+	})
 }
 
 func (c *Controller) enqueue(obj any) {

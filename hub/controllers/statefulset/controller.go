@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -118,43 +117,20 @@ func New(c controllers.Context) (*Controller, error) {
 // Run syncs statefulsets until ctx ends, and returns once its workers
 // have.
 func (c *Controller) Run(ctx context.Context) error {
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return nil // ctx ended first
-	}
-	c.log.Info("started")
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for c.next(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-	return nil
+	return controllers.Work(ctx, controllers.Workers[string]{
+		Queue: c.queue, Count: workers, Synced: c.synced, Sync: c.sync, Log: c.log,
+		What: "statefulset", Started: "started", Level: quiet,
+	})
 }
 
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
+// quiet logs at Debug the errors of a sync made on a cache behind the
+// last write (a conflict, or a pod that exists already), which the retry
+// will have seen.
+func quiet(err error) slog.Level {
+	if apierrors.IsAlreadyExists(err) {
+		return slog.LevelDebug
 	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		switch {
-		case ctx.Err() != nil:
-		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
-			c.log.Debug("sync met a newer object, will retry", "statefulset", key, "err", err)
-		default:
-			c.log.Warn("sync failed, will retry", "statefulset", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	return controllers.Quiet(err)
 }
 
 func (c *Controller) enqueue(obj any) {
