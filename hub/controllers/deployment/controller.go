@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -108,48 +107,14 @@ func (c *Controller) Run(ctx context.Context) error {
 		defer h.inf.RemoveEventHandler(reg)
 		synced = append(synced, reg.HasSynced)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return nil // ctx ended
-	}
-	c.log.Info("started")
-	var wg sync.WaitGroup
-	for range Workers {
-		wg.Go(func() {
-			for c.next(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-	return nil
-}
-
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	err := c.sync(ctx, key)
-	switch {
-	case err == nil || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
-		c.queue.Forget(key)
-	case c.queue.NumRequeues(key) < maxRetries:
-		switch {
-		case ctx.Err() != nil:
-		case apierrors.IsConflict(err):
-			// A cache behind our own last write: the usual case.
-			c.log.Debug("sync conflicted, will retry", "deployment", key, "err", err)
-		default:
-			c.log.Info("sync failed, will retry", "deployment", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-	default:
-		c.log.Warn("sync failed, giving up until the deployment changes", "deployment", key, "err", err)
-		c.queue.Forget(key)
-	}
-	return true
+	return controllers.Work(ctx, controllers.Workers[string]{
+		Queue: c.queue, Count: Workers, Synced: synced, Sync: c.sync, Log: c.log,
+		What: "deployment", Started: "started", MaxRetries: maxRetries,
+		// A conflict is a cache behind our own last write: the usual case.
+		Level: func(err error) slog.Level { return min(controllers.Quiet(err), slog.LevelInfo) },
+		// A namespace being deleted takes its Deployments with it.
+		Ignore: func(err error) bool { return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) },
+	})
 }
 
 func (c *Controller) enqueue(d *appsv1.Deployment) {

@@ -95,44 +95,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	defer c.podInf.RemoveEventHandler(podReg)
 
-	if !cache.WaitForCacheSync(ctx.Done(), rsReg.HasSynced, podReg.HasSynced) {
-		return nil // ctx ended
-	}
-	c.log.Info("started")
-	var wg sync.WaitGroup
-	for range Workers {
-		wg.Go(func() {
-			for c.next(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-	return nil
-}
-
-// next syncs one key; false once the queue is shut down.
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		switch {
-		case ctx.Err() != nil:
-		case apierrors.IsConflict(err):
-			// A cache behind our own last write: the usual case.
-			c.log.Debug("sync conflicted, will retry", "replicaset", key, "err", err)
-		default:
-			c.log.Info("sync failed, will retry", "replicaset", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	return controllers.Work(ctx, controllers.Workers[string]{
+		Queue: c.queue, Count: Workers, Synced: []cache.InformerSynced{rsReg.HasSynced, podReg.HasSynced},
+		Sync: c.sync, Log: c.log, What: "replicaset", Started: "started",
+		// A conflict is a cache behind our own last write: the usual case.
+		Level: func(err error) slog.Level { return min(controllers.Quiet(err), slog.LevelInfo) },
+	})
 }
 
 func (c *Controller) enqueue(rs *appsv1.ReplicaSet) {
