@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -94,43 +93,17 @@ func New(c controllers.Context) (*Controller, error) {
 // Run syncs cronjobs until ctx ends, and returns once its workers have
 // stopped. The informers' owner starts them.
 func (jm *Controller) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer jm.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), jm.synced...) {
-		return nil
-	}
-	jm.log.Info("cronjob controller running")
-	for range Workers {
-		wg.Go(func() {
-			for jm.next(ctx) {
+	return controllers.Work(ctx, controllers.Workers[string]{
+		Queue: jm.queue, Count: Workers, Synced: jm.synced, Log: jm.log,
+		What: "cronjob", Started: "cronjob controller running", Failed: "sync cronjob", Level: controllers.Loud,
+		Sync: func(ctx context.Context, k string) error {
+			requeue, err := jm.sync(ctx, k)
+			if err == nil && requeue > 0 {
+				jm.queue.AddAfter(k, requeue) // when the schedule next fires
 			}
-		})
-	}
-	<-ctx.Done()
-	return nil
-}
-
-func (jm *Controller) next(ctx context.Context) bool {
-	k, quit := jm.queue.Get()
-	if quit {
-		return false
-	}
-	defer jm.queue.Done(k)
-	requeue, err := jm.sync(ctx, k)
-	switch {
-	case err != nil:
-		if ctx.Err() == nil {
-			jm.log.Warn("sync cronjob", "cronjob", k, "err", err)
-		}
-		jm.queue.AddRateLimited(k)
-	case requeue > 0:
-		jm.queue.Forget(k)
-		jm.queue.AddAfter(k, requeue)
-	default:
-		jm.queue.Forget(k)
-	}
-	return true
+			return err
+		},
+	})
 }
 
 func (jm *Controller) enqueue(obj any, after time.Duration) {

@@ -10,6 +10,7 @@ package job
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -116,59 +117,19 @@ func New(c controllers.Context) (*Controller, error) {
 // stopped. The informers' owner starts them.
 func (jm *Controller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer jm.queue.ShutDown()
-	defer jm.orphans.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), jm.synced...) {
-		return nil // ctx ended first
-	}
-	jm.log.Info("job controller running")
-	for range Workers {
-		wg.Go(func() {
-			for jm.next(ctx) {
-			}
-		})
-	}
+	var orphans error
 	wg.Go(func() {
-		for jm.nextOrphan(ctx) {
-		}
+		orphans = controllers.Work(ctx, controllers.Workers[string]{
+			Queue: jm.orphans, Count: 1, Synced: jm.synced, Sync: jm.syncOrphan, Log: jm.log,
+			What: "pod", Failed: "release orphan pod", Level: controllers.Loud,
+		})
 	})
-	<-ctx.Done()
-	return nil
-}
-
-func (jm *Controller) next(ctx context.Context) bool {
-	key, quit := jm.queue.Get()
-	if quit {
-		return false
-	}
-	defer jm.queue.Done(key)
-	if err := jm.sync(ctx, key); err != nil {
-		if ctx.Err() == nil {
-			jm.log.Warn("sync job", "job", key, "err", err)
-		}
-		jm.queue.AddRateLimited(key)
-		return true
-	}
-	jm.queue.Forget(key)
-	return true
-}
-
-func (jm *Controller) nextOrphan(ctx context.Context) bool {
-	key, quit := jm.orphans.Get()
-	if quit {
-		return false
-	}
-	defer jm.orphans.Done(key)
-	if err := jm.syncOrphan(ctx, key); err != nil {
-		if ctx.Err() == nil {
-			jm.log.Warn("release orphan pod", "pod", key, "err", err)
-		}
-		jm.orphans.AddRateLimited(key)
-		return true
-	}
-	jm.orphans.Forget(key)
-	return true
+	err := controllers.Work(ctx, controllers.Workers[string]{
+		Queue: jm.queue, Count: Workers, Synced: jm.synced, Sync: jm.sync, Log: jm.log,
+		What: "job", Started: "job controller running", Failed: "sync job", Level: controllers.Loud,
+	})
+	wg.Wait()
+	return errors.Join(err, orphans)
 }
 
 func key(obj metav1.Object) string {

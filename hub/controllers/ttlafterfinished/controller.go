@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -66,20 +65,10 @@ func New(c controllers.Context) (*Controller, error) {
 // Run deletes expired jobs until ctx ends, and returns once its workers
 // have stopped. The informers' owner starts them.
 func (tc *Controller) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer tc.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), tc.synced) {
-		return nil
-	}
-	for range Workers {
-		wg.Go(func() {
-			for tc.next(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	return nil
+	return controllers.Work(ctx, controllers.Workers[string]{
+		Queue: tc.queue, Count: Workers, Synced: []cache.InformerSynced{tc.synced}, Sync: tc.sync, Log: tc.log,
+		What: "job", Failed: "clean up job", Level: controllers.Loud,
+	})
 }
 
 func (tc *Controller) maybeEnqueue(obj any) {
@@ -88,23 +77,6 @@ func (tc *Controller) maybeEnqueue(obj any) {
 		return
 	}
 	tc.queue.Add(j.Namespace + "/" + j.Name)
-}
-
-func (tc *Controller) next(ctx context.Context) bool {
-	k, quit := tc.queue.Get()
-	if quit {
-		return false
-	}
-	defer tc.queue.Done(k)
-	if err := tc.sync(ctx, k); err != nil {
-		if ctx.Err() == nil {
-			tc.log.Warn("clean up job", "job", k, "err", err)
-		}
-		tc.queue.AddRateLimited(k)
-		return true
-	}
-	tc.queue.Forget(k)
-	return true
 }
 
 // needsCleanup reports whether j has a TTL and has finished.
