@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -120,42 +119,17 @@ func New(c controllers.Context) (*Controller, error) {
 // Run syncs services until ctx ends, and returns once its workers have
 // exited.
 func (c *Controller) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return nil // ctx ended first
-	}
-	c.log.Info("started")
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c.next(ctx) {
+	return controllers.Work(ctx, controllers.Workers[string]{
+		Queue: c.queue, Count: workers, Synced: c.synced, Sync: c.sync, Log: c.log,
+		What: "service", Started: "started", Failed: "sync service",
+		// A stale cache is no failure: the retry will have caught up.
+		Level: func(err error) slog.Level {
+			if errors.Is(err, errStale) {
+				return slog.LevelDebug
 			}
-		}()
-	}
-	<-ctx.Done()
-	return nil
-}
-
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	err := c.sync(ctx, key)
-	switch {
-	case err == nil:
-		c.queue.Forget(key)
-	case errors.Is(err, errStale):
-		c.queue.AddRateLimited(key)
-	default:
-		c.log.Warn("sync service", "service", key, "err", err, "retries", c.queue.NumRequeues(key))
-		c.queue.AddRateLimited(key)
-	}
-	return true
+			return slog.LevelWarn
+		},
+	})
 }
 
 func (c *Controller) enqueueObject(obj any) {

@@ -138,46 +138,10 @@ func New(c controllers.Context, cfg Config) (*Controller, error) {
 // returns nil once its workers have stopped.
 func (c *Controller) Run(ctx context.Context) error {
 	c.since = c.clock.Now()
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return nil // ctx ended
-	}
-	var wg sync.WaitGroup
-	for range c.cfg.Workers {
-		wg.Go(func() {
-			for c.next(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-	return nil
-}
-
-// next works on the next node of the queue; false once the queue is shut
-// down.
-func (c *Controller) next(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(name)
-	if err := c.sync(ctx, name); err != nil {
-		switch {
-		case ctx.Err() != nil:
-		case apierrors.IsConflict(err):
-			// Most likely decided on a cache that had not yet seen
-			// the last write; the retry will have.
-			c.log.Debug("sync node", "node", name, "err", err)
-		default:
-			c.log.Warn("sync node", "node", name, "err", err)
-		}
-		c.queue.AddRateLimited(name)
-		return true
-	}
-	c.queue.Forget(name)
-	return true
+	return controllers.Work(ctx, controllers.Workers[string]{
+		Queue: c.queue, Count: c.cfg.Workers, Synced: c.synced, Sync: c.sync, Log: c.log,
+		What: "node", Failed: "sync node",
+	})
 }
 
 // sync decides on node name and carries out the decision.

@@ -148,39 +148,12 @@ func (c *Controller) enqueueNamespaceOf(obj any) {
 func (c *Controller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	defer c.queue.ShutDown()
 	wg.Go(func() { c.accounts.RunWithContext(ctx) })
 	wg.Go(func() { c.rootCAs.RunWithContext(ctx) })
-	if !cache.WaitForCacheSync(ctx.Done(), c.nsSynced, c.accounts.HasSynced, c.rootCAs.HasSynced) {
-		return nil // ctx ended first
-	}
-	c.log.Info("started")
-	for range workers {
-		wg.Go(func() {
-			for c.next(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	return nil
-}
-
-// next syncs one namespace off the queue; false once the queue is shut.
-func (c *Controller) next(ctx context.Context) bool {
-	ns, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(ns)
-	if err := c.sync(ctx, ns); err != nil {
-		if ctx.Err() == nil {
-			c.log.Warn("sync failed; retrying", "namespace", ns, "err", err, "retries", c.queue.NumRequeues(ns))
-		}
-		c.queue.AddRateLimited(ns)
-		return true
-	}
-	c.queue.Forget(ns)
-	return true
+	return controllers.Work(ctx, controllers.Workers[string]{
+		Queue: c.queue, Count: workers, Synced: []cache.InformerSynced{c.nsSynced, c.accounts.HasSynced, c.rootCAs.HasSynced},
+		Sync: c.sync, Log: c.log, What: "namespace", Started: "started", Failed: "sync failed; retrying", Level: controllers.Loud,
+	})
 }
 
 // sync carries out the plan of namespace name.
