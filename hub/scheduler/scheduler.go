@@ -376,10 +376,7 @@ func (s *Scheduler) updatePod(oldObj, newObj any) {
 }
 
 func (s *Scheduler) deletePod(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := controllers.Object[*corev1.Pod](obj)
 	if !ok {
 		return
 	}
@@ -435,10 +432,7 @@ func nodeChange(old, node *corev1.Node) core.ClusterEvent {
 }
 
 func (s *Scheduler) deleteNode(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	node, ok := obj.(*corev1.Node)
+	node, ok := controllers.Object[*corev1.Node](obj)
 	if !ok {
 		return
 	}

@@ -132,15 +132,9 @@ func (jm *Controller) updateCronJob(old, cur any) {
 
 // jobChanged syncs the cronjob controlling a job that changed.
 func (jm *Controller) jobChanged(obj any) {
-	j, ok := obj.(*batchv1.Job)
+	j, ok := controllers.Object[*batchv1.Job](obj)
 	if !ok {
-		t, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if j, ok = t.Obj.(*batchv1.Job); !ok {
-			return
-		}
+		return
 	}
 	ref := metav1.GetControllerOf(j)
 	if ref == nil || ref.Kind != cronJobKind.Kind || ref.APIVersion != batchv1.SchemeGroupVersion.String() {

@@ -240,10 +240,7 @@ func (c *Controller) updatePod(old, obj any) {
 }
 
 func (c *Controller) deletePod(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := controllers.Object[*corev1.Pod](obj)
 	if !ok {
 		return
 	}

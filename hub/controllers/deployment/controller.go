@@ -622,10 +622,7 @@ func (c *Controller) updateRS(old, cur any) {
 }
 
 func (c *Controller) deleteRS(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	rs, ok := obj.(*appsv1.ReplicaSet)
+	rs, ok := controllers.Object[*appsv1.ReplicaSet](obj)
 	if !ok {
 		return
 	}
@@ -639,10 +636,7 @@ func (c *Controller) deleteRS(obj any) {
 // deletePod wakes a Recreate Deployment once its last pod is gone, so
 // that it starts the new ones.
 func (c *Controller) deletePod(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	p, ok := obj.(*corev1.Pod)
+	p, ok := controllers.Object[*corev1.Pod](obj)
 	if !ok {
 		return
 	}

@@ -125,10 +125,7 @@ func (c *Controller) enqueue(obj any) {
 }
 
 func asPod(obj any) *corev1.Pod {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	p, _ := obj.(*corev1.Pod)
+	p, _ := controllers.Object[*corev1.Pod](obj)
 	return p
 }
 

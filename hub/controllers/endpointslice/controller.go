@@ -160,10 +160,7 @@ func (c *Controller) podChanged(old, obj any) {
 }
 
 func asPod(obj any) *corev1.Pod {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	p, _ := obj.(*corev1.Pod)
+	p, _ := controllers.Object[*corev1.Pod](obj)
 	return p
 }
 
@@ -208,10 +205,7 @@ func (c *Controller) nodeChanged(old, obj any) {
 }
 
 func managedService(obj any) (key string, s *discoveryv1.EndpointSlice) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	s, ok := obj.(*discoveryv1.EndpointSlice)
+	s, ok := controllers.Object[*discoveryv1.EndpointSlice](obj)
 	if !ok || s.Labels[discoveryv1.LabelManagedBy] != ManagedBy || s.Labels[discoveryv1.LabelServiceName] == "" {
 		return "", nil
 	}

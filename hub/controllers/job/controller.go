@@ -186,15 +186,9 @@ func (jm *Controller) requeueForDeadline(old, j *batchv1.Job) {
 }
 
 func (jm *Controller) deleteJob(obj any) {
-	j, ok := obj.(*batchv1.Job)
+	j, ok := controllers.Object[*batchv1.Job](obj)
 	if !ok {
-		t, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if j, ok = t.Obj.(*batchv1.Job); !ok {
-			return
-		}
+		return
 	}
 	jm.queue.Add(key(j))
 	// Release the finalizers of the pods it leaves behind.
@@ -297,15 +291,9 @@ func (jm *Controller) updatePod(old, cur any) {
 }
 
 func (jm *Controller) deletePod(obj any) {
-	p, ok := obj.(*corev1.Pod)
+	p, ok := controllers.Object[*corev1.Pod](obj)
 	if !ok {
-		t, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if p, ok = t.Obj.(*corev1.Pod); !ok {
-			return
-		}
+		return
 	}
 	jm.podGone(p, true)
 }

@@ -374,15 +374,9 @@ func (c *Controller) updateRS(old, cur any) {
 }
 
 func (c *Controller) deleteRS(obj any) {
-	rs, ok := obj.(*appsv1.ReplicaSet)
+	rs, ok := controllers.Object[*appsv1.ReplicaSet](obj)
 	if !ok {
-		t, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if rs, ok = t.Obj.(*appsv1.ReplicaSet); !ok {
-			return
-		}
+		return
 	}
 	key := keyOf(rs)
 	c.exp.Delete(key)
@@ -504,15 +498,9 @@ func refsEqual(a, b *metav1.OwnerReference) bool {
 func ptrBool(b *bool) bool { return b != nil && *b }
 
 func (c *Controller) deletePod(obj any) {
-	p, ok := obj.(*corev1.Pod)
+	p, ok := controllers.Object[*corev1.Pod](obj)
 	if !ok {
-		t, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if p, ok = t.Obj.(*corev1.Pod); !ok {
-			return
-		}
+		return
 	}
 	ref := metav1.GetControllerOfNoCopy(p)
 	if ref == nil {

@@ -135,10 +135,7 @@ func (c *Controller) enqueueOwn(obj any) {
 // enqueueNamespaceOf queues the namespace of obj, a service account or
 // config map or the tombstone of one.
 func (c *Controller) enqueueNamespaceOf(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	if m, ok := obj.(metav1.Object); ok {
+	if m, ok := controllers.Object[metav1.Object](obj); ok {
 		c.queue.Add(m.GetNamespace())
 	}
 }

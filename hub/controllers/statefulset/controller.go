@@ -153,10 +153,7 @@ func (c *Controller) owner(obj metav1.Object) *appsv1.StatefulSet {
 }
 
 func (c *Controller) enqueueOwner(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	if m, ok := obj.(metav1.Object); ok {
+	if m, ok := controllers.Object[metav1.Object](obj); ok {
 		if set := c.owner(m); set != nil {
 			c.enqueue(set)
 		}
@@ -166,10 +163,7 @@ func (c *Controller) enqueueOwner(obj any) {
 // podChanged enqueues the set that controls the pod, or, for an orphan,
 // the sets that may adopt it.
 func (c *Controller) podChanged(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := controllers.Object[*corev1.Pod](obj)
 	if !ok {
 		return
 	}
