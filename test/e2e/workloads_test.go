@@ -47,8 +47,9 @@ func TestWorkloads(t *testing.T) {
 		return true, ""
 	})
 	for _, version := range []string{"1.27", "1.33"} {
+		// One after the other: the DaemonSet step taints a node, which
+		// the other kubectl's Deployment would otherwise be placed around.
 		t.Run("kubectl-"+version, func(t *testing.T) {
-			t.Parallel()
 			k := newKubectl(t, version)
 			k.kubeconfig = filepath.Join(h.dataDir, "admin.kubeconfig")
 			k.namespace = "wl-" + strings.ReplaceAll(version, ".", "-")
