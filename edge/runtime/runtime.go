@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 )
@@ -115,14 +116,42 @@ type ContainerSpec struct {
 	Hostname string // the pod's hostname
 	NetNS    string // path of the pod's network namespace; "" for the host's
 
-	RunAsUser              *int64 // nil for the image's user
-	RunAsGroup             *int64 // nil for the image's group
+	RunAsUser  *int64 // nil for the image's user
+	RunAsGroup *int64 // nil for the image's group
+	// RunAsNonRoot refuses to start the container (ErrNotSupported, with
+	// the reason) when it would run as UID 0, the image's user included.
+	RunAsNonRoot bool
+	// SupplementalGroups are added to the process's groups (a pod's
+	// fsGroup and supplementalGroups).
+	SupplementalGroups     []int64
 	Privileged             bool
 	ReadOnlyRootFilesystem bool
+	// Capabilities adjusts the runtime's default capability set;
+	// Privileged grants all whatever it says.
+	CapAdd  []string // such as "NET_ADMIN" or "CAP_NET_ADMIN"
+	CapDrop []string // "ALL" drops every default one
+	// NoNewPrivileges sets the process's no_new_privs bit
+	// (allowPrivilegeEscalation: false).
+	NoNewPrivileges bool
+	// SeccompRuntimeDefault applies the runtime's default seccomp profile
+	// (seccompProfile type RuntimeDefault); otherwise none (Unconfined),
+	// kubelet's default.
+	SeccompRuntimeDefault bool
 
+	// CgroupParent is the cgroup the container's own is made in, a path
+	// relative to the root of each hierarchy, such as
+	// "/outpost-gw1/kubepods/burstable/pod<uid>"; "" for the runtime's
+	// default.
+	CgroupParent     string
 	CPURequestMilli  int64 // relative CPU weight; 0 for the default
 	CPULimitMilli    int64 // CPU quota; 0 for none
 	MemoryLimitBytes int64 // 0 for none
+	OOMScoreAdj      int   // by the pod's QoS class, as kubelet's
+
+	// LogPath is the file the container's stdout and stderr go to, in
+	// the CRI log format (kubelet's /var/log/pods/NS_NAME_UID/C/N.log);
+	// "" discards them.
+	LogPath string
 
 	// TerminationMessagePath is the file whose content becomes the
 	// termination message; "" for /dev/termination-log.
@@ -210,4 +239,70 @@ func (p *PodStatus) Container(name string) *ContainerStatus {
 		}
 	}
 	return nil
+}
+
+// EventType says what happened to a pod or container.
+type EventType int
+
+// Event types.
+const (
+	ContainerStarted EventType = iota + 1
+	ContainerExited            // exited by itself or stopped: List shows how
+	ContainerRemoved
+	PodRemoved
+)
+
+// String returns the type's name.
+func (t EventType) String() string {
+	switch t {
+	case ContainerStarted:
+		return "ContainerStarted"
+	case ContainerExited:
+		return "ContainerExited"
+	case ContainerRemoved:
+		return "ContainerRemoved"
+	case PodRemoved:
+		return "PodRemoved"
+	}
+	return fmt.Sprintf("EventType(%d)", int(t))
+}
+
+// Event says that something changed about a pod in the runtime; List
+// tells what it now is. Container is "" when the event concerns the pod.
+type Event struct {
+	Pod       PodRef
+	Container string
+	Type      EventType
+}
+
+// Watcher is implemented by a Runtime that reports changes as they
+// happen (containerd's event stream), so that its user lists only when
+// something changed, as kubelet's evented PLEG does, and relists seldom,
+// as a safety net.
+type Watcher interface {
+	// Watch calls fn with each change from when it is called until ctx
+	// is done, when it returns nil, or until it cannot go on (the
+	// runtime's stream broke), when it returns an error: the caller,
+	// which may have missed changes, relists and calls Watch again. fn is
+	// called from one goroutine at a time and must not block.
+	Watch(ctx context.Context, fn func(Event)) error
+}
+
+// ExecOptions is what Exec runs and where its input and output go.
+type ExecOptions struct {
+	Command []string  // required
+	Stdin   io.Reader // nil for none
+	Stdout  io.Writer // nil discards
+	Stderr  io.Writer // nil discards; unused with TTY
+	TTY     bool
+}
+
+// Execer is implemented by a Runtime that can run a command in a running
+// container: exec probes, lifecycle hooks, kubectl exec.
+type Execer interface {
+	// Exec runs opts.Command in the named running container and returns
+	// its exit code once it has exited and its output has been written.
+	// When ctx is done the command is killed. An unknown pod or
+	// container, or one not running, is ErrNotFound.
+	Exec(ctx context.Context, pod PodRef, container string, opts ExecOptions) (exitCode int, err error)
 }
