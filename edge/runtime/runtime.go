@@ -105,13 +105,16 @@ type ContainerSpec struct {
 	Name       string
 	Image      string
 	PullPolicy PullPolicy
-	Command    []string // replaces the image's entrypoint when non-empty
-	Args       []string // replaces the image's cmd when non-empty
-	Env        []EnvVar // in order; a later name overrides an earlier one
-	WorkingDir string   // "" for the image's
-	Mounts     []Mount
-	TTY        bool
-	Stdin      bool
+	// PullCredentials are tried, those for the image's registry, when
+	// the registry asks for them (the pod's imagePullSecrets).
+	PullCredentials []Credential
+	Command         []string // replaces the image's entrypoint when non-empty
+	Args            []string // replaces the image's cmd when non-empty
+	Env             []EnvVar // in order; a later name overrides an earlier one
+	WorkingDir      string   // "" for the image's
+	Mounts          []Mount
+	TTY             bool
+	Stdin           bool
 
 	Hostname string // the pod's hostname
 	NetNS    string // path of the pod's network namespace; "" for the host's
@@ -156,6 +159,17 @@ type ContainerSpec struct {
 	// TerminationMessagePath is the file whose content becomes the
 	// termination message; "" for /dev/termination-log.
 	TerminationMessagePath string
+}
+
+// Credential is what a registry accepts from a puller, as one entry of a
+// kubernetes.io/dockerconfigjson secret holds it.
+type Credential struct {
+	// Registry is the host[:port] (or host/path prefix) it is for, such
+	// as "registry.example.com:5000"; "docker.io" for Docker Hub.
+	Registry      string
+	Username      string
+	Password      string
+	IdentityToken string // a bearer refresh token, in place of a password
 }
 
 // EnvVar is one environment variable.
