@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
+	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/edge/pods"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/internal/version"
@@ -884,7 +885,7 @@ func (a *Agent) confirmTerminated(pod *corev1.Pod) error {
 		return err
 	}
 	a.report(pod, sentStatus{st, w}, false)
-	raw, err := encodeObject(podForHub(pod, st))
+	raw, err := objects.Encode(podForHub(pod, st))
 	if err != nil {
 		return err
 	}
@@ -926,7 +927,7 @@ func (a *Agent) report(p *corev1.Pod, sent sentStatus, static bool) {
 		m := mirrorOf(p)
 		m.Status = st
 		var raw []byte
-		if raw, err = encodeObject(m); err == nil {
+		if raw, err = objects.Encode(m); err == nil {
 			_, err = a.cp.Enqueue(wire.KindMirrorPod, podKey(p), raw)
 		}
 		if err == nil {
@@ -941,7 +942,7 @@ func (a *Agent) report(p *corev1.Pod, sent sentStatus, static bool) {
 		}
 	} else {
 		var raw []byte
-		if raw, err = encodeObject(podForHub(p, st)); err == nil {
+		if raw, err = objects.Encode(podForHub(p, st)); err == nil {
 			_, err = a.cp.Enqueue(wire.KindPodStatus, podKey(p), raw)
 		}
 	}
@@ -1016,7 +1017,7 @@ func (a *Agent) reportNode(now time.Time) {
 	a.addrs = addrs
 	a.mu.Unlock()
 	n := nodeObject(a.cfg.NodeName, a.cfg.Site, a.cfg.Capacity, a.cfg.RuntimeVersion, addrs, a.node, now)
-	raw, err := encodeObject(n)
+	raw, err := objects.Encode(n)
 	if err != nil {
 		a.log.Warn("encode node status", "err", err)
 		return
@@ -1052,7 +1053,7 @@ func (a *Agent) nodeChanged(now time.Time) bool {
 		return false
 	}
 	var hub corev1.Node
-	if err := decodeObject(o.Raw, o.Revision, &hub); err != nil {
+	if err := objects.Decode(o.Raw, o.Revision, &hub); err != nil {
 		return false
 	}
 	if !nodeNeedsReport(&hub, a.node) {

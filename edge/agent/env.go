@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/edge/pods"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/sync/wire"
@@ -145,7 +146,7 @@ func (a *Agent) configMap(ns, name string) (map[string]string, error) {
 		return nil, fmt.Errorf("%w: configmap %q not found", pods.ErrContainerConfig, name)
 	}
 	var cm corev1.ConfigMap
-	if err := decodeObject(o.Raw, o.Revision, &cm); err != nil {
+	if err := objects.Decode(o.Raw, o.Revision, &cm); err != nil {
 		return nil, fmt.Errorf("%w: %w", pods.ErrContainerConfig, err)
 	}
 	return cm.Data, nil
@@ -161,7 +162,7 @@ func (a *Agent) secret(ns, name string) (map[string][]byte, error) {
 		return nil, fmt.Errorf("%w: secret %q not found", pods.ErrContainerConfig, name)
 	}
 	var s corev1.Secret
-	if err := decodeObject(o.Raw, o.Revision, &s); err != nil {
+	if err := objects.Decode(o.Raw, o.Revision, &s); err != nil {
 		return nil, fmt.Errorf("%w: %w", pods.ErrContainerConfig, err)
 	}
 	return s.Data, nil

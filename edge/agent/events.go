@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/edge/pods"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/sync/wire"
@@ -183,7 +184,7 @@ func (a *Agent) event(ref runtime.PodRef, pod *corev1.Pod, container, typ, reaso
 		ReportingController: "kubelet",
 		ReportingInstance:   a.cfg.NodeName,
 	}
-	raw, err := encodeObject(ev)
+	raw, err := objects.Encode(ev)
 	if err == nil {
 		_, err = a.cp.Enqueue(wire.KindEvent, wire.Key{Resource: wire.ResourceEvents, Namespace: ev.Namespace, Name: ev.Name}, raw)
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
+	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/edge/pods"
 	edgeruntime "github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
@@ -47,7 +48,7 @@ func roundAgent(tb testing.TB, n int) *Agent {
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%03d", i), Namespace: "default", UID: types.UID(fmt.Sprintf("uid-%03d", i))},
 			Spec:       corev1.PodSpec{NodeName: "edge-1", Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
 		}
-		raw, err := encodeObject(p)
+		raw, err := objects.Encode(p)
 		if err != nil {
 			tb.Fatal(err)
 		}

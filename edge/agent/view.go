@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
+	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -45,7 +46,7 @@ func (v *viewPods) bound(cp *checkpoint.Store, node string, log *slog.Logger) ([
 		if !ok || vp.rev != o.Revision {
 			vp = viewPod{rev: o.Revision}
 			var p corev1.Pod
-			if err := decodeObject(o.Raw, o.Revision, &p); err != nil {
+			if err := objects.Decode(o.Raw, o.Revision, &p); err != nil {
 				log.Warn("undecodable pod in the view", "key", o.Key.String(), "err", err)
 			} else {
 				vp.pod = &p

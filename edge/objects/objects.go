@@ -1,4 +1,7 @@
-package agent
+// Package objects encodes and decodes the Kubernetes objects the edge agent
+// holds in its view and sends to the hub: Kubernetes protobuf with a scheme
+// of only the kinds that travel, to keep the edge binary small.
+package objects
 
 import (
 	"bytes"
@@ -12,9 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 )
 
-// The agent decodes the objects of its view, and encodes what it sends up,
-// as Kubernetes protobuf, with a scheme of only the kinds that travel, to
-// keep the edge binary small.
 var (
 	scheme = func() *runtime.Scheme {
 		s := runtime.NewScheme()
@@ -29,9 +29,9 @@ var (
 	pbSerializer = protobuf.NewSerializer(scheme, scheme)
 )
 
-// decodeObject decodes raw into into, setting its resourceVersion to rev
+// Decode decodes raw into into, setting its resourceVersion to rev
 // (the hub strips it from the stored form).
-func decodeObject(raw []byte, rev int64, into runtime.Object) error {
+func Decode(raw []byte, rev int64, into runtime.Object) error {
 	if _, _, err := pbSerializer.Decode(raw, nil, into); err != nil {
 		return fmt.Errorf("decode %T: %w", into, err)
 	}
@@ -41,8 +41,8 @@ func decodeObject(raw []byte, rev int64, into runtime.Object) error {
 	return nil
 }
 
-// encodeObject encodes obj, whose apiVersion and kind must be set.
-func encodeObject(obj runtime.Object) ([]byte, error) {
+// Encode encodes obj, whose apiVersion and kind must be set.
+func Encode(obj runtime.Object) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := pbSerializer.Encode(obj, &buf); err != nil {
 		return nil, fmt.Errorf("encode %T: %w", obj, err)
