@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
+	"github.com/outpost-mesh/outpost/edge/events"
 	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/edge/pods"
 	"github.com/outpost-mesh/outpost/edge/runtime"
@@ -196,8 +197,8 @@ type Agent struct {
 	// badManifests holds why each manifest that could not be used was
 	// not, as last logged; the loop's own.
 	badManifests map[string]string
-	// events holds the recent event series, to count repeats on.
-	events eventLog
+	// events queues the Events about pods; set by Run.
+	events *events.Recorder
 	// computed holds, by pod UID, what each pod's status was last computed
 	// from; the loop's own.
 	computed map[string]statusInputs
@@ -255,6 +256,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer cp.Close()
 	a.cp = cp
+	a.events = events.NewRecorder(a.cfg.NodeName, cp, a.now, a.log)
 	a.open.Store(cp)
 	defer a.open.Store(nil)
 	if err := a.loadRecords(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
+	"github.com/outpost-mesh/outpost/edge/events"
 	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/edge/pods"
 	edgeruntime "github.com/outpost-mesh/outpost/edge/runtime"
@@ -41,6 +42,7 @@ func roundAgent(tb testing.TB, n int) *Agent {
 	}
 	tb.Cleanup(func() { cp.Close() })
 	a.cp = cp
+	a.events = events.NewRecorder(cfg.NodeName, cp, a.now, a.log)
 	changes := make([]wire.Change, n)
 	for i := range changes {
 		p := &corev1.Pod{
