@@ -85,7 +85,7 @@ func newFleet(cfg Config, dir string, hubSync *net.UDPAddr, token, caHash string
 		// Fixed, so that a thousand agents do not each read /proc.
 		ac.Capacity = agent.Capacity{CPUMillis: 4000, MemoryBytes: 4 << 30, Pods: 110}
 		ac.Checkpoint = simCheckpoint(log)
-		ac.Resync = cfg.AgentResync
+		ac.Resync, ac.EventedResync = cfg.AgentResync, cfg.AgentResync
 		ac.Logger = log
 		// ac.Sync keeps the agent's defaults: the keep-alives and
 		// back-off are what the idle traffic and the reconnect storm

@@ -74,6 +74,7 @@ func newAgentConfig(t *testing.T, dir string, rt *fake.Runtime) testAgent {
 	cfg.RuntimeVersion = "fake://test"
 	cfg.Capacity = agent.Capacity{CPUMillis: 2000, MemoryBytes: 2 << 30, Pods: 20}
 	cfg.Resync = 20 * time.Millisecond
+	cfg.EventedResync = 20 * time.Millisecond
 	cfg.GCInterval = 50 * time.Millisecond // runs alongside everything the tests do
 	cfg.Sync.MinBackoff, cfg.Sync.MaxBackoff = 50*time.Millisecond, time.Second
 	cfg.Sync.IdleTimeout, cfg.Sync.KeepAlive = 2*time.Second, 500*time.Millisecond

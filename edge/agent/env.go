@@ -114,12 +114,7 @@ func (a *Agent) envValue(pod *corev1.Pod, src *corev1.EnvVarSource) (string, boo
 		case "spec.serviceAccountName":
 			return pod.Spec.ServiceAccountName, true, nil
 		case "status.hostIP":
-			for _, addr := range a.addresses() {
-				if addr.Type == corev1.NodeInternalIP {
-					return addr.Address, true, nil
-				}
-			}
-			return "", true, nil
+			return a.status.HostIP(), true, nil
 		case "status.podIP":
 			return pod.Status.PodIP, true, nil
 		}
@@ -166,4 +161,11 @@ func (a *Agent) secret(ns, name string) (map[string][]byte, error) {
 		return nil, fmt.Errorf("%w: %w", pods.ErrContainerConfig, err)
 	}
 	return s.Data, nil
+}
+
+// env is the agent as the pod workers' podworker.Env.
+type env struct{ a *Agent }
+
+func (e env) ResolveEnv(pod *corev1.Pod, container string) ([]runtime.EnvVar, error) {
+	return e.a.resolveEnv(pod, container)
 }

@@ -1,6 +1,9 @@
 // Package events words the Kubernetes Events the edge agent makes about
 // its pods as kubelet does, and queues them for the hub, counting repeats
-// into one series as kubelet's event correlator does.
+// into one series as kubelet's event correlator does. Events go up through
+// the outbox like statuses but are not coalesced: the outbox keeps the
+// latest of them while the hub is away, and a repeat is sent as its first
+// event with a higher count, which the hub applies to the event it has.
 package events
 
 import (

@@ -4,9 +4,9 @@
 // NeedsResend and Resync keep the status in step with the hub's copy, as
 // kubelet's status manager does with the API's. No I/O, no clock.
 //
-// # The agent's loop
+// # The pod workers' loop
 //
-// The agent keeps a Record per pod UID, persisted so that a restart keeps
+// edge/podworker keeps a Record per pod UID, persisted so that a restart keeps
 // back-offs and restart counts, and runs, whenever desired changes, an
 // action completes, a container exits, or NextWake comes:
 //

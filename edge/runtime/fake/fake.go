@@ -2,8 +2,8 @@
 // simulation, not a container runtime: nothing runs; containers are map
 // entries that change when a test says so or when an injected clock says.
 //
-// It starts no goroutines and no timers, so thousands of them fit in one
-// process. Only tests and simulations import it, never the agent's binary.
+// It starts no goroutines, and no timers but Watch's, in its caller's
+// goroutine, so thousands of them fit in one process. Only tests and simulations import it, never the agent's binary.
 package fake
 
 import (
@@ -20,7 +20,10 @@ import (
 	"github.com/outpost-mesh/outpost/edge/runtime"
 )
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime = (*Runtime)(nil)
+	_ runtime.Watcher = (*Runtime)(nil)
+)
 
 // Exit codes and reasons the fake gives containers, as containerd would.
 const (
@@ -130,6 +133,15 @@ type Runtime struct {
 	podSeq    uint64            // pods created, for their IPs
 	nextExit  time.Time         // earliest exitAt of a running container; zero if none
 	stats     Stats
+	pending   []runtime.Event       // events not yet handed to the watchers
+	watchers  map[*watcher]struct{} // the Watch calls in progress
+}
+
+// watcher is one Watch call's queue of events.
+type watcher struct {
+	mu     sync.Mutex
+	queue  []runtime.Event
+	signal chan struct{} // capacity 1: the queue has events
 }
 
 type pod struct {
@@ -157,6 +169,7 @@ func New(cfg Config) *Runtime {
 		behave:    cfg.Behavior,
 		pods:      make(map[string]*pod),
 		pullFails: make(map[string]string),
+		watchers:  make(map[*watcher]struct{}),
 	}
 }
 
@@ -166,6 +179,7 @@ func (r *Runtime) List(ctx context.Context) ([]runtime.PodStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	defer r.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.settle(r.now())
@@ -197,6 +211,7 @@ func (r *Runtime) StartContainer(ctx context.Context, ref runtime.PodRef, spec r
 		b = r.behave(ref, spec, attempt)
 	}
 
+	defer r.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -241,6 +256,7 @@ func (r *Runtime) StartContainer(ctx context.Context, ref runtime.PodRef, spec r
 		p.containers = append(p.containers, c)
 	}
 	r.stats.Starts++
+	r.pending = append(r.pending, runtime.Event{Pod: ref, Container: spec.Name, Type: runtime.ContainerStarted})
 	return nil
 }
 
@@ -251,6 +267,7 @@ func (r *Runtime) StopContainer(ctx context.Context, ref runtime.PodRef, name st
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	defer r.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -259,6 +276,7 @@ func (r *Runtime) StopContainer(ctx context.Context, ref runtime.PodRef, name st
 	if err != nil {
 		return fmt.Errorf("stop container %q of pod %s: %w", name, ref, err)
 	}
+	ref = r.pods[ref.UID].ref
 	if c.State != runtime.StateRunning {
 		return nil
 	}
@@ -266,11 +284,11 @@ func (r *Runtime) StopContainer(ctx context.Context, ref runtime.PodRef, name st
 	b := c.behavior
 	switch {
 	case b.StopDelay == 0:
-		exit(c, now, b.StopCode)
+		r.exit(ref, c, now, b.StopCode)
 	case b.StopDelay < grace:
 		r.schedule(c, now.Add(b.StopDelay), b.StopCode)
 	case grace <= 0:
-		exit(c, now, ExitKilled)
+		r.exit(ref, c, now, ExitKilled)
 	default:
 		r.schedule(c, now.Add(grace), ExitKilled)
 	}
@@ -282,17 +300,20 @@ func (r *Runtime) RemovePod(ctx context.Context, ref runtime.PodRef) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	defer r.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.pods[ref.UID]; ok {
 		delete(r.pods, ref.UID)
 		r.stats.Removes++
+		r.pending = append(r.pending, runtime.Event{Pod: ref, Type: runtime.PodRemoved})
 	}
 	return nil
 }
 
 // FailPull makes every pull of image fail with reason, until AllowPull.
 func (r *Runtime) FailPull(image, reason string) {
+	defer r.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pullFails[image] = reason
@@ -300,6 +321,7 @@ func (r *Runtime) FailPull(image, reason string) {
 
 // AllowPull undoes FailPull.
 func (r *Runtime) AllowPull(image string) {
+	defer r.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.pullFails, image)
@@ -309,6 +331,7 @@ func (r *Runtime) AllowPull(image string) {
 // as a crash (code != 0) or a normal end (0). It returns an error wrapping
 // runtime.ErrNotFound if no such container runs.
 func (r *Runtime) Exit(uid, name string, code int32) error {
+	defer r.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -320,13 +343,14 @@ func (r *Runtime) Exit(uid, name string, code int32) error {
 	if c.State != runtime.StateRunning {
 		return fmt.Errorf("exit container %q of pod %s: not running: %w", name, uid, runtime.ErrNotFound)
 	}
-	exit(c, now, code)
+	r.exit(r.pods[uid].ref, c, now, code)
 	return nil
 }
 
 // ExitPod makes every running container of the pod exit now with code. It
 // returns an error wrapping runtime.ErrNotFound for an unknown pod.
 func (r *Runtime) ExitPod(uid string, code int32) error {
+	defer r.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -337,7 +361,7 @@ func (r *Runtime) ExitPod(uid string, code int32) error {
 	}
 	for _, c := range p.containers {
 		if c.State == runtime.StateRunning {
-			exit(c, now, code)
+			r.exit(p.ref, c, now, code)
 		}
 	}
 	return nil
@@ -346,6 +370,7 @@ func (r *Runtime) ExitPod(uid string, code int32) error {
 // Reboot ends every running container as a power cut would: they show as
 // exited with ExitReboot and reason "Unknown". Pods and their IPs stay.
 func (r *Runtime) Reboot() {
+	defer r.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -353,7 +378,7 @@ func (r *Runtime) Reboot() {
 	for _, p := range r.pods {
 		for _, c := range p.containers {
 			if c.State == runtime.StateRunning {
-				exit(c, now, ExitReboot)
+				r.exit(p.ref, c, now, ExitReboot)
 				c.Reason = "Unknown"
 			}
 		}
@@ -365,6 +390,7 @@ func (r *Runtime) Reboot() {
 // exit, or a stop that takes time), or the zero time if none will. A
 // simulation advancing a virtual clock can jump to it.
 func (r *Runtime) NextExit() time.Time {
+	defer r.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.settle(r.now())
@@ -373,6 +399,7 @@ func (r *Runtime) NextExit() time.Time {
 
 // Stats returns the calls served so far.
 func (r *Runtime) Stats() Stats {
+	defer r.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.stats
@@ -418,7 +445,7 @@ func (r *Runtime) settle(now time.Time) {
 				continue
 			}
 			if !now.Before(c.exitAt) {
-				exit(c, c.exitAt, c.exitCode)
+				r.exit(p.ref, c, c.exitAt, c.exitCode)
 				continue
 			}
 			if r.nextExit.IsZero() || c.exitAt.Before(r.nextExit) {
@@ -428,8 +455,9 @@ func (r *Runtime) settle(now time.Time) {
 	}
 }
 
-// exit ends running container c at t with code.
-func exit(c *container, t time.Time, code int32) {
+// exit ends running container c of pod ref at t with code. r.mu is held.
+func (r *Runtime) exit(ref runtime.PodRef, c *container, t time.Time, code int32) {
+	r.pending = append(r.pending, runtime.Event{Pod: ref, Container: c.Name, Type: runtime.ContainerExited})
 	c.State = runtime.StateExited
 	c.FinishedAt = t
 	c.ExitCode = code
@@ -458,4 +486,68 @@ func imageID(image string) string {
 	}
 	sum := sha256.Sum256([]byte(image))
 	return name + "@sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Watch implements runtime.Watcher: it calls fn with each change a call of
+// the Runtime made, and with each exit its clock brought, until ctx is
+// done. Exits that come with time are seen when a call settles them, or
+// when Watch's wall-clock timer for the next one fires: with a virtual
+// clock, that timer is only a guess, and a simulation that jumps its
+// clock lists the runtime (or calls NextExit) to settle them.
+func (r *Runtime) Watch(ctx context.Context, fn func(runtime.Event)) error {
+	w := &watcher{signal: make(chan struct{}, 1)}
+	r.mu.Lock()
+	r.watchers[w] = struct{}{}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.watchers, w)
+		r.mu.Unlock()
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if next := r.NextExit(); !next.IsZero() {
+			timer.Reset(max(next.Sub(r.now()), time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.signal:
+		case <-timer.C:
+			r.NextExit() // settles what is due, and queues its events
+		}
+		w.mu.Lock()
+		evs := w.queue
+		w.queue = nil
+		w.mu.Unlock()
+		for _, ev := range evs {
+			fn(ev)
+		}
+	}
+}
+
+// flush hands the pending events to the watchers. It is deferred before
+// r.mu is taken, so that it runs once r.mu is released.
+func (r *Runtime) flush() {
+	r.mu.Lock()
+	evs := r.pending
+	r.pending = nil
+	ws := make([]*watcher, 0, len(r.watchers))
+	for w := range r.watchers {
+		ws = append(ws, w)
+	}
+	r.mu.Unlock()
+	if len(evs) == 0 {
+		return
+	}
+	for _, w := range ws {
+		w.mu.Lock()
+		w.queue = append(w.queue, evs...)
+		w.mu.Unlock()
+		select {
+		case w.signal <- struct{}{}:
+		default:
+		}
+	}
 }

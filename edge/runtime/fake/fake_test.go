@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"sync"
 	"testing"
 	"time"
@@ -331,5 +332,74 @@ func TestConcurrent(t *testing.T) {
 	wg.Wait()
 	if l, _ := r.List(ctx); len(l) != 0 {
 		t.Errorf("List() = %d pods, want none", len(l))
+	}
+}
+
+// TestWatch: a watcher hears of each start, stop, exit and removal, and
+// of an exit that comes with time, without listing.
+func TestWatch(t *testing.T) {
+	r := New(Config{Behavior: func(_ runtime.PodRef, c runtime.ContainerSpec, _ int) Behavior {
+		if c.Name == "job" {
+			return Behavior{Exit: true, ExitAfter: 50 * time.Millisecond}
+		}
+		return Behavior{}
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	evs := make(chan runtime.Event, 16)
+	done := make(chan error)
+	go func() { done <- r.Watch(ctx, func(ev runtime.Event) { evs <- ev }) }()
+	ref := runtime.PodRef{UID: "u1", Namespace: "default", Name: "web"}
+	want := func(typ runtime.EventType, container string) {
+		t.Helper()
+		select {
+		case ev := <-evs:
+			if ev.Type != typ || ev.Container != container || ev.Pod != ref {
+				t.Fatalf("event %v %q of %v, want %v %q of %v", ev.Type, ev.Container, ev.Pod, typ, container, ref)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %v event for %q", typ, container)
+		}
+	}
+	// Events come only once Watch has registered: retry the first start
+	// until it is heard.
+	waitRegistered(t, r)
+	if err := r.StartContainer(ctx, ref, runtime.ContainerSpec{Name: "main", Image: "busybox"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	want(runtime.ContainerStarted, "main")
+	if err := r.StartContainer(ctx, ref, runtime.ContainerSpec{Name: "job", Image: "busybox"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	want(runtime.ContainerStarted, "job")
+	want(runtime.ContainerExited, "job") // by itself, with time
+	if err := r.StopContainer(ctx, ref, "main", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	want(runtime.ContainerExited, "main")
+	if err := r.RemovePod(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	want(runtime.PodRemoved, "")
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Watch after cancel = %v, want nil", err)
+	}
+}
+
+// waitRegistered waits until a Watch call has registered with r.
+func waitRegistered(t *testing.T, r *Runtime) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.mu.Lock()
+		n := len(r.watchers)
+		r.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Watch did not register")
+		}
+		goruntime.Gosched()
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package status
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/internal/version"
 
 	"github.com/outpost-mesh/outpost/sync/wire"
@@ -27,9 +28,9 @@ type Capacity struct {
 	Pods        int64
 }
 
-// hostCapacity reads this machine's CPUs and memory; pods default to 110,
+// HostCapacity reads this machine's CPUs and memory; pods default to 110,
 // kubelet's default.
-func hostCapacity() Capacity {
+func HostCapacity() Capacity {
 	c := Capacity{CPUMillis: int64(runtime.NumCPU()) * 1000, Pods: 110}
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		sc := bufio.NewScanner(bytes.NewReader(b))
@@ -181,4 +182,82 @@ func osImage() string {
 		}
 	}
 	return fmt.Sprint(runtime.GOOS)
+}
+
+// reportNode queues the node's status when it is due: at the first round,
+// at the first after each connection to the hub (which sets the
+// conditions of a node it lost Unknown, and has them back from the
+// report within seconds of the return rather than at the next interval),
+// then every NodeStatusInterval, or when the hub's copy drifted. What the
+// status holds is looked up only then, so between two reports it cannot
+// have changed. It returns when the next report is due.
+func (r *Reporter) reportNode(now time.Time) time.Time {
+	due := r.nodeDue.Swap(false)
+	if !due && r.node != nil && now.Sub(r.nodeSent) < r.cfg.NodeStatusInterval {
+		if !r.nodeChanged(now) {
+			return r.nodeNext()
+		}
+		r.log.Info("node status on the hub differs from the agent's; reporting it again")
+	}
+	addrs := hostAddresses(r.cfg.NodeName)
+	r.addrs.Store(&addrs)
+	n := nodeObject(r.cfg.NodeName, r.cfg.Site, r.cfg.Capacity, r.cfg.RuntimeVersion, addrs, r.node, now)
+	raw, err := objects.Encode(n)
+	if err != nil {
+		r.log.Warn("encode node status", "err", err)
+		return r.nodeNext()
+	}
+	if _, err := r.cfg.Store.Enqueue(wire.KindNodeStatus, wire.Key{Resource: wire.ResourceNodes, Name: r.cfg.NodeName}, raw); err != nil {
+		r.log.Warn("queue node status", "err", err)
+		if due {
+			r.nodeDue.Store(true) // at the next round, then
+		}
+		return now.Add(time.Second)
+	}
+	r.node, r.nodeSent = n, now
+	return r.nodeNext()
+}
+
+// nodeNext returns when the node's status is next due: an interval after
+// the last report, or sooner if a drift found too soon after the last
+// report made again waits for StatusResync.
+func (r *Reporter) nodeNext() time.Time {
+	next := r.nodeSent.Add(r.cfg.NodeStatusInterval)
+	if r.nodeViewed.Load() && !r.nodeResent.IsZero() {
+		if t := r.nodeResent.Add(r.cfg.StatusResync); t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+// nodeChanged reports whether the hub's copy of the node, as the view has
+// it, shows that another writer changed what the agent reported last
+// (nodeNeedsReport), as kubelet compares its node's status with the API's
+// copy: the hub's node lifecycle controller sets a node's conditions
+// Unknown when it thinks it unreachable, and may yet do so just after the
+// node's return, before it has seen the node's Lease renewed. A report so
+// made is made at most once per StatusResync, so that a writer that keeps
+// setting them back is not answered in a loop.
+func (r *Reporter) nodeChanged(now time.Time) bool {
+	if !r.nodeViewed.Load() {
+		return false
+	}
+	if !r.nodeResent.IsZero() && now.Sub(r.nodeResent) < r.cfg.StatusResync {
+		return false // and look again when nodeNext says
+	}
+	r.nodeViewed.Store(false)
+	o, ok, err := r.cfg.Store.Get(wire.Key{Resource: wire.ResourceNodes, Name: r.cfg.NodeName})
+	if err != nil || !ok {
+		return false
+	}
+	var hub corev1.Node
+	if err := objects.Decode(o.Raw, o.Revision, &hub); err != nil {
+		return false
+	}
+	if !nodeNeedsReport(&hub, r.node) {
+		return false
+	}
+	r.nodeResent = now
+	return true
 }

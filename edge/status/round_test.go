@@ -1,10 +1,10 @@
-package agent
+package status
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,72 +14,94 @@ import (
 
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
 	"github.com/outpost-mesh/outpost/edge/events"
-	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/edge/pods"
 	edgeruntime "github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
-	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
-// roundAgent is an agent with n pods of the view running on the fake
-// runtime, driven round by round by the caller rather than by Run.
-func roundAgent(tb testing.TB, n int) *Agent {
+// roundNode is a Reporter with n pods of the view running on the fake
+// runtime, driven round by round by the caller: each round plans with
+// edge/pods and carries out the plan, as the pod workers would.
+type roundNode struct {
+	*Reporter
+	rt      *fake.Runtime
+	cp      *checkpoint.Store
+	desired []*corev1.Pod
+	records map[string]pods.Record
+}
+
+func newRoundNode(tb testing.TB, n int) *roundNode {
 	tb.Helper()
-	cfg := DefaultConfig()
-	cfg.NodeName = "edge-1"
-	cfg.DataDir = tb.TempDir()
-	cfg.HubAddr = "127.0.0.1:1"
-	cfg.Runtime = fake.New(fake.Config{})
-	cfg.Checkpoint.InMemory = true
-	cfg.Capacity = Capacity{CPUMillis: 4000, MemoryBytes: 4 << 30, Pods: 110}
-	a, err := New(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cp, err := checkpoint.Open("", cfg.Checkpoint)
+	ccfg := checkpoint.DefaultConfig()
+	ccfg.InMemory = true
+	cp, err := checkpoint.Open("", ccfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { cp.Close() })
-	a.cp = cp
-	a.events = events.NewRecorder(cfg.NodeName, cp, a.now, a.log)
-	changes := make([]wire.Change, n)
-	for i := range changes {
-		p := &corev1.Pod{
+	cfg := DefaultConfig()
+	cfg.NodeName = "edge-1"
+	cfg.Capacity = Capacity{CPUMillis: 4000, MemoryBytes: 4 << 30, Pods: 110}
+	cfg.Store = cp
+	cfg.Events = events.NewRecorder(cfg.NodeName, cp, time.Now, slog.New(slog.DiscardHandler))
+	cfg.MirrorOf = func(p *corev1.Pod) *corev1.Pod { return p.DeepCopy() }
+	r, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rn := &roundNode{Reporter: r, rt: fake.New(fake.Config{}), cp: cp, records: map[string]pods.Record{}}
+	for i := range n {
+		rn.desired = append(rn.desired, &corev1.Pod{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%03d", i), Namespace: "default", UID: types.UID(fmt.Sprintf("uid-%03d", i))},
 			Spec:       corev1.PodSpec{NodeName: "edge-1", Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
-		}
-		raw, err := objects.Encode(p)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		changes[i] = wire.Change{Op: wire.OpPut, Key: podKey(p), Revision: int64(i + 1), Object: raw}
-	}
-	if err := cp.ApplyBatch(changes, int64(n)); err != nil {
-		tb.Fatal(err)
+		})
 	}
 	// Rounds until every pod runs and its status is reported.
 	for range 10 {
-		a.round(tb)
+		rn.round(tb)
 	}
-	if got := len(a.reported); got != n {
+	if got := len(r.reported); got != n {
 		tb.Fatalf("%d pods reported, want %d", got, n)
 	}
-	return a
+	return rn
 }
 
-// round runs one reconcile round and waits for the actions it started.
-func (a *Agent) round(tb testing.TB) {
-	var workers sync.WaitGroup
-	a.reconcile(context.Background(), &workers)
-	workers.Wait()
+// round plans, reports the pods' statuses from what the runtime held as
+// the round began (as the pod workers hand a round over), then carries out
+// the plan's actions.
+func (rn *roundNode) round(tb testing.TB) {
+	ctx := context.Background()
+	actual, err := rn.rt.List(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	now := time.Now()
+	d := pods.Plan(rn.desired, actual, rn.records, now)
+	for _, pd := range d.Pods {
+		rn.records[pd.Pod.UID] = pd.Record
+	}
+	rn.reportPods(Round{Desired: rn.desired, Actual: actual, Records: maps.Clone(rn.records), Now: now}, now)
+	for _, pd := range d.Pods {
+		rec := pd.Record
+		for _, act := range pd.Actions {
+			var err error
+			switch act.Type {
+			case pods.StartContainer:
+				err = rn.rt.StartContainer(ctx, act.Pod, act.Spec, act.Attempt)
+			case pods.StopContainer:
+				err = rn.rt.StopContainer(ctx, act.Pod, act.Container, act.Grace)
+			}
+			rec = pods.Observe(rec, act, err, time.Now())
+		}
+		rn.records[pd.Pod.UID] = rec
+	}
 }
 
 // BenchmarkIdleRound: one reconcile round of a node whose 100 pods run
 // and whose statuses are all reported, as most rounds on a gateway are.
 func BenchmarkIdleRound(b *testing.B) {
-	a := roundAgent(b, 100)
+	a := newRoundNode(b, 100)
 	outbox, err := a.cp.OutboxLen()
 	if err != nil {
 		b.Fatal(err)
@@ -97,7 +119,7 @@ func BenchmarkIdleRound(b *testing.B) {
 // inputs are unchanged, but not of one whose container stopped, nor of
 // any when the node's address changed.
 func TestStatusOnlyWhenInputsChange(t *testing.T) {
-	a := roundAgent(t, 3)
+	a := newRoundNode(t, 3)
 	wires := func() map[string]string {
 		m := map[string]string{}
 		for uid, s := range a.reported {
@@ -123,7 +145,7 @@ func TestStatusOnlyWhenInputsChange(t *testing.T) {
 		}
 	}
 
-	a.addrs = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.77"}}
+	a.addrs.Store(&[]corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.77"}})
 	a.round(t)
 	for uid, s := range a.reported {
 		if s.status.HostIP != "192.0.2.77" {

@@ -1,0 +1,408 @@
+// Package podworker carries out the edge node's pod plans: it lists what
+// the runtime holds when the runtime reports a change (relisting seldom, as
+// a safety net, as kubelet's evented PLEG does), plans with edge/pods, runs
+// each pod's actions in order on a worker of its own, keeps each pod's
+// record on disk, and hands every round to the status reporter. Only
+// edge/agent builds Workers.
+package podworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/outpost-mesh/outpost/edge/pods"
+	"github.com/outpost-mesh/outpost/edge/runtime"
+	"github.com/outpost-mesh/outpost/edge/status"
+)
+
+// Source gives the pods bound to the node.
+type Source interface {
+	// Desired returns the pods the node is to run, deleted ones included
+	// until the hub removes them, and ok false if they could not be read
+	// now, in which case nothing may be stopped for its absence. The pods
+	// are shared with later rounds: nobody may modify them.
+	Desired() (d Desired, ok bool)
+}
+
+// Desired is what a Source gives.
+type Desired struct {
+	Pods   []*corev1.Pod
+	Static map[string]*corev1.Pod // the static pods of Pods, by UID
+	// Partial says Pods may lack some pods still bound to the node (the
+	// view never synced, or dropped damaged records, or its hub was
+	// restored from a backup): the workers then leave alone, running,
+	// what the runtime holds of other pods, and keep their records, as
+	// kubelet cleans up no pod before all its sources are ready, except
+	// for the pods of Known (static pods known to have run, whose
+	// manifests are always complete).
+	Partial bool
+	Known   map[string]bool
+}
+
+// Store keeps the pods' records on local disk; the checkpoint is one.
+type Store interface {
+	PutLocal(key string, value []byte) error
+	DeleteLocal(key string) error
+}
+
+// Env builds a container's environment from the objects its spec refers
+// to. It returns nil, nil when the spec's own values are all there is, and
+// an error wrapping pods.ErrContainerConfig when a reference cannot be
+// resolved.
+type Env interface {
+	ResolveEnv(pod *corev1.Pod, container string) ([]runtime.EnvVar, error)
+}
+
+// Status is what the workers report to: the status reporter.
+type Status interface {
+	// Observe takes a round to report; it must not block.
+	Observe(status.Round)
+	// Terminated sends a pod's final status and tells the hub it may
+	// remove the pod.
+	Terminated(ctx context.Context, pod *corev1.Pod, rec pods.Record) error
+	// Forget forgets a pod that is gone.
+	Forget(uid string)
+}
+
+// Recorder makes Events about pods; an *events.Recorder is one.
+type Recorder interface {
+	Pod(ref runtime.PodRef, pod *corev1.Pod, container, typ, reason, msg string)
+}
+
+// Config configures Workers.
+type Config struct {
+	Runtime runtime.Runtime // required
+	Source  Source          // required
+	Store   Store           // required
+	Env     Env             // nil: the spec's own values only
+	Status  Status          // required
+	Events  Recorder        // required
+
+	// Relist is how often the runtime is listed when nothing told the
+	// workers to, for a runtime that reports no events: 1s.
+	Relist time.Duration
+	// EventedRelist is that for a runtime that reports its changes
+	// (runtime.Watcher): a safety net for a change its stream missed,
+	// 30s (kubelet's evented PLEG relists every 5 minutes, but edge
+	// runtimes restart more often than a data center's).
+	EventedRelist time.Duration
+
+	Logger *slog.Logger     // nil discards
+	Clock  func() time.Time // nil for the wall clock
+}
+
+// DefaultConfig returns the defaults above; the required fields are left
+// empty.
+func DefaultConfig() Config {
+	return Config{Relist: time.Second, EventedRelist: 30 * time.Second}
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	switch {
+	case c.Runtime == nil || c.Source == nil || c.Store == nil || c.Status == nil || c.Events == nil:
+		return errors.New("runtime, source, store, status and event recorder are required")
+	case c.Relist <= 0 || c.EventedRelist <= 0:
+		return errors.New("relist intervals must be positive")
+	}
+	return nil
+}
+
+// Workers runs the pods. Build them with New, read the records with Load,
+// and run them with Run; Kick may be called from any goroutine.
+type Workers struct {
+	cfg Config
+	log *slog.Logger
+	now func() time.Time
+	rt  runtime.Runtime
+
+	trigger chan struct{}
+
+	mu      sync.Mutex
+	busy    map[string]bool        // pods whose worker runs actions
+	records map[string]pods.Record // by pod UID
+}
+
+// New checks cfg and returns Workers; it starts nothing.
+func New(cfg Config) (*Workers, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("pod worker config: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	return &Workers{
+		cfg: cfg, log: cfg.Logger, now: cfg.Clock, rt: cfg.Runtime,
+		trigger: make(chan struct{}, 1),
+		busy:    map[string]bool{},
+		records: map[string]pods.Record{},
+	}, nil
+}
+
+// recordKey names a pod's record among the local records.
+func recordKey(uid string) string { return "pod/" + uid }
+
+// Load reads the pods' records from list (the checkpoint's local records
+// under a prefix), dropping those that do not decode. Call it before Run.
+func (w *Workers) Load(list func(prefix string) (map[string][]byte, error)) error {
+	recs, err := list("pod/")
+	if err != nil {
+		return fmt.Errorf("read pod records: %w", err)
+	}
+	for k, v := range recs {
+		r, err := pods.UnmarshalRecord(v)
+		if err != nil {
+			w.log.Warn("dropping unreadable pod record", "key", k, "err", err)
+			continue
+		}
+		w.records[k[len("pod/"):]] = r
+	}
+	return nil
+}
+
+// Kick asks for a round now. It never blocks.
+func (w *Workers) Kick() {
+	select {
+	case w.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Run runs rounds until ctx ends: at once, when kicked, when the runtime
+// reports a change, at the plan's wake time, and every relist interval.
+// It returns nil after every worker it started has stopped.
+func (w *Workers) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	relist := w.cfg.Relist
+	if wt, ok := w.rt.(runtime.Watcher); ok {
+		relist = w.cfg.EventedRelist
+		wg.Go(func() { w.watch(ctx, wt) })
+	}
+	var workers sync.WaitGroup
+	defer workers.Wait()
+	tick := time.NewTimer(relist)
+	defer tick.Stop()
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
+	for {
+		next := w.round(ctx, &workers)
+		if !next.IsZero() {
+			wake.Reset(max(next.Sub(w.now()), time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.trigger:
+		case <-tick.C:
+		case <-wake.C:
+		}
+		tick.Reset(relist)
+	}
+}
+
+// watch kicks a round at each change the runtime reports, and once more
+// each time its stream breaks, for what it may have missed, until ctx ends.
+func (w *Workers) watch(ctx context.Context, wt runtime.Watcher) {
+	backoff := time.Second
+	for {
+		err := wt.Watch(ctx, func(runtime.Event) { w.Kick() })
+		if ctx.Err() != nil {
+			return
+		}
+		w.Kick()
+		wait := backoff/2 + rand.N(backoff/2+1)
+		w.log.Warn("runtime event stream broke; relisting", "err", err, "retry_in", wait.Round(time.Millisecond))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+// round plans once, starts the actions of idle pods, and hands the round
+// to the status reporter. It returns when the next round is due at the
+// latest, or the zero time.
+func (w *Workers) round(ctx context.Context, workers *sync.WaitGroup) time.Time {
+	des, ok := w.cfg.Source.Desired()
+	if !ok {
+		return time.Time{}
+	}
+	actual, err := w.rt.List(ctx)
+	if err != nil {
+		w.log.Warn("list runtime", "err", err)
+		return time.Time{}
+	}
+	now := w.now()
+	w.mu.Lock()
+	records := maps.Clone(w.records)
+	w.mu.Unlock()
+	if des.Partial {
+		actual, records = viewPodsOnly(des, actual, records)
+	}
+
+	d := pods.Plan(des.Pods, actual, records, now)
+	byUID := make(map[string]*corev1.Pod, len(des.Pods))
+	for _, p := range des.Pods {
+		byUID[string(p.UID)] = p
+	}
+	for _, pd := range d.Pods {
+		uid := pd.Pod.UID
+		w.mu.Lock()
+		busy := w.busy[uid]
+		if !busy {
+			if pd.Forget && len(pd.Actions) == 0 {
+				delete(w.records, uid)
+			} else {
+				w.records[uid] = pd.Record
+			}
+			if len(pd.Actions) > 0 {
+				w.busy[uid] = true
+			}
+		}
+		w.mu.Unlock()
+		if busy {
+			continue
+		}
+		if pd.Forget && len(pd.Actions) == 0 {
+			w.forget(uid)
+			continue
+		}
+		w.saveRecord(uid, pd.Record)
+		if len(pd.Actions) > 0 {
+			pod, static := byUID[uid], des.Static[uid] != nil
+			workers.Go(func() { w.work(ctx, pd, pod, static) })
+		}
+	}
+
+	w.mu.Lock()
+	records = maps.Clone(w.records)
+	w.mu.Unlock()
+	w.cfg.Status.Observe(status.Round{Desired: des.Pods, Static: des.Static, Actual: actual, Records: records, Now: now})
+	return d.NextWake
+}
+
+// viewPodsOnly returns what of actual and records concerns the desired
+// pods and the Known ones, for a partial Desired (see Desired.Partial).
+func viewPodsOnly(des Desired, actual []runtime.PodStatus, records map[string]pods.Record) ([]runtime.PodStatus, map[string]pods.Record) {
+	keep := make(map[string]bool, len(des.Pods)+len(des.Known))
+	for _, p := range des.Pods {
+		keep[string(p.UID)] = true
+	}
+	for uid := range des.Known {
+		keep[uid] = true
+	}
+	var acts []runtime.PodStatus
+	for _, ps := range actual {
+		if keep[ps.Pod.UID] {
+			acts = append(acts, ps)
+		}
+	}
+	maps.DeleteFunc(records, func(uid string, _ pods.Record) bool { return !keep[uid] })
+	return acts, records
+}
+
+// work runs one pod's actions in order, recording their outcomes, then
+// asks for another round.
+func (w *Workers) work(ctx context.Context, pd pods.PodDecision, pod *corev1.Pod, static bool) {
+	defer func() {
+		w.mu.Lock()
+		delete(w.busy, pd.Pod.UID)
+		w.mu.Unlock()
+		w.Kick()
+	}()
+	rec := pd.Record
+	for _, act := range pd.Actions {
+		err := w.run(ctx, act, pod, static, rec)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			w.log.Info("pod action failed", "action", act.String(), "err", err)
+		}
+		w.actionEvent(act, pod, err)
+		rec = pods.Observe(rec, act, err, w.now())
+		w.mu.Lock()
+		w.records[pd.Pod.UID] = rec
+		w.mu.Unlock()
+		w.saveRecord(pd.Pod.UID, rec)
+	}
+	if pd.Forget {
+		w.mu.Lock()
+		delete(w.records, pd.Pod.UID)
+		w.mu.Unlock()
+		// A static pod is forgotten here, once removed from the runtime,
+		// the usual way its manifest's removal ends.
+		w.forget(pd.Pod.UID)
+	}
+}
+
+// forget drops a pod's record, on disk too, and has the status reporter
+// forget it.
+func (w *Workers) forget(uid string) {
+	if err := w.cfg.Store.DeleteLocal(recordKey(uid)); err != nil {
+		w.log.Warn("delete pod record", "uid", uid, "err", err)
+	}
+	w.cfg.Status.Forget(uid)
+}
+
+// run performs one action; rec is the pod's record as of then.
+func (w *Workers) run(ctx context.Context, act pods.Action, pod *corev1.Pod, static bool, rec pods.Record) error {
+	switch act.Type {
+	case pods.StartContainer:
+		spec := act.Spec
+		if pod != nil && w.cfg.Env != nil {
+			env, err := w.cfg.Env.ResolveEnv(pod, act.Container)
+			if err != nil {
+				return err
+			}
+			if env != nil {
+				// The whole environment in kubelet's order, the spec's
+				// literal values in their place among the others.
+				spec.Env = env
+			}
+		}
+		if err := w.rt.StartContainer(ctx, act.Pod, spec, act.Attempt); err != nil {
+			return err
+		}
+		w.log.Info("container started", "pod", act.Pod.Namespace+"/"+act.Pod.Name, "container", act.Container, "attempt", act.Attempt)
+		return nil
+	case pods.StopContainer:
+		return w.rt.StopContainer(ctx, act.Pod, act.Container, act.Grace)
+	case pods.RemovePod:
+		return w.rt.RemovePod(ctx, act.Pod)
+	case pods.ConfirmTerminated:
+		if pod == nil || static {
+			return nil
+		}
+		return w.cfg.Status.Terminated(ctx, pod, rec)
+	}
+	return fmt.Errorf("unknown action %v", act.Type)
+}
+
+func (w *Workers) saveRecord(uid string, r pods.Record) {
+	b, err := pods.MarshalRecord(r)
+	if err == nil {
+		err = w.cfg.Store.PutLocal(recordKey(uid), b)
+	}
+	if err != nil {
+		w.log.Warn("save pod record", "uid", uid, "err", err)
+	}
+}
