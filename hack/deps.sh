@@ -10,9 +10,16 @@ export PATH="/usr/local/go/bin:${PATH}"
 
 # Debian packages, "package  # why".
 DEB_PACKAGES=(
-	gcc       # cgo, which `go test -race` needs
-	libc6-dev # C headers and crt files for cgo
-	# Later: containerd, runc, iptables, iproute2 for the edge agent's tests.
+	gcc             # cgo, which `go test -race` needs
+	libc6-dev       # C headers and crt files for cgo
+	containerd      # the edge agent's container runtime (1.6 on Debian 12), and its runc shim
+	runc            # the default OCI runtime
+	crun            # the OCI runtime measured beside runc (--oci-runtime crun)
+	iproute2        # ip, for tests that look at pod networks in network namespaces
+	nftables        # masquerade and hostPort rules of pod networks
+	iptables        # the fallback for kernels without nf_tables
+	busybox-static  # the small images of tests, benchmarks and the demo
+	docker-registry # a registry on loopback for image pull tests
 )
 
 log() { printf 'deps: %s\n' "$*" >&2; }
