@@ -33,5 +33,7 @@
 // and app containers; restarts by restart policy with a back-off of 10s
 // doubling to 5 minutes, reset after 10 minutes of running; image pull
 // back-off; phases, conditions and container statuses worded as kubelet
-// words them. Probes are not run yet: a running container is ready.
+// words them. Probes are run by the caller (edge/probes), whose results
+// Plan and Status take as a *Probed: a liveness failure restarts the
+// container, and readiness and startup are reported from them.
 package pods

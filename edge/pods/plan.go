@@ -60,6 +60,10 @@ type Action struct {
 	Attempt int
 	// Grace is the grace period of StopContainer; 0 kills at once.
 	Grace time.Duration
+	// Why is, for a StopContainer that is to restart a container its
+	// liveness probe failed, kubelet's message for the Killing event;
+	// "" for other stops.
+	Why string
 }
 
 // String returns a short description, e.g. "StartContainer default/web main attempt=1".
@@ -70,6 +74,9 @@ func (a Action) String() string {
 		s += fmt.Sprintf(" %s attempt=%d", a.Container, a.Attempt)
 	case StopContainer:
 		s += fmt.Sprintf(" %s grace=%v", a.Container, a.Grace)
+		if a.Why != "" {
+			s += fmt.Sprintf(" why=%q", a.Why)
+		}
 	}
 	return s
 }
@@ -132,7 +139,10 @@ func (d Decision) Actions() []Action {
 // in progress (a slow pull) from one not made, so a pod whose actions are
 // still running has its PodDecision skipped; a stop is the exception, as
 // Plan does not ask it again until its grace and some slack have passed.
-func Plan(desired []*corev1.Pod, actual []runtime.PodStatus, records map[string]Record, now time.Time) Decision {
+//
+// probed holds, by pod UID, what the pods' probes found; nil if no prober
+// runs on the node (see Probed).
+func Plan(desired []*corev1.Pod, actual []runtime.PodStatus, records map[string]Record, probed map[string]*Probed, now time.Time) Decision {
 	now = now.UTC().Round(0)
 	acts := make(map[string]*runtime.PodStatus, len(actual))
 	for i := range actual {
@@ -158,7 +168,13 @@ func Plan(desired []*corev1.Pod, actual []runtime.PodStatus, records map[string]
 		seen[uid] = true
 		old, had := records[uid]
 		ref := runtime.PodRef{UID: uid, Namespace: pod.Namespace, Name: pod.Name}
-		p := &planner{ref: ref, now: now, v: newView(pod, acts[uid], old.Clone())}
+		var pr *Probed
+		if probed != nil {
+			if pr = probed[uid]; pr == nil {
+				pr = &Probed{}
+			}
+		}
+		p := &planner{ref: ref, now: now, v: newView(pod, acts[uid], old.Clone(), pr)}
 		p.desired()
 		add(p, old, had)
 	}
@@ -383,6 +399,10 @@ func (p *planner) keep(c ctr) {
 	case s.State == runtime.StateRunning:
 		if s.Image != c.spec.Image {
 			p.replace(c)
+			break
+		}
+		if r, ok := v.probed.result(name, s.ID); ok && r.Unhealthy {
+			p.restartUnhealthy(c, s, r)
 		}
 	case s.State == runtime.StateUnknown:
 		p.replace(c) // kubelet kills a container in an unknown state and starts it again
@@ -392,6 +412,36 @@ func (p *planner) keep(c ctr) {
 		if v.restarts(c, s.ExitCode) {
 			p.start(c, s.Attempt+1, s)
 		}
+	}
+}
+
+// restartUnhealthy kills container c, running as s, which its liveness
+// (or startup) probe found unhealthy as r, with the pod's grace (or the
+// probe's terminationGracePeriodSeconds), as kubelet does: once it has
+// exited, it is restarted as its restart policy says, with the crash
+// back-off of a container that failed.
+func (p *planner) restartUnhealthy(c ctr, s *runtime.ContainerStatus, r ProbeResult) {
+	grace := p.v.rec.Grace
+	for _, pr := range []*corev1.Probe{c.spec.LivenessProbe, c.spec.StartupProbe} {
+		if pr != nil && pr.TerminationGracePeriodSeconds != nil && *pr.TerminationGracePeriodSeconds >= 0 {
+			grace = time.Duration(*pr.TerminationGracePeriodSeconds) * time.Second
+			break
+		}
+	}
+	probe := "liveness"
+	if c.spec.StartupProbe != nil {
+		if started, _ := probedState(p.v.probed, c.spec, s.ID); !started {
+			probe = "startup"
+		}
+	}
+	before := len(p.actions)
+	p.stop(c.spec.Name, grace)
+	if len(p.actions) > before {
+		why := fmt.Sprintf("Container %s failed %s probe, will be restarted", c.spec.Name, probe)
+		if r.Message != "" {
+			why = fmt.Sprintf("Container %s failed %s probe, will be restarted: %s", c.spec.Name, probe, r.Message)
+		}
+		p.actions[len(p.actions)-1].Why = why
 	}
 }
 

@@ -230,7 +230,7 @@ func TestPlan(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := Plan(tt.desired, tt.actual, tt.records, now)
+			d := Plan(tt.desired, tt.actual, tt.records, nil, now)
 			if got := actionStrings(d); !slices.Equal(got, tt.want) {
 				t.Errorf("Plan(%s) = %q, want %q", tt.name, got, tt.want)
 			}
@@ -242,7 +242,7 @@ func TestPlan(t *testing.T) {
 }
 
 func TestPlanForgetsGonePods(t *testing.T) {
-	d := Plan(nil, nil, map[string]Record{"b": {}, "a": {}}, t0)
+	d := Plan(nil, nil, map[string]Record{"b": {}, "a": {}}, nil, t0)
 	var got []string
 	for _, p := range d.Pods {
 		got = append(got, fmt.Sprintf("%s forget=%v", p.Pod.UID, p.Forget))
@@ -255,12 +255,12 @@ func TestPlanForgetsGonePods(t *testing.T) {
 func TestPlanListsOnlyPodsWithNews(t *testing.T) {
 	web := testPod("web")
 	actual := []runtime.PodStatus{actualOfPod(web, running("main", 0, t0))}
-	first := Plan([]*corev1.Pod{web}, actual, nil, t0)
+	first := Plan([]*corev1.Pod{web}, actual, nil, nil, t0)
 	if len(first.Pods) != 1 || len(first.Pods[0].Actions) != 0 {
 		t.Fatalf("Plan(adopted, no record) = %+v, want one pod with a new record and no actions", first.Pods)
 	}
 	records := map[string]Record{"uid-web": first.Pods[0].Record}
-	if again := Plan([]*corev1.Pod{web}, actual, records, t0.Add(time.Minute)); len(again.Pods) != 0 {
+	if again := Plan([]*corev1.Pod{web}, actual, records, nil, t0.Add(time.Minute)); len(again.Pods) != 0 {
 		t.Errorf("Plan(adopted, its record) = %+v, want no pods", again.Pods)
 	}
 }
@@ -270,7 +270,7 @@ func TestPlanAdoptionDerivesRecord(t *testing.T) {
 	created := t0.Add(-time.Hour)
 	act := actualOfPod(web, running("main", 3, t0))
 	act.CreatedAt = created
-	d := Plan([]*corev1.Pod{web}, []runtime.PodStatus{act}, nil, t0)
+	d := Plan([]*corev1.Pod{web}, []runtime.PodStatus{act}, nil, nil, t0)
 	rec := d.Pods[0].Record
 	if c := rec.Containers["main"]; c.Attempt != 3 || !c.Created || c.Image != "nginx" {
 		t.Errorf("Plan(adopted).Record.Containers[main] = %+v, want attempt 3, created, image nginx", c)
@@ -296,7 +296,7 @@ func TestPlanStartSpec(t *testing.T) {
 			SecurityContext: &corev1.SecurityContext{Privileged: &priv},
 		}
 	})
-	a := Plan([]*corev1.Pod{pod}, nil, nil, t0).Actions()[0]
+	a := Plan([]*corev1.Pod{pod}, nil, nil, nil, t0).Actions()[0]
 	s := a.Spec
 	got := fmt.Sprintf("%s %s %s %q %q %s %v host=%s user=%d group=%d priv=%v",
 		s.Name, s.Image, s.PullPolicy, s.Command, s.Args, s.WorkingDir, s.Env, s.Hostname, *s.RunAsUser, *s.RunAsGroup, s.Privileged)

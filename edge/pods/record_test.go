@@ -113,14 +113,14 @@ func FuzzUnmarshalRecord(f *testing.F) {
 		pod := testPod("web")
 		act := actualOfPod(pod, exited("main", 1, 1, t0))
 		for _, now := range []time.Time{t0, t0.Add(time.Hour)} {
-			Plan(nil, []runtime.PodStatus{act}, map[string]Record{"uid-web": r}, now)
-			d := Plan([]*corev1.Pod{pod}, []runtime.PodStatus{act}, map[string]Record{"uid-web": r}, now)
+			Plan(nil, []runtime.PodStatus{act}, map[string]Record{"uid-web": r}, nil, now)
+			d := Plan([]*corev1.Pod{pod}, []runtime.PodStatus{act}, map[string]Record{"uid-web": r}, nil, now)
 			for _, pd := range d.Pods {
 				if _, err := MarshalRecord(pd.Record); err != nil {
 					t.Fatalf("MarshalRecord(Plan's record from %q) = %v", data, err)
 				}
 			}
-			Status(pod, &act, r, now)
+			Status(pod, &act, r, nil, now)
 		}
 	})
 }

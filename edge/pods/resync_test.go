@@ -17,7 +17,7 @@ func reported(t *testing.T) corev1.PodStatus {
 	pod := testPod("web")
 	act := actualOfPod(pod, running("main", 0, t0))
 	act.IP = "10.42.0.7"
-	st := Status(pod, &act, Record{FirstSeen: t0}, t0.Add(time.Second))
+	st := Status(pod, &act, Record{FirstSeen: t0}, nil, t0.Add(time.Second))
 	st.HostIP, st.HostIPs = "192.168.1.5", []corev1.HostIP{{IP: "192.168.1.5"}}
 	if c := findCondition(st.Conditions, corev1.PodReady); st.Phase != corev1.PodRunning || c == nil || c.Status != corev1.ConditionTrue {
 		t.Fatalf("reported: phase %s, conditions %v; want Running and Ready", st.Phase, st.Conditions)
@@ -169,7 +169,7 @@ func TestMergeHubIntoStatus(t *testing.T) {
 	})
 	act := actualOfPod(pod, running("main", 0, t0))
 	now := t0.Add(time.Minute)
-	last := Status(pod, &act, Record{FirstSeen: t0}, now)
+	last := Status(pod, &act, Record{FirstSeen: t0}, nil, now)
 	if c := findCondition(last.Conditions, corev1.PodReady); c.Status != corev1.ConditionFalse {
 		t.Fatalf("Ready before the gate = %s, want False", c.Status)
 	}
@@ -178,7 +178,7 @@ func TestMergeHubIntoStatus(t *testing.T) {
 	setCondition(hub, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue})
 	p := *pod
 	p.Status = MergeHub(&last, hub)
-	st := Status(&p, &act, Record{FirstSeen: t0}, now.Add(time.Minute))
+	st := Status(&p, &act, Record{FirstSeen: t0}, nil, now.Add(time.Minute))
 	if c := findCondition(st.Conditions, corev1.PodReady); c.Status != corev1.ConditionTrue {
 		t.Errorf("Ready after the gate = %s %s, want True", c.Status, c.Message)
 	}

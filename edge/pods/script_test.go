@@ -139,8 +139,9 @@ var t0 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 type driver struct {
 	now     time.Time
 	rt      *fake.Runtime
-	pods    []*corev1.Pod     // desired, in the order added
-	records map[string][]byte // persisted, by UID
+	pods    []*corev1.Pod      // desired, in the order added
+	records map[string][]byte  // persisted, by UID
+	probed  map[string]*Probed // by UID; nil until a probe command: no prober
 }
 
 func newDriver() *driver {
@@ -194,6 +195,17 @@ func (d *driver) list(t *testing.T) []runtime.PodStatus {
 	return l
 }
 
+// probedOf returns what the probes of p found, nil with no prober.
+func (d *driver) probedOf(p *corev1.Pod) *Probed {
+	if d.probed == nil {
+		return nil
+	}
+	if pr := d.probed[string(p.UID)]; pr != nil {
+		return pr
+	}
+	return &Probed{}
+}
+
 func actualOf(l []runtime.PodStatus, uid string) *runtime.PodStatus {
 	for i := range l {
 		if l[i].Pod.UID == uid {
@@ -209,7 +221,7 @@ func (d *driver) plan(t *testing.T) (string, bool) {
 	var out strings.Builder
 	records := d.loadRecords(t)
 	actual := d.list(t)
-	dec := checkedPlan(t, d.pods, actual, records, d.now)
+	dec := checkedPlan(t, d.pods, actual, records, d.probed, d.now)
 	ctx := context.Background()
 	n := 0
 	for _, pd := range dec.Pods {
@@ -249,7 +261,7 @@ func (d *driver) plan(t *testing.T) (string, bool) {
 	actual = d.list(t)
 	records = d.loadRecords(t)
 	for _, p := range d.pods {
-		p.Status = Status(p, actualOf(actual, string(p.UID)), records[string(p.UID)], d.now)
+		p.Status = Status(p, actualOf(actual, string(p.UID)), records[string(p.UID)], d.probedOf(p), d.now)
 	}
 	if out.Len() == 0 {
 		out.WriteString("nothing to do\n")
@@ -259,7 +271,7 @@ func (d *driver) plan(t *testing.T) (string, bool) {
 
 // checkedPlan calls Plan and fails the test if Plan changed its arguments
 // or decides differently when called twice.
-func checkedPlan(t *testing.T, desired []*corev1.Pod, actual []runtime.PodStatus, records map[string]Record, now time.Time) Decision {
+func checkedPlan(t *testing.T, desired []*corev1.Pod, actual []runtime.PodStatus, records map[string]Record, probed map[string]*Probed, now time.Time) Decision {
 	t.Helper()
 	desired0 := make([]*corev1.Pod, len(desired))
 	for i, p := range desired {
@@ -282,11 +294,11 @@ func checkedPlan(t *testing.T, desired []*corev1.Pod, actual []runtime.PodStatus
 		return m
 	}
 	records0 := encode()
-	d := Plan(desired, actual, records, now)
+	d := Plan(desired, actual, records, probed, now)
 	if !reflect.DeepEqual(desired, desired0) || !reflect.DeepEqual(actual, actual0) || !reflect.DeepEqual(encode(), records0) {
 		t.Fatalf("Plan changed its arguments")
 	}
-	if again := Plan(desired, actual, records, now); !reflect.DeepEqual(d, again) {
+	if again := Plan(desired, actual, records, probed, now); !reflect.DeepEqual(d, again) {
 		t.Fatalf("Plan(...) = %+v, then %+v for the same arguments", d, again)
 	}
 	return d
@@ -394,8 +406,54 @@ func (d *driver) do(t *testing.T, cmd string) string {
 	case "status":
 		need(1)
 		p := d.pod(t, pos[0])
-		p.Status = Status(p, actualOf(d.list(t), string(p.UID)), d.loadRecords(t)[string(p.UID)], d.now)
+		p.Status = Status(p, actualOf(d.list(t), string(p.UID)), d.loadRecords(t)[string(p.UID)], d.probedOf(p), d.now)
 		return d.formatStatus(&p.Status)
+	case "probe":
+		// probe POD CONTAINER [started] [ready] [unhealthy] [msg=...]:
+		// the probes of the container's running instance found that.
+		if len(pos) < 2 {
+			t.Fatalf("%s: want a pod and a container", cmd)
+		}
+		p := d.pod(t, pos[0])
+		ps := actualOf(d.list(t), string(p.UID))
+		var id string
+		if ps != nil {
+			if c := ps.Container(pos[1]); c != nil {
+				id = c.ID
+			}
+		}
+		if id == "" {
+			return "no such container\n"
+		}
+		r := ProbeResult{ID: id, Message: opts["msg"]}
+		for _, w := range pos[2:] {
+			switch w {
+			case "started":
+				r.Started = true
+			case "ready":
+				r.Ready = true
+			case "unhealthy":
+				r.Unhealthy = true
+			default:
+				t.Fatalf("%s: unknown result %q", cmd, w)
+			}
+		}
+		if d.probed == nil {
+			d.probed = map[string]*Probed{}
+		}
+		pr := d.probed[string(p.UID)]
+		if pr == nil {
+			pr = &Probed{Results: map[string]ProbeResult{}}
+			d.probed[string(p.UID)] = pr
+		}
+		pr.Results[pos[1]] = r
+		return "ok\n"
+	case "prober":
+		// prober: a prober runs on the node, with no results yet.
+		if d.probed == nil {
+			d.probed = map[string]*Probed{}
+		}
+		return "ok\n"
 	case "record":
 		need(1)
 		b, ok := d.records[string(d.pod(t, pos[0]).UID)]
@@ -475,6 +533,25 @@ func (d *driver) newPod(t *testing.T, name string, opts map[string]string) *core
 	}
 	if g, ok := opts["grace"]; ok {
 		p.Spec.TerminationGracePeriodSeconds = new(atoi(t, g))
+	}
+	// liveness=, readiness= and startup= name the containers with such
+	// a probe.
+	for _, kind := range []string{"liveness", "readiness", "startup"} {
+		for _, name := range strings.Split(opts[kind], ",") {
+			for i := range p.Spec.Containers {
+				if c := &p.Spec.Containers[i]; c.Name == name {
+					pr := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+					switch kind {
+					case "liveness":
+						c.LivenessProbe = pr
+					case "readiness":
+						c.ReadinessProbe = pr
+					case "startup":
+						c.StartupProbe = pr
+					}
+				}
+			}
+		}
 	}
 	if v, ok := opts["volume"]; ok {
 		n, typ, _ := strings.Cut(v, ":")

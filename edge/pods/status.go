@@ -52,9 +52,9 @@ const (
 // conditions that did not change, and a terminal phase. The caller should
 // compute Status from a fresh List, after the actions of a Decision ran,
 // and fill hostIP; podIP comes from the runtime.
-func Status(pod *corev1.Pod, actual *runtime.PodStatus, rec Record, now time.Time) corev1.PodStatus {
+func Status(pod *corev1.Pod, actual *runtime.PodStatus, rec Record, probed *Probed, now time.Time) corev1.PodStatus {
 	now = now.UTC().Round(0)
-	v := newView(pod, actual, rec)
+	v := newView(pod, actual, rec, probed)
 	prev := &pod.Status
 	// Start from the previous status, without the parts rebuilt below,
 	// which are most of it: copying them only to drop them took 40% of
@@ -148,7 +148,8 @@ func (v *view) containerStatus(c ctr, ending bool) corev1.ContainerStatus {
 		switch s.State {
 		case runtime.StateRunning:
 			st.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Time{Time: s.StartedAt}}}
-			started, ready = true, c.kind != kindInit
+			started, ready = probedState(v.probed, c.spec, s.ID)
+			ready = ready && c.kind != kindInit
 		case runtime.StateExited:
 			term := termination(s).api()
 			if restarts(s.ExitCode) && cr.Reason != "" {

@@ -54,7 +54,7 @@ func TestStatusPhase(t *testing.T) {
 		}), nil, Record{}, corev1.PodPending},
 	}
 	for _, tt := range tests {
-		if got := Status(tt.pod, tt.actual, tt.rec, now).Phase; got != tt.want {
+		if got := Status(tt.pod, tt.actual, tt.rec, nil, now).Phase; got != tt.want {
 			t.Errorf("Status(%s).Phase = %s, want %s", tt.name, got, tt.want)
 		}
 	}
@@ -74,7 +74,7 @@ func TestStatusConditions(t *testing.T) {
 		}
 	})
 	act := actualOfPod(pod, running("main", 0, t0))
-	s := Status(pod, &act, Record{}, now)
+	s := Status(pod, &act, Record{}, nil, now)
 	var got []string
 	for _, c := range s.Conditions {
 		got = append(got, fmt.Sprintf("%s=%s %s %q at %s gen=%d", c.Type, c.Status, c.Reason, c.Message,
@@ -107,7 +107,7 @@ func TestStatusKeepsWhatOthersOwn(t *testing.T) {
 		p.Status.PodIP = "10.88.9.9"
 	})
 	act := actualOfPod(pod, running("main", 0, t0))
-	s := Status(pod, &act, Record{FirstSeen: t0}, t0.Add(time.Hour))
+	s := Status(pod, &act, Record{FirstSeen: t0}, nil, t0.Add(time.Hour))
 	got := fmt.Sprintf("%s %s %v %s %s %s %v", s.QOSClass, s.HostIP, s.HostIPs, s.NominatedNodeName, s.StartTime.Sub(t0), s.PodIP, s.PodIPs)
 	want := "Burstable 192.168.1.10 [{192.168.1.10}] edge-2 -1h0m0s 10.88.0.1 [{10.88.0.1}]"
 	if got != want {
@@ -121,7 +121,7 @@ func TestStatusKeepsWhatOthersOwn(t *testing.T) {
 	}
 	// Without a previous start time: the record's, else now.
 	pod.Status.StartTime = nil
-	if s := Status(pod, &act, Record{FirstSeen: t0}, t0.Add(time.Hour)); !s.StartTime.Equal(&metav1.Time{Time: t0}) {
+	if s := Status(pod, &act, Record{FirstSeen: t0}, nil, t0.Add(time.Hour)); !s.StartTime.Equal(&metav1.Time{Time: t0}) {
 		t.Errorf("Status(web).StartTime = %v, want the record's %v", s.StartTime, t0)
 	}
 }
@@ -190,7 +190,7 @@ func TestStatusContainers(t *testing.T) {
 			act = &a
 		}
 		rec := Record{Containers: map[string]ContainerRecord{"main": tt.rec}}
-		s := Status(tt.pod, act, rec, now)
+		s := Status(tt.pod, act, rec, nil, now)
 		if len(s.ContainerStatuses) != 1 {
 			t.Fatalf("Status(%s).ContainerStatuses = %+v, want one", tt.name, s.ContainerStatuses)
 		}

@@ -12,17 +12,19 @@ type view struct {
 	pod         *corev1.Pod
 	act         *runtime.PodStatus // nil if the runtime holds nothing of the pod
 	rec         Record
+	probed      *Probed // nil: no prober
 	ctrs        []ctr
 	policy      corev1.RestartPolicy
 	deleting    bool
 	unsupported string // why the pod cannot be started, or ""
 }
 
-func newView(pod *corev1.Pod, act *runtime.PodStatus, rec Record) *view {
+func newView(pod *corev1.Pod, act *runtime.PodStatus, rec Record, probed *Probed) *view {
 	return &view{
 		pod:         pod,
 		act:         act,
 		rec:         rec,
+		probed:      probed,
 		ctrs:        containersOf(pod),
 		policy:      restartPolicy(pod),
 		deleting:    pod.DeletionTimestamp != nil,

@@ -34,7 +34,11 @@ func (w *Workers) actionEvent(act pods.Action, pod *corev1.Pod, err error) {
 		}
 	case pods.StopContainer:
 		if err == nil {
-			w.cfg.Events.Pod(act.Pod, pod, act.Container, corev1.EventTypeNormal, events.Killing, fmt.Sprintf("Stopping container %s", act.Container))
+			msg := fmt.Sprintf("Stopping container %s", act.Container)
+			if act.Why != "" {
+				msg = act.Why
+			}
+			w.cfg.Events.Pod(act.Pod, pod, act.Container, corev1.EventTypeNormal, events.Killing, msg)
 		}
 	}
 }

@@ -85,6 +85,10 @@ type Config struct {
 	Env     Env             // nil: the spec's own values only
 	Status  Status          // required
 	Events  Recorder        // required
+	// Probes returns what the probes of the pods found, by pod UID (see
+	// pods.Probed); nil when no prober runs on the node. The workers own
+	// the map returned.
+	Probes func() map[string]*pods.Probed
 
 	// Relist is how often the runtime is listed when nothing told the
 	// workers to, for a runtime that reports no events: 1s.
@@ -258,7 +262,13 @@ func (w *Workers) round(ctx context.Context, workers *sync.WaitGroup) time.Time 
 		actual, records = viewPodsOnly(des, actual, records)
 	}
 
-	d := pods.Plan(des.Pods, actual, records, now)
+	var probed map[string]*pods.Probed
+	if w.cfg.Probes != nil {
+		if probed = w.cfg.Probes(); probed == nil {
+			probed = map[string]*pods.Probed{}
+		}
+	}
+	d := pods.Plan(des.Pods, actual, records, probed, now)
 	byUID := make(map[string]*corev1.Pod, len(des.Pods))
 	for _, p := range des.Pods {
 		byUID[string(p.UID)] = p
@@ -295,7 +305,7 @@ func (w *Workers) round(ctx context.Context, workers *sync.WaitGroup) time.Time 
 	w.mu.Lock()
 	records = maps.Clone(w.records)
 	w.mu.Unlock()
-	w.cfg.Status.Observe(status.Round{Desired: des.Pods, Static: des.Static, Actual: actual, Records: records, Now: now})
+	w.cfg.Status.Observe(status.Round{Desired: des.Pods, Static: des.Static, Actual: actual, Records: records, Probed: probed, Now: now})
 	return d.NextWake
 }
 

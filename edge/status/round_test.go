@@ -77,7 +77,7 @@ func (rn *roundNode) round(tb testing.TB) {
 		tb.Fatal(err)
 	}
 	now := time.Now()
-	d := pods.Plan(rn.desired, actual, rn.records, now)
+	d := pods.Plan(rn.desired, actual, rn.records, nil, now)
 	for _, pd := range d.Pods {
 		rn.records[pd.Pod.UID] = pd.Record
 	}

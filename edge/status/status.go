@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,7 +110,22 @@ type Round struct {
 	Static  map[string]*corev1.Pod // the static pods of Desired, by UID
 	Actual  []runtime.PodStatus
 	Records map[string]pods.Record // by pod UID
-	Now     time.Time
+	// Probed is what the pods' probes found, by pod UID; nil when no
+	// prober runs on the node (see pods.Probed).
+	Probed map[string]*pods.Probed
+	Now    time.Time
+}
+
+// probed returns what the probes of pod uid found, as pods.Status takes
+// it.
+func (rd *Round) probed(uid string) *pods.Probed {
+	if rd.Probed == nil {
+		return nil
+	}
+	if p := rd.Probed[uid]; p != nil {
+		return p
+	}
+	return &pods.Probed{}
 }
 
 // Reporter reports statuses. Build it with New, read what it sent before
@@ -318,7 +334,8 @@ func (r *Reporter) reportPods(rd Round, now time.Time) (wake time.Time) {
 		r.mu.Lock()
 		last, had := r.reported[uid]
 		r.mu.Unlock()
-		inputs := statusInputs{pod: p, act: byActual[uid], rec: rec, hostIP: hostIP}
+		probed := rd.probed(uid)
+		inputs := statusInputs{pod: p, act: byActual[uid], rec: rec, probed: probed, hostIP: hostIP}
 		if had && r.computed[uid].same(inputs, last.wire) {
 			continue // the status would be the one last reported
 		}
@@ -336,7 +353,7 @@ func (r *Reporter) reportPods(rd Round, now time.Time) (wake time.Time) {
 			}
 			in = &withLast
 		}
-		st := pods.Status(in, byActual[uid], rec, now)
+		st := pods.Status(in, byActual[uid], rec, probed, now)
 		fillIPs(&st, hostIP)
 		wireSt, err := st.Marshal()
 		if err != nil {
@@ -400,7 +417,7 @@ func (r *Reporter) Terminated(ctx context.Context, pod *corev1.Pod, rec pods.Rec
 			}
 		}
 	}
-	st := pods.Status(pod, ps, rec, r.now())
+	st := pods.Status(pod, ps, rec, nil, r.now())
 	fillIPs(&st, r.HostIP())
 	w, err := st.Marshal()
 	if err != nil {
@@ -575,6 +592,7 @@ type statusInputs struct {
 	pod    *corev1.Pod // shared and never modified, so the same pointer is the same pod
 	act    *runtime.PodStatus
 	rec    pods.Record
+	probed *pods.Probed
 	hostIP string
 	// from is the encoding of the status computed, which the pod's last
 	// report must be for the next computation to start from it again.
@@ -589,6 +607,9 @@ func (in statusInputs) keep(computed []byte) statusInputs {
 		in.act = &act
 	}
 	in.rec = in.rec.Clone()
+	if in.probed != nil {
+		in.probed = &pods.Probed{Results: maps.Clone(in.probed.Results)}
+	}
 	in.from = computed
 	return in
 }
@@ -600,6 +621,8 @@ func (c statusInputs) same(in statusInputs, last []byte) bool {
 	case c.pod == nil || c.pod != in.pod || c.hostIP != in.hostIP || !bytes.Equal(c.from, last):
 		return false
 	case (c.act == nil) != (in.act == nil) || c.act != nil && !c.act.Equal(in.act):
+		return false
+	case (c.probed == nil) != (in.probed == nil) || c.probed != nil && !maps.Equal(c.probed.Results, in.probed.Results):
 		return false
 	}
 	return c.rec.Equal(in.rec)
