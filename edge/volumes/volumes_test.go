@@ -3,6 +3,7 @@ package volumes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/randfill"
 
 	"github.com/outpost-mesh/outpost/edge/runtime"
 )
@@ -223,7 +225,7 @@ func tmpfsBytes(t *testing.T, p string) int64 {
 	if err := unix.Statfs(p, &st); err != nil {
 		t.Fatal(err)
 	}
-	return int64(st.Blocks) * st.Bsize
+	return int64(st.Blocks) * int64(st.Bsize) //nolint:unconvert // int32 on arm
 }
 
 func TestConfigMapVolume(t *testing.T) {
@@ -749,6 +751,85 @@ func TestUnsupportedAndOddSpecs(t *testing.T) {
 	} {
 		if _, err := m.Setup(context.Background(), pod, SetupOptions{}); err == nil {
 			t.Errorf("%s: Setup accepted it", name)
+		}
+	}
+}
+
+// FuzzSetup sets up random pods (filled from the seed, then made safe to
+// carry out on this machine: hostPaths under the test's directory) and
+// makes the mounts of their containers: nothing may panic, and Teardown
+// leaves nothing behind.
+func FuzzSetup(f *testing.F) {
+	for seed := range int64(24) {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, seed int64) {
+		m, objs, dir := newTestManager(t)
+		fill := randfill.NewWithSeed(seed).NilChance(0.6).NumElements(0, 3).MaxDepth(8)
+		var pod corev1.Pod
+		fill.Fill(&pod)
+		pod.UID = "u-fuzz"
+		for i := range pod.Spec.Volumes {
+			v := &pod.Spec.Volumes[i]
+			if seed%5 != 0 { // else keep the random names, mostly refused
+				v.Name = fmt.Sprintf("v%d", i)
+			}
+			if v.HostPath != nil {
+				v.HostPath.Path = filepath.Join(dir, "host", filepath.Clean("/"+v.HostPath.Path))
+			}
+			if v.ConfigMap != nil && i%3 == 0 {
+				objs.setConfigMap(pod.Namespace, v.ConfigMap.Name, map[string]string{"k": "v"})
+			}
+		}
+		for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for i := range cs {
+				cs[i].Name = fmt.Sprintf("c%d", i)
+				for j := range cs[i].VolumeMounts {
+					if n := len(pod.Spec.Volumes); n > 0 && j%2 == 0 {
+						cs[i].VolumeMounts[j].Name = pod.Spec.Volumes[j%n].Name
+					}
+				}
+			}
+		}
+		pv, err := m.Setup(context.Background(), &pod, SetupOptions{})
+		if err == nil {
+			for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+				for i := range cs {
+					_, _ = pv.Mounts(&cs[i], nil)
+				}
+			}
+		}
+		if err := m.Teardown(context.Background(), "u-fuzz"); err != nil {
+			t.Fatalf("Teardown: %v", err)
+		}
+	})
+}
+
+func TestConcurrentPods(t *testing.T) {
+	m, objs, _ := newTestManager(t)
+	objs.setSecret("shop", "s", map[string]string{"k": "v"})
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 8 {
+		wg.Go(func() {
+			uid := fmt.Sprintf("u-par-%d", i)
+			pod := testPod(uid, corev1.Volume{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}})
+			for range 3 {
+				if _, err := m.Setup(context.Background(), pod, SetupOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			if i%2 == 0 {
+				errs <- m.Teardown(context.Background(), uid)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
 		}
 	}
 }
