@@ -14,29 +14,30 @@ import (
 )
 
 // ensureDir makes dir (and its parents) with exactly perm, whatever the
-// umask, as kubelet's emptyDir does; a directory already there is left
-// as it is (a container may have changed its mode).
-func ensureDir(dir string, perm os.FileMode) error {
+// umask, as kubelet's emptyDir does, and reports whether it made it; a
+// directory already there is left as it is (a container may have changed
+// its mode).
+func ensureDir(dir string, perm os.FileMode) (bool, error) {
 	fi, err := os.Lstat(dir)
 	if err == nil {
 		if !fi.IsDir() {
-			return fmt.Errorf("volume directory %s is not a directory", dir)
+			return false, fmt.Errorf("volume directory %s is not a directory", dir)
 		}
-		return nil
+		return false, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("create volume directory: %w", err)
+		return false, fmt.Errorf("create volume directory: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
-		return fmt.Errorf("create volume directory: %w", err)
+		return false, fmt.Errorf("create volume directory: %w", err)
 	}
 	if err := os.Mkdir(dir, perm); err != nil {
-		return fmt.Errorf("create volume directory: %w", err)
+		return false, fmt.Errorf("create volume directory: %w", err)
 	}
 	if err := os.Chmod(dir, perm); err != nil {
-		return fmt.Errorf("create volume directory: %w", err)
+		return false, fmt.Errorf("create volume directory: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // Masks of kubelet's SetVolumeOwnership.
@@ -109,7 +110,8 @@ func (m *Manager) setupEmptyDir(in *podInfo, dir string, src *corev1.EmptyDirVol
 	default:
 		return fmt.Errorf("%w: emptyDir medium %q is unknown", ErrInvalidSpec, medium)
 	}
-	if err := ensureDir(dir, 0o777); err != nil {
+	fresh, err := ensureDir(dir, 0o777)
+	if err != nil {
 		return err
 	}
 	if medium == corev1.StorageMediumMemory {
@@ -118,9 +120,14 @@ func (m *Manager) setupEmptyDir(in *podInfo, dir string, src *corev1.EmptyDirVol
 			v := src.SizeLimit.Value()
 			limit = &v
 		}
-		if err := m.ensureTmpfs(dir, tmpfsSize(in.pod, in.nodeAllocatable, limit)); err != nil {
+		mounted, err := m.ensureTmpfs(dir, tmpfsSize(in.pod, in.nodeAllocatable, limit))
+		if err != nil {
 			return err
 		}
+		fresh = fresh || mounted
+	}
+	if !fresh { // set up before: its root is the containers' now
+		return nil
 	}
 	return setRootOwnership(dir, in.fsGroup)
 }
@@ -168,20 +175,20 @@ func podMemoryLimit(pod *corev1.Pod) int64 {
 }
 
 // ensureTmpfs mounts a tmpfs of size bytes (0: the kernel's default) on
-// dir unless one is mounted there. Swap is kept out where the kernel
+// dir unless one is mounted there, and reports whether it mounted. Swap is kept out where the kernel
 // allows (noswap, Linux 6.4), so that secrets never reach a disk.
-func (m *Manager) ensureTmpfs(dir string, size int64) error {
+func (m *Manager) ensureTmpfs(dir string, size int64) (bool, error) {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return fmt.Errorf("mount tmpfs: %w", err)
+		return false, fmt.Errorf("mount tmpfs: %w", err)
 	}
 	mounts, err := readMountInfo()
 	if err != nil {
-		return fmt.Errorf("mount tmpfs: %w", err)
+		return false, fmt.Errorf("mount tmpfs: %w", err)
 	}
 	for _, mi := range mounts {
 		if mi.mountPoint == real && mi.fsType == "tmpfs" {
-			return nil
+			return false, nil
 		}
 	}
 	var opts []string
@@ -192,17 +199,17 @@ func (m *Manager) ensureTmpfs(dir string, size int64) error {
 		err := unix.Mount("tmpfs", real, "tmpfs", 0, strings.Join(append(opts, "noswap"), ","))
 		if err == nil {
 			m.noswap.Store(1)
-			return nil
+			return true, nil
 		}
 		if !errors.Is(err, unix.EINVAL) || m.noswap.Load() == 1 {
-			return fmt.Errorf("mount tmpfs on %s: %w", real, err)
+			return false, fmt.Errorf("mount tmpfs on %s: %w", real, err)
 		}
 		m.noswap.Store(2)
 	}
 	if err := unix.Mount("tmpfs", real, "tmpfs", 0, strings.Join(opts, ",")); err != nil {
-		return fmt.Errorf("mount tmpfs on %s: %w", real, err)
+		return false, fmt.Errorf("mount tmpfs on %s: %w", real, err)
 	}
-	return nil
+	return true, nil
 }
 
 // checkHostPath checks a hostPath volume's path against its type as

@@ -430,11 +430,11 @@ func (m *Manager) setupProjection(in *podInfo, dir string, memory bool, fill fun
 	if err := fill(p); err != nil {
 		return err
 	}
-	if err := ensureDir(dir, 0o777); err != nil {
+	if _, err := ensureDir(dir, 0o777); err != nil {
 		return err
 	}
 	if memory {
-		if err := m.ensureTmpfs(dir, tmpfsSize(in.pod, in.nodeAllocatable, nil)); err != nil {
+		if _, err := m.ensureTmpfs(dir, tmpfsSize(in.pod, in.nodeAllocatable, nil)); err != nil {
 			return err
 		}
 	}

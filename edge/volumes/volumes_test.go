@@ -209,7 +209,13 @@ func TestEmptyDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mem, "f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chmod(scratch, 0o700); err != nil { // as a container may
+		t.Fatal(err)
+	}
 	mustSetup(t, m, pod)
+	if mode, _, _ := statOf(t, scratch); mode.Perm() != 0o700 {
+		t.Errorf("second Setup reset the emptyDir's mode the container set: %v", mode)
+	}
 	if readFile(t, filepath.Join(mem, "f")) != "x" {
 		t.Error("second Setup lost emptyDir content")
 	}
