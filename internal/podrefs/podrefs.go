@@ -17,6 +17,11 @@ const (
 	PersistentVolumeClaims = "persistentvolumeclaims"
 )
 
+// RootCAConfigMap is the config map of each namespace that holds the
+// hub's CA (key ca.crt), which the automounted service account volume
+// carries.
+const RootCAConfigMap = "kube-root-ca.crt"
+
 // DefaultServiceAccount is the service account of a pod that names none,
 // as the ServiceAccount admission plugin sets it upstream.
 const DefaultServiceAccount = "default"
@@ -28,7 +33,10 @@ const DefaultServiceAccount = "default"
 //     (init, regular and ephemeral), secret and projected volumes, and the
 //     secret references of volume plugins (CSI, CephFS, RBD and others),
 //     as upstream's VisitPodSecretNames;
-//   - config maps: env, envFrom, config map and projected volumes;
+//   - config maps: env, envFrom, config map and projected volumes, and
+//     RootCAConfigMap unless the pod opts out of the automounted service
+//     account token (upstream's admission adds the kube-api-access
+//     volume that names it; here the node adds that volume itself);
 //   - the service account: serviceAccountName, else the deprecated
 //     serviceAccount, else "default";
 //   - persistent volume claims: claim volumes, and the claim of each
@@ -180,6 +188,9 @@ func (v visitor) configMaps(pod *corev1.Pod) bool {
 				}
 			}
 		}
+	}
+	if a := pod.Spec.AutomountServiceAccountToken; a == nil || *a {
+		return v.visit(ConfigMaps, RootCAConfigMap)
 	}
 	return true
 }

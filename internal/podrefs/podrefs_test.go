@@ -79,7 +79,7 @@ func TestVisit(t *testing.T) {
 		"secrets/vol", "secrets/projected", "secrets/azure", "secrets/cephfs", "secrets/cinder", "secrets/flex",
 		"secrets/rbd", "secrets/scaleio", "secrets/iscsi", "secrets/storageos", "secrets/csi",
 		"configmaps/init-from", "configmaps/init-env", "configmaps/from", "configmaps/env", "configmaps/debug",
-		"configmaps/vol", "configmaps/projected",
+		"configmaps/vol", "configmaps/projected", "configmaps/kube-root-ca.crt",
 		"serviceaccounts/app",
 		"persistentvolumeclaims/data", "persistentvolumeclaims/web-scratch",
 	}
@@ -98,8 +98,13 @@ func TestVisitServiceAccount(t *testing.T) {
 		{"deprecated field only", corev1.PodSpec{DeprecatedServiceAccount: "old"}, "serviceaccounts/old"},
 		{"none: the default", corev1.PodSpec{}, "serviceaccounts/default"},
 	} {
+		if got := visitAll(&corev1.Pod{Spec: tt.spec}); !slices.Equal(got, []string{"configmaps/kube-root-ca.crt", tt.want}) {
+			t.Errorf("%s: Visit = %q, want [kube-root-ca.crt %q]", tt.name, got, tt.want)
+		}
+		no := false
+		tt.spec.AutomountServiceAccountToken = &no
 		if got := visitAll(&corev1.Pod{Spec: tt.spec}); !slices.Equal(got, []string{tt.want}) {
-			t.Errorf("%s: Visit = %q, want [%q]", tt.name, got, tt.want)
+			t.Errorf("%s, no automounted token: Visit = %q, want [%q]", tt.name, got, tt.want)
 		}
 	}
 }

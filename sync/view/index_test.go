@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/outpost-mesh/outpost/internal/podrefs"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -133,8 +134,9 @@ func TestPodRefs(t *testing.T) {
 		spec corev1.PodSpec
 		want []wire.Key
 	}{
-		{"nothing: the default service account", corev1.PodSpec{}, []wire.Key{sa("default")}},
-		{"deprecated service account", corev1.PodSpec{DeprecatedServiceAccount: "old"}, []wire.Key{sa("old")}},
+		{"nothing: the default service account", corev1.PodSpec{}, []wire.Key{cm(rootCA), sa("default")}},
+		{"no automounted token", corev1.PodSpec{AutomountServiceAccountToken: new(false)}, []wire.Key{sa("default")}},
+		{"deprecated service account", corev1.PodSpec{DeprecatedServiceAccount: "old"}, []wire.Key{cm(rootCA), sa("old")}},
 		{"volumes", corev1.PodSpec{Volumes: []corev1.Volume{
 			{VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}},
 			{VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref("c")}}},
@@ -144,7 +146,7 @@ func TestPodRefs(t *testing.T) {
 				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
 			}}}},
 			{VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-		}}, []wire.Key{cm("c"), cm("pc"), sec("ps"), sec("s"), sa("default")}},
+		}}, []wire.Key{cm("c"), cm(rootCA), cm("pc"), sec("ps"), sec("s"), sa("default")}},
 		{"env of every container kind", corev1.PodSpec{
 			InitContainers: []corev1.Container{{Env: []corev1.EnvVar{{Name: "A", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: ref("init")}}}}}},
 			Containers: []corev1.Container{{Env: []corev1.EnvVar{
@@ -154,16 +156,16 @@ func TestPodRefs(t *testing.T) {
 			}, EnvFrom: envFrom("from", "from")}},
 			EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{EnvFrom: envFrom("debug", "debug")}}},
 			ServiceAccountName:  "app",
-		}, []wire.Key{cm("debug"), cm("from"), cm("main"), sec("debug"), sec("from"), sec("init"), sa("app")}},
+		}, []wire.Key{cm("debug"), cm("from"), cm(rootCA), cm("main"), sec("debug"), sec("from"), sec("init"), sa("app")}},
 		{"image pull secrets, duplicates once", corev1.PodSpec{
 			ImagePullSecrets: []corev1.LocalObjectReference{ref("reg"), ref("reg"), ref("")},
 			Volumes:          []corev1.Volume{{VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "reg"}}}},
-		}, []wire.Key{sec("reg"), sa("default")}},
+		}, []wire.Key{cm(rootCA), sec("reg"), sa("default")}},
 		{"volume plugin secrets; claims are not the view's", corev1.PodSpec{Volumes: []corev1.Volume{
 			{VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "d", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "csi"}}}},
 			{VolumeSource: corev1.VolumeSource{RBD: &corev1.RBDVolumeSource{SecretRef: &corev1.LocalObjectReference{Name: "rbd"}}}},
 			{VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
-		}}, []wire.Key{sec("csi"), sec("rbd"), sa("default")}},
+		}}, []wire.Key{cm(rootCA), sec("csi"), sec("rbd"), sa("default")}},
 	}
 	for _, tt := range tests {
 		if got := podRefs("ns", &corev1.Pod{Spec: tt.spec}); !slices.Equal(got, tt.want) {
@@ -172,8 +174,11 @@ func TestPodRefs(t *testing.T) {
 	}
 }
 
+// rootCA is the config map every pod that automounts its token refers to.
+const rootCA = podrefs.RootCAConfigMap
+
 func TestDecodePod(t *testing.T) {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "n1", ServiceAccountName: "app"}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "n1", ServiceAccountName: "app", AutomountServiceAccountToken: new(false)}}
 	raw := encode(t, pod)
 	if pi, ok := decodePod("ns", raw); !ok || pi.node != "n1" || !slices.Equal(pi.refs, []wire.Key{{Resource: wire.ResourceServiceAccounts, Namespace: "ns", Name: "app"}}) {
 		t.Errorf("decodePod(pod) = %+v, %v, want n1 with its service account", pi, ok)
