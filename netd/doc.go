@@ -1,0 +1,10 @@
+// Package netd owns the node's pod network: the bridge that holds the pod
+// CIDR's gateway, a network namespace and veth per pod with its IP lease
+// (kept across agent restarts through a LeaseStore), the node's routes and
+// nf_tables rules for masquerade and hostPorts, and the pod's hosts and
+// resolver files (netd/podfiles). The edge agent drives it through Network;
+// netd imports nothing from hub or edge.
+//
+// Service load-balancing in eBPF, node-local DNS for cluster names and the
+// site overlay come later, in this package tree.
+package netd

@@ -1,0 +1,85 @@
+package netd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// newNetNS creates a network namespace and bind-mounts it at path, which
+// must not exist. On error nothing is left at path.
+func newNetNS(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return fmt.Errorf("create netns file: %w", err)
+	}
+	f.Close()
+	errc := make(chan error, 1)
+	go func() {
+		// The thread is never unlocked, so it ends with this goroutine and
+		// no other goroutine ever runs in the new namespace; that is
+		// simpler and safer than switching it back.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("unshare: %w", err)
+			return
+		}
+		self := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
+		if err := unix.Mount(self, path, "none", unix.MS_BIND, ""); err != nil {
+			errc <- fmt.Errorf("bind-mount netns: %w", err)
+			return
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		os.Remove(path)
+		return err
+	}
+	return nil
+}
+
+// isNetNS reports whether path holds a mounted network namespace, rather
+// than the empty file a reboot or a crash mid-creation leaves.
+func isNetNS(path string) (bool, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return st.Type == unix.NSFS_MAGIC, nil
+}
+
+// removeNetNS unmounts and removes the namespace file at path. The namespace
+// itself lives on while a process is in it or holds it open. A missing or
+// unmounted file is not an error.
+func removeNetNS(path string) error {
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount netns %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove netns %s: %w", path, err)
+	}
+	return nil
+}
+
+// inNetNS runs fn on a thread switched into ns, for what only a thread can
+// do in another namespace, such as writing its /proc/sys/net. The thread is
+// discarded afterwards.
+func inNetNS(ns netns.NsHandle, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: see newNetNS
+		if err := netns.Set(ns); err != nil {
+			errc <- fmt.Errorf("enter netns: %w", err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
