@@ -71,6 +71,8 @@ func (s *memLeases) get(uid string) (netip.Addr, bool) {
 	return ip, ok
 }
 
+func testLogger(t *testing.T) *slog.Logger { return testlog.New(t, slog.LevelDebug) }
+
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -144,7 +146,7 @@ func testConfig(t *testing.T, nodeNS string, leases *memLeases) Config {
 	cfg.HostNetNS = nodeNS
 	cfg.NetNSDir = filepath.Join(t.TempDir(), "netns")
 	cfg.Leases = leases
-	cfg.Logger = testlog.New(t, slog.LevelDebug)
+	cfg.Logger = testLogger(t)
 	return cfg
 }
 

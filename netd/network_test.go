@@ -144,9 +144,46 @@ func TestSetupIdempotentAndRepairs(t *testing.T) {
 	if linkExists(t, tn.nodeNS, tn.cfg.Bridge) {
 		t.Error("bridge left after Teardown")
 	}
+	if n := unreachableRoutes(t, tn.nodeNS); n != 0 {
+		t.Errorf("%d unreachable routes left after Teardown", n)
+	}
+	if tableExists(t, tn) {
+		t.Error("nftables table left after Teardown")
+	}
 	if err := tn.Teardown(t.Context()); err != nil {
 		t.Errorf("second Teardown: %v", err)
 	}
+}
+
+func unreachableRoutes(t *testing.T, nodeNS string) int {
+	t.Helper()
+	var n int
+	withNL(t, nodeNS, func(h *netlink.Handle) {
+		routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_MAIN, Type: unix.RTN_UNREACHABLE}, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_TYPE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n = len(routes)
+	})
+	return n
+}
+
+func tableExists(t *testing.T, tn *testNet) bool {
+	t.Helper()
+	ns, err := netns.GetFromPath(tn.nodeNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.ContainsFunc(tables, func(x *nftables.Table) bool { return x.Name == tn.table().Name })
 }
 
 func must[T any](v T, err error) T {
@@ -346,7 +383,7 @@ func TestUnreachableFailsFast(t *testing.T) {
 }
 
 // addUplink gives the node an uplink to a client namespace: the node at
-// 192.0.2.1/24, the client at 192.0.2.2/24, with no route beyond.
+// 198.51.100.1/24, the client at 198.51.100.2/24, with no route beyond.
 func addUplink(t *testing.T, tn *testNet) (client string) {
 	t.Helper()
 	client = newTestNS(t)
@@ -362,14 +399,14 @@ func addUplink(t *testing.T, tn *testNet) (client string) {
 			t.Fatal(err)
 		}
 		up, _ := h.LinkByName("uplink0")
-		h.AddrAdd(up, &netlink.Addr{IPNet: ipNet(netip.MustParseAddr("192.0.2.1"), 24)})
+		h.AddrAdd(up, &netlink.Addr{IPNet: ipNet(netip.MustParseAddr("198.51.100.1"), 24)})
 		if err := h.LinkSetUp(up); err != nil {
 			t.Fatal(err)
 		}
 	})
 	withNL(t, client, func(h *netlink.Handle) {
 		eth, _ := h.LinkByName("eth0")
-		h.AddrAdd(eth, &netlink.Addr{IPNet: ipNet(netip.MustParseAddr("192.0.2.2"), 24)})
+		h.AddrAdd(eth, &netlink.Addr{IPNet: ipNet(netip.MustParseAddr("198.51.100.2"), 24)})
 		if err := h.LinkSetUp(eth); err != nil {
 			t.Fatal(err)
 		}
@@ -383,7 +420,7 @@ func TestHostPorts(t *testing.T) {
 	a := tn.addPod(t, "pod-a",
 		HostPort{Protocol: TCP, HostPort: 8080, ContainerPort: 80},
 		HostPort{Protocol: UDP, HostPort: 5353, ContainerPort: 53},
-		HostPort{Protocol: TCP, HostIP: netip.MustParseAddr("192.0.2.1"), HostPort: 9090, ContainerPort: 90},
+		HostPort{Protocol: TCP, HostIP: netip.MustParseAddr("198.51.100.1"), HostPort: 9090, ContainerPort: 90},
 	)
 	b := tn.addPod(t, "pod-b")
 	serve(t, a.NetNSPath, "tcp", ":80", "a")
@@ -394,15 +431,15 @@ func TestHostPorts(t *testing.T) {
 		from, network, addr, want string
 		wantPeer                  netip.Addr // the client address the pod sees, if it matters
 	}{
-		{from: client, network: "tcp", addr: "192.0.2.1:8080", want: "a", wantPeer: netip.MustParseAddr("192.0.2.2")},
-		{from: client, network: "udp", addr: "192.0.2.1:5353", want: "a-udp"},
-		{from: client, network: "tcp", addr: "192.0.2.1:9090", want: "a-90"},
-		{from: tn.nodeNS, network: "tcp", addr: "192.0.2.1:8080", want: "a"},
+		{from: client, network: "tcp", addr: "198.51.100.1:8080", want: "a", wantPeer: netip.MustParseAddr("198.51.100.2")},
+		{from: client, network: "udp", addr: "198.51.100.1:5353", want: "a-udp"},
+		{from: client, network: "tcp", addr: "198.51.100.1:9090", want: "a-90"},
+		{from: tn.nodeNS, network: "tcp", addr: "198.51.100.1:8080", want: "a"},
 		{from: tn.nodeNS, network: "tcp", addr: "10.42.3.1:8080", want: "a"},
 		{from: tn.nodeNS, network: "tcp", addr: "127.0.0.1:8080", want: "a"},
 		{from: tn.nodeNS, network: "udp", addr: "127.0.0.1:5353", want: "a-udp"},
 		{from: b.NetNSPath, network: "tcp", addr: "10.42.3.1:8080", want: "a"},
-		{from: b.NetNSPath, network: "tcp", addr: "192.0.2.1:8080", want: "a"},
+		{from: b.NetNSPath, network: "tcp", addr: "198.51.100.1:8080", want: "a"},
 		{from: a.NetNSPath, network: "tcp", addr: "10.42.3.1:8080", want: "a"}, // hairpin
 	} {
 		peer := mustReach(t, tc.from, tc.network, tc.addr, tc.want)
@@ -412,7 +449,7 @@ func TestHostPorts(t *testing.T) {
 	}
 	// The port bound to one address is not on the others.
 	if _, _, err := dial(t, tn.nodeNS, "tcp", "10.42.3.1:9090"); err == nil {
-		t.Error("hostPort 9090 on 192.0.2.1 answered on 10.42.3.1")
+		t.Error("hostPort 9090 on 198.51.100.1 answered on 10.42.3.1")
 	}
 
 	// Another pod cannot take a held port; the failed call leaves nothing.
@@ -430,9 +467,9 @@ func TestHostPorts(t *testing.T) {
 	// pod's ports.
 	tn.addPod(t, "pod-b", HostPort{Protocol: TCP, HostPort: 5353, ContainerPort: 80})
 	serve(t, b.NetNSPath, "tcp", ":80", "b")
-	mustReach(t, client, "tcp", "192.0.2.1:5353", "b")
+	mustReach(t, client, "tcp", "198.51.100.1:5353", "b")
 	tn.addPod(t, "pod-b")
-	if _, _, err := dial(t, client, "tcp", "192.0.2.1:5353"); err == nil {
+	if _, _, err := dial(t, client, "tcp", "198.51.100.1:5353"); err == nil {
 		t.Error("pod-b's hostPort still answers after AddPod without it")
 	}
 }
@@ -451,9 +488,9 @@ func TestMasquerade(t *testing.T) {
 	}
 	// The client has no route to the pod CIDR: only a masqueraded
 	// connection gets an answer back.
-	serve(t, client, "tcp", "192.0.2.2:9000", "client")
-	if peer := mustReach(t, pod.NetNSPath, "tcp", "192.0.2.2:9000", "client"); peer.Addr() != netip.MustParseAddr("192.0.2.1") {
-		t.Errorf("the client saw the pod at %v, want the node's 192.0.2.1", peer)
+	serve(t, client, "tcp", "198.51.100.2:9000", "client")
+	if peer := mustReach(t, pod.NetNSPath, "tcp", "198.51.100.2:9000", "client"); peer.Addr() != netip.MustParseAddr("198.51.100.1") {
+		t.Errorf("the client saw the pod at %v, want the node's 198.51.100.1", peer)
 	}
 	// Inside the cluster CIDR nothing is masqueraded.
 	serve(t, other.NetNSPath, "tcp", ":7000", "b")
@@ -548,5 +585,54 @@ func TestTwoNetworksOnOneNode(t *testing.T) {
 	if err := second.Teardown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	if n := unreachableRoutes(t, tn.nodeNS); n != 2 {
+		t.Errorf("after one of two networks' Teardown, %d unreachable routes, want the 2 the other needs", n)
+	}
+	if !tableExists(t, tn) || tableExists(t, second) {
+		t.Error("Teardown of one network touched the other's table, or left its own")
+	}
 	mustReach(t, tn.nodeNS, "tcp", "10.42.3.1:8080", "a")
+}
+
+func TestUDPHostPortFollowsNewPod(t *testing.T) {
+	tn := newTestNet(t)
+	client := addUplink(t, tn)
+	hp := HostPort{Protocol: UDP, HostPort: 5353, ContainerPort: 53}
+	// ask sends from one client port each time, so that the node's
+	// conntrack sees one flow.
+	ask := func() (string, error) {
+		var reply string
+		err := in(t, client, func() error {
+			c, err := net.DialUDP("udp4", &net.UDPAddr{Port: 40000}, net.UDPAddrFromAddrPort(netip.MustParseAddrPort("198.51.100.1:5353")))
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(time.Second))
+			if _, err := c.Write([]byte("ping")); err != nil {
+				return err
+			}
+			buf := make([]byte, 64)
+			n, err := c.Read(buf)
+			reply, _, _ = strings.Cut(string(buf[:n]), " ")
+			return err
+		})
+		return reply, err
+	}
+	a := tn.addPod(t, "pod-a", hp)
+	serve(t, a.NetNSPath, "udp", ":53", "a")
+	if got, err := ask(); err != nil || got != "a" {
+		t.Fatalf("ask = %q, %v, want a", got, err)
+	}
+	if err := tn.RemovePod(t.Context(), "pod-a"); err != nil {
+		t.Fatal(err)
+	}
+	c := tn.addPod(t, "pod-c", hp)
+	if c.IP == a.IP {
+		t.Fatalf("pod-c got pod-a's address %v; the test needs another", c.IP)
+	}
+	serve(t, c.NetNSPath, "udp", ":53", "c")
+	if got, err := ask(); err != nil || got != "c" {
+		t.Fatalf("ask after the port moved = %q, %v, want c: a stale conntrack entry still leads to the old pod", got, err)
+	}
 }

@@ -200,6 +200,7 @@ func (n *Network) addPod(ctx context.Context, spec PodSpec) (_ Attachment, err e
 	if err := n.setHostPorts(x.nft, rules, spec.UID, lease.IP, spec.HostPorts); err != nil {
 		return Attachment{}, err
 	}
+	n.forgetUDP(x, spec.HostPorts)
 	n.log.Info("pod network added", "pod", spec.Namespace+"/"+spec.Name, "uid", spec.UID, "ip", lease.IP, "veth", host.Attrs().Name, "host_ports", len(spec.HostPorts))
 	return Attachment{NetNSPath: path, IP: lease.IP, Gateway: n.Gateway(), PrefixLen: n.cfg.PodCIDR.Bits()}, nil
 }
@@ -334,10 +335,17 @@ func (n *Network) hostPortsIfAny(x *node) ([]hostPortRule, error) {
 // remove does RemovePod's work, going on past errors. n.mu must be held.
 func (n *Network) remove(ctx context.Context, x *node, rules []hostPortRule, uid string) error {
 	var errs []error
-	if slices.ContainsFunc(rules, func(r hostPortRule) bool { return r.uid == uid }) {
+	var held []HostPort
+	for _, r := range rules {
+		if r.uid == uid {
+			held = append(held, r.hp)
+		}
+	}
+	if len(held) > 0 {
 		if err := n.setHostPorts(x.nft, rules, uid, netip.Addr{}, nil); err != nil {
 			errs = append(errs, err)
 		}
+		n.forgetUDP(x, held)
 	}
 	if link, err := x.nl.LinkByName(n.vethName(uid)); err == nil {
 		if err := x.nl.LinkDel(link); err != nil {
@@ -462,5 +470,34 @@ func waitOperUp(ctx context.Context, h *netlink.Handle, name string) error {
 			return fmt.Errorf("wait for %s up (operstate %s): %w", name, link.Attrs().OperState, ctx.Err())
 		case <-tick.C:
 		}
+	}
+}
+
+// forgetUDP deletes the node's conntrack entries for the UDP hostPorts in
+// hps, as the CNI portmap plugin does: a client that keeps sending from one
+// port would otherwise stay bound to the pod the port led to before. It is
+// best effort; a failure is logged.
+func (n *Network) forgetUDP(x *node, hps []HostPort) {
+	var filters []netlink.CustomConntrackFilter
+	for _, h := range hps {
+		if h.key().Protocol != UDP {
+			continue
+		}
+		f := &netlink.ConntrackFilter{}
+		if err := f.AddProtocol(unix.IPPROTO_UDP); err != nil {
+			n.log.Warn("forget UDP hostPort connections", "err", err)
+			return
+		}
+		if err := f.AddPort(netlink.ConntrackOrigDstPort, h.HostPort); err != nil {
+			n.log.Warn("forget UDP hostPort connections", "err", err)
+			return
+		}
+		filters = append(filters, f)
+	}
+	if len(filters) == 0 {
+		return
+	}
+	if _, err := x.nl.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, filters...); err != nil {
+		n.log.Warn("forget UDP hostPort connections", "err", err)
 	}
 }
