@@ -102,6 +102,9 @@ func (n *Network) addPod(ctx context.Context, spec PodSpec) (_ Attachment, err e
 	if err != nil {
 		return Attachment{}, fmt.Errorf("find bridge %s (is the network set up?): %w", n.cfg.Bridge, err)
 	}
+	if err := x.nl.LinkSetUp(br); err != nil {
+		return Attachment{}, fmt.Errorf("set bridge up: %w", err)
+	}
 	rules, err := n.listHostPorts(x.nft)
 	if err != nil {
 		return Attachment{}, fmt.Errorf("%w (is the network set up?)", err)
