@@ -1,0 +1,13 @@
+package nodeipam
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the tests if one leaves a goroutine behind: Run must
+// have stopped its workers and its queue when it returns.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
