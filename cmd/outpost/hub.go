@@ -20,6 +20,7 @@ func newHubCmd() *cobra.Command {
 	store := string(cfg.Store)
 	memLimit := "auto"
 	serviceCIDR, nodePorts := cfg.Services.CIDR.String(), cfg.Services.NodePorts.String()
+	clusterCIDR := cfg.ClusterCIDR.String()
 	cmd := &cobra.Command{
 		Use:   "hub",
 		Short: "Run the hub: the Kubernetes API server of an Outpost fleet",
@@ -33,6 +34,9 @@ Once the API server is up it prints an export line for KUBECONFIG on stdout.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Store = hubd.StoreKind(store)
 			if err := parseServiceRanges(&cfg, serviceCIDR, nodePorts); err != nil {
+				return err
+			}
+			if err := parseClusterCIDR(&cfg, clusterCIDR); err != nil {
 				return err
 			}
 			cfg.Logger = slog.Default()
@@ -59,6 +63,9 @@ Once the API server is up it prints an export line for KUBECONFIG on stdout.`,
 	f.BoolVar(&cfg.Controllers, "controllers", cfg.Controllers, controllersUsage)
 	f.StringVar(&serviceCIDR, "service-cidr", serviceCIDR, "range of the services' cluster IPs, as kube-apiserver's --service-cluster-ip-range; its first address is the kubernetes service's")
 	f.StringVar(&nodePorts, "service-node-port-range", nodePorts, "range of the services' node ports, as kube-apiserver's --service-node-port-range")
+	f.BoolVar(&cfg.AllocateNodeCIDRs, "allocate-node-cidrs", cfg.AllocateNodeCIDRs, "give each node a pod CIDR (spec.podCIDR) of --cluster-cidr, as kube-controller-manager's --allocate-node-cidrs; with --controllers")
+	f.StringVar(&clusterCIDR, "cluster-cidr", clusterCIDR, "range of the pods' addresses, cut into a block per node; it may not overlap --service-cidr")
+	f.IntVar(&cfg.NodeCIDRMaskSize, "node-cidr-mask-size", cfg.NodeCIDRMaskSize, "prefix length of each node's block of --cluster-cidr: longer than the cluster CIDR's by at most 16, and at most 30 for IPv4")
 	f.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", cfg.NodeMonitorGracePeriod, "how long a node may go without renewing its Lease before it is marked Ready=Unknown and tainted unreachable; its pods keep running unless its Node has the annotation outpost.dev/offline-tolerance")
 	f.DurationVar(&cfg.IdleMemoryReturn, "idle-memory-return", cfg.IdleMemoryReturn, "after this long without API requests, give the memory a spell of work left behind back to the OS; 0 never")
 	cmd.MarkFlagRequired("data-dir")
@@ -77,6 +84,16 @@ func parseServiceRanges(cfg *hubd.Config, cidr, ports string) error {
 		return fmt.Errorf("--service-node-port-range: %w", err)
 	}
 	cfg.Services = core.ServiceConfig{CIDR: p, NodePorts: r}
+	return nil
+}
+
+// parseClusterCIDR sets cfg.ClusterCIDR from the --cluster-cidr flag.
+func parseClusterCIDR(cfg *hubd.Config, cidr string) error {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return fmt.Errorf("--cluster-cidr %q: want a CIDR such as 10.42.0.0/16", cidr)
+	}
+	cfg.ClusterCIDR = p
 	return nil
 }
 

@@ -3,6 +3,7 @@ package hubd
 import (
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"testing"
 )
@@ -24,6 +25,18 @@ func TestConfigValidate(t *testing.T) {
 		{"bad san", func(c *Config) { c.TLSSANs = []string{"not a name"} }, false},
 		{"no logger", func(c *Config) { c.Logger = nil }, false},
 		{"no event TTL", func(c *Config) { c.EventTTL = 0 }, false},
+		{"node mask /30", func(c *Config) { c.NodeCIDRMaskSize = 30 }, true},
+		{"node mask /31", func(c *Config) { c.NodeCIDRMaskSize = 31 }, false},
+		{"node mask as the cluster's", func(c *Config) { c.NodeCIDRMaskSize = 16 }, false},
+		{"node mask shorter", func(c *Config) { c.NodeCIDRMaskSize = 8 }, false},
+		{"too many blocks", func(c *Config) { c.ClusterCIDR = netip.MustParsePrefix("10.0.0.0/8"); c.NodeCIDRMaskSize = 25 }, false},
+		{"no cluster CIDR", func(c *Config) { c.ClusterCIDR = netip.Prefix{} }, false},
+		{"cluster CIDR host bits", func(c *Config) { c.ClusterCIDR = netip.MustParsePrefix("10.42.0.1/16") }, false},
+		{"cluster CIDR over the services'", func(c *Config) { c.ClusterCIDR = netip.MustParsePrefix("10.0.0.0/8") }, false},
+		{"cluster CIDR inside the services'", func(c *Config) { c.ClusterCIDR = netip.MustParsePrefix("10.43.128.0/20") }, false},
+		{"cluster CIDR beside the services'", func(c *Config) { c.ClusterCIDR = netip.MustParsePrefix("10.44.0.0/14") }, true},
+		{"IPv6 cluster CIDR", func(c *Config) { c.ClusterCIDR = netip.MustParsePrefix("fd00:42::/56"); c.NodeCIDRMaskSize = 64 }, true},
+		{"not allocating: unchecked", func(c *Config) { c.AllocateNodeCIDRs = false; c.ClusterCIDR = netip.Prefix{} }, true},
 	} {
 		c := DefaultConfig("/var/lib/outpost")
 		tc.mutate(&c)

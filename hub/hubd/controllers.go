@@ -3,6 +3,7 @@ package hubd
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/controllers"
@@ -15,6 +16,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers/job"
 	"github.com/outpost-mesh/outpost/hub/controllers/manager"
 	"github.com/outpost-mesh/outpost/hub/controllers/namespace"
+	"github.com/outpost-mesh/outpost/hub/controllers/nodeipam"
 	"github.com/outpost-mesh/outpost/hub/controllers/nodelifecycle"
 	"github.com/outpost-mesh/outpost/hub/controllers/podgc"
 	"github.com/outpost-mesh/outpost/hub/controllers/replicaset"
@@ -60,7 +62,7 @@ func controllerList(hc Config, caPEM []byte) []manager.Controller {
 	cm := auth.ControllerManagerUser
 	lifecycle := nodelifecycle.DefaultConfig()
 	lifecycle.GracePeriod = hc.NodeMonitorGracePeriod
-	return []manager.Controller{
+	list := []manager.Controller{
 		{Name: "nodelifecycle", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return nodelifecycle.New(c, lifecycle) }},
 		{Name: "serviceaccount", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return serviceaccount.New(c, caPEM) }},
 		{Name: "garbagecollector", Identity: cm, New: runner(garbagecollector.New)},
@@ -77,6 +79,11 @@ func controllerList(hc Config, caPEM []byte) []manager.Controller {
 		{Name: "endpoints", Identity: cm, New: runner(endpoints.New)},
 		{Name: "scheduler", Identity: auth.SchedulerUser, New: runner(scheduler.New)},
 	}
+	if hc.AllocateNodeCIDRs {
+		ipam := hc.nodeIPAM()
+		list = slices.Insert(list, 1, manager.Controller{Name: "nodeipam", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return nodeipam.New(c, ipam) }})
+	}
+	return list
 }
 
 // runner adapts a controller package's New to manager.Controller's.

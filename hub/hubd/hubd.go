@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/outpost-mesh/outpost/hub/auth"
+	"github.com/outpost-mesh/outpost/hub/controllers/nodeipam"
 	"github.com/outpost-mesh/outpost/hub/controllers/nodelifecycle"
 	"github.com/outpost-mesh/outpost/hub/metrics"
 	"github.com/outpost-mesh/outpost/hub/pki"
@@ -93,6 +95,20 @@ type Config struct {
 	// Services are the ranges of cluster IPs and node ports
 	// (--service-cidr, --service-node-port-range).
 	Services core.ServiceConfig
+	// AllocateNodeCIDRs gives each Node without one a pod CIDR, a block
+	// of ClusterCIDR with prefix length NodeCIDRMaskSize, as
+	// kube-controller-manager's --allocate-node-cidrs (see
+	// hub/controllers/nodeipam). It takes effect with Controllers; without
+	// it the other two are unused and unchecked.
+	AllocateNodeCIDRs bool
+	// ClusterCIDR is the range of the pods' addresses, as
+	// kube-controller-manager's --cluster-cidr. It may not overlap
+	// Services.CIDR.
+	ClusterCIDR netip.Prefix
+	// NodeCIDRMaskSize is the prefix length of each node's pod CIDR, as
+	// kube-controller-manager's --node-cidr-mask-size: longer than
+	// ClusterCIDR's, by at most 16, and at most /30 (IPv4).
+	NodeCIDRMaskSize int
 	// Logger receives the hub's logs; non-nil.
 	Logger *slog.Logger
 }
@@ -110,9 +126,12 @@ func DefaultConfig(dataDir string) Config {
 		EventTTL:               time.Hour,            // kube-apiserver's default
 		IdleMemoryReturn:       10 * time.Second,     // a pause, not a lull between a controller's requests
 		JoinLimits:             auth.DefaultJoinLimitConfig(),
-		Controllers:            true,                        // as kube-controller-manager and kube-scheduler beside the API
-		NodeMonitorGracePeriod: 40 * time.Second,            // upstream's default
-		Services:               core.DefaultServiceConfig(), // 10.43.0.0/16 and 30000-32767, as K3s
+		Controllers:            true,                                  // as kube-controller-manager and kube-scheduler beside the API
+		NodeMonitorGracePeriod: 40 * time.Second,                      // upstream's default
+		Services:               core.DefaultServiceConfig(),           // 10.43.0.0/16 and 30000-32767, as K3s
+		AllocateNodeCIDRs:      true,                                  // as K3s: the hub cuts the pod network per node
+		ClusterCIDR:            nodeipam.DefaultConfig().ClusterCIDR,  // 10.42.0.0/16, K3s's, beside its services'
+		NodeCIDRMaskSize:       nodeipam.DefaultConfig().NodeMaskSize, // 24: 256 nodes of 254 pods, upstream's
 	}
 }
 
@@ -157,6 +176,14 @@ func (c Config) Validate() error {
 	if err := c.Services.Validate(); err != nil {
 		return err
 	}
+	if c.AllocateNodeCIDRs {
+		if err := c.nodeIPAM().Validate(); err != nil {
+			return fmt.Errorf("pod CIDRs: %w", err)
+		}
+		if c.ClusterCIDR.Overlaps(c.Services.CIDR) {
+			return fmt.Errorf("cluster CIDR %v overlaps service CIDR %v: pods and services need ranges of their own", c.ClusterCIDR, c.Services.CIDR)
+		}
+	}
 	if c.IdleMemoryReturn < 0 {
 		return fmt.Errorf("idle memory return %v is negative", c.IdleMemoryReturn)
 	}
@@ -173,6 +200,13 @@ func (c Config) Validate() error {
 		return errors.New("logger is nil")
 	}
 	return nil
+}
+
+// nodeIPAM returns the configuration of the node IPAM controller.
+func (c Config) nodeIPAM() nodeipam.Config {
+	ipam := nodeipam.DefaultConfig()
+	ipam.ClusterCIDR, ipam.NodeMaskSize = c.ClusterCIDR, c.NodeCIDRMaskSize
+	return ipam
 }
 
 // Hub is one hub process: API server, store and PKI.
