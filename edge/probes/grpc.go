@@ -73,9 +73,9 @@ func grpcProbe(ctx context.Context, g *corev1.GRPCAction, t target, timeout time
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	conn, err := dial(ctx, addr, timeout)
+	conn, err := dial(ctx, addr, 0) // ctx bounds it
 	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if ne, ok := errors.AsType[net.Error](err); errors.Is(ctx.Err(), context.DeadlineExceeded) || ok && ne.Timeout() {
 			return Observation{Failure, fmt.Sprintf("timeout: failed to connect service %q within %v: %v", addr, timeout, err)}
 		}
 		return Observation{Failure, fmt.Sprintf("error: failed to connect service at %q: %v", addr, err)}

@@ -38,7 +38,8 @@ type HookTarget struct {
 // the HTTP status and body (the first 10 KiB), in the words of kubelet's
 // FailedPostStartHook and FailedPreStopHook events. A hook that cannot
 // run as written wraps ErrInvalid; an exec hook on a runtime that cannot
-// exec wraps ErrExecNotSupported; one stopped by ctx wraps ctx's error.
+// exec wraps ErrExecNotSupported; an httpGet without a host in a pod
+// without an IP wraps ErrNoPodIP; one stopped by ctx wraps ctx's error.
 func RunHandler(ctx context.Context, h *corev1.LifecycleHandler, t HookTarget) error {
 	if t.Container == nil {
 		return fmt.Errorf("%w lifecycle hook: no container given", ErrInvalid)
@@ -89,7 +90,7 @@ func runHTTPHook(ctx context.Context, g *corev1.HTTPGetAction, t target) error {
 	defer c.transport.CloseIdleConnections()
 	req, err := c.request(ctx, g, t)
 	if err != nil {
-		return fmt.Errorf("%w: %s", ErrInvalid, err)
+		return err
 	}
 	// No timeout but ctx's, as kubelet's.
 	res, err := c.get(req, 0)

@@ -28,6 +28,10 @@ const maxOutput = 10 << 10
 // when the container runtime cannot run commands in containers.
 var ErrExecNotSupported = errors.New("the container runtime cannot run commands in containers")
 
+// ErrNoPodIP is wrapped by the errors of HTTP hooks without a host when
+// the pod has no IP yet. Probes find it Errored.
+var ErrNoPodIP = errors.New("the pod has no IP yet")
+
 // target is where a probe or hook runs.
 type target struct {
 	pod       runtime.PodRef
@@ -68,7 +72,7 @@ func hostPort(host string, port int, t target) (string, error) {
 		host = t.podIP
 	}
 	if host == "" {
-		return "", errors.New("the pod has no IP yet")
+		return "", ErrNoPodIP
 	}
 	return net.JoinHostPort(host, strconv.Itoa(port)), nil
 }
