@@ -478,6 +478,10 @@ func TestInvalidProbes(t *testing.T) {
 		{"empty command", Readiness, &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{}}}, "invalid readiness probe: exec has no command"},
 		{"bad scheme", Readiness, &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt(80), Scheme: "FTP"}}},
 			`invalid readiness probe: scheme "FTP" is neither HTTP nor HTTPS`},
+		{"bad header name", Readiness, &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt(80),
+			HTTPHeaders: []corev1.HTTPHeader{{Name: "X Bad", Value: "v"}}}}}, `invalid readiness probe: HTTP header name "X Bad" is not a valid header name`},
+		{"bad header value", Readiness, &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt(80),
+			HTTPHeaders: []corev1.HTTPHeader{{Name: "X-Ok", Value: "a\r\nb"}}}}}, `invalid readiness probe: HTTP header X-Ok has a value with control characters`},
 		{"grpc port", Readiness, &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: -5}}}, "invalid readiness probe: grpc port -5 is not from 1 to 65535"},
 		{"nil probe", Readiness, nil, "invalid readiness probe: none given"},
 	} {
@@ -546,4 +550,45 @@ func TestParseProbe(t *testing.T) {
 			t.Errorf("%s: ParseProbe = %+v, %v; want %+v", tc.name, got, err, tc.want)
 		}
 	}
+}
+
+// FuzzProbeSpec: no probe spec makes the core panic, and one that parses
+// has timing the workers can use.
+func FuzzProbeSpec(f *testing.F) {
+	f.Add(int32(0), int32(0), int32(0), int32(0), int32(0), uint8(1), int32(80), "", int64(0))
+	f.Add(int32(5), int32(-1), int32(3), int32(2), int32(9), uint8(6), int32(0), "http", int64(-3))
+	f.Fuzz(func(t *testing.T, delay, period, timeout, success, failure int32, handlers uint8, port int32, portName string, grace int64) {
+		var p corev1.Probe
+		p.InitialDelaySeconds, p.PeriodSeconds, p.TimeoutSeconds, p.SuccessThreshold, p.FailureThreshold = delay, period, timeout, success, failure
+		if grace != 0 {
+			p.TerminationGracePeriodSeconds = &grace
+		}
+		pt := intstr.FromInt32(port)
+		if portName != "" {
+			pt = intstr.FromString(portName)
+		}
+		if handlers&1 != 0 {
+			p.Exec = &corev1.ExecAction{Command: []string{"x"}}
+		}
+		if handlers&2 != 0 {
+			p.HTTPGet = &corev1.HTTPGetAction{Port: pt, Path: portName}
+		}
+		if handlers&4 != 0 {
+			p.TCPSocket = &corev1.TCPSocketAction{Port: pt}
+		}
+		if handlers&8 != 0 {
+			p.GRPC = &corev1.GRPCAction{Port: port}
+		}
+		spec := &corev1.Container{StartupProbe: &p, LivenessProbe: &p, ReadinessProbe: &p,
+			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: port}}}
+		for k := range numKinds {
+			tm, err := ParseProbe(k, &p, spec)
+			if err == nil && (tm.Period <= 0 || tm.Timeout <= 0 || tm.SuccessThreshold < 1 || tm.FailureThreshold < 1 || tm.InitialDelay < 0) {
+				t.Fatalf("ParseProbe(%v) = %+v, nil", k, tm)
+			}
+		}
+		c := NewContainer("cid", spec, t0)
+		simulate(c, t0, func(k Kind, d time.Duration) Outcome { return Outcome(1 + (int(d/time.Second)+int(k))%3) }, 10*time.Minute)
+		_ = c.Result()
+	})
 }

@@ -387,10 +387,9 @@ func (m *Manager) work(ctx context.Context, pe *podEntry, ce *containerEntry, k 
 				return
 			}
 			wasStarted := ce.core.Result().Started
-			if ce.core.Observe(k, now, o) {
-				r := ce.core.Result()
-				m.cfg.Logger.Debug("probe result changed", "pod", pe.ref.String(), "container", ce.spec.Name,
-					"probe", k.String(), "started", r.Started, "ready", r.Ready, "livenessFailed", r.LivenessFailed, "message", r.Message)
+			changed := ce.core.Observe(k, now, o)
+			r := ce.core.Result()
+			if changed {
 				m.markDirtyLocked(pe.uid)
 				if !wasStarted && r.Started {
 					// The other probes wait for this: run them now.
@@ -405,6 +404,10 @@ func (m *Manager) work(ctx context.Context, pe *podEntry, ce *containerEntry, k 
 				}
 			}
 			m.mu.Unlock()
+			if changed {
+				m.cfg.Logger.Debug("probe result changed", "pod", tg.pod.String(), "container", ce.spec.Name, "probe", k.String(),
+					"started", r.Started, "ready", r.Ready, "livenessFailed", r.LivenessFailed, "message", r.Message)
+			}
 			continue
 		}
 

@@ -199,8 +199,42 @@ func checkHTTPGet(g *corev1.HTTPGetAction, c *corev1.Container) error {
 	if _, err := httpScheme(g.Scheme); err != nil {
 		return err
 	}
+	for _, h := range g.HTTPHeaders {
+		if !validHeaderName(h.Name) {
+			return fmt.Errorf("HTTP header name %q is not a valid header name", h.Name)
+		}
+		if !validHeaderValue(h.Value) {
+			return fmt.Errorf("HTTP header %s has a value with control characters", h.Name)
+		}
+	}
 	_, err := resolvePort(g.Port, c)
 	return err
+}
+
+// validHeaderName reports whether s is an HTTP field name (RFC 9110: a
+// token), which the API requires and Go's client sends.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		b := s[i]
+		alnum := b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+		if !alnum && !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(b)) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether s holds no control characters but tabs.
+func validHeaderValue(s string) bool {
+	for i := range len(s) {
+		if b := s[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // httpScheme returns the URL scheme of s: "http" for "" or HTTP, "https"
