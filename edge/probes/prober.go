@@ -77,7 +77,7 @@ func hostPort(host string, port int, t target) (string, error) {
 	return net.JoinHostPort(host, strconv.Itoa(port)), nil
 }
 
-// dialer dials as kubelet's probe dialer does: with SO_LINGER at one
+// dial dials addr as kubelet's probe dialer does: with SO_LINGER at one
 // second, so that frequent probes do not fill the node with sockets in
 // TIME_WAIT.
 func dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {

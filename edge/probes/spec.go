@@ -46,7 +46,8 @@ type Timing struct {
 // exactly one handler, a port that is neither a number from 1 to 65535 nor
 // the name of one of c's ports, a negative number, a successThreshold other
 // than 1 for a liveness or startup probe, an empty exec command, a scheme
-// other than HTTP or HTTPS. Zero fields get kubelet's defaults.
+// other than HTTP or HTTPS, an HTTP header Go's client cannot send. Zero
+// fields get kubelet's defaults.
 func ParseProbe(k Kind, p *corev1.Probe, c *corev1.Container) (Timing, error) {
 	if p == nil {
 		return Timing{}, fmt.Errorf("%w %s probe: none given", ErrInvalid, k.lower())
