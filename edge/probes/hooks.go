@@ -29,12 +29,12 @@ type HookTarget struct {
 //     with 0;
 //   - httpGet sends a GET as an httpGet probe does, with User-Agent
 //     kube-lifecycle/<KubeVersion>, retrying in plain HTTP an HTTPS
-//     request that got a plain HTTP answer; it fails on a status outside
-//     200-399, as the probe does (kubelet's hooks ignore the status);
+//     request that got a plain HTTP answer; it fails only when no answer
+//     came, whatever the status, as kubelet's hooks do;
 //   - sleep waits the seconds given.
 //
 // The error says which hook failed and how, with the command's output or
-// the HTTP status and body (the first 10 KiB), in the words of kubelet's
+// the HTTP error, in the words of kubelet's
 // FailedPostStartHook and FailedPreStopHook events. A hook that cannot
 // run as written wraps ErrInvalid; an exec hook on a runtime that cannot
 // exec wraps ErrExecNotSupported; an httpGet without a host in a pod
