@@ -281,6 +281,13 @@ func (p *planner) desired() {
 			v.rec.Confirmed = true
 			p.actions = append(p.actions, Action{Type: ConfirmTerminated, Pod: p.ref})
 		}
+	case v.rec.Rejected != nil:
+		// Refused by the node's admission: nothing ever started, and
+		// what an agent of another mind might have left runs no more.
+		p.terminate(v.rec.Grace)
+		if !v.anyRunning() {
+			v.rec.Terminal = true
+		}
 	case v.rec.Terminal || terminalPhase(v.pod.Status.Phase) || v.done():
 		p.terminate(v.rec.Grace)
 		if !v.anyRunning() {

@@ -33,8 +33,20 @@ type Record struct {
 	Terminal bool `json:"terminal,omitzero"`
 	// Confirmed is set once Plan handed out ConfirmTerminated.
 	Confirmed bool `json:"confirmed,omitzero"`
+	// Rejected, set by the caller before the pod's first Plan, says the
+	// node refused the pod, as kubelet's admission does (it does not fit
+	// what the node has left): nothing of it starts, and its status is
+	// Failed with the rejection's reason.
+	Rejected *Rejection `json:"rejected,omitempty"`
 	// Containers holds a record per container name, init and app alike.
 	Containers map[string]ContainerRecord `json:"containers,omitempty"`
+}
+
+// Rejection is why the node refused a pod: a kubelet admission reason
+// (OutOfcpu, OutOfmemory, OutOfpods, ...) and its message.
+type Rejection struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
 }
 
 // ContainerRecord is what Plan keeps about one container of a pod.
@@ -148,6 +160,9 @@ func (r *Record) validate() error {
 
 // Clone returns a copy of r that shares no memory with it.
 func (r Record) Clone() Record {
+	if r.Rejected != nil {
+		r.Rejected = new(*r.Rejected)
+	}
 	r.Containers = maps.Clone(r.Containers)
 	for name, c := range r.Containers {
 		if c.LastTermination != nil {
@@ -161,7 +176,8 @@ func (r Record) Clone() Record {
 // Equal reports whether r and o hold the same values.
 func (r Record) Equal(o Record) bool {
 	if !r.FirstSeen.Equal(o.FirstSeen) || r.Grace != o.Grace || !r.TerminatingSince.Equal(o.TerminatingSince) ||
-		r.Terminal != o.Terminal || r.Confirmed != o.Confirmed || len(r.Containers) != len(o.Containers) {
+		r.Terminal != o.Terminal || r.Confirmed != o.Confirmed || len(r.Containers) != len(o.Containers) ||
+		(r.Rejected == nil) != (o.Rejected == nil) || r.Rejected != nil && *r.Rejected != *o.Rejected {
 		return false
 	}
 	for name, a := range r.Containers {

@@ -448,6 +448,17 @@ func (d *driver) do(t *testing.T, cmd string) string {
 		}
 		pr.Results[pos[1]] = r
 		return "ok\n"
+	case "reject":
+		// reject POD REASON MESSAGE...: the node's admission refused the
+		// pod before its first plan, as the caller records it.
+		if len(pos) < 2 {
+			t.Fatalf("%s: want a pod and a reason", cmd)
+		}
+		uid := string(d.pod(t, pos[0]).UID)
+		r := d.loadRecords(t)[uid]
+		r.Rejected = &Rejection{Reason: pos[1], Message: strings.Join(pos[2:], " ")}
+		d.store(t, uid, r)
+		return "ok\n"
 	case "prober":
 		// prober: a prober runs on the node, with no results yet.
 		if d.probed == nil {

@@ -54,6 +54,9 @@ const (
 // and fill hostIP; podIP comes from the runtime.
 func Status(pod *corev1.Pod, actual *runtime.PodStatus, rec Record, probed *Probed, now time.Time) corev1.PodStatus {
 	now = now.UTC().Round(0)
+	if rec.Rejected != nil {
+		return rejectedStatus(pod, rec.Rejected)
+	}
 	v := newView(pod, actual, rec, probed)
 	prev := &pod.Status
 	// Start from the previous status, without the parts rebuilt below,
@@ -104,6 +107,24 @@ func Status(pod *corev1.Pod, actual *runtime.PodStatus, rec Record, probed *Prob
 	}
 	s.Conditions = v.conditions(s, now)
 	return *s
+}
+
+// rejectedStatus is the status of a pod the node refused, as kubelet's
+// rejectPod sets it: Failed, with the admission's reason and message, and
+// what others own of the status (the hub's PodScheduled) kept.
+func rejectedStatus(pod *corev1.Pod, r *Rejection) corev1.PodStatus {
+	s := corev1.PodStatus{
+		Phase:    corev1.PodFailed,
+		Reason:   r.Reason,
+		Message:  "Pod was rejected: " + r.Message,
+		QOSClass: pod.Status.QOSClass,
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			s.Conditions = append(s.Conditions, c)
+		}
+	}
+	return s
 }
 
 // containerStatus returns the status of container c; ending says the pod
