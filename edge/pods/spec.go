@@ -166,8 +166,17 @@ func containerSpec(pod *corev1.Pod, c *corev1.Container) runtime.ContainerSpec {
 			s.Env = append(s.Env, runtime.EnvVar{Name: e.Name, Value: e.Value})
 		}
 	}
+	seccomp := ""
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		s.RunAsUser, s.RunAsGroup = psc.RunAsUser, psc.RunAsGroup
+		s.RunAsNonRoot = psc.RunAsNonRoot != nil && *psc.RunAsNonRoot
+		if psc.FSGroup != nil {
+			s.SupplementalGroups = append(s.SupplementalGroups, *psc.FSGroup)
+		}
+		s.SupplementalGroups = append(s.SupplementalGroups, psc.SupplementalGroups...)
+		if psc.SeccompProfile != nil {
+			seccomp = string(psc.SeccompProfile.Type)
+		}
 	}
 	if sc := c.SecurityContext; sc != nil {
 		if sc.RunAsUser != nil {
@@ -176,9 +185,25 @@ func containerSpec(pod *corev1.Pod, c *corev1.Container) runtime.ContainerSpec {
 		if sc.RunAsGroup != nil {
 			s.RunAsGroup = sc.RunAsGroup
 		}
+		if sc.RunAsNonRoot != nil {
+			s.RunAsNonRoot = *sc.RunAsNonRoot
+		}
 		s.Privileged = sc.Privileged != nil && *sc.Privileged
 		s.ReadOnlyRootFilesystem = sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem
+		if caps := sc.Capabilities; caps != nil {
+			for _, c := range caps.Add {
+				s.CapAdd = append(s.CapAdd, string(c))
+			}
+			for _, c := range caps.Drop {
+				s.CapDrop = append(s.CapDrop, string(c))
+			}
+		}
+		s.NoNewPrivileges = sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation
+		if sc.SeccompProfile != nil {
+			seccomp = string(sc.SeccompProfile.Type)
+		}
 	}
+	s.SeccompRuntimeDefault = seccomp == string(corev1.SeccompProfileTypeRuntimeDefault)
 	if s.RunAsUser != nil {
 		s.RunAsUser = new(*s.RunAsUser)
 	}
@@ -187,6 +212,8 @@ func containerSpec(pod *corev1.Pod, c *corev1.Container) runtime.ContainerSpec {
 	}
 	if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
 		s.CPURequestMilli = q.MilliValue()
+	} else if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+		s.CPURequestMilli = q.MilliValue() // a request defaults to the limit, as the API server's defaulting does
 	}
 	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
 		s.CPULimitMilli = q.MilliValue()
