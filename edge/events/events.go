@@ -29,6 +29,9 @@ const (
 	Failed  = "Failed"
 	Killing = "Killing"
 	BackOff = "BackOff"
+
+	FailedPostStartHook = "FailedPostStartHook"
+	FailedPreStopHook   = "FailedPreStopHook"
 )
 
 // An event that repeats one of the last eventWindow (same object, type,

@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/outpost-mesh/outpost/edge/events"
 	"github.com/outpost-mesh/outpost/edge/pods"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/status"
@@ -77,6 +78,56 @@ type Recorder interface {
 	Pod(ref runtime.PodRef, pod *corev1.Pod, container, typ, reason, msg string)
 }
 
+// Sandbox readies what the containers of a pod share before the first of
+// them starts (its network namespace and IP, its volumes, its cgroup, its
+// /etc/hosts and resolver files) and removes it once the pod is gone. The
+// agent builds it from netd, edge/volumes and edge/cgroups.
+type Sandbox interface {
+	// Container readies pod, if it is not (it is idempotent: a volume
+	// whose source changed is updated in place), and fills in spec
+	// what container c, about to start as attempt, needs of it. An error
+	// that the pod's spec or the objects it refers to cause wraps
+	// pods.ErrContainerConfig.
+	Container(ctx context.Context, pod *corev1.Pod, c *corev1.Container, attempt int, spec *runtime.ContainerSpec) error
+	// IP returns the pod's IP, "" if it has none.
+	IP(uid string) string
+	// Release removes what was readied for the pod. Releasing a pod
+	// that has nothing is not an error.
+	Release(ctx context.Context, pod runtime.PodRef) error
+	// Sweep releases, once at start-up, what is readied for pods that
+	// keep does not keep: what a crash left behind.
+	Sweep(ctx context.Context, keep func(uid string) bool) error
+}
+
+// Prober runs the probes of the pods' containers (edge/probes).
+type Prober interface {
+	// Sync starts, restarts or stops the probe workers of pod as what
+	// the runtime holds of it says (nil: nothing).
+	Sync(pod *corev1.Pod, actual *runtime.PodStatus, ip string)
+	// Forget stops probing a pod that is gone.
+	Forget(uid string)
+	// Probed returns what the probes of pod uid found.
+	Probed(uid string) *pods.Probed
+}
+
+// Hooks runs the lifecycle hooks of containers.
+type Hooks interface {
+	// PostStart runs c's postStart hook, if any, once it started; an
+	// error has the container killed, as kubelet does.
+	PostStart(ctx context.Context, pod *corev1.Pod, c *corev1.Container, ip string) error
+	// PreStop runs c's preStop hook, if any, before it is stopped,
+	// within grace.
+	PreStop(ctx context.Context, pod *corev1.Pod, c *corev1.Container, ip string, grace time.Duration) error
+}
+
+// Admitter decides whether the node takes a pod, as kubelet's admission
+// handlers do.
+type Admitter interface {
+	// Admit returns nil if pod fits beside admitted, the pods already
+	// taken that have not ended, or why not.
+	Admit(pod *corev1.Pod, admitted []*corev1.Pod) *pods.Rejection
+}
+
 // Config configures Workers.
 type Config struct {
 	Runtime runtime.Runtime // required
@@ -85,10 +136,14 @@ type Config struct {
 	Env     Env             // nil: the spec's own values only
 	Status  Status          // required
 	Events  Recorder        // required
-	// Probes returns what the probes of the pods found, by pod UID (see
-	// pods.Probed); nil when no prober runs on the node. The workers own
-	// the map returned.
-	Probes func() map[string]*pods.Probed
+	// Sandbox, Prober, Hooks and Admitter are nil on a node that has
+	// none (the fake runtime's): pods share nothing but what the
+	// runtime makes, no probe runs and a running container is ready,
+	// no hook runs, every pod is taken.
+	Sandbox  Sandbox
+	Prober   Prober
+	Hooks    Hooks
+	Admitter Admitter
 
 	// Relist is how often the runtime is listed when nothing told the
 	// workers to, for a runtime that reports no events: 1s.
@@ -133,6 +188,10 @@ type Workers struct {
 	mu      sync.Mutex
 	busy    map[string]bool        // pods whose worker runs actions
 	records map[string]pods.Record // by pod UID
+
+	// The loop's own.
+	swept   bool            // the sandbox's start-up sweep is done
+	probing map[string]bool // pods the prober was told of
 }
 
 // New checks cfg and returns Workers; it starts nothing.
@@ -151,6 +210,7 @@ func New(cfg Config) (*Workers, error) {
 		trigger: make(chan struct{}, 1),
 		busy:    map[string]bool{},
 		records: map[string]pods.Record{},
+		probing: map[string]bool{},
 	}, nil
 }
 
@@ -255,19 +315,24 @@ func (w *Workers) round(ctx context.Context, workers *sync.WaitGroup) time.Time 
 		return time.Time{}
 	}
 	now := w.now()
+	if sb := w.cfg.Sandbox; sb != nil {
+		for i := range actual {
+			if actual[i].IP == "" {
+				actual[i].IP = sb.IP(actual[i].Pod.UID)
+			}
+		}
+		if !w.swept && !des.Partial {
+			w.sweep(ctx, des, actual)
+		}
+	}
+	w.admit(des, now)
 	w.mu.Lock()
 	records := maps.Clone(w.records)
 	w.mu.Unlock()
 	if des.Partial {
 		actual, records = viewPodsOnly(des, actual, records)
 	}
-
-	var probed map[string]*pods.Probed
-	if w.cfg.Probes != nil {
-		if probed = w.cfg.Probes(); probed == nil {
-			probed = map[string]*pods.Probed{}
-		}
-	}
+	probed := w.probe(des, actual)
 	d := pods.Plan(des.Pods, actual, records, probed, now)
 	byUID := make(map[string]*corev1.Pod, len(des.Pods))
 	for _, p := range des.Pods {
@@ -307,6 +372,100 @@ func (w *Workers) round(ctx context.Context, workers *sync.WaitGroup) time.Time 
 	w.mu.Unlock()
 	w.cfg.Status.Observe(status.Round{Desired: des.Pods, Static: des.Static, Actual: actual, Records: records, Probed: probed, Now: now})
 	return d.NextWake
+}
+
+// sweep has the sandbox release, once, what it holds of pods neither
+// desired nor held by the runtime.
+func (w *Workers) sweep(ctx context.Context, des Desired, actual []runtime.PodStatus) {
+	keep := make(map[string]bool, len(des.Pods)+len(actual))
+	for _, p := range des.Pods {
+		keep[string(p.UID)] = true
+	}
+	for _, ps := range actual {
+		keep[ps.Pod.UID] = true
+	}
+	if err := w.cfg.Sandbox.Sweep(ctx, func(uid string) bool { return keep[uid] }); err != nil {
+		w.log.Warn("sweep what pods gone left behind", "err", err)
+		return // and again at the next round
+	}
+	w.swept = true
+}
+
+// admit decides, for each desired pod seen for the first time, whether
+// the node takes it, beside those it took that have not ended; a refusal
+// is recorded, reported as an Event, and final.
+func (w *Workers) admit(des Desired, now time.Time) {
+	if w.cfg.Admitter == nil {
+		return
+	}
+	w.mu.Lock()
+	var admitted, fresh []*corev1.Pod
+	for _, p := range des.Pods {
+		rec, ok := w.records[string(p.UID)]
+		switch {
+		case !ok && p.DeletionTimestamp == nil && !terminal(p):
+			fresh = append(fresh, p)
+		case ok && !rec.Terminal && rec.Rejected == nil:
+			admitted = append(admitted, p)
+		}
+	}
+	w.mu.Unlock()
+	for _, p := range fresh {
+		rej := w.cfg.Admitter.Admit(p, admitted)
+		if rej == nil {
+			admitted = append(admitted, p)
+			continue
+		}
+		uid := string(p.UID)
+		rec := pods.Record{FirstSeen: now.UTC().Round(0), Rejected: rej}
+		w.mu.Lock()
+		w.records[uid] = rec
+		w.mu.Unlock()
+		w.saveRecord(uid, rec)
+		ref := runtime.PodRef{UID: uid, Namespace: p.Namespace, Name: p.Name}
+		w.cfg.Events.Pod(ref, p, "", corev1.EventTypeWarning, rej.Reason, rej.Message)
+		w.log.Info("pod rejected", "pod", p.Namespace+"/"+p.Name, "reason", rej.Reason, "message", rej.Message)
+	}
+}
+
+// terminal reports whether the hub has the pod in a terminal phase.
+func terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// probe tells the prober what runs of each desired pod, forgets the pods
+// gone, and returns what the probes found, by pod UID; nil without a
+// prober.
+func (w *Workers) probe(des Desired, actual []runtime.PodStatus) map[string]*pods.Probed {
+	pr := w.cfg.Prober
+	if pr == nil {
+		return nil
+	}
+	byUID := make(map[string]*runtime.PodStatus, len(actual))
+	for i := range actual {
+		byUID[actual[i].Pod.UID] = &actual[i]
+	}
+	out := make(map[string]*pods.Probed, len(des.Pods))
+	seen := make(map[string]bool, len(des.Pods))
+	for _, p := range des.Pods {
+		uid := string(p.UID)
+		seen[uid] = true
+		ps := byUID[uid]
+		ip := ""
+		if ps != nil {
+			ip = ps.IP
+		}
+		pr.Sync(p, ps, ip)
+		w.probing[uid] = true
+		out[uid] = pr.Probed(uid)
+	}
+	for uid := range w.probing {
+		if !seen[uid] {
+			pr.Forget(uid)
+			delete(w.probing, uid)
+		}
+	}
+	return out
 }
 
 // viewPodsOnly returns what of actual and records concerns the desired
@@ -389,15 +548,40 @@ func (w *Workers) run(ctx context.Context, act pods.Action, pod *corev1.Pod, sta
 				spec.Env = env
 			}
 		}
+		c := containerOf(pod, act.Container)
+		if w.cfg.Sandbox != nil && c != nil {
+			if err := w.cfg.Sandbox.Container(ctx, pod, c, act.Attempt, &spec); err != nil {
+				return err
+			}
+		}
 		if err := w.rt.StartContainer(ctx, act.Pod, spec, act.Attempt); err != nil {
 			return err
 		}
 		w.log.Info("container started", "pod", act.Pod.Namespace+"/"+act.Pod.Name, "container", act.Container, "attempt", act.Attempt)
+		if w.cfg.Hooks != nil && c != nil && c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+			w.postStart(ctx, act, pod, c, rec)
+		}
 		return nil
 	case pods.StopContainer:
-		return w.rt.StopContainer(ctx, act.Pod, act.Container, act.Grace)
+		grace := act.Grace
+		if c := containerOf(pod, act.Container); w.cfg.Hooks != nil && c != nil && c.Lifecycle != nil && c.Lifecycle.PreStop != nil && grace > 0 {
+			start := w.now()
+			if err := w.cfg.Hooks.PreStop(ctx, pod, c, w.ip(act.Pod.UID), grace); err != nil {
+				w.cfg.Events.Pod(act.Pod, pod, act.Container, corev1.EventTypeWarning, events.FailedPreStopHook, err.Error())
+			}
+			// What the hook took comes off the grace, as kubelet's does,
+			// but at least 2s for the signal.
+			grace = max(grace-w.now().Sub(start), 2*time.Second)
+		}
+		return w.rt.StopContainer(ctx, act.Pod, act.Container, grace)
 	case pods.RemovePod:
-		return w.rt.RemovePod(ctx, act.Pod)
+		if err := w.rt.RemovePod(ctx, act.Pod); err != nil {
+			return err
+		}
+		if w.cfg.Sandbox != nil {
+			return w.cfg.Sandbox.Release(ctx, act.Pod)
+		}
+		return nil
 	case pods.ConfirmTerminated:
 		if pod == nil || static {
 			return nil
@@ -405,6 +589,44 @@ func (w *Workers) run(ctx context.Context, act pods.Action, pod *corev1.Pod, sta
 		return w.cfg.Status.Terminated(ctx, pod, rec)
 	}
 	return fmt.Errorf("unknown action %v", act.Type)
+}
+
+// postStart runs c's postStart hook once it started; a hook that fails
+// has the container killed with the pod's grace, as kubelet does, and it
+// restarts as its restart policy says.
+func (w *Workers) postStart(ctx context.Context, act pods.Action, pod *corev1.Pod, c *corev1.Container, rec pods.Record) {
+	err := w.cfg.Hooks.PostStart(ctx, pod, c, w.ip(act.Pod.UID))
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	w.cfg.Events.Pod(act.Pod, pod, act.Container, corev1.EventTypeWarning, events.FailedPostStartHook, err.Error())
+	if serr := w.rt.StopContainer(ctx, act.Pod, act.Container, rec.Grace); serr != nil {
+		w.log.Warn("kill container whose postStart hook failed", "pod", act.Pod.Namespace+"/"+act.Pod.Name, "container", act.Container, "err", serr)
+	}
+}
+
+// ip returns the pod's IP as the sandbox has it.
+func (w *Workers) ip(uid string) string {
+	if w.cfg.Sandbox == nil {
+		return ""
+	}
+	return w.cfg.Sandbox.IP(uid)
+}
+
+// containerOf returns the spec of pod's container (init or app) named
+// name, or nil.
+func containerOf(pod *corev1.Pod, name string) *corev1.Container {
+	if pod == nil {
+		return nil
+	}
+	for _, l := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range l {
+			if l[i].Name == name {
+				return &l[i]
+			}
+		}
+	}
+	return nil
 }
 
 func (w *Workers) saveRecord(uid string, r pods.Record) {
