@@ -50,6 +50,11 @@ type Config struct {
 	RuntimeVersion string          // reported in the node's info, e.g. "containerd://1.7.24"
 	// Capacity is what the node offers; zero reads this machine's.
 	Capacity Capacity
+	// Pods, for a runtime of real containers, configures what a pod's
+	// containers share (network, volumes, cgroup), their probes and
+	// hooks, and admission; nil on the fake runtime's nodes, whose pods
+	// share nothing, run no probe or hook, and are all admitted.
+	Pods *PodsConfig
 	// Checkpoint configures the local store.
 	Checkpoint checkpoint.Config
 	// Sync tunes the hub connection (back-off, keep-alives); the agent
@@ -172,6 +177,7 @@ type Agent struct {
 	events *events.Recorder
 	status *status.Reporter
 	pods   *podworker.Workers
+	real   *realPods // nil on the fake runtime's nodes
 
 	clientMu sync.Mutex
 	client   *client.Client // nil until joined
@@ -242,6 +248,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancel()
 	if objs, err := cp.List(wire.ResourcePods); err == nil {
 		a.log.Info("agent starting from its checkpoint", "pods", len(objs), "revision", cp.LastRevision(), "joined", joined)
+	}
+	if a.real != nil {
+		wg.Go(func() { a.real.prober.Run(ctx) })
 	}
 	wg.Go(func() { a.pods.Run(ctx) })
 	wg.Go(func() { a.status.Run(ctx) })
@@ -473,10 +482,21 @@ func (a *Agent) build() error {
 	wcfg.Status, wcfg.Events = st, a.events
 	wcfg.Relist, wcfg.EventedRelist = a.cfg.Resync, a.cfg.EventedResync
 	wcfg.Logger, wcfg.Clock = a.log, a.now
+	var kick func()
+	if a.cfg.Pods != nil {
+		rp, err := a.buildRealPods(func() { kick() })
+		if err != nil {
+			return err
+		}
+		a.real = rp
+		exec, _ := a.rt.(runtime.Execer)
+		wcfg.Sandbox, wcfg.Prober, wcfg.Hooks, wcfg.Admitter = rp.sandbox, prober{rp.prober}, hooks{exec}, rp.admitter
+	}
 	w, err := podworker.New(wcfg)
 	if err != nil {
 		return err
 	}
+	kick = w.Kick
 	if err := w.Load(a.listLocal); err != nil {
 		return err
 	}

@@ -99,6 +99,12 @@ type Sandbox interface {
 	Sweep(ctx context.Context, keep func(uid string) bool) error
 }
 
+// TerminationMessages is implemented by a Sandbox that keeps the files
+// whose content becomes an exited container's termination message.
+type TerminationMessages interface {
+	TerminationMessage(uid, container string, attempt int) string
+}
+
 // Prober runs the probes of the pods' containers (edge/probes).
 type Prober interface {
 	// Sync starts, restarts or stops the probe workers of pod as what
@@ -316,9 +322,16 @@ func (w *Workers) round(ctx context.Context, workers *sync.WaitGroup) time.Time 
 	}
 	now := w.now()
 	if sb := w.cfg.Sandbox; sb != nil {
+		msgs, _ := sb.(TerminationMessages)
 		for i := range actual {
-			if actual[i].IP == "" {
-				actual[i].IP = sb.IP(actual[i].Pod.UID)
+			ps := &actual[i]
+			if ps.IP == "" {
+				ps.IP = sb.IP(ps.Pod.UID)
+			}
+			for j := range ps.Containers {
+				if c := &ps.Containers[j]; msgs != nil && c.State == runtime.StateExited && c.Message == "" {
+					c.Message = msgs.TerminationMessage(ps.Pod.UID, c.Name, c.Attempt)
+				}
 			}
 		}
 		if !w.swept && !des.Partial {
