@@ -271,7 +271,7 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte("2016-10-06T00:17:09Z stdout F a\n2016-10-06T00:17:09Z stderr P b"), 16)
 	f.Add([]byte("\n\n\n"), 1)
 	f.Fuzz(func(t *testing.T, in []byte, max int) {
-		max = max%256 + 1
+		max = int(uint(max)%256) + 1
 		r := NewReader(bytes.NewReader(in), max)
 		for i := 0; ; i++ {
 			if i > len(in)+1 {

@@ -15,9 +15,9 @@ const DefaultMaxLine = 64 << 10
 // Reader reads the entries of a log in the CRI format. It never holds
 // more than its limit of one line in memory.
 type Reader struct {
-	r       *bufio.Reader
-	max     int
-	line    []byte
+	r    *bufio.Reader
+	max  int
+	line []byte
 }
 
 // NewReader returns a Reader of r that refuses lines longer than maxLine
