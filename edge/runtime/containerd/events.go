@@ -1,0 +1,100 @@
+package containerd
+
+import (
+	"context"
+	"fmt"
+
+	apievents "github.com/containerd/containerd/api/events"
+	"github.com/containerd/containerd/v2/core/events"
+	"github.com/containerd/errdefs/pkg/errgrpc"
+	"github.com/containerd/typeurl/v2"
+
+	"github.com/outpost-mesh/outpost/edge/runtime"
+)
+
+// Watch implements runtime.Watcher from containerd's event stream of the
+// namespace: a task's start and its init process's exit, and a
+// container's deletion. An OOM kill is recorded on the container as it
+// is reported, so that List says OOMKilled after any restart. The stream
+// breaks when containerd restarts: Watch then returns an error.
+func (r *Runtime) Watch(ctx context.Context, fn func(runtime.Event)) error {
+	ctx = r.nsctx(ctx)
+	sub, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ns := r.cfg.Namespace
+	ch, errs := r.c.Subscribe(sub,
+		fmt.Sprintf(`namespace==%q,topic~="^/tasks/"`, ns),
+		fmt.Sprintf(`namespace==%q,topic=="/containers/delete"`, ns))
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errs:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("containerd events: %w", errgrpc.ToNative(err))
+		case env := <-ch:
+			if env == nil {
+				continue
+			}
+			r.handleEvent(ctx, env, fn)
+		}
+	}
+}
+
+func (r *Runtime) handleEvent(ctx context.Context, env *events.Envelope, fn func(runtime.Event)) {
+	v, err := typeurl.UnmarshalAny(env.Event)
+	if err != nil {
+		return
+	}
+	var (
+		id  string
+		typ runtime.EventType
+	)
+	switch e := v.(type) {
+	case *apievents.TaskStart:
+		id, typ = e.ContainerID, runtime.ContainerStarted
+	case *apievents.TaskExit:
+		if e.ID != e.ContainerID { // an exec'd process
+			return
+		}
+		id, typ = e.ContainerID, runtime.ContainerExited
+	case *apievents.TaskOOM:
+		if err := r.setLabels(ctx, e.ContainerID, map[string]string{labelOOM: "true"}); err != nil {
+			r.cfg.Logger.Warn("record OOM kill", "container", e.ContainerID, "err", err)
+		}
+		return
+	case *apievents.ContainerDelete:
+		id, typ = e.ID, runtime.ContainerRemoved
+	default:
+		return
+	}
+	n, ok := r.lookup(ctx, id)
+	if !ok {
+		return
+	}
+	if typ == runtime.ContainerRemoved {
+		r.mu.Lock()
+		delete(r.names, id)
+		r.mu.Unlock()
+	}
+	fn(runtime.Event{Pod: n.pod, Container: n.name, Type: typ})
+}
+
+// lookup returns the pod and name of container id, from memory or from
+// containerd. Containers that are not a pod's are not found.
+func (r *Runtime) lookup(ctx context.Context, id string) (containerName, bool) {
+	r.mu.Lock()
+	n, ok := r.names[id]
+	r.mu.Unlock()
+	if ok {
+		return n, true
+	}
+	info, err := r.c.ContainerService().Get(ctx, id)
+	if err != nil || info.Labels[LabelPodUID] == "" {
+		return containerName{}, false
+	}
+	r.remember(info)
+	return containerName{pod: podFromLabels(info.Labels), name: info.Labels[LabelContainerName]}, true
+}

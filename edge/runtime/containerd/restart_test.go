@@ -1,0 +1,113 @@
+package containerd
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/outpost-mesh/outpost/edge/runtime"
+	"github.com/outpost-mesh/outpost/internal/wait"
+)
+
+// events collects what Watch reports.
+type eventLog struct {
+	mu sync.Mutex
+	l  []string
+}
+
+func (e *eventLog) add(ev runtime.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.l = append(e.l, fmt.Sprintf("%s/%s %s", ev.Pod.Name, ev.Container, ev.Type))
+}
+
+func (e *eventLog) has(s string) (bool, string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Contains(e.l, s), strings.Join(e.l, "; ")
+}
+
+func TestWatch(t *testing.T) {
+	r := newRuntime(t, nil)
+	var ev eventLog
+	b := wait.Start(t, 10*time.Second, "Watch", func(ctx context.Context) error { return r.Watch(ctx, ev.add) })
+	p := pod("watched")
+	// The subscription is up once an event of ours arrives; start until
+	// one does.
+	if err := r.StartContainer(bg, p, sh("main", "sleep 0.5; exit 2"), 0); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 10*time.Second, "start event", func() (bool, string) { return ev.has("watched/main ContainerStarted") })
+	wait.For(t, 10*time.Second, "exit event", func() (bool, string) { return ev.has("watched/main ContainerExited") })
+	if err := r.RemovePod(bg, p); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 10*time.Second, "remove event", func() (bool, string) { return ev.has("watched/main ContainerRemoved") })
+	if err := b.Stop(); err != nil {
+		t.Errorf("Watch = %v, want nil at ctx end", err)
+	}
+}
+
+// TestContainerdRestart kills containerd: the Supervisor starts it
+// again, the Runtime's connection comes back, the container ran on, and
+// Watch returned an error when the stream broke.
+func TestContainerdRestart(t *testing.T) {
+	r := newRuntime(t, nil)
+	p := pod("survivor")
+	c := sh("main", "i=0; while true; do echo n $i; i=$((i+1)); sleep 0.1; done")
+	c.LogPath = filepath.Join(t.TempDir(), "0.log")
+	if err := r.StartContainer(bg, p, c, 0); err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, r, p, "main", runtime.StateRunning)
+	pid := taskPID(t, r, st.ID)
+	watchErr := make(chan error, 1)
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	go func() { watchErr <- r.Watch(ctx, func(runtime.Event) {}) }()
+
+	old := sup.PID()
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-watchErr:
+		if err == nil {
+			t.Errorf("Watch = nil when containerd died, want an error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("Watch did not return when containerd died")
+	}
+	wait.For(t, 30*time.Second, "containerd restarted", func() (bool, string) {
+		n := sup.PID()
+		return n != 0 && n != old, fmt.Sprintf("pid %d", n)
+	})
+	var got runtime.ContainerStatus
+	wait.For(t, 30*time.Second, "List works again", func() (bool, string) {
+		l, err := r.List(bg)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, ps := range l {
+			if c := ps.Container("main"); ps.Pod.UID == p.UID && c != nil {
+				got = *c
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", l)
+	})
+	if got.State != runtime.StateRunning || got.ID != st.ID {
+		t.Errorf("after restart = %+v, want %s running", got, st.ID)
+	}
+	if pid2 := taskPID(t, r, st.ID); pid2 != pid {
+		t.Errorf("PID after restart = %d, want %d", pid2, pid)
+	}
+	n := len(logLines(t, c.LogPath))
+	wait.For(t, 10*time.Second, "log still flows", func() (bool, string) { return len(logLines(t, c.LogPath)) > n+3, "" })
+}
