@@ -6,7 +6,6 @@ import (
 
 	apievents "github.com/containerd/containerd/api/events"
 	"github.com/containerd/containerd/v2/core/events"
-	"github.com/containerd/errdefs/pkg/errgrpc"
 	"github.com/containerd/typeurl/v2"
 
 	"github.com/outpost-mesh/outpost/edge/runtime"
@@ -33,7 +32,7 @@ func (r *Runtime) Watch(ctx context.Context, fn func(runtime.Event)) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("containerd events: %w", errgrpc.ToNative(err))
+			return fmt.Errorf("containerd events: %w", native(err))
 		case env := <-ch:
 			if env == nil {
 				continue
@@ -75,9 +74,7 @@ func (r *Runtime) handleEvent(ctx context.Context, env *events.Envelope, fn func
 		return
 	}
 	if typ == runtime.ContainerRemoved {
-		r.mu.Lock()
-		delete(r.names, id)
-		r.mu.Unlock()
+		r.forget(id)
 	}
 	fn(runtime.Event{Pod: n.pod, Container: n.name, Type: typ})
 }
@@ -87,6 +84,9 @@ func (r *Runtime) handleEvent(ctx context.Context, env *events.Envelope, fn func
 func (r *Runtime) lookup(ctx context.Context, id string) (containerName, bool) {
 	r.mu.Lock()
 	n, ok := r.names[id]
+	if !ok {
+		n, ok = r.gone[id]
+	}
 	r.mu.Unlock()
 	if ok {
 		return n, true

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
-	"github.com/containerd/errdefs/pkg/errgrpc"
 
 	"github.com/outpost-mesh/outpost/edge/runtime"
 )
@@ -36,25 +36,25 @@ func (r *Runtime) Exec(ctx context.Context, pod runtime.PodRef, container string
 	id := cs[len(cs)-1].ID
 	ctr, err := r.c.LoadContainer(ctx, id)
 	if err != nil {
-		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, errgrpc.ToNative(err))
+		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, native(err))
 	}
 	task, err := ctr.Task(ctx, nil)
 	if errdefs.IsNotFound(err) {
 		return -1, fmt.Errorf("exec in %q of pod %s: not running: %w", container, pod, runtime.ErrNotFound)
 	}
 	if err != nil {
-		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, errgrpc.ToNative(err))
+		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, native(err))
 	}
 	st, err := task.Status(ctx)
 	if err != nil {
-		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, errgrpc.ToNative(err))
+		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, native(err))
 	}
 	if st.Status != client.Running {
 		return -1, fmt.Errorf("exec in %q of pod %s: not running: %w", container, pod, runtime.ErrNotFound)
 	}
 	spec, err := ctr.Spec(ctx)
 	if err != nil {
-		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, errgrpc.ToNative(err))
+		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, native(err))
 	}
 	pspec := *spec.Process
 	pspec.Args = opts.Command
@@ -67,7 +67,14 @@ func (r *Runtime) Exec(ctx context.Context, pod runtime.PodRef, container string
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	cioOpts := []cio.Opt{cio.WithStreams(opts.Stdin, stdout, stderr), cio.WithFIFODir(filepath.Join(r.fifoDir(pod.UID), "exec"))}
+	// The shim holds the stdin FIFO open for writing until told to close
+	// it, so the end of Stdin is passed on with CloseIO.
+	var stdin io.Reader
+	stdinDone := make(chan struct{})
+	if opts.Stdin != nil {
+		stdin = &eofReader{r: opts.Stdin, done: stdinDone}
+	}
+	cioOpts := []cio.Opt{cio.WithStreams(stdin, stdout, stderr), cio.WithFIFODir(filepath.Join(r.fifoDir(pod.UID), "exec"))}
 	if opts.TTY {
 		cioOpts = append(cioOpts, cio.WithTerminal)
 	}
@@ -76,28 +83,51 @@ func (r *Runtime) Exec(ctx context.Context, pod runtime.PodRef, container string
 	bg := context.WithoutCancel(ctx)
 	p, err := task.Exec(ctx, "exec-"+newID()[:16], &pspec, cio.NewCreator(cioOpts...))
 	if err != nil {
-		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, errgrpc.ToNative(err))
+		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, native(err))
 	}
 	defer func() { _, _ = p.Delete(bg, client.WithProcessKill) }()
 	exited, err := p.Wait(bg)
 	if err != nil {
-		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, errgrpc.ToNative(err))
+		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, native(err))
 	}
 	if err := p.Start(ctx); err != nil {
-		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, errgrpc.ToNative(err))
+		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, native(err))
 	}
 	var es client.ExitStatus
-	select {
-	case es = <-exited:
-	case <-ctx.Done():
-		_ = p.Kill(bg, syscall.SIGKILL)
-		<-exited
-		return -1, ctx.Err()
+	for done := false; !done; {
+		select {
+		case es = <-exited:
+			done = true
+		case <-stdinDone:
+			stdinDone = nil
+			if err := p.CloseIO(ctx, client.WithStdinCloser); err != nil && !errdefs.IsNotFound(err) {
+				r.cfg.Logger.Warn("exec: close stdin", "err", err)
+			}
+		case <-ctx.Done():
+			_ = p.Kill(bg, syscall.SIGKILL)
+			<-exited
+			return -1, ctx.Err()
+		}
 	}
 	p.IO().Wait()
 	code, _, err := es.Result()
 	if err != nil {
-		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, errgrpc.ToNative(err))
+		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, native(err))
 	}
 	return int(code), nil
+}
+
+// eofReader closes done when r is at its end.
+type eofReader struct {
+	r    io.Reader
+	done chan struct{}
+	once sync.Once
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.once.Do(func() { close(e.done) })
+	}
+	return n, err
 }

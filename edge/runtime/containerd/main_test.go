@@ -240,6 +240,22 @@ func cleanupRuntime(t *testing.T, cfg Config, r *Runtime) {
 		s, err := Shims(cfg.Address, cfg.Namespace)
 		return err == nil && len(s) == 0, fmt.Sprintf("%d shims, %v", len(s), err)
 	})
+	// Containers without a CgroupParent get /NAMESPACE/ID; runc removes
+	// the leaf, the namespace's cgroup is the test's to remove.
+	ctrls, _ := filepath.Glob("/sys/fs/cgroup/*/" + cfg.Namespace)
+	if d := "/sys/fs/cgroup/" + cfg.Namespace; exists(d) {
+		ctrls = append(ctrls, d)
+	}
+	for _, d := range ctrls {
+		if err := os.Remove(d); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	}
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 var bg = context.Background()

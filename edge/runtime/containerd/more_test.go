@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/containerd/containerd/v2/core/snapshots"
 
 	"github.com/outpost-mesh/outpost/edge/runtime"
+	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
@@ -312,8 +315,60 @@ func TestExec(t *testing.T) {
 	}
 }
 
+// crunSupervisor returns the address and dir of a containerd that crun
+// can run containers under. crun (1.8) refuses a hybrid cgroup layout
+// whose cgroup2 hierarchy holds controllers (this machine's has hugetlb);
+// there the containerd runs in a mount namespace of its own without the
+// cgroup2 mount, so that its shims and crun see cgroup v1 only.
+func crunSupervisor(t *testing.T) (address, containerdDir string) {
+	need(t)
+	if _, err := exec.LookPath("crun"); err != nil {
+		t.Skip("crun is not installed")
+	}
+	b, err := os.ReadFile("/sys/fs/cgroup/unified/cgroup.controllers")
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return sup.Address(), supDir
+	}
+	dir, err := os.MkdirTemp("", "octrd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapper := filepath.Join(dir, "containerd-v1only")
+	script := "#!/bin/sh\nexec unshare -m --propagation private sh -c 'umount -l /sys/fs/cgroup/unified && exec /usr/bin/containerd \"$@\"' containerd \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultSupervisorConfig(filepath.Join(dir, "c"))
+	cfg.Binary = wrapper
+	cfg.Logger = testlog.New(t, slog.LevelWarn)
+	s, err := NewSupervisor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if err := removeAll(dir, s.Address()); err != nil {
+			t.Error(err)
+		}
+	})
+	select {
+	case <-s.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("containerd for crun did not start")
+	}
+	return s.Address(), cfg.Dir
+}
+
 func TestCrun(t *testing.T) {
-	r := newRuntime(t, func(c *Config) { c.OCIRuntime = "crun" })
+	addr, dir := crunSupervisor(t)
+	r := newRuntime(t, func(c *Config) {
+		c.OCIRuntime = "crun"
+		c.Address, c.RuncRoot, c.StateDir = addr, RuncRoot(dir), filepath.Join(dir, "fifo", c.Namespace)
+	})
 	p := pod("crun")
 	c := sh("main", "echo from crun; sleep 1000")
 	c.LogPath = filepath.Join(t.TempDir(), "0.log")
@@ -323,9 +378,9 @@ func TestCrun(t *testing.T) {
 	st := waitState(t, r, p, "main", runtime.StateRunning)
 	waitLog(t, c.LogPath, "stdout:from crun")
 	// crun keeps a "status" file where runc keeps state.json.
-	dir := filepath.Join(r.cfg.RuncRoot, r.cfg.Namespace, strings.TrimPrefix(st.ID, "containerd://"))
-	if _, err := os.Stat(filepath.Join(dir, "status")); err != nil {
-		ents, _ := os.ReadDir(dir)
-		t.Errorf("crun state in %s: %v (holds %v)", dir, err, ents)
+	state := filepath.Join(r.cfg.RuncRoot, r.cfg.Namespace, strings.TrimPrefix(st.ID, "containerd://"))
+	if _, err := os.Stat(filepath.Join(state, "status")); err != nil {
+		ents, _ := os.ReadDir(state)
+		t.Errorf("crun state in %s: %v (holds %v)", state, err, ents)
 	}
 }

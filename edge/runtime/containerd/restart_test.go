@@ -3,6 +3,8 @@ package containerd
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/outpost-mesh/outpost/edge/runtime"
+	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
@@ -110,4 +113,79 @@ func TestContainerdRestart(t *testing.T) {
 	}
 	n := len(logLines(t, c.LogPath))
 	wait.For(t, 10*time.Second, "log still flows", func() (bool, string) { return len(logLines(t, c.LogPath)) > n+3, "" })
+}
+
+// TestSupervisorStop stops a Supervisor as an agent's shutdown does: the
+// container runs on without containerd, and the next Supervisor's
+// containerd reconnects to its shim.
+func TestSupervisorStop(t *testing.T) {
+	need(t)
+	dir, err := os.MkdirTemp("", "octrd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scfg := DefaultSupervisorConfig(dir)
+	scfg.Logger = testlog.New(t, slog.LevelWarn)
+	run := func() (*Supervisor, func()) {
+		s, err := NewSupervisor(scfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(bg)
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		select {
+		case <-s.Ready():
+		case <-time.After(30 * time.Second):
+			t.Fatal("containerd did not start")
+		}
+		return s, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Supervisor.Run = %v", err)
+			}
+		}
+	}
+	s1, stop1 := run()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			stop1()
+		}
+		if err := removeAll(dir, s1.Address()); err != nil {
+			t.Error(err)
+		}
+	})
+	r := newRuntime(t, func(c *Config) {
+		c.Address, c.RuncRoot, c.StateDir = s1.Address(), RuncRoot(dir), filepath.Join(dir, "fifo", c.Namespace)
+	})
+	p := pod("longlived")
+	if err := r.StartContainer(bg, p, sh("main", "sleep 1000"), 0); err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, r, p, "main", runtime.StateRunning)
+	pid := taskPID(t, r, st.ID)
+	r.Close()
+	cpid := s1.PID()
+	stop1()
+	stopped = true
+	if syscall.Kill(cpid, 0) == nil {
+		t.Errorf("containerd %d still runs after Run returned", cpid)
+	}
+	if err := syscall.Kill(int(pid), 0); err != nil {
+		t.Fatalf("container process %d died with containerd: %v", pid, err)
+	}
+
+	_, stop2 := run()
+	stopped = false
+	stop1 = stop2
+	r2, err := New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	st2 := waitState(t, r2, p, "main", runtime.StateRunning)
+	if st2.ID != st.ID || taskPID(t, r2, st2.ID) != pid {
+		t.Errorf("after containerd restart %+v pid %d, want %s pid %d", st2, taskPID(t, r2, st2.ID), st.ID, pid)
+	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/containerd/errdefs/pkg/errgrpc"
 	"github.com/moby/sys/signal"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/outpost-mesh/outpost/edge/logs"
 	"github.com/outpost-mesh/outpost/edge/runtime"
@@ -142,11 +143,13 @@ type Runtime struct {
 	c      *client.Client
 	puller Puller
 
-	mu     sync.Mutex
-	pods   map[string]*podLock      // by UID; entries live as long as a call holds them
-	ios    map[string]*logIO        // by container ID: the log copiers this Runtime runs
-	names  map[string]containerName // by container ID, for events
-	closed bool
+	mu        sync.Mutex
+	pods      map[string]*podLock      // by UID; entries live as long as a call holds them
+	ios       map[string]*logIO        // by container ID: the log copiers this Runtime runs
+	names     map[string]containerName // by container ID, for events
+	gone      map[string]containerName // names of the last containers removed
+	goneOrder []string                 // their IDs, oldest first
+	closed    bool
 }
 
 type podLock struct {
@@ -188,6 +191,7 @@ func New(cfg Config) (*Runtime, error) {
 		pods:   make(map[string]*podLock),
 		ios:    make(map[string]*logIO),
 		names:  make(map[string]containerName),
+		gone:   make(map[string]containerName),
 	}, nil
 }
 
@@ -218,7 +222,7 @@ func (r *Runtime) Close() error {
 func (r *Runtime) Version(ctx context.Context) (string, error) {
 	v, err := r.c.Version(ctx)
 	if err != nil {
-		return "", fmt.Errorf("containerd version: %w", errgrpc.ToNative(err))
+		return "", fmt.Errorf("containerd version: %w", native(err))
 	}
 	return "containerd://" + strings.TrimPrefix(v.Version, "v"), nil
 }
@@ -246,6 +250,16 @@ func (r *Runtime) lockPod(uid string) func() {
 		}
 		r.mu.Unlock()
 	}
+}
+
+// native converts a gRPC error from containerd to the errdefs error it
+// stands for. Errors the client already converted are returned as they
+// are: converting twice would lose their kind.
+func native(err error) error {
+	if _, ok := grpcstatus.FromError(err); ok && err != nil {
+		return errgrpc.ToNative(err)
+	}
+	return err
 }
 
 func newID() string {
@@ -276,7 +290,7 @@ func (r *Runtime) ensurePod(ctx context.Context, p runtime.PodRef) error {
 	labels[labelCreatedAt] = formatTime(time.Now())
 	_, err := r.c.LeasesService().Create(ctx, leases.WithID(leasePrefix+p.UID), leases.WithLabels(labels))
 	if err != nil && !errdefs.IsAlreadyExists(err) {
-		return fmt.Errorf("record pod %s: %w", p, errgrpc.ToNative(err))
+		return fmt.Errorf("record pod %s: %w", p, native(err))
 	}
 	return nil
 }
@@ -300,7 +314,7 @@ func (r *Runtime) podContainers(ctx context.Context, uid string) ([]containers.C
 	}
 	cs, err := r.c.ContainerService().List(ctx, filters...)
 	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", errgrpc.ToNative(err))
+		return nil, fmt.Errorf("list containers: %w", native(err))
 	}
 	return cs, nil
 }
@@ -309,7 +323,7 @@ func (r *Runtime) podContainers(ctx context.Context, uid string) ([]containers.C
 func (r *Runtime) tasks(ctx context.Context) (map[string]*tasktypes.Process, error) {
 	resp, err := r.c.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
 	if err != nil {
-		return nil, fmt.Errorf("list tasks: %w", errgrpc.ToNative(err))
+		return nil, fmt.Errorf("list tasks: %w", native(err))
 	}
 	m := make(map[string]*tasktypes.Process, len(resp.Tasks))
 	for _, t := range resp.Tasks {
@@ -322,7 +336,7 @@ func (r *Runtime) tasks(ctx context.Context) (map[string]*tasktypes.Process, err
 func (r *Runtime) getTask(ctx context.Context, id string) (*tasktypes.Process, error) {
 	resp, err := r.c.TaskService().Get(ctx, &tasksapi.GetRequest{ContainerID: id})
 	if err != nil {
-		if err = errgrpc.ToNative(err); errdefs.IsNotFound(err) {
+		if err = native(err); errdefs.IsNotFound(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("get task %s: %w", id, err)
@@ -348,7 +362,7 @@ func (r *Runtime) List(ctx context.Context) ([]runtime.PodStatus, error) {
 	}
 	ls, err := r.c.LeasesService().List(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list pods: %w", errgrpc.ToNative(err))
+		return nil, fmt.Errorf("list pods: %w", native(err))
 	}
 	pods := map[string]*runtime.PodStatus{}
 	for _, l := range ls {
@@ -489,8 +503,8 @@ func (r *Runtime) reap(ctx context.Context, in *instance) error {
 		return err
 	}
 	_, err := r.c.TaskService().Delete(ctx, &tasksapi.DeleteTaskRequest{ContainerID: in.info.ID})
-	if err != nil && !errdefs.IsNotFound(errgrpc.ToNative(err)) {
-		return fmt.Errorf("delete task %s: %w", in.info.ID, errgrpc.ToNative(err))
+	if err != nil && !errdefs.IsNotFound(native(err)) {
+		return fmt.Errorf("delete task %s: %w", in.info.ID, native(err))
 	}
 	in.task = nil
 	return nil
@@ -530,7 +544,7 @@ func (r *Runtime) setLabels(ctx context.Context, id string, set map[string]strin
 		paths = append(paths, "labels."+k)
 	}
 	if _, err := r.c.ContainerService().Update(ctx, c, paths...); err != nil {
-		return fmt.Errorf("label container %s: %w", id, errgrpc.ToNative(err))
+		return fmt.Errorf("label container %s: %w", id, native(err))
 	}
 	return nil
 }
@@ -681,11 +695,11 @@ func (r *Runtime) StartContainer(ctx context.Context, pod runtime.PodRef, spec r
 		if errors.Is(err, runtime.ErrNotSupported) {
 			return fmt.Errorf("create container %q of pod %s: %w", spec.Name, pod, err)
 		}
-		return fmt.Errorf("create container %q of pod %s: %w", spec.Name, pod, errgrpc.ToNative(err))
+		return fmt.Errorf("create container %q of pod %s: %w", spec.Name, pod, native(err))
 	}
 	info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata)
 	if err != nil {
-		return fmt.Errorf("create container %q of pod %s: %w", spec.Name, pod, errgrpc.ToNative(err))
+		return fmt.Errorf("create container %q of pod %s: %w", spec.Name, pod, native(err))
 	}
 	r.remember(info)
 
@@ -712,7 +726,7 @@ func (r *Runtime) start(ctx context.Context, ctr client.Container, info containe
 		return fmt.Errorf("start container %q: %w", spec.Name, err)
 	}
 	fail := func(err error) error {
-		err = errgrpc.ToNative(err)
+		err = native(err)
 		in := &instance{info: info}
 		if rerr := r.recordExit(context.WithoutCancel(ctx), in, exitStartError, time.Now(), "StartError", err.Error()); rerr != nil {
 			r.cfg.Logger.Warn("record start error", "container", info.ID, "err", rerr)
@@ -757,8 +771,8 @@ func (r *Runtime) removeContainer(ctx context.Context, id string) error {
 	if t != nil {
 		if t.Status != tasktypes.Status_STOPPED {
 			_, err := r.c.TaskService().Kill(ctx, &tasksapi.KillRequest{ContainerID: id, Signal: uint32(syscall.SIGKILL), All: true})
-			if err != nil && !errdefs.IsNotFound(errgrpc.ToNative(err)) {
-				return fmt.Errorf("kill task %s: %w", id, errgrpc.ToNative(err))
+			if err != nil && !errdefs.IsNotFound(native(err)) {
+				return fmt.Errorf("kill task %s: %w", id, native(err))
 			}
 			if err := r.waitStopped(ctx, id); err != nil {
 				return err
@@ -766,8 +780,8 @@ func (r *Runtime) removeContainer(ctx context.Context, id string) error {
 		}
 		r.finishLog(id)
 		_, err = r.c.TaskService().Delete(ctx, &tasksapi.DeleteTaskRequest{ContainerID: id})
-		if err != nil && !errdefs.IsNotFound(errgrpc.ToNative(err)) {
-			return fmt.Errorf("delete task %s: %w", id, errgrpc.ToNative(err))
+		if err != nil && !errdefs.IsNotFound(native(err)) {
+			return fmt.Errorf("delete task %s: %w", id, native(err))
 		}
 	}
 	r.finishLog(id)
@@ -776,15 +790,34 @@ func (r *Runtime) removeContainer(ctx context.Context, id string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("load container %s: %w", id, errgrpc.ToNative(err))
+		return fmt.Errorf("load container %s: %w", id, native(err))
 	}
 	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
-		return fmt.Errorf("delete container %s: %w", id, errgrpc.ToNative(err))
+		return fmt.Errorf("delete container %s: %w", id, native(err))
 	}
-	r.mu.Lock()
-	delete(r.names, id)
-	r.mu.Unlock()
+	r.forget(id)
 	return nil
+}
+
+// maxGone is how many removed containers' names are kept for the events
+// that report their removal.
+const maxGone = 256
+
+// forget moves a removed container's name to the few kept for events.
+func (r *Runtime) forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, ok := r.names[id]
+	if !ok {
+		return
+	}
+	delete(r.names, id)
+	r.gone[id] = n
+	r.goneOrder = append(r.goneOrder, id)
+	if len(r.goneOrder) > maxGone {
+		delete(r.gone, r.goneOrder[0])
+		r.goneOrder = r.goneOrder[1:]
+	}
 }
 
 // waitStopped polls the task until it has stopped.
@@ -822,22 +855,22 @@ func (r *Runtime) StopContainer(ctx context.Context, pod runtime.PodRef, name st
 	info := cs[len(cs)-1]
 	ctr, err := r.c.LoadContainer(ctx, info.ID)
 	if err != nil {
-		return fmt.Errorf("stop container %q of pod %s: %w", name, pod, errgrpc.ToNative(err))
+		return fmt.Errorf("stop container %q of pod %s: %w", name, pod, native(err))
 	}
 	task, err := ctr.Task(ctx, nil)
 	if errdefs.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("stop container %q of pod %s: %w", name, pod, errgrpc.ToNative(err))
+		return fmt.Errorf("stop container %q of pod %s: %w", name, pod, native(err))
 	}
 	exited, err := task.Wait(ctx)
 	if err != nil {
-		return fmt.Errorf("stop container %q of pod %s: %w", name, pod, errgrpc.ToNative(err))
+		return fmt.Errorf("stop container %q of pod %s: %w", name, pod, native(err))
 	}
 	st, err := task.Status(ctx)
 	if err != nil {
-		return fmt.Errorf("stop container %q of pod %s: %w", name, pod, errgrpc.ToNative(err))
+		return fmt.Errorf("stop container %q of pod %s: %w", name, pod, native(err))
 	}
 	if st.Status == client.Running || st.Status == client.Paused || st.Status == client.Created {
 		sig := syscall.SIGKILL
@@ -850,7 +883,7 @@ func (r *Runtime) StopContainer(ctx context.Context, pod runtime.PodRef, name st
 			}
 		}
 		if err := task.Kill(ctx, sig); err != nil && !errdefs.IsNotFound(err) {
-			return fmt.Errorf("stop container %q of pod %s: %w", name, pod, errgrpc.ToNative(err))
+			return fmt.Errorf("stop container %q of pod %s: %w", name, pod, native(err))
 		}
 		if sig != syscall.SIGKILL {
 			timer := time.NewTimer(grace)
@@ -858,7 +891,7 @@ func (r *Runtime) StopContainer(ctx context.Context, pod runtime.PodRef, name st
 			case <-exited:
 			case <-timer.C:
 				if err := task.Kill(ctx, syscall.SIGKILL, client.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
-					return fmt.Errorf("kill container %q of pod %s: %w", name, pod, errgrpc.ToNative(err))
+					return fmt.Errorf("kill container %q of pod %s: %w", name, pod, native(err))
 				}
 			case <-ctx.Done():
 				timer.Stop()
@@ -902,8 +935,8 @@ func (r *Runtime) RemovePod(ctx context.Context, pod runtime.PodRef) error {
 		return fmt.Errorf("remove pod %s: %w", pod, err)
 	}
 	err = r.c.LeasesService().Delete(ctx, leases.Lease{ID: leasePrefix + pod.UID})
-	if err != nil && !errdefs.IsNotFound(errgrpc.ToNative(err)) {
-		return fmt.Errorf("remove pod %s: %w", pod, errgrpc.ToNative(err))
+	if err != nil && !errdefs.IsNotFound(native(err)) {
+		return fmt.Errorf("remove pod %s: %w", pod, native(err))
 	}
 	return nil
 }

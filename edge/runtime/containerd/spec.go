@@ -280,6 +280,7 @@ func specOpts(c *runtime.ContainerSpec, img ocispec.ImageConfig, id, group strin
 		return nil, err
 	}
 	opts := []oci.SpecOpts{
+		withSpecVersion,
 		oci.WithProcessArgs(args...),
 		oci.WithEnv(img.Env),
 		oci.WithEnv(env),
@@ -335,4 +336,14 @@ func specOpts(c *runtime.ContainerSpec, img ocispec.ImageConfig, id, group strin
 		opts = append(opts, oci.WithMemoryLimit(uint64(c.MemoryLimitBytes)), oci.WithMemorySwap(c.MemoryLimitBytes))
 	}
 	return opts, nil
+}
+
+// specVersion is the OCI runtime spec version containers are made with:
+// containerd 1.6's, which every runtime in use reads (crun before 1.9
+// refuses any version but 1.0.x); the fields used are all in 1.0.
+const specVersion = "1.0.2-dev"
+
+func withSpecVersion(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+	s.Version = specVersion
+	return nil
 }
