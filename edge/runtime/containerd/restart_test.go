@@ -48,6 +48,18 @@ func TestWatch(t *testing.T) {
 	}
 	wait.For(t, 10*time.Second, "start event", func() (bool, string) { return ev.has("watched/main ContainerStarted") })
 	wait.For(t, 10*time.Second, "exit event", func() (bool, string) { return ev.has("watched/main ContainerExited") })
+
+	// An OOM kill seen on the stream is recorded on the container.
+	oom := sh("oom", "x=1; while true; do x=$x$x; done")
+	oom.MemoryLimitBytes = 32 << 20
+	if err := r.StartContainer(bg, p, oom, 0); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 20*time.Second, "oom exit event", func() (bool, string) { return ev.has("watched/oom ContainerExited") })
+	cs, err := r.find(r.nsctx(bg), p.UID, "oom")
+	if err != nil || len(cs) != 1 || cs[0].Labels[labelOOM] != "true" {
+		t.Errorf("oom container labels = %v (%v), want %s=true", cs, err, labelOOM)
+	}
 	if err := r.RemovePod(bg, p); err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/outpost-mesh/outpost/edge/logs"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/internal/wait"
 )
@@ -68,6 +68,14 @@ func TestRunExitAndLogs(t *testing.T) {
 	}
 }
 
+func TestVersion(t *testing.T) {
+	r := newRuntime(t, nil)
+	v, err := r.Version(bg)
+	if err != nil || !strings.HasPrefix(v, "containerd://1.") && !strings.HasPrefix(v, "containerd://2.") {
+		t.Errorf("Version = %q, %v; want containerd://1.x or 2.x", v, err)
+	}
+}
+
 func TestAdoptionAndReattach(t *testing.T) {
 	r := newRuntime(t, nil)
 	p := pod("ticker")
@@ -110,17 +118,4 @@ func TestAdoptionAndReattach(t *testing.T) {
 	}
 }
 
-func itoa(i int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + fmtInt(i)) }
-
-func fmtInt(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	s := ""
-	for ; i > 0; i /= 10 {
-		s = string(rune('0'+i%10)) + s
-	}
-	return s
-}
-
-var _ = logs.Stdout
+func itoa(i int) string { return strconv.Itoa(i) }
