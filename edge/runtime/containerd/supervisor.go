@@ -103,7 +103,7 @@ var disabledPlugins = []string{
 	"io.containerd.snapshotter.v1.erofs",
 }
 
-// Config returns the containerd configuration file for dir: version 2,
+// ConfigFile returns the containerd configuration file for dir: version 2,
 // which containerd 1.6 reads as is and 2.x migrates on load. Everything
 // lives under dir; the only listeners are the gRPC and ttrpc sockets
 // there (no metrics, no debug socket).
