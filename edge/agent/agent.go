@@ -46,8 +46,11 @@ type Config struct {
 	Token   string
 	CAHash  string
 
-	Runtime        runtime.Runtime // required
-	RuntimeVersion string          // reported in the node's info, e.g. "containerd://1.7.24"
+	// Runtime runs the pods; nil has the agent run them on containerd as
+	// Containerd says. One of the two is required.
+	Runtime        runtime.Runtime
+	RuntimeVersion string // reported in the node's info, e.g. "containerd://1.7.24"; containerd's own is asked
+	Containerd     *ContainerdConfig
 	// Capacity is what the node offers; zero reads this machine's.
 	Capacity Capacity
 	// Pods, for a runtime of real containers, configures what a pod's
@@ -115,7 +118,7 @@ func (c *Config) Validate() error {
 		return errors.New("node name is required: set --node-name")
 	case c.DataDir == "":
 		return errors.New("data directory is required: set --data-dir")
-	case c.Runtime == nil:
+	case c.Runtime == nil && c.Containerd == nil:
 		return errors.New("runtime is required")
 	case c.HubAddr == "":
 		return errors.New("hub address is required: set --hub to the host:port of the hub's sync endpoint, such as hub.example.com:7443")
@@ -178,6 +181,8 @@ type Agent struct {
 	status *status.Reporter
 	pods   *podworker.Workers
 	real   *realPods // nil on the fake runtime's nodes
+	// closeRuntime closes the runtime the agent made itself, if it did.
+	closeRuntime func() error
 
 	clientMu sync.Mutex
 	client   *client.Client // nil until joined
@@ -199,6 +204,10 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	if cfg.Containerd != nil && cfg.Pods == nil {
+		pc := DefaultPodsConfig()
+		cfg.Pods = &pc
 	}
 	if cfg.Capacity == (Capacity{}) {
 		cfg.Capacity = status.HostCapacity()
@@ -232,6 +241,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.cp = cp
 	a.open.Store(cp)
 	defer a.open.Store(nil)
+
+	// containerd, if the agent runs its own, stops last, once nothing
+	// uses it; it starts before anything that does.
+	var rtWG sync.WaitGroup
+	defer rtWG.Wait()
+	rtStop, stopRuntime := context.WithCancel(context.Background())
+	defer stopRuntime()
+	if a.rt == nil {
+		if err := a.startContainerd(ctx, rtStop, &rtWG); err != nil {
+			return err
+		}
+		defer a.closeRuntime()
+	}
 	if err := a.build(); err != nil {
 		return err
 	}

@@ -7,9 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/outpost-mesh/outpost/edge/agent"
 	"github.com/outpost-mesh/outpost/edge/runtime"
@@ -25,6 +30,17 @@ type Flags struct {
 	Site     string
 	DataDir  string
 	Runtime  string
+
+	Containerd        string // managed or external
+	ContainerdAddress string
+	ContainerdBinary  string
+	OCIRuntime        string
+	ShimPerNode       bool
+	Bridge            string
+	ClusterCIDR       string
+	ServiceCIDR       string
+	ClusterDomain     string
+	SystemReserved    string
 }
 
 // Register adds the flags to cmd.
@@ -36,7 +52,19 @@ func (f *Flags) Register(cmd *cobra.Command) {
 	fs.StringVar(&f.NodeName, "node-name", "", "name of this node (required)")
 	fs.StringVar(&f.Site, "site", "", "site the node belongs to (label topology.outpost.dev/site)")
 	fs.StringVar(&f.DataDir, "data-dir", "/var/lib/outpost-edge", "directory for the node's certificate, checkpoint and static pod manifests")
-	fs.StringVar(&f.Runtime, "runtime", "fake", "container runtime: fake (pods are simulated in memory; for tests and fleet simulation)")
+	fs.StringVar(&f.Runtime, "runtime", "containerd", "container runtime: containerd, or fake (pods are simulated in memory; for tests and fleet simulation)")
+	pods := agent.DefaultPodsConfig()
+	ctrd := agent.DefaultContainerdConfig()
+	fs.StringVar(&f.Containerd, "containerd", "managed", "managed: the agent starts and supervises its own containerd under --data-dir; external: the one at --containerd-address")
+	fs.StringVar(&f.ContainerdAddress, "containerd-address", "", "socket of a running containerd to use (implies --containerd external)")
+	fs.StringVar(&f.ContainerdBinary, "containerd-binary", ctrd.Binary, "the containerd a managed one runs")
+	fs.StringVar(&f.OCIRuntime, "oci-runtime", ctrd.OCIRuntime, "OCI runtime of the containers: runc or crun")
+	fs.BoolVar(&f.ShimPerNode, "shim-per-node", false, "run every pod of the node in one runc shim (less memory per pod) instead of one shim per pod")
+	fs.StringVar(&f.Bridge, "bridge", pods.Bridge, "the pods' bridge; each agent on one machine needs its own")
+	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", pods.ClusterCIDR.String(), "the CIDR of every node's pod CIDR, as the hub's --cluster-cidr")
+	fs.StringVar(&f.ServiceCIDR, "service-cidr", pods.ServiceCIDR.String(), "the services' CIDR, as the hub's --service-cidr")
+	fs.StringVar(&f.ClusterDomain, "cluster-domain", pods.ClusterDomain, "the cluster's DNS domain")
+	fs.StringVar(&f.SystemReserved, "system-reserved", "", "resources kept from pods for the system and the agent, such as cpu=200m,memory=256Mi")
 	cmd.MarkFlagRequired("hub")
 	cmd.MarkFlagRequired("node-name")
 }
@@ -48,12 +76,69 @@ func (f *Flags) Config(log *slog.Logger) (agent.Config, error) {
 	cfg.NodeName, cfg.Site, cfg.DataDir = f.NodeName, f.Site, f.DataDir
 	cfg.HubAddr, cfg.Token, cfg.CAHash = f.Hub, f.Token, f.CAHash
 	cfg.Logger = log
+	if f.Runtime == "containerd" {
+		return f.containerd(cfg)
+	}
 	rt, version, err := NewRuntime(f.Runtime, log)
 	if err != nil {
 		return agent.Config{}, err
 	}
 	cfg.Runtime, cfg.RuntimeVersion = rt, version
 	return cfg, nil
+}
+
+// containerd fills cfg for pods on containerd.
+func (f *Flags) containerd(cfg agent.Config) (agent.Config, error) {
+	if os.Geteuid() != 0 {
+		return agent.Config{}, errors.New("pods on containerd need root (network namespaces, cgroups, mounts): run as root, or use --runtime fake to simulate pods")
+	}
+	cc := agent.DefaultContainerdConfig()
+	switch {
+	case f.ContainerdAddress != "":
+		cc.Address = f.ContainerdAddress
+	case f.Containerd == "external":
+		return agent.Config{}, errors.New("--containerd external needs --containerd-address")
+	case f.Containerd != "managed":
+		return agent.Config{}, fmt.Errorf("--containerd %q: want managed or external", f.Containerd)
+	}
+	cc.Binary, cc.OCIRuntime, cc.ShimPerNode = f.ContainerdBinary, f.OCIRuntime, f.ShimPerNode
+	if cc.OCIRuntime != "runc" && cc.OCIRuntime != "crun" {
+		return agent.Config{}, fmt.Errorf("--oci-runtime %q: want runc or crun", cc.OCIRuntime)
+	}
+	pc := agent.DefaultPodsConfig()
+	pc.Bridge, pc.ClusterDomain = f.Bridge, f.ClusterDomain
+	var err error
+	if pc.ClusterCIDR, err = netip.ParsePrefix(f.ClusterCIDR); err != nil {
+		return agent.Config{}, fmt.Errorf("--cluster-cidr: %w", err)
+	}
+	if pc.ServiceCIDR, err = netip.ParsePrefix(f.ServiceCIDR); err != nil {
+		return agent.Config{}, fmt.Errorf("--service-cidr: %w", err)
+	}
+	if pc.SystemReserved, err = parseResources(f.SystemReserved); err != nil {
+		return agent.Config{}, fmt.Errorf("--system-reserved: %w", err)
+	}
+	cfg.Containerd, cfg.Pods = &cc, &pc
+	return cfg, nil
+}
+
+// parseResources parses name=quantity pairs, such as cpu=200m,memory=256Mi.
+func parseResources(s string) (corev1.ResourceList, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := corev1.ResourceList{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not name=quantity", kv)
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out[corev1.ResourceName(k)] = q
+	}
+	return out, nil
 }
 
 // NewRuntime returns the runtime of a --runtime value and its version for
@@ -63,10 +148,8 @@ func NewRuntime(name string, log *slog.Logger) (runtime.Runtime, string, error) 
 	case "fake":
 		log.Warn("pods run on the fake runtime: they are simulated in memory, no container runs")
 		return fake.New(fake.Config{Behavior: fake.ByImage}), "fake://0.1", nil
-	case "containerd":
-		return nil, "", errors.New("the containerd runtime is not in this build yet: use --runtime fake")
 	}
-	return nil, "", fmt.Errorf("unknown runtime %q: use fake", name)
+	return nil, "", fmt.Errorf("unknown runtime %q: use containerd or fake", name)
 }
 
 // NewCmd returns the edge command, named use.
