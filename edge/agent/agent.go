@@ -450,7 +450,7 @@ func (s source) Desired() (podworker.Desired, bool) {
 		}
 		return podworker.Desired{}, false
 	}
-	d := podworker.Desired{Pods: bound, Static: map[string]*corev1.Pod{}}
+	d := podworker.Desired{Pods: bound, Static: map[string]*corev1.Pod{}, Generation: a.cp.ViewGeneration()}
 	ms, err := readManifests(filepath.Join(a.cfg.DataDir, ManifestsDir), a.cfg.NodeName)
 	if err != nil {
 		a.log.Warn("read static pod manifests", "err", err)

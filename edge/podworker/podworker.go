@@ -46,6 +46,10 @@ type Desired struct {
 	// manifests are always complete).
 	Partial bool
 	Known   map[string]bool
+	// Generation changes whenever the objects the pods refer to may
+	// have (the view's generation): the sandbox then brings the pods'
+	// volumes up to date with them.
+	Generation uint64
 }
 
 // Store keeps the pods' records on local disk; the checkpoint is one.
@@ -97,7 +101,16 @@ type Sandbox interface {
 	// Sweep releases, once at start-up, what is readied for pods that
 	// keep does not keep: what a crash left behind.
 	Sweep(ctx context.Context, keep func(uid string) bool) error
+	// Refresh brings what was readied for a pod that runs up to date
+	// with the objects it refers to (its volumes' content), as kubelet's
+	// volume manager does; a pod not readied is left alone.
+	Refresh(ctx context.Context, pod *corev1.Pod) error
 }
+
+// refreshEvery is how often the sandbox refreshes the pods' volumes when
+// nothing told the workers the objects changed: for tokens, which expire,
+// and as a safety net, about as often as kubelet's sync of each pod.
+const refreshEvery = time.Minute
 
 // TerminationMessages is implemented by a Sandbox that keeps the files
 // whose content becomes an exited container's termination message.
@@ -196,8 +209,10 @@ type Workers struct {
 	records map[string]pods.Record // by pod UID
 
 	// The loop's own.
-	swept   bool            // the sandbox's start-up sweep is done
-	probing map[string]bool // pods the prober was told of
+	swept       bool            // the sandbox's start-up sweep is done
+	probing     map[string]bool // pods the prober was told of
+	refreshed   time.Time       // when the sandbox last refreshed the pods
+	refreshedAt uint64          // the Desired.Generation it refreshed them at
 }
 
 // New checks cfg and returns Workers; it starts nothing.
@@ -337,6 +352,9 @@ func (w *Workers) round(ctx context.Context, workers *sync.WaitGroup) time.Time 
 		if !w.swept && !des.Partial {
 			w.sweep(ctx, des, actual)
 		}
+		if des.Generation != w.refreshedAt || now.Sub(w.refreshed) >= refreshEvery {
+			w.refresh(ctx, des, now)
+		}
 	}
 	w.admit(des, now)
 	w.mu.Lock()
@@ -402,6 +420,19 @@ func (w *Workers) sweep(ctx context.Context, des Desired, actual []runtime.PodSt
 		return // and again at the next round
 	}
 	w.swept = true
+}
+
+// refresh has the sandbox bring the running pods' volumes up to date.
+func (w *Workers) refresh(ctx context.Context, des Desired, now time.Time) {
+	for _, p := range des.Pods {
+		if p.DeletionTimestamp != nil || terminal(p) {
+			continue
+		}
+		if err := w.cfg.Sandbox.Refresh(ctx, p); err != nil {
+			w.log.Warn("refresh pod volumes", "pod", p.Namespace+"/"+p.Name, "err", err)
+		}
+	}
+	w.refreshed, w.refreshedAt = now, des.Generation
 }
 
 // admit decides, for each desired pod seen for the first time, whether

@@ -176,18 +176,10 @@ func (s *Sandbox) Container(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 		spec.OOMScoreAdj = cgroups.OOMScoreAdj(pod, c, s.cfg.MemoryCapacity)
 	}
 
-	// The volumes each time, which is also how their content follows
-	// the objects they project.
-	var sa *bool
-	if s.cfg.ServiceAccountAutomount != nil {
-		sa = s.cfg.ServiceAccountAutomount(pod)
-	}
-	pv, err := s.cfg.Volumes.Setup(ctx, pod, volumes.SetupOptions{NodeAllocatable: s.cfg.Allocatable, ServiceAccountAutomount: sa})
+	// The volumes each time, which brings their content up to date too.
+	pv, err := s.setupVolumes(ctx, pod)
 	if err != nil {
-		if errors.Is(err, volumes.ErrMissingSource) || errors.Is(err, volumes.ErrUnsupported) || errors.Is(err, volumes.ErrInvalidSpec) {
-			return configError(err)
-		}
-		return fmt.Errorf("set up volumes: %w", err)
+		return err
 	}
 	mounts, err := pv.Mounts(c, spec.Env)
 	if err != nil {
@@ -273,6 +265,41 @@ func (s *Sandbox) prepare(ctx context.Context, pod *corev1.Pod) (*preparedPod, e
 	s.ready[uid] = p
 	s.mu.Unlock()
 	return p, nil
+}
+
+// Refresh brings the volumes of a pod that was readied up to date with the
+// objects they project and its tokens; a pod not readied is left alone.
+func (s *Sandbox) Refresh(ctx context.Context, pod *corev1.Pod) error {
+	uid := string(pod.UID)
+	if checkUID(uid) != nil {
+		return nil
+	}
+	s.mu.Lock()
+	_, ok := s.ready[uid]
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	unlock := s.lock(uid)
+	defer unlock()
+	_, err := s.setupVolumes(ctx, pod)
+	return err
+}
+
+// setupVolumes sets the pod's volumes up, or brings them up to date. s.lock(uid) is held.
+func (s *Sandbox) setupVolumes(ctx context.Context, pod *corev1.Pod) (*volumes.PodVolumes, error) {
+	var sa *bool
+	if s.cfg.ServiceAccountAutomount != nil {
+		sa = s.cfg.ServiceAccountAutomount(pod)
+	}
+	pv, err := s.cfg.Volumes.Setup(ctx, pod, volumes.SetupOptions{NodeAllocatable: s.cfg.Allocatable, ServiceAccountAutomount: sa})
+	if err != nil {
+		if errors.Is(err, volumes.ErrMissingSource) || errors.Is(err, volumes.ErrUnsupported) || errors.Is(err, volumes.ErrInvalidSpec) {
+			return nil, configError(err)
+		}
+		return nil, fmt.Errorf("set up volumes: %w", err)
+	}
+	return pv, nil
 }
 
 // hostPorts returns the hostPorts the pod's containers ask for.

@@ -1,0 +1,309 @@
+// Package podint tests real pods: a hub in-process and an edge agent on its
+// own containerd (the one it starts and supervises), runc, netd's bridge
+// and veths, real volumes and cgroups; each test in a network namespace of
+// its own, with no route out.
+package podint
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/outpost-mesh/outpost/edge/agent"
+	"github.com/outpost-mesh/outpost/hub/auth"
+	"github.com/outpost-mesh/outpost/hub/hubd"
+	"github.com/outpost-mesh/outpost/internal/netnstest"
+	"github.com/outpost-mesh/outpost/internal/ociimage"
+	"github.com/outpost-mesh/outpost/internal/testlog"
+	"github.com/outpost-mesh/outpost/internal/wait"
+	"github.com/outpost-mesh/outpost/sync/wire"
+	"github.com/outpost-mesh/outpost/test/hubtest"
+)
+
+// busybox is the image of the tests' pods, imported into the node's
+// containerd: no registry can be reached.
+const busybox = "outpost.test/busybox:1"
+
+// node is a hub with one edge node on containerd.
+type node struct {
+	hub    *hubtest.Hub
+	client kubernetes.Interface
+	name   string
+	dir    string
+	cfg    agent.Config
+	stop   func() error
+}
+
+// startNode starts a hub and an agent, on its own containerd, that
+// joins it; the node's pod CIDR comes from the hub's node IPAM controller.
+func startNode(t *testing.T) *node {
+	t.Helper()
+	for _, bin := range []string{"/usr/bin/containerd", "/usr/bin/containerd-shim-runc-v2", "runc"} {
+		if _, err := os.Stat(bin); err != nil && strings.HasPrefix(bin, "/") {
+			t.Skipf("needs %s (Debian's containerd)", bin)
+		}
+	}
+	if _, err := os.Stat(ociimage.BusyboxPath); err != nil {
+		t.Skip(ociimage.ErrNoBusybox)
+	}
+	h := hubtest.Start(t, func(c *hubd.Config) { c.SyncAddr = "127.0.0.1:0" })
+	caPEM := h.Config.TLSClientConfig.CAData
+	if len(caPEM) == 0 {
+		var err error
+		if caPEM, err = os.ReadFile(h.Config.TLSClientConfig.CAFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := pem.Decode(caPEM)
+	ca, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, secret := auth.GenerateToken()
+	if _, err := h.Client.CoreV1().Secrets(metav1.NamespaceSystem).Create(context.Background(),
+		auth.NewBootstrapTokenSecret(id, secret, "", time.Hour, time.Now()), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A short data directory: containerd's sockets live in it.
+	dir, err := os.MkdirTemp("", "podint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	n := &node{hub: h, client: h.Client, name: "edge-1", dir: dir}
+	cfg := agent.DefaultConfig()
+	cfg.NodeName, cfg.DataDir = n.name, dir
+	cfg.HubAddr, cfg.Token, cfg.CAHash = h.SyncAddr(), id+"."+secret, wire.CAHash(ca)
+	cc := agent.DefaultContainerdConfig()
+	cfg.Containerd = &cc
+	cfg.Logger = testlog.New(t, slog.LevelInfo).With("node", n.name)
+	cfg.Sync.MinBackoff, cfg.Sync.MaxBackoff = 100*time.Millisecond, time.Second
+	n.cfg = cfg
+	n.start(t)
+	n.importImage(t)
+	wait.For(t, 60*time.Second, "node Ready with a pod CIDR", func() (bool, string) {
+		nd, err := n.client.CoreV1().Nodes().Get(context.Background(), n.name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range nd.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return nd.Spec.PodCIDR != "", "no pod CIDR"
+			}
+		}
+		return false, fmt.Sprint(nd.Status.Conditions)
+	})
+	return n
+}
+
+// start runs the agent until stop is called or the test ends.
+func (n *node) start(t *testing.T) {
+	t.Helper()
+	a, err := agent.New(n.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.stop = wait.Start(t, 2*time.Minute, "agent Run", a.Run).Stop
+}
+
+// importImage imports the busybox test image into the node's
+// containerd, in the node's namespace, once it answers.
+func (n *node) importImage(t *testing.T) {
+	t.Helper()
+	im, err := ociimage.Busybox(busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tarball bytes.Buffer
+	if err := im.WriteOCI(&tarball); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(n.dir, agent.ContainerdDir, "containerd.sock")
+	wait.For(t, 60*time.Second, "containerd socket", func() (bool, string) {
+		_, err := os.Stat(sock)
+		return err == nil, fmt.Sprint(err)
+	})
+	c, err := client.New(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := namespaces.WithNamespace(context.Background(), "outpost-"+n.name)
+	imgs, err := c.Import(ctx, &tarball)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range imgs {
+		if err := client.NewImage(c, i).Unpack(ctx, "overlayfs"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitPod waits until pod name satisfies ok, and returns it.
+func (n *node) waitPod(t *testing.T, name, what string, ok func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	var p *corev1.Pod
+	wait.For(t, 90*time.Second, "pod "+name+" "+what, func() (bool, string) {
+		var err error
+		p, err = n.client.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return ok(p), fmt.Sprintf("%s %+v", p.Status.Phase, p.Status.ContainerStatuses)
+	})
+	return p
+}
+
+func intOrString(port int) intstr.IntOrString { return intstr.FromInt(port) }
+
+func ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// get fetches http://addr/path from the node's network namespace (the
+// test's), with a short timeout.
+func get(addr, path string) (string, error) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + addr + path)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	return string(b), err
+}
+
+// TestWebPod: a pod with an init container, two containers, configMap
+// and secret volumes and env, and an HTTP readiness probe runs for real:
+// it is Ready once its server answers, at its pod IP, from the node and
+// from another pod; its secret volume is updated in place.
+func TestWebPod(t *testing.T) {
+	if !netnstest.Enter(t) {
+		return
+	}
+	n := startNode(t)
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "site", Namespace: "default"}, Data: map[string]string{"greeting": "hello from a configmap"}}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "default"}, Data: map[string][]byte{"password": []byte("first")}}
+	if _, err := n.client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.client.CoreV1().Secrets("default").Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	web := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName: n.name,
+			Volumes: []corev1.Volume{
+				{Name: "www", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "site", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "site"}}}},
+				{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}},
+			},
+			InitContainers: []corev1.Container{{
+				Name: "init", Image: busybox, ImagePullPolicy: corev1.PullNever,
+				Command:      []string{"sh", "-c", `cp /site/greeting /www/index.html && echo "$PASSWORD" > /www/password && hostname > /www/hostname`},
+				Env:          []corev1.EnvVar{{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "password"}}}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "www", MountPath: "/www"}, {Name: "site", MountPath: "/site"}},
+			}},
+			Containers: []corev1.Container{
+				{
+					Name: "httpd", Image: busybox, ImagePullPolicy: corev1.PullNever,
+					Command:        []string{"httpd", "-f", "-p", "8080", "-h", "/www"},
+					VolumeMounts:   []corev1.VolumeMount{{Name: "www", MountPath: "/www"}},
+					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/index.html", Port: intOrString(8080)}}, PeriodSeconds: 1},
+				},
+				{
+					Name: "secrets", Image: busybox, ImagePullPolicy: corev1.PullNever,
+					Command:      []string{"httpd", "-f", "-p", "8081", "-h", "/creds"},
+					VolumeMounts: []corev1.VolumeMount{{Name: "creds", MountPath: "/creds"}},
+				},
+			},
+		},
+	}
+	if _, err := n.client.CoreV1().Pods("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := n.waitPod(t, "web", "Running and Ready", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodRunning && ready(p) && p.Status.PodIP != ""
+	})
+	ip := p.Status.PodIP
+	if got, err := get(net.JoinHostPort(ip, "8080"), "/index.html"); err != nil || got != "hello from a configmap" {
+		t.Errorf("GET %s:8080/index.html = %q, %v; want the configmap's greeting", ip, got, err)
+	}
+	if got, err := get(net.JoinHostPort(ip, "8080"), "/password"); err != nil || strings.TrimSpace(got) != "first" {
+		t.Errorf("GET /password = %q, %v; want the secret from the init container's env", got, err)
+	}
+	if got, err := get(net.JoinHostPort(ip, "8080"), "/hostname"); err != nil || strings.TrimSpace(got) != "web" {
+		t.Errorf("GET /hostname = %q, %v; want the pod's name", got, err)
+	}
+
+	// Another pod reaches it at its IP.
+	client := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName:      n.name,
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "nc", Image: busybox, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"sh", "-c", fmt.Sprintf(`printf 'GET /index.html HTTP/1.0\r\n\r\n' | nc %s 8080 | grep -q 'hello from a configmap'`, ip)},
+			}},
+		},
+	}
+	if _, err := n.client.CoreV1().Pods("default").Create(ctx, client, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitPod(t, "client", "Succeeded", func(p *corev1.Pod) bool {
+		if p.Status.Phase == corev1.PodFailed {
+			t.Fatalf("pod client failed: %+v", p.Status.ContainerStatuses)
+		}
+		return p.Status.Phase == corev1.PodSucceeded
+	})
+
+	// The secret volume follows the secret, in place.
+	if got, err := get(net.JoinHostPort(ip, "8081"), "/password"); err != nil || got != "first" {
+		t.Fatalf("GET :8081/password = %q, %v; want first", got, err)
+	}
+	sec.Data["password"] = []byte("second")
+	if _, err := n.client.CoreV1().Secrets("default").Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 90*time.Second, "the secret volume updated in place", func() (bool, string) {
+		got, err := get(net.JoinHostPort(ip, "8081"), "/password")
+		return err == nil && got == "second", fmt.Sprintf("%q %v", got, err)
+	})
+	p = n.waitPod(t, "web", "not restarted", func(p *corev1.Pod) bool { return true })
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.RestartCount != 0 {
+			t.Errorf("container %s restarted %d times", cs.Name, cs.RestartCount)
+		}
+	}
+}
