@@ -66,6 +66,7 @@ uplink is down.`,
 		newTokenCmd(),
 		edgecmd.NewCmd("edge"),
 		newUpCmd(),
+		newImageCmd(),
 	)
 	return cmd
 }

@@ -258,7 +258,7 @@ func (s *Service) hosts(cred *runtime.Credential, d *diagnosis) docker.RegistryH
 		if s.insecure[strings.ToLower(host)] {
 			rt = docker.NewHTTPFallback(s.insecureRT)
 		}
-		hc := &http.Client{Transport: &diagTransport{rt: rt, d: d}}
+		hc := &http.Client{Transport: &diagTransport{rt: rt, d: d, anonymous: cred == nil}}
 		endpoint := host
 		if host == "docker.io" {
 			endpoint = "registry-1.docker.io"
@@ -344,13 +344,12 @@ func registryMessage(body []byte) string {
 }
 
 // diagTransport notes the registry's error messages: from the bodies of
-// failed GETs, and, since a HEAD has no body, from a GET made again for
-// a manifest HEAD that failed for good (not found, or credentials
-// refused or missing for basic auth). Bearer challenges to a request
-// without credentials are the start of the token dance, not a failure.
+// GETs that failed for good, and, since a HEAD has no body, from a GET
+// made again for a manifest HEAD that did (not found, or unauthorized).
 type diagTransport struct {
-	rt http.RoundTripper
-	d  *diagnosis
+	rt        http.RoundTripper
+	d         *diagnosis
+	anonymous bool // the pull sends no credentials
 }
 
 func (t *diagTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -358,17 +357,19 @@ func (t *diagTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.StatusCode < 400 {
 		return resp, err
 	}
+	// A 401 is final when credentials were sent, or when none will be:
+	// a basic challenge to an anonymous pull. Otherwise it starts the
+	// authorizer's dance, and says nothing of how the pull will end.
+	final := resp.StatusCode != http.StatusUnauthorized ||
+		req.Header.Get("Authorization") != "" || t.anonymous && basicChallenge(resp)
 	switch {
+	case !final:
 	case req.Method == http.MethodGet:
 		b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		t.d.note(b)
 		resp.Body = readCloser{io.MultiReader(bytes.NewReader(b), &errReader{rerr}, resp.Body), resp.Body}
-	case req.Method == http.MethodHead && strings.Contains(req.URL.Path, "/manifests/") && t.d.message() == "":
-		final := resp.StatusCode == http.StatusNotFound ||
-			resp.StatusCode == http.StatusUnauthorized && (req.Header.Get("Authorization") != "" || basicChallenge(resp))
-		if !final {
-			break
-		}
+	case req.Method == http.MethodHead && strings.Contains(req.URL.Path, "/manifests/") &&
+		(resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusUnauthorized) && t.d.message() == "":
 		get := req.Clone(req.Context())
 		get.Method = http.MethodGet
 		if r2, err := t.rt.RoundTrip(get); err == nil {

@@ -1,9 +1,9 @@
 package images
 
 import (
-	"log/slog"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
