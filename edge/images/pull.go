@@ -57,9 +57,11 @@ func (e *PullError) Unwrap() []error { return []error{runtime.ErrImagePull, e.Er
 // ref is read as Docker does ("busybox" is
 // "docker.io/library/busybox:latest"); the result's Name is the
 // normalized name, and Name()+"@"+Target().Digest the image's ID as
-// container statuses show it. Of creds, those for the image's registry
-// are tried, the most specific first (see ParseDockerConfig); with none
-// the pull is anonymous. Concurrent pulls of one reference with the same
+// container statuses show it. The result's methods want a ctx in the
+// Service's namespace. Of creds, those for the image's registry are
+// tried in turn, as kubelet matches them (host labels with globs, port,
+// repository path prefix), the most specific first; with none the pull
+// is anonymous. Concurrent pulls of one reference with the same
 // credentials are made once. Whatever Pull returns is marked used now
 // (LabelLastUsed). Errors other than ctx's and containerd's own are a
 // *PullError.
