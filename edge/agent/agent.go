@@ -20,6 +20,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
 	"github.com/outpost-mesh/outpost/edge/events"
+	"github.com/outpost-mesh/outpost/edge/images"
 	"github.com/outpost-mesh/outpost/edge/podworker"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/status"
@@ -181,8 +182,10 @@ type Agent struct {
 	status *status.Reporter
 	pods   *podworker.Workers
 	real   *realPods // nil on the fake runtime's nodes
-	// closeRuntime closes the runtime the agent made itself, if it did.
+	// closeRuntime closes the runtime the agent made itself, if it did,
+	// and images is its image service.
 	closeRuntime func() error
+	images       *images.Service
 
 	clientMu sync.Mutex
 	client   *client.Client // nil until joined
@@ -273,6 +276,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.real != nil {
 		wg.Go(func() { a.real.prober.Run(ctx) })
+	}
+	if a.images != nil && a.cfg.Containerd.Address == "" {
+		wg.Go(func() { a.images.RunGC(ctx, a.imagesInUse) })
 	}
 	wg.Go(func() { a.pods.Run(ctx) })
 	wg.Go(func() { a.status.Run(ctx) })

@@ -8,6 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/containerd/containerd/v2/client"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/outpost-mesh/outpost/edge/images"
+	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/runtime/containerd"
 )
 
@@ -34,8 +39,11 @@ type ContainerdConfig struct {
 	// ShimPerNode runs every pod of the node in one shim instead of one
 	// per pod: less memory, one process whose end takes every pod.
 	ShimPerNode bool
-	// Puller gets images; nil for containerd's DefaultPuller.
-	Puller containerd.Puller
+	// InsecureRegistries may be reached over plain HTTP (and HTTPS
+	// unverified), host[:port] as in image references: registries on
+	// loopback or a site's address. Every other registry is reached over
+	// verified HTTPS.
+	InsecureRegistries []string
 }
 
 // DefaultContainerdConfig returns the defaults: the agent's own
@@ -55,6 +63,7 @@ const readyTimeout = 2 * time.Minute
 func (a *Agent) startContainerd(ctx, stop context.Context, wg *sync.WaitGroup) error {
 	cc := a.cfg.Containerd
 	addr := cc.Address
+	root := "" // containerd's root, for image GC; unknown for one not the agent's
 	rcfg := containerd.DefaultConfig()
 	if addr == "" {
 		dir := filepath.Join(a.cfg.DataDir, ContainerdDir)
@@ -81,6 +90,7 @@ func (a *Agent) startContainerd(ctx, stop context.Context, wg *sync.WaitGroup) e
 			return errors.New("containerd did not answer within 2m: see its log under the data directory's containerd/")
 		}
 		addr, rcfg.RuncRoot = sup.Address(), containerd.RuncRoot(dir)
+		root = filepath.Join(dir, "root")
 	}
 	rcfg.Address = addr
 	rcfg.Namespace = cc.Namespace
@@ -90,22 +100,87 @@ func (a *Agent) startContainerd(ctx, stop context.Context, wg *sync.WaitGroup) e
 	if cc.OCIRuntime != "" {
 		rcfg.OCIRuntime = cc.OCIRuntime
 	}
-	rcfg.ShimPerNode, rcfg.Puller = cc.ShimPerNode, cc.Puller
+	ic, err := client.New(addr, client.WithDefaultNamespace(rcfg.Namespace))
+	if err != nil {
+		return fmt.Errorf("containerd at %s: %w", addr, err)
+	}
+	icfg := images.DefaultConfig()
+	icfg.Client, icfg.Namespace, icfg.InsecureRegistries, icfg.Root = ic, rcfg.Namespace, cc.InsecureRegistries, root
+	icfg.Logger, icfg.Now = a.log.With("component", "images"), a.now
+	isvc, err := images.New(icfg)
+	if err != nil {
+		ic.Close()
+		return err
+	}
+	rcfg.ShimPerNode, rcfg.Puller = cc.ShimPerNode, puller{isvc}
 	rcfg.StateDir = filepath.Join(a.cfg.DataDir, FIFODir)
 	rcfg.Logger = a.log.With("component", "runtime")
 	rt, err := containerd.New(rcfg)
 	if err != nil {
+		ic.Close()
 		return fmt.Errorf("containerd runtime: %w", err)
 	}
 	vctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	v, err := rt.Version(vctx)
+	if err == nil {
+		// Where `outpost image` finds the node's images.
+		err = images.WriteEndpoint(a.cfg.DataDir, images.Endpoint{Address: addr, Namespace: rcfg.Namespace, Snapshotter: rcfg.Snapshotter})
+	}
 	if err != nil {
 		rt.Close()
+		ic.Close()
 		return fmt.Errorf("containerd at %s: %w", addr, err)
 	}
-	a.rt, a.closeRuntime = rt, rt.Close
+	a.rt, a.images = rt, isvc
+	a.closeRuntime = func() error { return errors.Join(rt.Close(), ic.Close()) }
 	a.cfg.RuntimeVersion = v
 	a.log.Info("pods run on containerd", "address", addr, "namespace", rcfg.Namespace, "version", v, "oci_runtime", rcfg.OCIRuntime, "shim_per_node", rcfg.ShimPerNode)
 	return nil
+}
+
+// puller is the images Service as the containerd runtime's Puller: it
+// pulls with a client of its own, in the same namespace.
+type puller struct{ s *images.Service }
+
+func (p puller) Pull(ctx context.Context, _ *client.Client, ref string, policy runtime.PullPolicy, creds []runtime.Credential) (client.Image, error) {
+	return p.s.Pull(ctx, ref, policy, creds)
+}
+
+// imagesInUse returns the images of the node's pods, which image GC must
+// not remove: those the pods bound to the node name, and those of what
+// the runtime holds.
+func (a *Agent) imagesInUse(ctx context.Context) ([]string, error) {
+	var out []string
+	var v viewPods // the workers' is theirs alone
+	d, err := v.bound(a.cp, a.cfg.NodeName, a.log)
+	if err != nil {
+		return nil, fmt.Errorf("read the node's pods, sparing every image: %w", err)
+	}
+	ms, err := readManifests(filepath.Join(a.cfg.DataDir, ManifestsDir), a.cfg.NodeName)
+	if err != nil {
+		return nil, fmt.Errorf("read static pod manifests, sparing every image: %w", err)
+	}
+	for _, m := range ms {
+		if m.err == nil {
+			d = append(d, m.pod)
+		}
+	}
+	for _, p := range d {
+		for _, l := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for _, c := range l {
+				out = append(out, c.Image)
+			}
+		}
+	}
+	actual, err := a.rt.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, ps := range actual {
+		for _, c := range ps.Containers {
+			out = append(out, c.Image, c.ImageID)
+		}
+	}
+	return out, nil
 }

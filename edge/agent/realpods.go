@@ -17,6 +17,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/cgroups"
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
 	"github.com/outpost-mesh/outpost/edge/eviction"
+	"github.com/outpost-mesh/outpost/edge/images"
 	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/edge/pods"
 	"github.com/outpost-mesh/outpost/edge/probes"
@@ -117,6 +118,7 @@ func (a *Agent) buildRealPods(kick func()) (*realPods, error) {
 		Node:     podfiles.Node{ClusterDomain: pc.ClusterDomain},
 		NodeName: a.cfg.NodeName, Allocatable: alloc, MemoryCapacity: a.cfg.Capacity.MemoryBytes,
 		ServiceAccountAutomount: a.serviceAccountAutomount,
+		PullCredentials:         a.pullCredentials,
 		Logger:                  a.log.With("component", "sandbox"),
 	}
 	sb, err := sandbox.New(scfg)
@@ -165,6 +167,37 @@ func (a *Agent) serviceAccountAutomount(pod *corev1.Pod) *bool {
 		return nil
 	}
 	return sa.AutomountServiceAccountToken
+}
+
+// pullCredentials returns the registry credentials of the pod's
+// imagePullSecrets that the view holds, as kubelet reads them: secrets
+// of type kubernetes.io/dockerconfigjson or dockercfg; others, and those
+// that do not parse, are left out, said in the log.
+func (a *Agent) pullCredentials(pod *corev1.Pod) []runtime.Credential {
+	var out []runtime.Credential
+	for _, ref := range pod.Spec.ImagePullSecrets {
+		s, ok, err := viewObjects{a}.Secret(pod.Namespace, ref.Name)
+		if err != nil || !ok {
+			a.log.Info("image pull secret not on the node", "pod", pod.Namespace+"/"+pod.Name, "secret", ref.Name, "err", err)
+			continue
+		}
+		var data []byte
+		switch s.Type {
+		case corev1.SecretTypeDockerConfigJson:
+			data = s.Data[corev1.DockerConfigJsonKey]
+		case corev1.SecretTypeDockercfg:
+			data = s.Data[corev1.DockerConfigKey]
+		default:
+			continue
+		}
+		creds, err := images.ParseDockerConfig(data)
+		if err != nil {
+			a.log.Warn("image pull secret does not parse", "pod", pod.Namespace+"/"+pod.Name, "secret", ref.Name, "err", err)
+			continue
+		}
+		out = append(out, creds...)
+	}
+	return out
 }
 
 // viewObjects gives the pods' volumes the configMaps and secrets of the

@@ -85,6 +85,9 @@ type Config struct {
 	// ServiceAccountAutomount returns the automountServiceAccountToken of
 	// the pod's service account, nil when unset or unknown; nil for none.
 	ServiceAccountAutomount func(pod *corev1.Pod) *bool
+	// PullCredentials returns the registry credentials of the pod's
+	// imagePullSecrets; nil for none.
+	PullCredentials func(pod *corev1.Pod) []runtime.Credential
 
 	Logger *slog.Logger // nil discards
 }
@@ -171,6 +174,9 @@ func (s *Sandbox) Container(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 		return err
 	}
 	spec.NetNS = p.netns
+	if s.cfg.PullCredentials != nil && len(pod.Spec.ImagePullSecrets) > 0 {
+		spec.PullCredentials = s.cfg.PullCredentials(pod)
+	}
 	if s.cfg.Cgroups != nil {
 		spec.CgroupParent = s.cfg.Cgroups.PodCgroup(pod)
 		spec.OOMScoreAdj = cgroups.OOMScoreAdj(pod, c, s.cfg.MemoryCapacity)

@@ -31,16 +31,17 @@ type Flags struct {
 	DataDir  string
 	Runtime  string
 
-	Containerd        string // managed or external
-	ContainerdAddress string
-	ContainerdBinary  string
-	OCIRuntime        string
-	ShimPerNode       bool
-	Bridge            string
-	ClusterCIDR       string
-	ServiceCIDR       string
-	ClusterDomain     string
-	SystemReserved    string
+	Containerd         string // managed or external
+	ContainerdAddress  string
+	ContainerdBinary   string
+	OCIRuntime         string
+	ShimPerNode        bool
+	Bridge             string
+	ClusterCIDR        string
+	ServiceCIDR        string
+	ClusterDomain      string
+	SystemReserved     string
+	InsecureRegistries []string
 }
 
 // Register adds the flags to cmd.
@@ -64,6 +65,7 @@ func (f *Flags) Register(cmd *cobra.Command) {
 	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", pods.ClusterCIDR.String(), "the CIDR of every node's pod CIDR, as the hub's --cluster-cidr")
 	fs.StringVar(&f.ServiceCIDR, "service-cidr", pods.ServiceCIDR.String(), "the services' CIDR, as the hub's --service-cidr")
 	fs.StringVar(&f.ClusterDomain, "cluster-domain", pods.ClusterDomain, "the cluster's DNS domain")
+	fs.StringSliceVar(&f.InsecureRegistries, "insecure-registry", nil, "a registry, host[:port], that may be reached over plain HTTP (a registry on loopback or at the site); repeat or comma-separate for more")
 	fs.StringVar(&f.SystemReserved, "system-reserved", "", "resources kept from pods for the system and the agent, such as cpu=200m,memory=256Mi")
 	cmd.MarkFlagRequired("hub")
 	cmd.MarkFlagRequired("node-name")
@@ -102,6 +104,7 @@ func (f *Flags) containerd(cfg agent.Config) (agent.Config, error) {
 		return agent.Config{}, fmt.Errorf("--containerd %q: want managed or external", f.Containerd)
 	}
 	cc.Binary, cc.OCIRuntime, cc.ShimPerNode = f.ContainerdBinary, f.OCIRuntime, f.ShimPerNode
+	cc.InsecureRegistries = f.InsecureRegistries
 	if cc.OCIRuntime != "runc" && cc.OCIRuntime != "crun" {
 		return agent.Config{}, fmt.Errorf("--oci-runtime %q: want runc or crun", cc.OCIRuntime)
 	}
