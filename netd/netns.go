@@ -20,16 +20,28 @@ func newNetNS(path string) error {
 	f.Close()
 	errc := make(chan error, 1)
 	go func() {
-		// The thread is never unlocked, so it ends with this goroutine and
-		// no other goroutine ever runs in the new namespace; that is
-		// simpler and safer than switching it back.
+		// The thread goes back to its namespace once done, and only then
+		// is unlocked. One that cannot is never unlocked, so that no other
+		// goroutine runs in the new namespace; but that is no way out for
+		// the process's main thread, which Go never ends, and whose
+		// namespace /proc/self/ns/net names: it would then name the pod's.
 		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- fmt.Errorf("open this thread's netns: %w", err)
+			return
+		}
+		defer orig.Close()
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			errc <- fmt.Errorf("unshare: %w", err)
 			return
 		}
 		self := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
-		if err := unix.Mount(self, path, "none", unix.MS_BIND, ""); err != nil {
+		err = unix.Mount(self, path, "none", unix.MS_BIND, "")
+		if serr := netns.Set(orig); serr == nil {
+			runtime.UnlockOSThread()
+		}
+		if err != nil {
 			errc <- fmt.Errorf("bind-mount netns: %w", err)
 			return
 		}
@@ -69,17 +81,27 @@ func removeNetNS(path string) error {
 }
 
 // inNetNS runs fn on a thread switched into ns, for what only a thread can
-// do in another namespace, such as writing its /proc/sys/net. The thread is
-// discarded afterwards.
+// do in another namespace, such as writing its /proc/sys/net. The thread
+// goes back to its namespace afterwards, or is discarded if it cannot.
 func inNetNS(ns netns.NsHandle, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: see newNetNS
+		runtime.LockOSThread() // unlocked once back: see newNetNS
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- fmt.Errorf("open this thread's netns: %w", err)
+			return
+		}
+		defer orig.Close()
 		if err := netns.Set(ns); err != nil {
 			errc <- fmt.Errorf("enter netns: %w", err)
 			return
 		}
-		errc <- fn()
+		err = fn()
+		if serr := netns.Set(orig); serr == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }

@@ -83,7 +83,9 @@ type node struct {
 func (n *Network) openNode() (*node, error) {
 	path := n.cfg.HostNetNS
 	if path == "" {
-		path = "/proc/self/ns/net"
+		// This thread's: every thread not locked into another namespace
+		// for a moment is in the agent's.
+		path = "/proc/thread-self/ns/net"
 	}
 	ns, err := netns.GetFromPath(path)
 	if err != nil {

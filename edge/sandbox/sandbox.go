@@ -264,7 +264,7 @@ func (s *Sandbox) prepare(ctx context.Context, pod *corev1.Pod) (*preparedPod, e
 		return nil, fmt.Errorf("write pod resolver files: %w", err)
 	}
 	for _, w := range files.Warnings {
-		s.log.Warn("pod DNS config", "pod", pod.Namespace+"/"+pod.Name, "warning", w)
+		s.log.Info("pod DNS config", "pod", pod.Namespace+"/"+pod.Name, "warning", w)
 	}
 	p.files = files
 	s.mu.Lock()

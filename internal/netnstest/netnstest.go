@@ -7,12 +7,11 @@ package netnstest
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
+	"syscall"
 	"testing"
 )
 
@@ -36,42 +35,35 @@ const envVar = "OUTPOST_NETNS_TEST"
 func Enter(t *testing.T) bool {
 	t.Helper()
 	if os.Getenv(envVar) == t.Name() {
+		// The loopback of a new namespace is down.
+		if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+			t.Fatalf("set lo up: %v: %s", err, out)
+		}
 		return true
 	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make a network namespace")
 	}
-	ip, err := exec.LookPath("ip")
-	if err != nil {
+	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("needs ip(8), from Debian's iproute2")
 	}
-	var b [4]byte
-	rand.Read(b[:])
-	ns := "outpost-test-" + hex.EncodeToString(b[:])
-	if out, err := exec.Command(ip, "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
-	}
-	defer func() {
-		if out, err := exec.Command(ip, "netns", "delete", ns).CombinedOutput(); err != nil {
-			t.Errorf("ip netns delete %s: %v: %s", ns, err, out)
-		}
-	}()
-	if out, err := exec.Command(ip, "-n", ns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("set lo up in %s: %v: %s", ns, err, out)
-	}
-	args := []string{"netns", "exec", ns, os.Args[0], "-test.run=^" + regexp.QuoteMeta(t.Name()) + "$", "-test.count=1"}
+	// A namespace of the child's alone, made as it starts (not with ip
+	// netns exec, which mounts a sysfs of its own over /sys and so hides
+	// the cgroup file systems), gone when it ends.
+	args := []string{"-test.run=^" + regexp.QuoteMeta(t.Name()) + "$", "-test.count=1"}
 	if testing.Verbose() {
 		args = append(args, "-test.v")
 	}
 	if d, ok := t.Deadline(); ok {
 		args = append(args, fmt.Sprintf("-test.timeout=%s", timeUntil(d)))
 	}
-	cmd := exec.Command(ip, args...)
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), envVar+"="+t.Name())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	t.Logf("in network namespace %s:\n%s", ns, out.Bytes())
+	err := cmd.Run()
+	t.Logf("in a network namespace of its own:\n%s", out.Bytes())
 	switch {
 	case err != nil:
 		t.Fatalf("%s in its own network namespace: %v", t.Name(), err)

@@ -49,7 +49,7 @@ type node struct {
 	name   string
 	dir    string
 	cfg    agent.Config
-	stop   func() error
+	bg     *wait.Background // the agent's Run
 }
 
 // startNode starts a hub and an agent, on its own containerd, that
@@ -88,7 +88,16 @@ func startNode(t *testing.T) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	// Registered first, so run last: after the agent stopped.
+	t.Cleanup(func() {
+		left, err := cleanupNode(dir, "edge-1")
+		if len(left) > 0 {
+			t.Logf("left once the agent stopped, as containers outlive it: %s", strings.Join(left, "; "))
+		}
+		if err != nil {
+			t.Errorf("clean up the node: %v", err)
+		}
+	})
 	n := &node{hub: h, client: h.Client, name: "edge-1", dir: dir}
 	cfg := agent.DefaultConfig()
 	cfg.NodeName, cfg.DataDir = n.name, dir
@@ -101,6 +110,7 @@ func startNode(t *testing.T) *node {
 	n.start(t)
 	n.importImage(t)
 	wait.For(t, 60*time.Second, "node Ready with a pod CIDR", func() (bool, string) {
+		n.running(t)
 		nd, err := n.client.CoreV1().Nodes().Get(context.Background(), n.name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -122,7 +132,17 @@ func (n *node) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.stop = wait.Start(t, 2*time.Minute, "agent Run", a.Run).Stop
+	n.bg = wait.Start(t, 2*time.Minute, "agent Run", a.Run)
+}
+
+// running fails the test if the agent stopped.
+func (n *node) running(t *testing.T) {
+	t.Helper()
+	select {
+	case <-n.bg.Done():
+		t.Fatalf("agent stopped: %v", n.bg.Err())
+	default:
+	}
 }
 
 // importImage imports the busybox test image into the node's
@@ -139,6 +159,7 @@ func (n *node) importImage(t *testing.T) {
 	}
 	sock := filepath.Join(n.dir, agent.ContainerdDir, "containerd.sock")
 	wait.For(t, 60*time.Second, "containerd socket", func() (bool, string) {
+		n.running(t)
 		_, err := os.Stat(sock)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -164,6 +185,7 @@ func (n *node) waitPod(t *testing.T, name, what string, ok func(*corev1.Pod) boo
 	t.Helper()
 	var p *corev1.Pod
 	wait.For(t, 90*time.Second, "pod "+name+" "+what, func() (bool, string) {
+		n.running(t)
 		var err error
 		p, err = n.client.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {

@@ -1,0 +1,108 @@
+package podint
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// cleanupNode removes what a node of the tests left once its agent (and
+// so its containerd) stopped: shims and containers outlive both by
+// design. It kills the processes of the node's pod cgroups and its shims,
+// unmounts what is mounted under dir, removes the shims' sockets, the
+// node's cgroups and dir. It returns what it found left, for the test to
+// know, and the errors of the removal.
+func cleanupNode(dir, node string) (left []string, err error) {
+	sock := filepath.Join(dir, "containerd", "containerd.sock")
+	cgroupRoot := "/outpost-" + node
+	var errs []error
+	for range 50 { // until nothing is left to kill
+		pids := nodeProcesses(sock, cgroupRoot)
+		if len(pids) == 0 {
+			break
+		}
+		for _, pid := range pids {
+			left = append(left, fmt.Sprintf("process %d (%s)", pid, cmdline(pid)))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond) // the kernel reaps them: no event to wait on
+	}
+	addrs, _ := filepath.Glob(filepath.Join(dir, "containerd", "state", "io.containerd.runtime.v2.task", "*", "*", "address"))
+	for _, a := range addrs {
+		if b, err := os.ReadFile(a); err == nil {
+			_ = os.Remove(strings.TrimPrefix(strings.TrimSpace(string(b)), "unix://"))
+		}
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	lines := strings.Split(string(mounts), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		f := strings.Fields(lines[i])
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			if err := syscall.Unmount(f[4], syscall.MNT_DETACH); err != nil {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", f[4], err))
+			}
+		}
+	}
+	hs, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, h := range hs {
+		root := filepath.Join("/sys/fs/cgroup", h.Name(), cgroupRoot)
+		var dirs []string
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		slices.Reverse(dirs)
+		for _, d := range dirs {
+			if err := os.Remove(d); err != nil {
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+			}
+		}
+	}
+	errs = append(errs, os.RemoveAll(dir))
+	return left, errors.Join(errs...)
+}
+
+// nodeProcesses returns the processes of the node: its shims (those of
+// its containerd's socket) and whatever runs in its cgroups.
+func nodeProcesses(sock, cgroupRoot string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() || zombie(pid) {
+			continue
+		}
+		if c := cmdline(pid); strings.Contains(c, "containerd-shim") && strings.Contains(c, sock) {
+			out = append(out, pid)
+			continue
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); err == nil && strings.Contains(string(b), cgroupRoot+"/") {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func cmdline(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
+}
+
+// zombie reports whether pid has exited and waits to be reaped.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // gone
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
+}
