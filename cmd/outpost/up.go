@@ -29,17 +29,22 @@ type upConfig struct {
 	memLimit string
 	// controllers runs the hub's controllers and scheduler.
 	controllers bool
+	// runtime is the nodes' runtime: containerd, fake, or auto for
+	// containerd as root and fake otherwise.
+	runtime string
 }
 
 func newUpCmd() *cobra.Command {
-	c := upConfig{dir: ".outpost", nodes: 2, apiAddr: "127.0.0.1:6443", syncAddr: "127.0.0.1:7443", site: "local", memLimit: "auto", controllers: true}
+	c := upConfig{dir: ".outpost", nodes: 2, apiAddr: "127.0.0.1:6443", syncAddr: "127.0.0.1:7443", site: "local", memLimit: "auto", controllers: true, runtime: "auto"}
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a hub and edge nodes on this machine, ready for kubectl",
 		Long: `Run a hub and --nodes edge agents in one process, with their state under
---dir (the hub in DIR/hub, node N in DIR/edge-N). The agents run pods on
-the fake runtime: pods go through their whole lifecycle, but no container
-really runs. The first start joins the nodes with a bootstrap token; later
+--dir (the hub in DIR/hub, node N in DIR/edge-N). Run as root, the agents
+run real containers, each on a containerd of its own under its directory,
+with a pod network on a bridge of its own (outpost1, outpost2, ...); run
+otherwise, or with --runtime fake, on the fake runtime: pods go through
+their whole lifecycle, but no container runs. The first start joins the nodes with a bootstrap token; later
 starts reuse their certificates. Once the nodes are up it prints the
 export line for KUBECONFIG on stdout. Ctrl-C stops everything.`,
 		Example: `  outpost up
@@ -63,6 +68,7 @@ export line for KUBECONFIG on stdout. Ctrl-C stops everything.`,
 	f.StringVar(&c.site, "site", c.site, "site label of the nodes")
 	f.StringVar(&c.memLimit, "memory-limit", c.memLimit, memoryLimitUsage)
 	f.BoolVar(&c.controllers, "controllers", c.controllers, controllersUsage)
+	f.StringVar(&c.runtime, "runtime", c.runtime, "the nodes' runtime: containerd, fake, or auto (containerd when run as root, fake otherwise)")
 	return cmd
 }
 
@@ -100,10 +106,29 @@ func runUp(ctx context.Context, c upConfig, out io.Writer, log *slog.Logger) err
 		}
 		break
 	}
+	rt := c.runtime
+	switch {
+	case rt == "auto" && os.Geteuid() == 0:
+		rt = "containerd"
+	case rt == "auto":
+		rt = "fake"
+		log.Warn("not root: the nodes run pods on the fake runtime, which runs no container; run as root for real containers (network namespaces, cgroups and mounts need it)")
+	case rt != "containerd" && rt != "fake":
+		cancel()
+		return fmt.Errorf("--runtime %q: want containerd, fake or auto", rt)
+	}
+	dir, err := filepath.Abs(c.dir)
+	if err != nil {
+		cancel()
+		return err
+	}
 	agents := make([]*agent.Agent, 0, c.nodes)
 	for i := 1; i <= c.nodes; i++ {
 		name := nodeName(i)
-		f := edgecmd.Flags{Hub: h.SyncAddr(), Token: token, CAHash: hash, NodeName: name, Site: c.site, DataDir: filepath.Join(c.dir, name), Runtime: "fake"}
+		f := edgecmd.DefaultFlags()
+		f.Hub, f.Token, f.CAHash, f.NodeName, f.Site = h.SyncAddr(), token, hash, name, c.site
+		f.DataDir, f.Runtime = filepath.Join(dir, name), rt
+		f.Bridge = fmt.Sprintf("outpost%d", i)
 		acfg, err := f.Config(log.With("node", name))
 		if err != nil {
 			cancel()

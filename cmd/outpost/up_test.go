@@ -44,7 +44,7 @@ func TestUp(t *testing.T) {
 	defer cancel()
 	var out syncBuffer
 	done := make(chan error, 1)
-	cfg := upConfig{dir: t.TempDir(), nodes: 2, apiAddr: "127.0.0.1:0", syncAddr: "127.0.0.1:0", site: "test"}
+	cfg := upConfig{dir: t.TempDir(), nodes: 2, apiAddr: "127.0.0.1:0", syncAddr: "127.0.0.1:0", site: "test", runtime: "fake"}
 	go func() { done <- runUp(ctx, cfg, &out, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 
 	deadline := time.Now().Add(60 * time.Second)

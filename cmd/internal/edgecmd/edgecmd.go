@@ -44,29 +44,44 @@ type Flags struct {
 	InsecureRegistries []string
 }
 
-// Register adds the flags to cmd.
-func (f *Flags) Register(cmd *cobra.Command) {
-	fs := cmd.Flags()
-	fs.StringVar(&f.Hub, "hub", "", "host:port of the hub's sync endpoint (required)")
-	fs.StringVar(&f.Token, "token", "", "bootstrap token <6 characters [a-z0-9]>.<16 characters [a-z0-9]> from outpost token create, to join the first time")
-	fs.StringVar(&f.CAHash, "ca-cert-hash", "", "sha256:<64 hex digits> hash of the hub CA, printed by outpost token create")
-	fs.StringVar(&f.NodeName, "node-name", "", "name of this node (required)")
-	fs.StringVar(&f.Site, "site", "", "site the node belongs to (label topology.outpost.dev/site)")
-	fs.StringVar(&f.DataDir, "data-dir", "/var/lib/outpost-edge", "directory for the node's certificate, checkpoint and static pod manifests")
-	fs.StringVar(&f.Runtime, "runtime", "containerd", "container runtime: containerd, or fake (pods are simulated in memory; for tests and fleet simulation)")
+// DefaultFlags returns the flags' defaults.
+func DefaultFlags() Flags {
 	pods := agent.DefaultPodsConfig()
 	ctrd := agent.DefaultContainerdConfig()
-	fs.StringVar(&f.Containerd, "containerd", "managed", "managed: the agent starts and supervises its own containerd under --data-dir; external: the one at --containerd-address")
-	fs.StringVar(&f.ContainerdAddress, "containerd-address", "", "socket of a running containerd to use (implies --containerd external)")
-	fs.StringVar(&f.ContainerdBinary, "containerd-binary", ctrd.Binary, "the containerd a managed one runs")
-	fs.StringVar(&f.OCIRuntime, "oci-runtime", ctrd.OCIRuntime, "OCI runtime of the containers: runc or crun")
-	fs.BoolVar(&f.ShimPerNode, "shim-per-node", false, "run every pod of the node in one runc shim (less memory per pod) instead of one shim per pod")
-	fs.StringVar(&f.Bridge, "bridge", pods.Bridge, "the pods' bridge; each agent on one machine needs its own")
-	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", pods.ClusterCIDR.String(), "the CIDR of every node's pod CIDR, as the hub's --cluster-cidr")
-	fs.StringVar(&f.ServiceCIDR, "service-cidr", pods.ServiceCIDR.String(), "the services' CIDR, as the hub's --service-cidr")
-	fs.StringVar(&f.ClusterDomain, "cluster-domain", pods.ClusterDomain, "the cluster's DNS domain")
-	fs.StringSliceVar(&f.InsecureRegistries, "insecure-registry", nil, "a registry, host[:port], that may be reached over plain HTTP (a registry on loopback or at the site); repeat or comma-separate for more")
-	fs.StringVar(&f.SystemReserved, "system-reserved", "", "resources kept from pods for the system and the agent, such as cpu=200m,memory=256Mi")
+	return Flags{
+		DataDir:          "/var/lib/outpost-edge",
+		Runtime:          "containerd",
+		Containerd:       "managed",
+		ContainerdBinary: ctrd.Binary,
+		OCIRuntime:       ctrd.OCIRuntime,
+		Bridge:           pods.Bridge,
+		ClusterCIDR:      pods.ClusterCIDR.String(),
+		ServiceCIDR:      pods.ServiceCIDR.String(),
+		ClusterDomain:    pods.ClusterDomain,
+	}
+}
+
+// Register adds the flags to cmd, with f's values as their defaults.
+func (f *Flags) Register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.Hub, "hub", f.Hub, "host:port of the hub's sync endpoint (required)")
+	fs.StringVar(&f.Token, "token", f.Token, "bootstrap token <6 characters [a-z0-9]>.<16 characters [a-z0-9]> from outpost token create, to join the first time")
+	fs.StringVar(&f.CAHash, "ca-cert-hash", f.CAHash, "sha256:<64 hex digits> hash of the hub CA, printed by outpost token create")
+	fs.StringVar(&f.NodeName, "node-name", f.NodeName, "name of this node (required)")
+	fs.StringVar(&f.Site, "site", f.Site, "site the node belongs to (label topology.outpost.dev/site)")
+	fs.StringVar(&f.DataDir, "data-dir", f.DataDir, "directory for the node's certificate, checkpoint, containerd, pods' files and static pod manifests")
+	fs.StringVar(&f.Runtime, "runtime", f.Runtime, "container runtime: containerd, or fake (pods are simulated in memory; for tests and fleet simulation)")
+	fs.StringVar(&f.Containerd, "containerd", f.Containerd, "managed: the agent starts and supervises its own containerd under --data-dir; external: the one at --containerd-address")
+	fs.StringVar(&f.ContainerdAddress, "containerd-address", f.ContainerdAddress, "socket of a running containerd to use (implies --containerd external)")
+	fs.StringVar(&f.ContainerdBinary, "containerd-binary", f.ContainerdBinary, "the containerd a managed one runs")
+	fs.StringVar(&f.OCIRuntime, "oci-runtime", f.OCIRuntime, "OCI runtime of the containers: runc or crun")
+	fs.BoolVar(&f.ShimPerNode, "shim-per-node", f.ShimPerNode, "run every pod of the node in one runc shim (less memory per pod) instead of one shim per pod")
+	fs.StringVar(&f.Bridge, "bridge", f.Bridge, "the pods' bridge; each agent on one machine needs its own")
+	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", f.ClusterCIDR, "the CIDR of every node's pod CIDR, as the hub's --cluster-cidr")
+	fs.StringVar(&f.ServiceCIDR, "service-cidr", f.ServiceCIDR, "the services' CIDR, as the hub's --service-cidr")
+	fs.StringVar(&f.ClusterDomain, "cluster-domain", f.ClusterDomain, "the cluster's DNS domain")
+	fs.StringSliceVar(&f.InsecureRegistries, "insecure-registry", f.InsecureRegistries, "a registry, host[:port], that may be reached over plain HTTP (a registry on loopback or at the site); repeat or comma-separate for more")
+	fs.StringVar(&f.SystemReserved, "system-reserved", f.SystemReserved, "resources kept from pods for the system and the agent, such as cpu=200m,memory=256Mi")
 	cmd.MarkFlagRequired("hub")
 	cmd.MarkFlagRequired("node-name")
 }
@@ -157,7 +172,7 @@ func NewRuntime(name string, log *slog.Logger) (runtime.Runtime, string, error) 
 
 // NewCmd returns the edge command, named use.
 func NewCmd(use string) *cobra.Command {
-	var f Flags
+	f := DefaultFlags()
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: "Run the edge agent of one node: its pods, online or not",
