@@ -23,6 +23,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -327,5 +328,122 @@ func TestWebPod(t *testing.T) {
 		if cs.RestartCount != 0 {
 			t.Errorf("container %s restarted %d times", cs.Name, cs.RestartCount)
 		}
+	}
+}
+
+// TestProbesLimitsOOM: a failing liveness probe restarts a container and
+// its restart count shows; a memory limit is in the container's cgroup,
+// under the pod's; a container past its limit is OOM-killed and reported
+// so.
+func TestProbesLimitsOOM(t *testing.T) {
+	if !netnstest.Enter(t) {
+		return
+	}
+	n := startNode(t)
+	ctx := context.Background()
+	limits := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+	pods := []*corev1.Pod{
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "sick", Namespace: "default"},
+			Spec: corev1.PodSpec{NodeName: n.name, TerminationGracePeriodSeconds: new(int64(1)), Containers: []corev1.Container{{
+				Name: "main", Image: busybox, ImagePullPolicy: corev1.PullNever,
+				// Healthy for a moment after each start, then not.
+				Command: []string{"sh", "-c", "touch /tmp/alive; sleep 2; rm /tmp/alive; exec sleep 3600"},
+				LivenessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/alive"}}},
+					PeriodSeconds: 1, FailureThreshold: 1,
+				},
+			}}},
+		},
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "limited", Namespace: "default"},
+			Spec: corev1.PodSpec{NodeName: n.name, Containers: []corev1.Container{{
+				Name: "main", Image: busybox, ImagePullPolicy: corev1.PullNever,
+				Command:   []string{"sleep", "3600"},
+				Resources: corev1.ResourceRequirements{Limits: limits},
+			}}},
+		},
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "hungry", Namespace: "default"},
+			Spec: corev1.PodSpec{NodeName: n.name, RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+				Name: "main", Image: busybox, ImagePullPolicy: corev1.PullNever,
+				Command:   []string{"sh", "-c", "x=0123456789; while true; do x=$x$x; done"},
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")}},
+			}}},
+		},
+	}
+	for _, p := range pods {
+		if _, err := n.client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	n.waitPod(t, "sick", "restarted by its liveness probe", func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1
+	})
+
+	p := n.waitPod(t, "limited", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	file := filepath.Join("/sys/fs/cgroup/memory/outpost-"+n.name, "kubepods", "burstable", "pod"+string(p.UID), id, "memory.limit_in_bytes")
+	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
+		file = filepath.Join("/sys/fs/cgroup/outpost-"+n.name, "kubepods", "burstable", "pod"+string(p.UID), id, "memory.max") // cgroup v2
+	}
+	if b, err := os.ReadFile(file); err != nil || strings.TrimSpace(string(b)) != "67108864" {
+		t.Errorf("%s = %q, %v; want 67108864 (64Mi)", file, b, err)
+	}
+
+	p = n.waitPod(t, "hungry", "OOM-killed", func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Terminated != nil
+	})
+	if term := p.Status.ContainerStatuses[0].State.Terminated; term.Reason != "OOMKilled" || term.ExitCode != 137 {
+		t.Errorf("hungry ended %s with %d, want OOMKilled with 137", term.Reason, term.ExitCode)
+	}
+	if p.Status.Phase != corev1.PodFailed {
+		t.Errorf("hungry is %s, want Failed", p.Status.Phase)
+	}
+}
+
+// TestAdoption: an agent that restarts adopts the containers it ran: the
+// same container IDs, the same processes, no restart.
+func TestAdoption(t *testing.T) {
+	if !netnstest.Enter(t) {
+		return
+	}
+	n := startNode(t)
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "steady", Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: n.name, Containers: []corev1.Container{{
+			Name: "main", Image: busybox, ImagePullPolicy: corev1.PullNever,
+			Command: []string{"sh", "-c", "echo $$ > /tmp/pid; exec httpd -f -p 8080 -h /tmp"},
+		}}},
+	}
+	if _, err := n.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := n.waitPod(t, "steady", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" })
+	pid, err := get(net.JoinHostPort(before.Status.PodIP, "8080"), "/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.bg.Stop(); err != nil {
+		t.Fatalf("agent Run = %v", err)
+	}
+	n.start(t)
+	wait.For(t, 60*time.Second, "agent connected again", func() (bool, string) {
+		n.running(t)
+		l, err := n.hub.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, n.name, metav1.GetOptions{})
+		return err == nil && l.Spec.RenewTime != nil && time.Since(l.Spec.RenewTime.Time) < 5*time.Second, fmt.Sprint(err)
+	})
+	after := n.waitPod(t, "steady", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	b, a := before.Status.ContainerStatuses[0], after.Status.ContainerStatuses[0]
+	if a.ContainerID != b.ContainerID || a.RestartCount != 0 || !a.State.Running.StartedAt.Equal(&b.State.Running.StartedAt) {
+		t.Errorf("after the agent's restart: %s restarts=%d started %v; before: %s started %v", a.ContainerID, a.RestartCount, a.State.Running, b.ContainerID, b.State.Running)
+	}
+	if after.Status.PodIP != before.Status.PodIP {
+		t.Errorf("pod IP %s after the restart, %s before", after.Status.PodIP, before.Status.PodIP)
+	}
+	if got, err := get(net.JoinHostPort(before.Status.PodIP, "8080"), "/pid"); err != nil || got != pid {
+		t.Errorf("the container's process is %q (%v), was %q", got, err, pid)
 	}
 }
