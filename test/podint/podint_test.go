@@ -341,7 +341,7 @@ func TestProbesLimitsOOM(t *testing.T) {
 	}
 	n := startNode(t)
 	ctx := context.Background()
-	limits := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+	limits := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi"), corev1.ResourceCPU: resource.MustParse("250m")}
 	pods := []*corev1.Pod{
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: "sick", Namespace: "default"},
@@ -383,13 +383,24 @@ func TestProbesLimitsOOM(t *testing.T) {
 	})
 
 	p := n.waitPod(t, "limited", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
-	file := filepath.Join("/sys/fs/cgroup/memory/outpost-"+n.name, "kubepods", "burstable", "pod"+string(p.UID), id, "memory.limit_in_bytes")
-	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
-		file = filepath.Join("/sys/fs/cgroup/outpost-"+n.name, "kubepods", "burstable", "pod"+string(p.UID), id, "memory.max") // cgroup v2
+	if p.Status.QOSClass != corev1.PodQOSGuaranteed {
+		t.Errorf("QoS class %s, want Guaranteed", p.Status.QOSClass)
 	}
-	if b, err := os.ReadFile(file); err != nil || strings.TrimSpace(string(b)) != "67108864" {
-		t.Errorf("%s = %q, %v; want 67108864 (64Mi)", file, b, err)
+	// A Guaranteed pod's cgroup is right under the node's kubepods, with
+	// the container's under it.
+	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	cg := filepath.Join("outpost-"+n.name, "kubepods", "pod"+string(p.UID), id)
+	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
+		t.Skip("the files of a cgroup v1 machine; cgroup v2's are checked by edge/cgroups")
+	}
+	for _, f := range []struct{ file, want string }{
+		{filepath.Join("/sys/fs/cgroup/memory", cg, "memory.limit_in_bytes"), "67108864"},
+		{filepath.Join("/sys/fs/cgroup/cpu", cg, "cpu.cfs_quota_us"), "25000"},
+		{filepath.Join("/sys/fs/cgroup/memory", filepath.Dir(cg), "memory.limit_in_bytes"), "67108864"},
+	} {
+		if b, err := os.ReadFile(f.file); err != nil || strings.TrimSpace(string(b)) != f.want {
+			t.Errorf("%s = %q, %v; want %s", f.file, b, err, f.want)
+		}
 	}
 
 	p = n.waitPod(t, "hungry", "OOM-killed", func(p *corev1.Pod) bool {

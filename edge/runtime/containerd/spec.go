@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/containerd/containerd/v2/contrib/seccomp"
 	"github.com/containerd/containerd/v2/core/containers"
@@ -224,7 +225,7 @@ func withProcess(c *runtime.ContainerSpec) oci.SpecOpts {
 		s.Process.Rlimits = nil
 		s.Process.NoNewPrivileges = c.NoNewPrivileges
 		s.Process.Terminal = c.TTY
-		adj := c.OOMScoreAdj
+		adj := restrictOOMScoreAdj(c.OOMScoreAdj)
 		s.Process.OOMScoreAdj = &adj
 		if s.Linux.Seccomp != nil && !c.SeccompRuntimeDefault {
 			s.Linux.Seccomp = nil
@@ -347,3 +348,37 @@ func withSpecVersion(_ context.Context, _ oci.Client, _ *containers.Container, s
 	s.Version = specVersion
 	return nil
 }
+
+// restrictOOMScoreAdj returns adj, or the agent's own OOM score adjustment
+// if adj is lower and the agent may not lower it (it lacks
+// CAP_SYS_RESOURCE, as in some sandboxes and user namespaces): runc would
+// fail the container's start otherwise. containerd's CRI plugin does the
+// same with restrict_oom_score_adj.
+func restrictOOMScoreAdj(adj int) int {
+	own, canLower := ownOOMScoreAdj()
+	if adj < own && !canLower {
+		return own
+	}
+	return adj
+}
+
+// ownOOMScoreAdj returns the process's OOM score adjustment and whether it
+// has CAP_SYS_RESOURCE, read once.
+var ownOOMScoreAdj = sync.OnceValues(func() (int, bool) {
+	own := 0
+	if b, err := os.ReadFile("/proc/self/oom_score_adj"); err == nil {
+		own, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	const capSysResource = 24
+	can := true
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+				if caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil {
+					can = caps&(1<<capSysResource) != 0
+				}
+			}
+		}
+	}
+	return own, can
+})
