@@ -496,6 +496,7 @@ func (a *Agent) build() error {
 	scfg.Capacity, scfg.RuntimeVersion = a.cfg.Capacity, a.cfg.RuntimeVersion
 	scfg.Store, scfg.Events, scfg.MirrorOf = a.cp, a.events, mirrorOf
 	scfg.Notify, scfg.Lister = a.notify, a.rt
+	scfg.Kick = func() { a.pods.Kick() } // a.pods is set below, before anything runs
 	scfg.NodeStatusInterval, scfg.StatusResync = a.cfg.NodeStatusInterval, a.cfg.StatusResync
 	scfg.Logger, scfg.Clock = a.log.With("component", "status"), a.now
 	st, err := status.New(scfg)

@@ -62,6 +62,9 @@ type Config struct {
 	MirrorOf func(*corev1.Pod) *corev1.Pod
 	// Notify tells the sync client the outbox has news; nil for none.
 	Notify func()
+	// Kick asks the pod workers for a round, which a pod's held-back
+	// report is made from when due; nil makes it from the last round.
+	Kick func()
 	// Lister, when set, is what Terminated lists the runtime with, for a
 	// final status as of then.
 	Lister interface {
@@ -147,7 +150,8 @@ type Reporter struct {
 
 	// loopMu is held while reporting; what follows is its own.
 	loopMu     sync.Mutex
-	next       time.Time    // when the next report is due, for Run
+	next       time.Time    // when the node's next report is due, for Run
+	podWake    time.Time    // when a pod's held-back report is due, or zero
 	node       *corev1.Node // the last node status sent
 	nodeSent   time.Time
 	nodeResent time.Time // when the hub's copy of the node last led to a report
@@ -249,12 +253,9 @@ func (r *Reporter) Observe(rd Round) {
 // reportLocked reports rd's pods and the node as of now, and arms the
 // timer of Run for the next report due. r.loopMu is held.
 func (r *Reporter) reportLocked(rd Round, now time.Time) {
-	next := r.reportPods(rd, now)
-	if n := r.reportNode(now); next.IsZero() || n.Before(next) {
-		next = n
-	}
+	r.podWake = r.reportPods(rd, now)
+	r.next = r.reportNode(now)
 	r.cfg.Notify()
-	r.next = next
 	r.wake()
 }
 
@@ -288,8 +289,11 @@ func (r *Reporter) Run(ctx context.Context) error {
 	defer timer.Stop()
 	for {
 		r.loopMu.Lock()
-		next := r.next
+		next, podWake := r.next, r.podWake
 		r.loopMu.Unlock()
+		if !podWake.IsZero() && (next.IsZero() || podWake.Before(next)) {
+			next = podWake
+		}
 		if !next.IsZero() {
 			timer.Reset(max(next.Sub(r.now()), time.Millisecond))
 		}
@@ -302,10 +306,24 @@ func (r *Reporter) Run(ctx context.Context) error {
 			}
 		case <-timer.C:
 		}
+		now := r.now()
 		r.loopMu.Lock()
-		if !r.last.Now.IsZero() { // the first report waits for the first round
-			r.reportLocked(r.last, r.now())
+		if r.last.Now.IsZero() { // the first report waits for the first round
+			r.loopMu.Unlock()
+			continue
 		}
+		if !r.podWake.IsZero() && !now.Before(r.podWake) {
+			// A pod's held-back report is due: from a new round, with the
+			// hub's copy as the view has it now, not the last round's.
+			r.podWake = time.Time{}
+			if r.cfg.Kick != nil {
+				r.cfg.Kick()
+			} else {
+				r.podWake = r.reportPods(r.last, now)
+			}
+		}
+		r.next = r.reportNode(now)
+		r.cfg.Notify()
 		r.loopMu.Unlock()
 	}
 }
