@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/quic-go/quic-go"
 
@@ -774,16 +775,22 @@ func TestNodeStatusRestricted(t *testing.T) {
 	nodes := h.client.CoreV1().Nodes()
 	// An administrator's taint and role label on the Node the hub
 	// registered with the site the node joined with.
-	cur, err := nodes.Get(ctx, "edge-a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cur.Labels[wire.SiteLabel] != "store-1" {
-		t.Fatalf("site label at join = %q, want store-1", cur.Labels[wire.SiteLabel])
-	}
-	cur.Labels["node-role.kubernetes.io/pos"] = ""
-	cur.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "pos", Effect: corev1.TaintEffectNoSchedule}}
-	before, err := nodes.Update(ctx, cur, metav1.UpdateOptions{})
+	// The node IPAM controller may be giving the new Node its pod CIDR
+	// at the same time: read again on a conflict, as any client does.
+	var before *corev1.Node
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := nodes.Get(ctx, "edge-a", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.Labels[wire.SiteLabel] != "store-1" {
+			t.Fatalf("site label at join = %q, want store-1", cur.Labels[wire.SiteLabel])
+		}
+		cur.Labels["node-role.kubernetes.io/pos"] = ""
+		cur.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "pos", Effect: corev1.TaintEffectNoSchedule}}
+		before, err = nodes.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
