@@ -738,6 +738,9 @@ func (r *Runtime) start(ctx context.Context, ctr client.Container, info containe
 		lio.finish(0)
 		return fail(err)
 	}
+	// The start time is taken before the start: a process that exits at
+	// once must not show it finished before it started.
+	startedAt := time.Now()
 	if err := task.Start(ctx); err != nil {
 		_, _ = task.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
 		lio.finish(0)
@@ -754,7 +757,7 @@ func (r *Runtime) start(ctx context.Context, ctr client.Container, info containe
 		lio.io = task.IO()
 		lio.detach()
 	}
-	if err := r.setLabels(ctx, info.ID, map[string]string{labelStartedAt: formatTime(time.Now())}); err != nil {
+	if err := r.setLabels(ctx, info.ID, map[string]string{labelStartedAt: formatTime(startedAt)}); err != nil {
 		return fmt.Errorf("start container %q: %w", spec.Name, err)
 	}
 	return nil
