@@ -74,8 +74,6 @@ func DefaultPodsConfig() PodsConfig {
 type realPods struct {
 	sandbox  *sandbox.Sandbox
 	prober   *probes.Manager
-	network  *lazyNetwork
-	cgroups  *cgroups.Manager
 	admitter admitter
 }
 
@@ -111,7 +109,7 @@ func (a *Agent) buildRealPods(kick func()) (*realPods, error) {
 	if err != nil {
 		return nil, err
 	}
-	net := &lazyNetwork{a: a, cfg: pc, kick: kick}
+	net := &lazyNetwork{a: a, cfg: pc}
 	scfg := sandbox.Config{
 		Dir: filepath.Join(a.cfg.DataDir, PodsDir), LogDir: filepath.Join(a.cfg.DataDir, LogsDir),
 		Network: net, Volumes: vm, Cgroups: cg,
@@ -133,7 +131,7 @@ func (a *Agent) buildRealPods(kick func()) (*realPods, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &realPods{sandbox: sb, prober: pm, network: net, cgroups: cg, admitter: admitter{alloc}}, nil
+	return &realPods{sandbox: sb, prober: pm, admitter: admitter{alloc}}, nil
 }
 
 // allocatable returns what the node offers pods: its capacity less the
@@ -298,9 +296,8 @@ func refOf(p *corev1.Pod) runtime.PodRef {
 // the hub assigns after the node first joined and the checkpoint keeps:
 // until then, pods that need a network wait.
 type lazyNetwork struct {
-	a    *Agent
-	cfg  *PodsConfig
-	kick func()
+	a   *Agent
+	cfg *PodsConfig
 
 	mu   sync.Mutex
 	net  *netd.Network
