@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vishvananda/netlink"
 )
 
 // cleanupNode removes what a node of the tests left once its agent (and
@@ -50,11 +52,18 @@ func cleanupNode(dir, node string) (left []string, err error) {
 			}
 		}
 	}
+	errs = append(errs, removeCgroups(cgroupRoot), os.RemoveAll(dir))
+	return left, errors.Join(errs...)
+}
+
+// removeCgroups removes the cgroup root, under every hierarchy, and the
+// cgroups under it; their processes must have gone.
+func removeCgroups(root string) error {
+	var errs []error
 	hs, _ := os.ReadDir("/sys/fs/cgroup")
 	for _, h := range hs {
-		root := filepath.Join("/sys/fs/cgroup", h.Name(), cgroupRoot)
 		var dirs []string
-		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		filepath.WalkDir(filepath.Join("/sys/fs/cgroup", h.Name(), root), func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				dirs = append(dirs, p)
 			}
@@ -67,8 +76,7 @@ func cleanupNode(dir, node string) (left []string, err error) {
 			}
 		}
 	}
-	errs = append(errs, os.RemoveAll(dir))
-	return left, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // nodeProcesses returns the processes of the node: its shims (those of
@@ -105,4 +113,52 @@ func zombie(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(b), ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
+}
+
+// reboot does to a node whose agent stopped what a power cut does: every
+// process of the node dies (shims, containers), every mount under dir
+// goes (the pods' network namespaces, tmpfs volumes, root filesystems),
+// and so does containerd's state, which lives on tmpfs (/run) on a real
+// machine; the node's cgroups go, and every link of the test's network
+// namespace but loopback (the bridge and the pods' veths). What is on
+// disk stays: the agent's checkpoint, containerd's content and metadata.
+func reboot(dir, node string) error {
+	sock := filepath.Join(dir, "containerd", "containerd.sock")
+	cgroupRoot := "/outpost-" + node
+	for range 50 {
+		pids := nodeProcesses(sock, cgroupRoot)
+		if len(pids) == 0 {
+			break
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond) // the kernel reaps them: no event to wait on
+	}
+	var errs []error
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	lines := strings.Split(string(mounts), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		f := strings.Fields(lines[i])
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			if err := syscall.Unmount(f[4], syscall.MNT_DETACH); err != nil {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", f[4], err))
+			}
+		}
+	}
+	errs = append(errs, os.RemoveAll(filepath.Join(dir, "containerd", "state")))
+	errs = append(errs, removeCgroups(cgroupRoot))
+	links, err := netlink.LinkList()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list links: %w", err))
+	}
+	for _, l := range links {
+		if l.Attrs().Name == "lo" {
+			continue
+		}
+		if err := netlink.LinkDel(l); err != nil && !errors.Is(err, syscall.ENODEV) {
+			errs = append(errs, fmt.Errorf("delete link %s: %w", l.Attrs().Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
