@@ -728,6 +728,10 @@ func (r *Runtime) start(ctx context.Context, ctr client.Container, info containe
 	fail := func(err error) error {
 		err = native(err)
 		in := &instance{info: info}
+		// A container that never started has no start time, as CRI's.
+		if rerr := r.setLabels(context.WithoutCancel(ctx), info.ID, map[string]string{labelStartedAt: ""}); rerr != nil {
+			r.cfg.Logger.Warn("record start error", "container", info.ID, "err", rerr)
+		}
 		if rerr := r.recordExit(context.WithoutCancel(ctx), in, exitStartError, time.Now(), "StartError", err.Error()); rerr != nil {
 			r.cfg.Logger.Warn("record start error", "container", info.ID, "err", rerr)
 		}
@@ -738,9 +742,14 @@ func (r *Runtime) start(ctx context.Context, ctr client.Container, info containe
 		lio.finish(0)
 		return fail(err)
 	}
-	// The start time is taken before the start: a process that exits at
-	// once must not show it finished before it started.
-	startedAt := time.Now()
+	// The start time is taken and recorded before the start: a process
+	// that exits at once must not show it finished before it started,
+	// and a listing prompted by the task's start event must find it.
+	if err := r.setLabels(ctx, info.ID, map[string]string{labelStartedAt: formatTime(time.Now())}); err != nil {
+		_, _ = task.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
+		lio.finish(0)
+		return fail(err)
+	}
 	if err := task.Start(ctx); err != nil {
 		_, _ = task.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
 		lio.finish(0)
@@ -756,9 +765,6 @@ func (r *Runtime) start(ctx context.Context, ctr client.Container, info containe
 	if closed {
 		lio.io = task.IO()
 		lio.detach()
-	}
-	if err := r.setLabels(ctx, info.ID, map[string]string{labelStartedAt: formatTime(startedAt)}); err != nil {
-		return fmt.Errorf("start container %q: %w", spec.Name, err)
 	}
 	return nil
 }
