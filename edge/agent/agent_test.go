@@ -58,6 +58,7 @@ func deadHub(t *testing.T) string {
 type testAgent struct {
 	cfg    agent.Config
 	rounds *atomic.Int64 // calls of the agent's clock: it advances every round
+	ahead  *atomic.Int64 // how far the agent's clock runs ahead of the wall's
 }
 
 // newAgentConfig returns the configuration of an agent on dir and rt that
@@ -79,12 +80,12 @@ func newAgentConfig(t *testing.T, dir string, rt *fake.Runtime) testAgent {
 	cfg.Sync.MinBackoff, cfg.Sync.MaxBackoff = 50*time.Millisecond, time.Second
 	cfg.Sync.IdleTimeout, cfg.Sync.KeepAlive = 2*time.Second, 500*time.Millisecond
 	cfg.Logger = testlog.New(t, slog.LevelInfo)
-	rounds := new(atomic.Int64)
+	rounds, ahead := new(atomic.Int64), new(atomic.Int64)
 	cfg.Clock = func() time.Time {
 		rounds.Add(1)
-		return time.Now()
+		return time.Now().Add(time.Duration(ahead.Load()))
 	}
-	return testAgent{cfg: cfg, rounds: rounds}
+	return testAgent{cfg: cfg, rounds: rounds, ahead: ahead}
 }
 
 // run runs the agent until the returned stop is called or the test ends;

@@ -74,6 +74,8 @@ func TestEvents(t *testing.T) {
 		}
 		return true, ""
 	})
+	// Half-way through its first back-off, the pull's shows.
+	ta.ahead.Store(int64(6 * time.Second))
 	ta.afterRounds(t, 10)
 	stop()
 	got := strings.Join(outboxEvents(t, dir), "\n")

@@ -480,9 +480,17 @@ func (p *planner) start(c ctr, attempt int, exited *runtime.ContainerStatus) {
 		return
 	}
 	if cr.StartBackOff.holds(p.now) {
-		if cr.Reason == ReasonErrImagePull || cr.Reason == ReasonImagePullBackOff {
-			cr.Reason = ReasonImagePullBackOff
-			cr.Message = fmt.Sprintf("Back-off pulling image %q", c.spec.Image)
+		// A failed pull shows as ErrImagePull, then, from half-way
+		// through its back-off, as ImagePullBackOff with the pull's
+		// error (kubelet 1.32's words): kubelet shows the one until the
+		// pod's next sync, the other until the next pull.
+		if cr.Reason == ReasonErrImagePull {
+			if half := cr.StartBackOff.Since.Add(cr.StartBackOff.Delay / 2); p.now.Before(half) {
+				p.wakeAt(half)
+			} else {
+				cr.Reason = ReasonImagePullBackOff
+				cr.Message = truncate(fmt.Sprintf("Back-off pulling image %q: %s: %s", c.spec.Image, ReasonErrImagePull, cr.Message), maxMessage)
+			}
 		}
 		p.wakeAt(cr.StartBackOff.Since.Add(cr.StartBackOff.Delay))
 		return
