@@ -55,7 +55,8 @@ type node struct {
 
 // startNode starts a hub and an agent, on its own containerd, that
 // joins it; the node's pod CIDR comes from the hub's node IPAM controller.
-func startNode(t *testing.T) *node {
+// Each option changes the agent's configuration before its start.
+func startNode(t *testing.T, options ...func(*agent.Config)) *node {
 	t.Helper()
 	for _, bin := range []string{"/usr/bin/containerd", "/usr/bin/containerd-shim-runc-v2", "runc"} {
 		if _, err := os.Stat(bin); err != nil && strings.HasPrefix(bin, "/") {
@@ -107,6 +108,9 @@ func startNode(t *testing.T) *node {
 	cfg.Containerd = &cc
 	cfg.Logger = testlog.New(t, slog.LevelInfo).With("node", n.name)
 	cfg.Sync.MinBackoff, cfg.Sync.MaxBackoff = 100*time.Millisecond, time.Second
+	for _, o := range options {
+		o(&cfg)
+	}
 	n.cfg = cfg
 	n.start(t)
 	n.importImage(t)
