@@ -18,6 +18,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/edge/agent"
 	"github.com/outpost-mesh/outpost/internal/netnstest"
+	"github.com/outpost-mesh/outpost/internal/nodetest"
 	"github.com/outpost-mesh/outpost/internal/ociimage"
 	"github.com/outpost-mesh/outpost/internal/wait"
 )
@@ -182,10 +183,10 @@ func findContainerd(dir string) int {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || zombie(pid) {
+		if err != nil || nodetest.Zombie(pid) {
 			continue
 		}
-		f := strings.Fields(cmdline(pid))
+		f := strings.Fields(nodetest.Cmdline(pid))
 		if len(f) == 3 && filepath.Base(f[0]) == "containerd" && f[1] == "--config" && strings.HasPrefix(f[2], dir+"/") {
 			return pid
 		}

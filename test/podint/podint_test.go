@@ -32,6 +32,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/internal/netnstest"
+	"github.com/outpost-mesh/outpost/internal/nodetest"
 	"github.com/outpost-mesh/outpost/internal/ociimage"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
@@ -92,7 +93,7 @@ func startNode(t *testing.T, options ...func(*agent.Config)) *node {
 	}
 	// Registered first, so run last: after the agent stopped.
 	t.Cleanup(func() {
-		left, err := cleanupNode(dir, "edge-1")
+		left, err := nodetest.Cleanup(dir, "edge-1")
 		if len(left) > 0 {
 			t.Logf("left once the agent stopped, as containers outlive it: %s", strings.Join(left, "; "))
 		}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/outpost-mesh/outpost/internal/netnstest"
+	"github.com/outpost-mesh/outpost/internal/nodetest"
 	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
@@ -80,7 +81,7 @@ func TestRebootOffline(t *testing.T) {
 	if err := n.bg.Stop(); err != nil {
 		t.Fatalf("agent Run = %v", err)
 	}
-	if err := reboot(n.dir, n.name); err != nil {
+	if err := nodetest.Reboot(n.dir, n.name); err != nil {
 		t.Fatalf("reboot: %v", err)
 	}
 	for name, ip := range ips {

@@ -1,4 +1,8 @@
-package podint
+// Package nodetest removes what an edge node of the tests leaves behind
+// on the machine (shims and containers outlive the agent and its
+// containerd by design), and does to a node what a reboot does. Only
+// tests import it.
+package nodetest
 
 import (
 	"errors"
@@ -15,13 +19,13 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// cleanupNode removes what a node of the tests left once its agent (and
-// so its containerd) stopped: shims and containers outlive both by
+// Cleanup removes what a node of the tests left once its agent (and so
+// its containerd) stopped: shims and containers outlive both by
 // design. It kills the processes of the node's pod cgroups and its shims,
 // unmounts what is mounted under dir, removes the shims' sockets, the
 // node's cgroups and dir. It returns what it found left, for the test to
 // know, and the errors of the removal.
-func cleanupNode(dir, node string) (left []string, err error) {
+func Cleanup(dir, node string) (left []string, err error) {
 	sock := filepath.Join(dir, "containerd", "containerd.sock")
 	cgroupRoot := "/outpost-" + node
 	var errs []error
@@ -31,7 +35,7 @@ func cleanupNode(dir, node string) (left []string, err error) {
 			break
 		}
 		for _, pid := range pids {
-			left = append(left, fmt.Sprintf("process %d (%s)", pid, cmdline(pid)))
+			left = append(left, fmt.Sprintf("process %d (%s)", pid, Cmdline(pid)))
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		time.Sleep(20 * time.Millisecond) // the kernel reaps them: no event to wait on
@@ -86,10 +90,10 @@ func nodeProcesses(sock, cgroupRoot string) []int {
 	var out []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() || zombie(pid) {
+		if err != nil || pid == os.Getpid() || Zombie(pid) {
 			continue
 		}
-		if c := cmdline(pid); strings.Contains(c, "containerd-shim") && strings.Contains(c, sock) {
+		if c := Cmdline(pid); strings.Contains(c, "containerd-shim") && strings.Contains(c, sock) {
 			out = append(out, pid)
 			continue
 		}
@@ -100,13 +104,15 @@ func nodeProcesses(sock, cgroupRoot string) []int {
 	return out
 }
 
-func cmdline(pid int) string {
+// Cmdline returns the command line of process pid, its arguments joined
+// by spaces; "" once it is gone.
+func Cmdline(pid int) string {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	return strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
 }
 
-// zombie reports whether pid has exited and waits to be reaped.
-func zombie(pid int) bool {
+// Zombie reports whether pid has exited (and may wait to be reaped).
+func Zombie(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return true // gone
@@ -115,14 +121,14 @@ func zombie(pid int) bool {
 	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
 }
 
-// reboot does to a node whose agent stopped what a power cut does: every
+// Reboot does to a node whose agent stopped what a power cut does: every
 // process of the node dies (shims, containers), every mount under dir
 // goes (the pods' network namespaces, tmpfs volumes, root filesystems),
 // and so does containerd's state, which lives on tmpfs (/run) on a real
 // machine; the node's cgroups go, and every link of the test's network
 // namespace but loopback (the bridge and the pods' veths). What is on
 // disk stays: the agent's checkpoint, containerd's content and metadata.
-func reboot(dir, node string) error {
+func Reboot(dir, node string) error {
 	sock := filepath.Join(dir, "containerd", "containerd.sock")
 	cgroupRoot := "/outpost-" + node
 	for range 50 {
