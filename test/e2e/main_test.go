@@ -38,6 +38,10 @@ func TestMain(m *testing.M) {
 	}))
 }
 
+// binaryEnv names the built binary in the environment of the tests'
+// children.
+const binaryEnv = "OUTPOST_E2E_BINARY"
+
 var (
 	buildOnce sync.Once
 	outpost   string // path of the built binary
@@ -50,6 +54,12 @@ var (
 func outpostBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		// A test run again in a network namespace of its own
+		// (netnstest) uses the binary its parent built.
+		if bin := os.Getenv(binaryEnv); bin != "" {
+			outpost = bin
+			return
+		}
 		bin := filepath.Join(binDir, "outpost")
 		args := []string{"build", "-o", bin}
 		if raceEnabled {
@@ -65,6 +75,7 @@ func outpostBinary(t *testing.T) string {
 			return
 		}
 		outpost = bin
+		buildErr = os.Setenv(binaryEnv, bin)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
