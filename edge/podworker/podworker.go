@@ -113,9 +113,10 @@ type Sandbox interface {
 const refreshEvery = time.Minute
 
 // TerminationMessages is implemented by a Sandbox that keeps the files
-// whose content becomes an exited container's termination message.
+// whose content becomes an exited container's termination message, and
+// with fallbackToLogs, when the file is empty, the end of its log.
 type TerminationMessages interface {
-	TerminationMessage(uid, container string, attempt int) string
+	TerminationMessage(pod runtime.PodRef, container string, attempt int, fallbackToLogs bool) string
 }
 
 // Prober runs the probes of the pods' containers (edge/probes).
@@ -338,6 +339,7 @@ func (w *Workers) round(ctx context.Context, workers *sync.WaitGroup) time.Time 
 	now := w.now()
 	if sb := w.cfg.Sandbox; sb != nil {
 		msgs, _ := sb.(TerminationMessages)
+		var specs map[string]*corev1.Pod // by UID, made when first needed
 		for i := range actual {
 			ps := &actual[i]
 			if ps.IP == "" {
@@ -345,7 +347,13 @@ func (w *Workers) round(ctx context.Context, workers *sync.WaitGroup) time.Time 
 			}
 			for j := range ps.Containers {
 				if c := &ps.Containers[j]; msgs != nil && c.State == runtime.StateExited && c.Message == "" {
-					c.Message = msgs.TerminationMessage(ps.Pod.UID, c.Name, c.Attempt)
+					if specs == nil {
+						specs = make(map[string]*corev1.Pod, len(des.Pods))
+						for _, p := range des.Pods {
+							specs[string(p.UID)] = p
+						}
+					}
+					c.Message = msgs.TerminationMessage(ps.Pod, c.Name, c.Attempt, fallbackToLogs(specs[ps.Pod.UID], c))
 				}
 			}
 		}
@@ -681,4 +689,21 @@ func (w *Workers) saveRecord(uid string, r pods.Record) {
 	if err != nil {
 		w.log.Warn("save pod record", "uid", uid, "err", err)
 	}
+}
+
+// fallbackToLogs reports whether exited container c of pod takes its
+// termination message from its log when its file is empty: when its
+// policy says FallbackToLogsOnError and it failed, as kubelet.
+func fallbackToLogs(pod *corev1.Pod, c *runtime.ContainerStatus) bool {
+	if pod == nil || c.ExitCode == 0 && c.Reason != "OOMKilled" {
+		return false
+	}
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			if cs[i].Name == c.Name {
+				return cs[i].TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError
+			}
+		}
+	}
+	return false
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/outpost-mesh/outpost/edge/cgroups"
+	"github.com/outpost-mesh/outpost/edge/logs"
 	"github.com/outpost-mesh/outpost/edge/pods"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/volumes"
@@ -398,20 +399,36 @@ func (s *Sandbox) terminationFile(uid, c string, attempt int) (string, error) {
 // message.
 const maxTerminationMessage = 4096
 
-// TerminationMessage returns what attempt of container c of pod uid wrote
-// to its termination-message file, at most 4096 bytes, "" if nothing.
-func (s *Sandbox) TerminationMessage(uid, c string, attempt int) string {
-	if checkUID(uid) != nil {
+// Kubelet's bounds on a termination message taken from the log: its last
+// 80 lines, 2048 bytes.
+const (
+	fallbackLines = 80
+	fallbackBytes = 2048
+)
+
+// TerminationMessage returns what attempt of container c of pod wrote to
+// its termination-message file, at most 4096 bytes; if it wrote nothing
+// and fallbackToLogs is set (its policy is FallbackToLogsOnError and it
+// failed), the end of its log instead; "" if neither has anything.
+func (s *Sandbox) TerminationMessage(pod runtime.PodRef, c string, attempt int, fallbackToLogs bool) string {
+	if checkUID(pod.UID) != nil {
 		return ""
 	}
-	f, err := os.Open(filepath.Join(s.podDir(uid), "containers", c, strconv.Itoa(attempt)+".termination-log"))
+	if f, err := os.Open(filepath.Join(s.podDir(pod.UID), "containers", c, strconv.Itoa(attempt)+".termination-log")); err == nil {
+		defer f.Close()
+		b := make([]byte, maxTerminationMessage)
+		if n, _ := f.Read(b); n > 0 {
+			return string(b[:n])
+		}
+	}
+	if !fallbackToLogs {
+		return ""
+	}
+	msg, err := logs.Tail(s.LogPath(pod.Namespace, pod.Name, pod.UID, c, attempt), fallbackLines, fallbackBytes)
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
-	b := make([]byte, maxTerminationMessage)
-	n, _ := f.Read(b)
-	return string(b[:n])
+	return msg
 }
 
 // IP returns the pod's IP, "" if it has none: its lease, which outlives

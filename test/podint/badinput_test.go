@@ -26,7 +26,8 @@ import (
 // TestBadInput: what a node cannot run is said on the pod with kubelet's
 // reasons, and the agent goes on: an image the registry does not have,
 // a command the image does not have, a ConfigMap key that does not
-// exist, a pod larger than the node.
+// exist, a pod larger than the node; and a container that fails says why
+// in its termination message.
 func TestBadInput(t *testing.T) {
 	if !netnstest.Enter(t) {
 		return
@@ -64,6 +65,8 @@ func TestBadInput(t *testing.T) {
 		pod("too-big", corev1.Container{Command: []string{"sleep", "3600"}, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("1000")}}}),
 		pod("fine", corev1.Container{Command: []string{"sleep", "3600"}}),
+		pod("last-words", corev1.Container{Command: []string{"sh", "-c", "echo starting; echo no config at /etc/app.conf >&2; exit 3"},
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}),
 	} {
 		if _, err := n.client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -121,6 +124,15 @@ func TestBadInput(t *testing.T) {
 	}
 
 	n.waitPod(t, "fine", "Running beside them", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+
+	// A container that fails without a termination message: its log's
+	// end is the message, as FallbackToLogsOnError asks.
+	p = n.waitPod(t, "last-words", "failed", func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].LastTerminationState.Terminated != nil
+	})
+	if term := p.Status.ContainerStatuses[0].LastTerminationState.Terminated; term.ExitCode != 3 || term.Message != "starting\nno config at /etc/app.conf\n" {
+		t.Errorf("last-words ended with %d and message %q: want 3 and its log", term.ExitCode, term.Message)
+	}
 }
 
 // TestContainerdRestart: the agent's containerd dies, the agent starts
