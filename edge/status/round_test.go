@@ -190,3 +190,25 @@ func TestStatusInputsSame(t *testing.T) {
 		t.Errorf("nothing computed yet is the same")
 	}
 }
+
+// TestFillIPs: every pod has the node's IP as its host IP; a pod of the
+// host's network has it as its pod IP too, and a pod of its own network
+// keeps its own.
+func TestFillIPs(t *testing.T) {
+	var own corev1.PodStatus
+	own.PodIP, own.PodIPs = "10.42.0.5", []corev1.PodIP{{IP: "10.42.0.5"}}
+	fillIPs(&own, "192.0.2.2", false)
+	if own.HostIP != "192.0.2.2" || len(own.HostIPs) != 1 || own.PodIP != "10.42.0.5" || len(own.PodIPs) != 1 || own.PodIPs[0].IP != "10.42.0.5" {
+		t.Errorf("a pod of its own network: %+v", own)
+	}
+	var host corev1.PodStatus
+	fillIPs(&host, "192.0.2.2", true)
+	if host.HostIP != "192.0.2.2" || host.PodIP != "192.0.2.2" || len(host.PodIPs) != 1 || host.PodIPs[0].IP != "192.0.2.2" {
+		t.Errorf("a pod of the host's network: %+v", host)
+	}
+	var none corev1.PodStatus
+	fillIPs(&none, "", true)
+	if none.HostIP != "" || none.PodIP != "" {
+		t.Errorf("no node IP: %+v", none)
+	}
+}

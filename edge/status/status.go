@@ -372,7 +372,7 @@ func (r *Reporter) reportPods(rd Round, now time.Time) (wake time.Time) {
 			in = &withLast
 		}
 		st := pods.Status(in, byActual[uid], rec, probed, now)
-		fillIPs(&st, hostIP)
+		fillIPs(&st, hostIP, p.Spec.HostNetwork)
 		wireSt, err := st.Marshal()
 		if err != nil {
 			r.log.Warn("encode pod status", "pod", p.Namespace+"/"+p.Name, "err", err)
@@ -436,7 +436,7 @@ func (r *Reporter) Terminated(ctx context.Context, pod *corev1.Pod, rec pods.Rec
 		}
 	}
 	st := pods.Status(pod, ps, rec, nil, r.now())
-	fillIPs(&st, r.HostIP())
+	fillIPs(&st, r.HostIP(), pod.Spec.HostNetwork)
 	w, err := st.Marshal()
 	if err != nil {
 		return err
@@ -571,11 +571,19 @@ func (r *Reporter) forgetMirror(uid string) {
 }
 
 // fillIPs sets the host IPs to the node's internal IP ip, which the
-// runtime does not know.
-func fillIPs(st *corev1.PodStatus, ip string) {
-	if ip != "" {
-		st.HostIP = ip
-		st.HostIPs = []corev1.HostIP{{IP: ip}}
+// runtime does not know, and so the pod IPs of a pod of the host's
+// network.
+func fillIPs(st *corev1.PodStatus, ip string, hostNetwork bool) {
+	if ip == "" {
+		return
+	}
+	st.HostIP = ip
+	st.HostIPs = []corev1.HostIP{{IP: ip}}
+	// A pod of the host's network has the host's IP, as kubelet reports
+	// it.
+	if hostNetwork && st.PodIP == "" {
+		st.PodIP = ip
+		st.PodIPs = []corev1.PodIP{{IP: ip}}
 	}
 }
 
