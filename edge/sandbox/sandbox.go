@@ -12,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -49,6 +51,8 @@ type Volumes interface {
 // Cgroups makes pods' cgroups; a *cgroups.Manager is one.
 type Cgroups interface {
 	PodCgroup(pod *corev1.Pod) string
+	// UpdateQoS sets the QoS cgroups' shares for the node's pods.
+	UpdateQoS(pods []*corev1.Pod) error
 	EnsurePod(pod *corev1.Pod) error
 	RemovePod(ctx context.Context, uid types.UID) error
 	ListPods() ([]cgroups.PodCgroupInfo, error)
@@ -115,6 +119,10 @@ type Sandbox struct {
 	ips    map[string]netip.Addr   // by pod UID, as leased
 	loaded bool                    // ips holds the leases from before the start
 	ready  map[string]*preparedPod // by pod UID
+
+	qosMu     sync.Mutex
+	qos       map[string]*corev1.Pod // by UID: the pods the QoS cgroups' shares count
+	qosShares uint64                 // the burstable cgroup's shares as last set; 0 before
 }
 
 // preparedPod is what Container readied of a pod, kept while the pod is.
@@ -136,6 +144,7 @@ func New(cfg Config) (*Sandbox, error) {
 		locks: map[string]*sync.Mutex{},
 		ips:   map[string]netip.Addr{},
 		ready: map[string]*preparedPod{},
+		qos:   map[string]*corev1.Pod{},
 	}, nil
 }
 
@@ -256,6 +265,9 @@ func (s *Sandbox) prepare(ctx context.Context, pod *corev1.Pod) (*preparedPod, e
 		s.mu.Unlock()
 	}
 	if s.cfg.Cgroups != nil {
+		if err := s.countQoS(uid, pod); err != nil {
+			return nil, err
+		}
 		if err := s.cfg.Cgroups.EnsurePod(pod); err != nil {
 			return nil, fmt.Errorf("make pod cgroup: %w", err)
 		}
@@ -274,23 +286,56 @@ func (s *Sandbox) prepare(ctx context.Context, pod *corev1.Pod) (*preparedPod, e
 	return p, nil
 }
 
-// Refresh brings the volumes of a pod that was readied up to date with the
-// objects they project and its tokens; a pod not readied is left alone.
+// Refresh brings the volumes of a pod that was readied, by this process
+// or by the agent before a restart or reboot, up to date with the objects
+// they project and its tokens; a pod never readied is left alone. It
+// counts the pod in the QoS cgroups' shares.
 func (s *Sandbox) Refresh(ctx context.Context, pod *corev1.Pod) error {
 	uid := string(pod.UID)
 	if checkUID(uid) != nil {
 		return nil
 	}
+	var errs []error
+	if s.cfg.Cgroups != nil {
+		errs = append(errs, s.countQoS(uid, pod))
+	}
 	s.mu.Lock()
 	_, ok := s.ready[uid]
 	s.mu.Unlock()
 	if !ok {
-		return nil
+		// Readied by the agent before a restart, or before a reboot
+		// that took its memory volumes: its directory says so.
+		if _, err := os.Stat(s.podDir(uid)); err != nil {
+			return errors.Join(errs...)
+		}
 	}
 	unlock := s.lock(uid)
 	defer unlock()
 	_, err := s.setupVolumes(ctx, pod)
-	return err
+	return errors.Join(append(errs, err)...)
+}
+
+// countQoS counts pod, of UID uid, in the QoS cgroups' shares, or, with
+// pod nil, no longer; it sets the shares when they change, as kubelet's
+// QoS manager does when a pod is admitted or goes.
+func (s *Sandbox) countQoS(uid string, pod *corev1.Pod) error {
+	s.qosMu.Lock()
+	defer s.qosMu.Unlock()
+	if pod == nil {
+		delete(s.qos, uid)
+	} else {
+		s.qos[uid] = pod
+	}
+	all := slices.Collect(maps.Values(s.qos))
+	shares := cgroups.BurstableShares(all)
+	if shares == s.qosShares {
+		return nil
+	}
+	if err := s.cfg.Cgroups.UpdateQoS(all); err != nil {
+		return fmt.Errorf("update QoS cgroups: %w", err)
+	}
+	s.qosShares = shares
+	return nil
 }
 
 // setupVolumes sets the pod's volumes up, or brings them up to date. s.lock(uid) is held.
@@ -480,6 +525,7 @@ func (s *Sandbox) Release(ctx context.Context, ref runtime.PodRef) error {
 		if err := s.cfg.Cgroups.RemovePod(ctx, types.UID(uid)); err != nil {
 			errs = append(errs, fmt.Errorf("remove pod cgroup: %w", err))
 		}
+		errs = append(errs, s.countQoS(uid, nil))
 	}
 	if err := os.RemoveAll(s.podDir(uid)); err != nil {
 		errs = append(errs, err)

@@ -420,19 +420,29 @@ func TestProbesLimitsOOM(t *testing.T) {
 }
 
 // TestAdoption: an agent that restarts adopts the containers it ran: the
-// same container IDs, the same processes, no restart.
+// same container IDs, the same processes, no restart; and their volumes
+// still follow their objects.
 func TestAdoption(t *testing.T) {
 	if !netnstest.Enter(t) {
 		return
 	}
 	n := startNode(t)
 	ctx := context.Background()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token", Namespace: "default"}, Data: map[string][]byte{"value": []byte("before")}}
+	if _, err := n.client.CoreV1().Secrets("default").Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "steady", Namespace: "default"},
-		Spec: corev1.PodSpec{NodeName: n.name, Containers: []corev1.Container{{
-			Name: "main", Image: busybox, ImagePullPolicy: corev1.PullNever,
-			Command: []string{"sh", "-c", "echo $$ > /tmp/pid; exec httpd -f -p 8080 -h /tmp"},
-		}}},
+		Spec: corev1.PodSpec{
+			NodeName: n.name,
+			Volumes:  []corev1.Volume{{Name: "token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "token"}}}},
+			Containers: []corev1.Container{{
+				Name: "main", Image: busybox, ImagePullPolicy: corev1.PullNever,
+				Command:      []string{"sh", "-c", "echo $$ > /tmp/pid; exec httpd -f -p 8080 -h /tmp"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "token", MountPath: "/tmp/token"}},
+			}},
+		},
 	}
 	if _, err := n.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -462,4 +472,14 @@ func TestAdoption(t *testing.T) {
 	if got, err := get(net.JoinHostPort(before.Status.PodIP, "8080"), "/pid"); err != nil || got != pid {
 		t.Errorf("the container's process is %q (%v), was %q", got, err, pid)
 	}
+
+	// The adopted pod's secret volume still follows its secret.
+	sec.Data["value"] = []byte("after")
+	if _, err := n.client.CoreV1().Secrets("default").Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 90*time.Second, "the adopted pod's secret volume updated in place", func() (bool, string) {
+		got, err := get(net.JoinHostPort(before.Status.PodIP, "8080"), "/token/value")
+		return err == nil && got == "after", fmt.Sprintf("%q %v", got, err)
+	})
 }
