@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,6 +41,11 @@ import (
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
 
+// containerdEnv names the containerd the tests' agents run instead of
+// Debian's, with the shims beside it: `make test-containerd2` runs the
+// tests so on a containerd 2.x built from the module proxy.
+const containerdEnv = "OUTPOST_TEST_CONTAINERD"
+
 // busybox is the image of the tests' pods, imported into the node's
 // containerd: no registry can be reached.
 const busybox = "outpost.test/busybox:1"
@@ -59,9 +65,13 @@ type node struct {
 // Each option changes the agent's configuration before its start.
 func startNode(t *testing.T, options ...func(*agent.Config)) *node {
 	t.Helper()
-	for _, bin := range []string{"/usr/bin/containerd", "/usr/bin/containerd-shim-runc-v2", "runc"} {
-		if _, err := os.Stat(bin); err != nil && strings.HasPrefix(bin, "/") {
-			t.Skipf("needs %s (Debian's containerd)", bin)
+	cc := agent.DefaultContainerdConfig()
+	if bin := os.Getenv(containerdEnv); bin != "" {
+		cc.Binary = bin
+	}
+	for _, bin := range []string{cc.Binary, "containerd-shim-runc-v2", "runc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("needs %s (Debian's containerd and runc): %v", bin, err)
 		}
 	}
 	if _, err := os.Stat(ociimage.BusyboxPath); err != nil {
@@ -105,7 +115,6 @@ func startNode(t *testing.T, options ...func(*agent.Config)) *node {
 	cfg := agent.DefaultConfig()
 	cfg.NodeName, cfg.DataDir = n.name, dir
 	cfg.HubAddr, cfg.Token, cfg.CAHash = h.SyncAddr(), id+"."+secret, wire.CAHash(ca)
-	cc := agent.DefaultContainerdConfig()
 	cfg.Containerd = &cc
 	cfg.Logger = testlog.New(t, slog.LevelInfo).With("node", n.name)
 	cfg.Sync.MinBackoff, cfg.Sync.MaxBackoff = 100*time.Millisecond, time.Second

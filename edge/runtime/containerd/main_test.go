@@ -42,12 +42,22 @@ const (
 	busyboxUser = "outpost.test/busybox-nobody:1"
 )
 
+// containerdEnv names the containerd the tests run instead of Debian's,
+// with the shims beside it (`make test-containerd2`).
+const containerdEnv = "OUTPOST_TEST_CONTAINERD"
+
+// containerdBinary is the containerd the tests run.
+var containerdBinary = "/usr/bin/containerd"
+
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
 }
 
 func testMain(m *testing.M) int {
-	for _, bin := range []string{"/usr/bin/containerd", "containerd-shim-runc-v2", "runc"} {
+	if bin := os.Getenv(containerdEnv); bin != "" {
+		containerdBinary = bin
+	}
+	for _, bin := range []string{containerdBinary, "containerd-shim-runc-v2", "runc"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			skip = bin + " is not installed"
 		}
@@ -86,6 +96,7 @@ func testMain(m *testing.M) int {
 	}
 	supDir = dir
 	cfg := DefaultSupervisorConfig(dir)
+	cfg.Binary = containerdBinary
 	cfg.MinBackoff = 50 * time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	sup, err = NewSupervisor(cfg)

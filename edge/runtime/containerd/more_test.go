@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -334,7 +335,8 @@ func crunSupervisor(t *testing.T) (address, containerdDir string) {
 		t.Fatal(err)
 	}
 	wrapper := filepath.Join(dir, "containerd-v1only")
-	script := "#!/bin/sh\nexec unshare -m --propagation private sh -c 'umount -l /sys/fs/cgroup/unified && exec /usr/bin/containerd \"$@\"' containerd \"$@\"\n"
+	script := fmt.Sprintf("#!/bin/sh\nPATH=%s:$PATH exec unshare -m --propagation private sh -c 'umount -l /sys/fs/cgroup/unified && exec %s \"$@\"' containerd \"$@\"\n",
+		filepath.Dir(containerdBinary), containerdBinary)
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -161,3 +161,16 @@ func TestConfigFile(t *testing.T) {
 		t.Errorf("Validate accepted a dir too long for its sockets")
 	}
 }
+
+// TestWithPathFirst: the containerd's own directory comes first in its
+// PATH, the rest of the environment as it was.
+func TestWithPathFirst(t *testing.T) {
+	got := withPathFirst([]string{"HOME=/root", "PATH=/usr/bin:/bin", "LANG=C"}, "/opt/containerd-2/bin")
+	want := []string{"HOME=/root", "LANG=C", "PATH=/opt/containerd-2/bin:/usr/bin:/bin"}
+	if !slices.Equal(got, want) {
+		t.Errorf("withPathFirst = %q, want %q", got, want)
+	}
+	if got := withPathFirst([]string{"HOME=/root"}, "/usr/bin"); !slices.Equal(got, []string{"HOME=/root", "PATH=/usr/bin"}) {
+		t.Errorf("withPathFirst without a PATH = %q", got)
+	}
+}

@@ -29,6 +29,8 @@ type SupervisorConfig struct {
 	// (about 100 bytes), so keep it short.
 	Dir string
 	// Binary is the containerd to run; default "/usr/bin/containerd".
+	// The shims beside it (containerd-shim-runc-v2) come first in its
+	// PATH, so that a containerd comes with its own shims.
 	Binary string
 	// ReadyTimeout is how long a started containerd may take to answer
 	// before it is killed and started again; default 30s.
@@ -210,6 +212,7 @@ func (s *Supervisor) runOnce(ctx context.Context, cfgPath string) error {
 		_ = logf.Truncate(0)
 	}
 	cmd := exec.Command(s.cfg.Binary, "--config", cfgPath)
+	cmd.Env = withPathFirst(os.Environ(), filepath.Dir(s.cfg.Binary))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so that a signal to the agent's group (^C)
 	// leaves it to the agent to stop containerd in order.
@@ -320,4 +323,20 @@ func (s *Supervisor) stopStale(cfgPath string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// withPathFirst returns env with dir first in its PATH.
+func withPathFirst(env []string, dir string) []string {
+	out := make([]string, 0, len(env)+1)
+	path := "PATH=" + dir
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			if v != "" {
+				path += string(os.PathListSeparator) + v
+			}
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, path)
 }
