@@ -207,11 +207,12 @@ func (t *Termination) equal(o *Termination) bool {
 		t.StartedAt.Equal(o.StartedAt) && t.FinishedAt.Equal(o.FinishedAt) && t.ContainerID == o.ContainerID
 }
 
-// ErrContainerConfig marks errors in building a container's config before
-// the runtime is called: a configMap or secret key that is missing, an env
-// value that cannot be resolved, a volume that cannot be set up. Observe
-// reports an error wrapping it as CreateContainerConfigError.
-var ErrContainerConfig = errors.New("container config error")
+// ErrContainerConfig marks errors in building a container's config: before
+// the runtime is called, a configMap or secret key that is missing, an env
+// value that cannot be resolved, a volume that cannot be set up; by the
+// runtime, a spec the image contradicts. Observe reports an error wrapping
+// it as CreateContainerConfigError. It is the runtime's sentinel.
+var ErrContainerConfig = runtime.ErrContainerConfig
 
 // Observe returns rec updated with the outcome of running action a, which
 // Plan handed out for rec's pod; err is what running it returned. Only

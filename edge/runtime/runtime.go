@@ -33,6 +33,12 @@ var (
 	// kernel lacks, an option the implementation does not have). Retrying
 	// the same spec fails the same way.
 	ErrNotSupported = errors.New("not supported")
+
+	// ErrContainerConfig is returned by StartContainer for a spec that
+	// contradicts itself or the image, such as runAsNonRoot with an image
+	// that runs as root: kubelet's CreateContainerConfigError. Retrying
+	// the same spec fails the same way.
+	ErrContainerConfig = errors.New("container config error")
 )
 
 // Runtime runs the containers of pods. All methods must be safe for

@@ -200,17 +200,17 @@ func TestStartErrors(t *testing.T) {
 	root := sh("root", "id -u")
 	root.RunAsNonRoot = true
 	err = r.StartContainer(bg, p, root, 0)
-	if !errors.Is(err, runtime.ErrNotSupported) || !strings.Contains(err.Error(), "container has runAsNonRoot and image will run as root") {
+	if !errors.Is(err, runtime.ErrContainerConfig) || !strings.Contains(err.Error(), "container has runAsNonRoot and image will run as root") {
 		t.Errorf("StartContainer(non-root, image root) = %v", err)
 	}
 	named := root
 	named.Image = busyboxUser
-	if err := r.StartContainer(bg, p, named, 0); !errors.Is(err, runtime.ErrNotSupported) || !strings.Contains(err.Error(), "non-numeric user (nobody)") {
+	if err := r.StartContainer(bg, p, named, 0); !errors.Is(err, runtime.ErrContainerConfig) || !strings.Contains(err.Error(), "non-numeric user (nobody)") {
 		t.Errorf("StartContainer(non-root, image user nobody) = %v", err)
 	}
 	zero := int64(0)
 	root.RunAsUser = &zero
-	if err := r.StartContainer(bg, p, root, 0); !errors.Is(err, runtime.ErrNotSupported) || !strings.Contains(err.Error(), "runAsUser breaks non-root policy") {
+	if err := r.StartContainer(bg, p, root, 0); !errors.Is(err, runtime.ErrContainerConfig) || !strings.Contains(err.Error(), "runAsUser breaks non-root policy") {
 		t.Errorf("StartContainer(non-root, runAsUser 0) = %v", err)
 	}
 	uid, gid := int64(1234), int64(5678)

@@ -60,7 +60,7 @@ func verifyNonRoot(c *runtime.ContainerSpec, imageUser, podName string) error {
 	}
 	if c.RunAsUser != nil {
 		if *c.RunAsUser == 0 {
-			return fmt.Errorf("container's runAsUser breaks non-root policy (pod: %q, container: %s): %w", podName, c.Name, runtime.ErrNotSupported)
+			return fmt.Errorf("container's runAsUser breaks non-root policy (pod: %q, container: %s): %w", podName, c.Name, runtime.ErrContainerConfig)
 		}
 		return nil
 	}
@@ -71,9 +71,9 @@ func verifyNonRoot(c *runtime.ContainerSpec, imageUser, podName string) error {
 	uid, err := strconv.ParseInt(user, 10, 64)
 	switch {
 	case err != nil:
-		return fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root (pod: %q, container: %s): %w", user, podName, c.Name, runtime.ErrNotSupported)
+		return fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root (pod: %q, container: %s): %w", user, podName, c.Name, runtime.ErrContainerConfig)
 	case uid == 0:
-		return fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s): %w", podName, c.Name, runtime.ErrNotSupported)
+		return fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s): %w", podName, c.Name, runtime.ErrContainerConfig)
 	}
 	return nil
 }
