@@ -20,6 +20,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
 	"github.com/outpost-mesh/outpost/edge/events"
+	"github.com/outpost-mesh/outpost/edge/eviction"
 	"github.com/outpost-mesh/outpost/edge/images"
 	"github.com/outpost-mesh/outpost/edge/podworker"
 	"github.com/outpost-mesh/outpost/edge/runtime"
@@ -59,6 +60,15 @@ type Config struct {
 	// hooks, and admission; nil on the fake runtime's nodes, whose pods
 	// share nothing, run no probe or hook, and are all admitted.
 	Pods *PodsConfig
+	// Eviction configures node-pressure eviction, as kubelet's eviction
+	// manager: its thresholds, pressure transition period and readings.
+	// nil on a node on containerd is eviction.DefaultConfig(); nil on
+	// the fake runtime's nodes runs none (they measure nothing of the
+	// machine they share), as tests may set it, with a Memory source of
+	// their own. The agent fills in the directories, max pods, system
+	// reserve, image GC and what carries out evictions. Only hard
+	// thresholds are supported.
+	Eviction *eviction.Config
 	// Checkpoint configures the local store.
 	Checkpoint checkpoint.Config
 	// Sync tunes the hub connection (back-off, keep-alives); the agent
@@ -182,10 +192,13 @@ type Agent struct {
 	status *status.Reporter
 	pods   *podworker.Workers
 	real   *realPods // nil on the fake runtime's nodes
+	// pressure is node-pressure eviction; nil when Config.Eviction is.
+	pressure *pressure
 	// closeRuntime closes the runtime the agent made itself, if it did,
 	// and images is its image service.
 	closeRuntime func() error
 	images       *images.Service
+	imagesRoot   string // containerd's root, the image file system; "" if not known
 
 	clientMu sync.Mutex
 	client   *client.Client // nil until joined
@@ -211,6 +224,10 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Containerd != nil && cfg.Pods == nil {
 		pc := DefaultPodsConfig()
 		cfg.Pods = &pc
+	}
+	if cfg.Containerd != nil && cfg.Eviction == nil {
+		ec := eviction.DefaultConfig()
+		cfg.Eviction = &ec
 	}
 	if cfg.Capacity == (Capacity{}) {
 		cfg.Capacity = status.HostCapacity()
@@ -282,6 +299,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { a.pods.Run(ctx) })
 	wg.Go(func() { a.status.Run(ctx) })
+	if a.pressure != nil {
+		wg.Go(func() { a.pressure.run(ctx) })
+	}
 	wg.Go(func() { a.collectGarbage(ctx) })
 
 	errc := make(chan error, 1)
@@ -491,9 +511,20 @@ func (s source) Desired() (podworker.Desired, bool) {
 // opened, and reads what they recorded before.
 func (a *Agent) build() error {
 	a.events = events.NewRecorder(a.cfg.NodeName, a.cp, a.now, a.log)
+	capacity, allocatable, reserved := a.nodeResources()
+	if a.cfg.Eviction != nil {
+		p, err := a.buildPressure(capacity, allocatable)
+		if err != nil {
+			return err
+		}
+		a.pressure = p
+	}
 	scfg := status.DefaultConfig()
 	scfg.NodeName, scfg.Site = a.cfg.NodeName, a.cfg.Site
 	scfg.Capacity, scfg.RuntimeVersion = a.cfg.Capacity, a.cfg.RuntimeVersion
+	if a.pressure != nil {
+		scfg.Machine = a.pressure
+	}
 	scfg.Store, scfg.Events, scfg.MirrorOf = a.cp, a.events, mirrorOf
 	scfg.Notify, scfg.Lister = a.notify, a.rt
 	scfg.Kick = func() { a.pods.Kick() } // a.pods is set below, before anything runs
@@ -509,17 +540,24 @@ func (a *Agent) build() error {
 	wcfg := podworker.DefaultConfig()
 	wcfg.Runtime, wcfg.Source, wcfg.Store, wcfg.Env = a.rt, source{a}, a.cp, env{a}
 	wcfg.Status, wcfg.Events = st, a.events
+	ad := admitter{}
+	if a.pressure != nil {
+		wcfg.Status = roundTee{st, a.pressure}
+		ad.pressure = a.pressure.admitUnderPressure
+		wcfg.Admitter = ad
+	}
 	wcfg.Relist, wcfg.EventedRelist = a.cfg.Resync, a.cfg.EventedResync
 	wcfg.Logger, wcfg.Clock = a.log, a.now
 	var kick func()
 	if a.cfg.Pods != nil {
-		rp, err := a.buildRealPods(func() { kick() })
+		rp, err := a.buildRealPods(func() { kick() }, allocatable, reserved)
 		if err != nil {
 			return err
 		}
 		a.real = rp
 		exec, _ := a.rt.(runtime.Execer)
-		wcfg.Sandbox, wcfg.Prober, wcfg.Hooks, wcfg.Admitter = rp.sandbox, prober{rp.prober}, hooks{exec}, rp.admitter
+		ad.allocatable = allocatable
+		wcfg.Sandbox, wcfg.Prober, wcfg.Hooks, wcfg.Admitter = rp.sandbox, prober{rp.prober}, hooks{exec}, ad
 	}
 	w, err := podworker.New(wcfg)
 	if err != nil {

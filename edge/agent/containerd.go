@@ -132,7 +132,7 @@ func (a *Agent) startContainerd(ctx, stop context.Context, wg *sync.WaitGroup) e
 		ic.Close()
 		return fmt.Errorf("containerd at %s: %w", addr, err)
 	}
-	a.rt, a.images = rt, isvc
+	a.rt, a.images, a.imagesRoot = rt, isvc, root
 	a.closeRuntime = func() error { return errors.Join(rt.Close(), ic.Close()) }
 	a.cfg.RuntimeVersion = v
 	a.log.Info("pods run on containerd", "address", addr, "namespace", rcfg.Namespace, "version", v, "oci_runtime", rcfg.OCIRuntime, "shim_per_node", rcfg.ShimPerNode)

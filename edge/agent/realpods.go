@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/outpost-mesh/outpost/edge/cgroups"
@@ -72,14 +71,15 @@ func DefaultPodsConfig() PodsConfig {
 
 // realPods is what the agent builds for a node of real containers.
 type realPods struct {
-	sandbox  *sandbox.Sandbox
-	prober   *probes.Manager
-	admitter admitter
+	sandbox *sandbox.Sandbox
+	prober  *probes.Manager
+	cgroups *cgroups.Manager
 }
 
-// buildRealPods builds the pods' sandbox, prober and admission; it starts
-// nothing. kick asks the pod workers for a round.
-func (a *Agent) buildRealPods(kick func()) (*realPods, error) {
+// buildRealPods builds the pods' sandbox and prober; it starts nothing.
+// kick asks the pod workers for a round; alloc is the node's allocatable,
+// and reserved what the pods' cgroup may hold.
+func (a *Agent) buildRealPods(kick func(), alloc, reserved corev1.ResourceList) (*realPods, error) {
 	pc := a.cfg.Pods
 	root := pc.CgroupRoot
 	if root == "" {
@@ -91,9 +91,8 @@ func (a *Agent) buildRealPods(kick func()) (*realPods, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pod cgroups: %w", err)
 	}
-	alloc := a.allocatable()
-	cpu := alloc[corev1.ResourceCPU]
-	mem := alloc[corev1.ResourceMemory]
+	cpu := reserved[corev1.ResourceCPU]
+	mem := reserved[corev1.ResourceMemory]
 	if err := cg.Setup(cpu.MilliValue(), mem.Value()); err != nil {
 		return nil, fmt.Errorf("pod cgroups: %w", err)
 	}
@@ -131,22 +130,7 @@ func (a *Agent) buildRealPods(kick func()) (*realPods, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &realPods{sandbox: sb, prober: pm, admitter: admitter{alloc}}, nil
-}
-
-// allocatable returns what the node offers pods: its capacity less the
-// system reserve and the hard memory eviction threshold, as kubelet's.
-func (a *Agent) allocatable() corev1.ResourceList {
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewMilliQuantity(a.cfg.Capacity.CPUMillis, resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(a.cfg.Capacity.MemoryBytes, resource.BinarySI),
-		corev1.ResourcePods:   *resource.NewQuantity(a.cfg.Capacity.Pods, resource.DecimalSI),
-	}
-	var reserved corev1.ResourceList
-	if a.cfg.Pods != nil {
-		reserved = a.cfg.Pods.SystemReserved
-	}
-	return eviction.Allocatable(capacity, reserved, nil, eviction.DefaultThresholds())
+	return &realPods{sandbox: sb, prober: pm, cgroups: cg}, nil
 }
 
 // serviceAccountAutomount returns the automountServiceAccountToken of the
@@ -238,11 +222,27 @@ func (v viewObjects) decode(res, ns, name string, into k8sruntime.Object) (bool,
 	return true, objects.Decode(o.Raw, o.Revision, into)
 }
 
-// admitter admits the pods that fit the node's allocatable beside those
-// it took, as kubelet's admission does.
-type admitter struct{ allocatable corev1.ResourceList }
+// admitter admits pods as kubelet's admission handlers do: none the
+// node's pressure keeps out (the eviction manager's handler, first), then
+// those that fit the node's allocatable beside those it took.
+type admitter struct {
+	// pressure, when set, returns why pod may not start under the
+	// node's pressure, or nil.
+	pressure func(pod *corev1.Pod) *pods.Rejection
+	// allocatable is what pods may have of the node; nil admits every
+	// pod that pressure does (the fake runtime's nodes).
+	allocatable corev1.ResourceList
+}
 
 func (ad admitter) Admit(pod *corev1.Pod, admitted []*corev1.Pod) *pods.Rejection {
+	if ad.pressure != nil {
+		if rej := ad.pressure(pod); rej != nil {
+			return rej
+		}
+	}
+	if ad.allocatable == nil {
+		return nil
+	}
 	r := eviction.Admit(pod, admitted, ad.allocatable)
 	if r.Admit {
 		return nil

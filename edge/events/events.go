@@ -113,6 +113,12 @@ func NewRecorder(node string, out Outbox, now func() time.Time, log *slog.Logger
 // Pod queues an Event about container (or the whole pod, if "") of the
 // pod of ref, whose spec pod is if the view still holds it (nil if not).
 func (r *Recorder) Pod(ref runtime.PodRef, pod *corev1.Pod, container, typ, reason, msg string) {
+	r.AnnotatedPod(ref, pod, container, nil, typ, reason, msg)
+}
+
+// AnnotatedPod is Pod with annotations on the Event, as kubelet's
+// eviction manager annotates its Evicted events.
+func (r *Recorder) AnnotatedPod(ref runtime.PodRef, pod *corev1.Pod, container string, annotations map[string]string, typ, reason, msg string) {
 	now := metav1.NewTime(r.now())
 	obj := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ref.Namespace, Name: ref.Name, UID: k8stypes.UID(ref.UID)}
 	if container != "" {
@@ -125,7 +131,7 @@ func (r *Recorder) Pod(ref runtime.PodRef, pod *corev1.Pod, container, typ, reas
 	s := r.series.series(eventKey{obj, typ, reason, msg}, now, fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()))
 	ev := &corev1.Event{
 		TypeMeta:            metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
-		ObjectMeta:          metav1.ObjectMeta{Name: s.name, Namespace: ref.Namespace},
+		ObjectMeta:          metav1.ObjectMeta{Name: s.name, Namespace: ref.Namespace, Annotations: annotations},
 		InvolvedObject:      obj,
 		Reason:              reason,
 		Message:             msg,
@@ -137,11 +143,37 @@ func (r *Recorder) Pod(ref runtime.PodRef, pod *corev1.Pod, container, typ, reas
 		ReportingController: "kubelet",
 		ReportingInstance:   r.node,
 	}
+	r.queue(ev)
+}
+
+// Node queues an Event about the node itself, as kubelet records one on
+// its node reference (in the default namespace, the node's name as UID).
+func (r *Recorder) Node(typ, reason, msg string) {
+	now := metav1.NewTime(r.now())
+	obj := corev1.ObjectReference{Kind: "Node", Name: r.node, UID: k8stypes.UID(r.node)}
+	s := r.series.series(eventKey{obj, typ, reason, msg}, now, fmt.Sprintf("%s.%x", r.node, now.UnixNano()))
+	r.queue(&corev1.Event{
+		TypeMeta:            metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
+		ObjectMeta:          metav1.ObjectMeta{Name: s.name, Namespace: metav1.NamespaceDefault},
+		InvolvedObject:      obj,
+		Reason:              reason,
+		Message:             msg,
+		Type:                typ,
+		Source:              corev1.EventSource{Component: "kubelet", Host: r.node},
+		FirstTimestamp:      s.first,
+		LastTimestamp:       now,
+		Count:               s.count,
+		ReportingController: "kubelet",
+		ReportingInstance:   r.node,
+	})
+}
+
+func (r *Recorder) queue(ev *corev1.Event) {
 	raw, err := objects.Encode(ev)
 	if err == nil {
 		_, err = r.out.Enqueue(wire.KindEvent, wire.Key{Resource: wire.ResourceEvents, Namespace: ev.Namespace, Name: ev.Name}, raw)
 	}
 	if err != nil {
-		r.log.Warn("queue event", "pod", ref.Namespace+"/"+ref.Name, "reason", reason, "err", err)
+		r.log.Warn("queue event", "object", ev.InvolvedObject.Kind+" "+ev.InvolvedObject.Namespace+"/"+ev.InvolvedObject.Name, "reason", ev.Reason, "err", err)
 	}
 }

@@ -41,11 +41,15 @@ type Config struct {
 
 	// Housekeeping is how often Monitor takes readings.
 	Housekeeping time.Duration
-	// ImageGC, when set, is asked to delete unused images before a pod is
-	// evicted for disk pressure on the file system holding images.
+	// ImageGC, when set, is asked to delete unused images when a
+	// threshold of the file system holding images is met, before a pod
+	// is evicted for it.
 	ImageGC ImageGC
+	// Evictor, when set, carries out the rounds' evictions; nil leaves
+	// them to whoever reads the snapshots.
+	Evictor Evictor
 	// OnRound, when set, is called from Run's goroutine with each round's
-	// snapshot. It must not block.
+	// snapshot, before its eviction is carried out. It must not block.
 	OnRound func(Snapshot)
 	Logger  *slog.Logger // or nil for slog.Default()
 }

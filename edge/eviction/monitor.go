@@ -6,11 +6,27 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // PodSource lists the node's active pods with their usage.
 type PodSource interface {
 	ActivePods(ctx context.Context) ([]PodUsage, error)
+}
+
+// Evictor carries out the Monitor's decisions, as kubelet's eviction
+// manager kills pods through the pod workers: the agent's workers and
+// event recorder.
+type Evictor interface {
+	// NodeEvent records e on the node.
+	NodeEvent(e Event)
+	// Evict stops e.Pod with e.GracePeriod, marks it Failed with reason
+	// Reason and e.Message, and records e.Event on it. It returns once
+	// that is under way.
+	Evict(ctx context.Context, e *Eviction) error
+	// PodCleanedUp reports whether nothing of the pod with uid runs.
+	PodCleanedUp(uid string) bool
 }
 
 // Snapshot is one round of the Monitor: its readings and decision.
@@ -22,10 +38,21 @@ type Snapshot struct {
 	Decision Decision
 }
 
+// podCleanupTimeout bounds the wait, after an eviction, for the pod to be
+// gone before the next round, as kubelet's; podCleanupPoll is how often
+// it looks.
+const (
+	podCleanupTimeout = 30 * time.Second
+	podCleanupPoll    = time.Second
+)
+
 // Monitor takes the node's readings every Housekeeping interval, runs
 // the Core on them with the active pods and offers each round's
-// snapshot through Latest and the OnRound callback. It evicts nothing
-// itself: the agent carries out Decision.Evict. All methods are safe for
+// snapshot through Latest and the OnRound callback. With an Evictor, it
+// has the round's eviction carried out: the node event recorded, unused
+// images deleted first where they may relieve the pressure, then the pod
+// evicted and waited for (up to 30s) before the next round, so that at
+// most one pod goes per round, as kubelet's. All methods are safe for
 // concurrent use.
 type Monitor struct {
 	cfg  Config
@@ -78,7 +105,13 @@ func (m *Monitor) round(ctx context.Context, now time.Time) {
 		pods = nil
 	}
 	d := m.core.Observe(r, pods, now)
-	if d.Evict != nil && d.ReclaimImages && m.cfg.ImageGC != nil {
+	ev := m.cfg.Evictor
+	if ev != nil && d.NodeEvent != nil {
+		ev.NodeEvent(*d.NodeEvent)
+	}
+	if len(d.Met) > 0 && d.ReclaimImages && m.cfg.ImageGC != nil {
+		// Node-level resources first, as kubelet reclaims them before it
+		// ranks pods.
 		if err := m.cfg.ImageGC.DeleteUnusedImages(ctx); err != nil {
 			m.log.Warn("eviction: delete unused images", "err", err)
 		}
@@ -98,6 +131,33 @@ func (m *Monitor) round(ctx context.Context, now time.Time) {
 	if m.cfg.OnRound != nil {
 		m.cfg.OnRound(s)
 	}
+	if ev == nil || d.Evict == nil {
+		return
+	}
+	if err := ev.Evict(ctx, d.Evict); err != nil {
+		m.log.Warn("eviction: evict pod", "pod", d.Evict.Pod.Namespace+"/"+d.Evict.Pod.Name, "err", err)
+		return
+	}
+	m.waitCleanup(ctx, string(d.Evict.Pod.UID))
+}
+
+// waitCleanup waits until the pod of uid is cleaned up, podCleanupTimeout
+// passed or ctx is done.
+func (m *Monitor) waitCleanup(ctx context.Context, uid string) {
+	deadline := time.NewTimer(podCleanupTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(podCleanupPoll)
+	defer tick.Stop()
+	for !m.cfg.Evictor.PodCleanedUp(uid) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			m.log.Warn("eviction: evicted pod not cleaned up in time", "uid", uid, "timeout", podCleanupTimeout)
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // Latest returns the latest round's snapshot; the zero Snapshot before
@@ -106,4 +166,13 @@ func (m *Monitor) Latest() Snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.latest
+}
+
+// Pressure returns the pressure conditions the node is under as of the
+// latest round, and ok false before the first. The caller owns the
+// slice.
+func (m *Monitor) Pressure() (conds []corev1.NodeConditionType, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.latest.Decision.Pressure), !m.latest.Readings.Time.IsZero()
 }

@@ -259,3 +259,62 @@ func Read(cfg *Config, now time.Time) (Readings, error) {
 	}
 	return r, errors.Join(errs...)
 }
+
+// maxDirEntries bounds the entries DirUsage walks, so that a pod that
+// made millions of files costs a bounded time per round; what it counts
+// then is a floor.
+const maxDirEntries = 100_000
+
+// DirUsage returns the bytes (of blocks allocated) and inodes used under
+// dir, staying on dir's file system (a tmpfs emptyDir mounted below is
+// memory, not disk), as cAdvisor measures a pod's volumes and logs. A
+// dir that does not exist uses nothing. It counts at most
+// maxDirEntries entries.
+func DirUsage(dir string) (bytes, inodes int64, err error) {
+	var root unix.Stat_t
+	if err := unix.Lstat(dir, &root); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, 0, nil
+		}
+		return 0, 0, fmt.Errorf("stat %s: %w", dir, err)
+	}
+	seen := map[uint64]bool{} // hard links, by inode, counted once
+	var n int
+	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil // gone meanwhile
+			}
+			return err
+		}
+		if n++; n > maxDirEntries {
+			return filepath.SkipAll
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if uint64(st.Dev) != uint64(root.Dev) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if st.Nlink > 1 && !d.IsDir() {
+			if seen[uint64(st.Ino)] {
+				return nil
+			}
+			seen[uint64(st.Ino)] = true
+		}
+		bytes += int64(st.Blocks) * 512
+		inodes++
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("measure %s: %w", dir, err)
+	}
+	return bytes, inodes, nil
+}

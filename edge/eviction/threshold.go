@@ -113,6 +113,30 @@ func ParseThreshold(s string) (Threshold, error) {
 	return t, nil
 }
 
+// ParseThresholds parses a comma-separated list of thresholds, as
+// kubelet's --eviction-hard flag takes them, such as
+// "memory.available<100Mi,nodefs.available<10%". A signal given twice
+// is an error; "" is no threshold.
+func ParseThresholds(s string) ([]Threshold, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []Threshold
+	seen := map[Signal]bool{}
+	for _, part := range strings.Split(s, ",") {
+		t, err := ParseThreshold(strings.TrimSpace(part))
+		if err != nil {
+			return nil, err
+		}
+		if seen[t.Signal] {
+			return nil, fmt.Errorf("eviction threshold %v given twice", t.Signal)
+		}
+		seen[t.Signal] = true
+		out = append(out, t)
+	}
+	return out, nil
+}
+
 // ParseValue parses "100Mi" or "10%".
 func ParseValue(s string) (Value, error) {
 	if p, ok := strings.CutSuffix(s, "%"); ok {

@@ -203,6 +203,24 @@ type GCResult struct {
 // returns what it removed and an error wrapping ErrGCShort when that was
 // not enough.
 func (s *Service) GC(ctx context.Context, inUse []string) (GCResult, error) {
+	return s.gc(ctx, inUse, s.cfg.GC)
+}
+
+// DeleteUnused removes every image GC may remove, whatever the usage of
+// the image file system: those no pod uses (inUse), not pinned, older
+// than the policy's MinAge, as kubelet's DeleteUnusedImages, which its
+// eviction manager calls under disk pressure before it evicts a pod.
+func (s *Service) DeleteUnused(ctx context.Context, inUse []string) (GCResult, error) {
+	p := s.cfg.GC
+	p.HighThresholdPercent, p.LowThresholdPercent = 0, 0 // free all there is to free
+	res, err := s.gc(ctx, inUse, p)
+	if errors.Is(err, ErrGCShort) {
+		err = nil // short of an empty disk, as it always is
+	}
+	return res, err
+}
+
+func (s *Service) gc(ctx context.Context, inUse []string, policy GCPolicy) (GCResult, error) {
 	if s.cfg.Root == "" {
 		return GCResult{}, errors.New("image GC: no image file system (Config.Root) to measure")
 	}
@@ -224,7 +242,7 @@ func (s *Service) GC(ctx context.Context, inUse []string) (GCResult, error) {
 			}
 		}
 	}
-	plan := PlanGC(s.cfg.GC, fs, candidates(imgs), inUse, now)
+	plan := PlanGC(policy, fs, candidates(imgs), inUse, now)
 	res := GCResult{Usage: plan.Usage, BytesToFree: plan.BytesToFree}
 	is := s.c.ImageService()
 	var names []string

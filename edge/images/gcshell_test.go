@@ -105,6 +105,21 @@ func TestGC(t *testing.T) {
 		t.Errorf("GC = %+v, %v; want a removed and c, just pulled, spared", res, err)
 	}
 
+	// DeleteUnused, as the eviction manager asks under disk pressure,
+	// removes all GC may however empty the disk: c, once past MinAge;
+	// the pinned import stays.
+	advance(3 * time.Minute)
+	mu.Lock()
+	fs = FSUsage{Capacity: 1 << 40, Available: 1<<40 - 1}
+	mu.Unlock()
+	res, err = s.DeleteUnused(ctx, nil)
+	if err != nil || !slices.Equal(res.Removed, []string{ref("c")}) {
+		t.Errorf("DeleteUnused = %+v, %v; want c removed", res, err)
+	}
+	if got := names(t, s); !slices.Equal(got, []string{"outpost.test/pinned:1"}) {
+		t.Errorf("images after DeleteUnused: %v", got)
+	}
+
 	noRoot := newService(t, c, func(c *Config) { c.Namespace += "-noroot" })
 	if _, err := noRoot.GC(ctx, nil); err == nil {
 		t.Error("GC without Config.Root succeeded")

@@ -284,7 +284,12 @@ func (p *planner) desired() {
 	case v.rec.Rejected != nil:
 		// Refused by the node's admission: nothing ever started, and
 		// what an agent of another mind might have left runs no more.
-		p.terminate(v.rec.Grace)
+		// An evicted pod is killed at once.
+		grace := v.rec.Grace
+		if v.rec.Rejected.Evicted {
+			grace = 0
+		}
+		p.terminate(grace)
 		if !v.anyRunning() {
 			v.rec.Terminal = true
 		}

@@ -47,6 +47,12 @@ type Record struct {
 type Rejection struct {
 	Reason  string `json:"reason"`
 	Message string `json:"message,omitempty"`
+	// Evicted says the pod was admitted and the node then evicted it
+	// under resource pressure, as kubelet's eviction manager does: what
+	// runs of it is killed at once (no grace), and its status keeps its
+	// containers' with phase Failed, Reason and Message as they are, and
+	// a DisruptionTarget condition.
+	Evicted bool `json:"evicted,omitzero"`
 }
 
 // ContainerRecord is what Plan keeps about one container of a pod.

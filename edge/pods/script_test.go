@@ -459,6 +459,17 @@ func (d *driver) do(t *testing.T, cmd string) string {
 		r.Rejected = &Rejection{Reason: pos[1], Message: strings.Join(pos[2:], " ")}
 		d.store(t, uid, r)
 		return "ok\n"
+	case "evict":
+		// evict POD MESSAGE...: the node's eviction manager evicted the
+		// running pod, as the caller records it.
+		if len(pos) < 1 {
+			t.Fatalf("%s: want a pod", cmd)
+		}
+		uid := string(d.pod(t, pos[0]).UID)
+		r := d.loadRecords(t)[uid]
+		r.Rejected = &Rejection{Reason: "Evicted", Message: strings.Join(pos[1:], " "), Evicted: true}
+		d.store(t, uid, r)
+		return "ok\n"
 	case "prober":
 		// prober: a prober runs on the node, with no results yet.
 		if d.probed == nil {

@@ -54,7 +54,7 @@ const (
 // and fill hostIP; podIP comes from the runtime.
 func Status(pod *corev1.Pod, actual *runtime.PodStatus, rec Record, probed *Probed, now time.Time) corev1.PodStatus {
 	now = now.UTC().Round(0)
-	if rec.Rejected != nil {
+	if rec.Rejected != nil && !rec.Rejected.Evicted {
 		return rejectedStatus(pod, rec.Rejected)
 	}
 	v := newView(pod, actual, rec, probed)
@@ -105,7 +105,16 @@ func Status(pod *corev1.Pod, actual *runtime.PodStatus, rec Record, probed *Prob
 	if s.Phase != prev.Phase {
 		s.Reason, s.Message = "", ""
 	}
+	if r := rec.Rejected; r != nil {
+		s.Phase, s.Reason, s.Message = corev1.PodFailed, r.Reason, r.Message
+	}
 	s.Conditions = v.conditions(s, now)
+	if r := rec.Rejected; r != nil && !slices.ContainsFunc(s.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.DisruptionTarget }) {
+		s.Conditions = append(s.Conditions, corev1.PodCondition{
+			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, ObservedGeneration: pod.Generation,
+			Reason: corev1.PodReasonTerminationByKubelet, Message: r.Message, LastTransitionTime: metav1.Time{Time: now},
+		})
+	}
 	return *s
 }
 

@@ -206,8 +206,9 @@ type Workers struct {
 	trigger chan struct{}
 
 	mu      sync.Mutex
-	busy    map[string]bool        // pods whose worker runs actions
-	records map[string]pods.Record // by pod UID
+	busy    map[string]bool           // pods whose worker runs actions
+	records map[string]pods.Record    // by pod UID
+	evict   map[string]pods.Rejection // evictions not yet recorded, by pod UID
 
 	// The loop's own.
 	swept       bool            // the sandbox's start-up sweep is done
@@ -232,6 +233,7 @@ func New(cfg Config) (*Workers, error) {
 		trigger: make(chan struct{}, 1),
 		busy:    map[string]bool{},
 		records: map[string]pods.Record{},
+		evict:   map[string]pods.Rejection{},
 		probing: map[string]bool{},
 	}, nil
 }
@@ -262,6 +264,53 @@ func (w *Workers) Kick() {
 	select {
 	case w.trigger <- struct{}{}:
 	default:
+	}
+}
+
+// Evict has the pod with uid evicted, as kubelet's eviction manager kills
+// a pod through its pod worker: its record is marked rejected as rej says
+// (rej.Evicted set), so that what runs of it is killed at once, nothing
+// of it starts again, and its status is Failed with rej's reason and
+// message. That is recorded at the first round in which the pod's worker
+// is idle. Evict returns false, and does nothing, when the workers hold no
+// record of the pod (never admitted, or gone) or it ended already.
+func (w *Workers) Evict(uid string, rej pods.Rejection) bool {
+	rej.Evicted = true
+	w.mu.Lock()
+	rec, ok := w.records[uid]
+	ok = ok && !rec.Terminal && rec.Rejected == nil
+	if ok {
+		w.evict[uid] = rej
+	}
+	w.mu.Unlock()
+	if ok {
+		w.Kick()
+	}
+	return ok
+}
+
+// recordEvictions records the evictions asked of pods whose workers are
+// idle.
+func (w *Workers) recordEvictions() {
+	w.mu.Lock()
+	marked := map[string]pods.Record{}
+	for uid, rej := range w.evict {
+		if w.busy[uid] {
+			continue // its worker kicks a round when done
+		}
+		delete(w.evict, uid)
+		rec, ok := w.records[uid]
+		if !ok || rec.Terminal || rec.Rejected != nil {
+			continue
+		}
+		rec.Rejected = &rej
+		w.records[uid] = rec
+		marked[uid] = rec
+	}
+	w.mu.Unlock()
+	for uid, rec := range marked {
+		w.saveRecord(uid, rec)
+		w.log.Info("pod evicted", "uid", uid, "reason", rec.Rejected.Reason, "message", rec.Rejected.Message)
 	}
 }
 
@@ -364,6 +413,7 @@ func (w *Workers) round(ctx context.Context, workers *sync.WaitGroup) time.Time 
 			w.refresh(ctx, des, now)
 		}
 	}
+	w.recordEvictions()
 	w.admit(des, now)
 	w.mu.Lock()
 	records := maps.Clone(w.records)

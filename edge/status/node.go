@@ -3,10 +3,13 @@ package status
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/outpost-mesh/outpost/edge/eviction"
 	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/internal/version"
 
@@ -46,10 +50,61 @@ func HostCapacity() Capacity {
 	return c
 }
 
+// ResourceList returns c as a resource list: cpu, memory and pods.
+func (c Capacity) ResourceList() corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(c.CPUMillis, resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(c.MemoryBytes, resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(c.Pods, resource.DecimalSI),
+	}
+}
+
+// Machine is what the node's status reads of the machine at each report,
+// on a node that measures it. Its methods must not block: they return
+// what was measured last.
+type Machine interface {
+	// Resources returns the node's capacity and allocatable.
+	Resources() (capacity, allocatable corev1.ResourceList)
+	// Pressure returns the pressure conditions the node is under
+	// (MemoryPressure, DiskPressure, PIDPressure), and ok false until
+	// that is known, when no pressure condition is reported.
+	Pressure() (conds []corev1.NodeConditionType, ok bool)
+	// Images returns the node's images as its status lists them.
+	Images() []corev1.ContainerImage
+}
+
+// nodeFacts is what a node status is made of.
+type nodeFacts struct {
+	capacity, allocatable corev1.ResourceList
+	// pressure is reported when pressureKnown.
+	pressure       []corev1.NodeConditionType
+	pressureKnown  bool
+	images         []corev1.ContainerImage
+	runtimeVersion string
+	addresses      []corev1.NodeAddress
+	info           machineInfo
+}
+
+// facts returns what the node's status is made of now: from the Machine,
+// or, without one, Capacity as both capacity and allocatable.
+func (r *Reporter) facts(addrs []corev1.NodeAddress) nodeFacts {
+	f := nodeFacts{runtimeVersion: r.cfg.RuntimeVersion, addresses: addrs, info: readMachineInfo()}
+	if m := r.cfg.Machine; m != nil {
+		f.capacity, f.allocatable = m.Resources()
+		f.pressure, f.pressureKnown = m.Pressure()
+		f.images = m.Images()
+	} else {
+		f.capacity = r.cfg.Capacity.ResourceList()
+		f.allocatable = f.capacity.DeepCopy()
+	}
+	return f
+}
+
 // nodeObject returns the node's Node as the agent reports it: labels,
-// capacity, allocatable, node info, addresses and the Ready condition, with
-// prev's transition times kept where the condition did not change.
-func nodeObject(name, site string, capacity Capacity, runtimeVersion string, addresses []corev1.NodeAddress, prev *corev1.Node, now time.Time) *corev1.Node {
+// capacity, allocatable, node info, addresses, images, the pressure
+// conditions when known and the Ready condition, with prev's transition
+// times kept where a condition did not change.
+func nodeObject(name, site string, f nodeFacts, prev *corev1.Node, now time.Time) *corev1.Node {
 	labels := map[string]string{
 		corev1.LabelHostname:   name,
 		corev1.LabelOSStable:   runtime.GOOS,
@@ -57,11 +112,6 @@ func nodeObject(name, site string, capacity Capacity, runtimeVersion string, add
 	}
 	if site != "" {
 		labels[wire.SiteLabel] = site
-	}
-	res := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewMilliQuantity(capacity.CPUMillis, resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(capacity.MemoryBytes, resource.BinarySI),
-		corev1.ResourcePods:   *resource.NewQuantity(capacity.Pods, resource.DecimalSI),
 	}
 	ready := corev1.NodeCondition{
 		Type:               corev1.NodeReady,
@@ -71,32 +121,123 @@ func nodeObject(name, site string, capacity Capacity, runtimeVersion string, add
 		LastHeartbeatTime:  metav1.NewTime(now),
 		LastTransitionTime: metav1.NewTime(now),
 	}
+	var prevConds []corev1.NodeCondition
 	if prev != nil {
-		for _, c := range prev.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == ready.Status {
-				ready.LastTransitionTime = c.LastTransitionTime
-			}
+		prevConds = prev.Status.Conditions
+	}
+	for _, c := range prevConds {
+		if c.Type == corev1.NodeReady && c.Status == ready.Status {
+			ready.LastTransitionTime = c.LastTransitionTime
 		}
 	}
+	var conds []corev1.NodeCondition
+	if f.pressureKnown {
+		// In kubelet's order: the pressure conditions, then Ready.
+		conds = eviction.NodeConditions(f.pressure, prevConds, now)
+	}
+	conds = append(conds, ready)
 	return &corev1.Node{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Status: corev1.NodeStatus{
-			Capacity:    res,
-			Allocatable: res.DeepCopy(),
-			Conditions:  []corev1.NodeCondition{ready},
-			Addresses:   addresses,
+			Capacity:    f.capacity.DeepCopy(),
+			Allocatable: f.allocatable.DeepCopy(),
+			Conditions:  conds,
+			Addresses:   f.addresses,
+			Images:      f.images,
 			NodeInfo: corev1.NodeSystemInfo{
+				MachineID:               f.info.machineID,
+				SystemUUID:              f.info.systemUUID,
+				BootID:                  f.info.bootID,
 				OperatingSystem:         runtime.GOOS,
 				Architecture:            runtime.GOARCH,
-				KernelVersion:           kernelVersion(),
-				OSImage:                 osImage(),
-				ContainerRuntimeVersion: runtimeVersion,
+				KernelVersion:           f.info.kernelVersion,
+				OSImage:                 f.info.osImage,
+				ContainerRuntimeVersion: f.runtimeVersion,
 				KubeletVersion:          "v1.33.0-outpost+" + version.Version,
 				KubeProxyVersion:        "v1.33.0-outpost+" + version.Version,
 			},
 		},
 	}
+}
+
+// MaxImages is the most images a node's status lists, and
+// MaxNamesPerImage the most names of each, as kubelet's
+// nodeStatusMaxImages and MaxNamesPerImageInNodeStatus.
+const (
+	MaxImages        = 50
+	MaxNamesPerImage = 5
+)
+
+// ImageRecord is one name of an image the node holds.
+type ImageRecord struct {
+	Name   string // such as docker.io/library/busybox:1, or a repo@digest
+	Digest string // of what the name points to
+	Size   int64
+}
+
+// ContainerImages returns the node's status.images for records, as
+// kubelet lists them: one entry per image (the records of one digest),
+// named by its repo digests (repo@digest) then its tags, at most
+// MaxNamesPerImage of them, the largest MaxImages images, largest first.
+// No I/O; records is not modified.
+func ContainerImages(records []ImageRecord) []corev1.ContainerImage {
+	type image struct {
+		digests, tags []string
+		size          int64
+	}
+	byDigest := map[string]*image{}
+	var all []*image
+	for _, rec := range records {
+		key := rec.Digest
+		if key == "" {
+			key = "name:" + rec.Name
+		}
+		im := byDigest[key]
+		if im == nil {
+			im = &image{}
+			byDigest[key] = im
+			all = append(all, im)
+		}
+		im.size = max(im.size, rec.Size)
+		repo, isDigest := imageRepo(rec.Name)
+		if isDigest {
+			im.digests = appendNew(im.digests, rec.Name)
+			continue
+		}
+		im.tags = appendNew(im.tags, rec.Name)
+		if rec.Digest != "" {
+			im.digests = appendNew(im.digests, repo+"@"+rec.Digest)
+		}
+	}
+	out := make([]corev1.ContainerImage, 0, min(len(all), MaxImages))
+	for _, im := range all {
+		names := append(im.digests, im.tags...)
+		out = append(out, corev1.ContainerImage{Names: names[:min(len(names), MaxNamesPerImage)], SizeBytes: im.size})
+	}
+	slices.SortStableFunc(out, func(a, b corev1.ContainerImage) int {
+		return cmp.Or(cmp.Compare(b.SizeBytes, a.SizeBytes), strings.Compare(a.Names[0], b.Names[0]))
+	})
+	return out[:min(len(out), MaxImages)]
+}
+
+// imageRepo returns the repository of an image name, without its tag or
+// digest, and whether the name is a digest reference (repo@digest).
+func imageRepo(name string) (repo string, isDigest bool) {
+	if r, _, ok := strings.Cut(name, "@"); ok {
+		return r, true
+	}
+	if i := strings.LastIndexByte(name, ':'); i > strings.LastIndexByte(name, '/') {
+		return name[:i], false
+	}
+	return name, false
+}
+
+func appendNew(l []string, s string) []string {
+	if slices.Contains(l, s) {
+		return l
+	}
+	return append(l, s)
 }
 
 // postedConditions are the node conditions kubelet posts, which the hub's
@@ -160,12 +301,38 @@ func hostAddresses(name string) []corev1.NodeAddress {
 	return append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
 }
 
-func kernelVersion() string {
-	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+// machineInfo is what the node's info says of the machine.
+type machineInfo struct {
+	kernelVersion, osImage        string
+	machineID, systemUUID, bootID string
+}
+
+// readMachineInfo reads the machine's info, as kubelet's cAdvisor does;
+// what cannot be read is left empty.
+func readMachineInfo() machineInfo {
+	return machineInfo{
+		kernelVersion: readTrimmed("/proc/sys/kernel/osrelease"),
+		osImage:       osImage(),
+		machineID:     readTrimmed("/etc/machine-id"),
+		systemUUID:    readTrimmed("/sys/class/dmi/id/product_uuid"),
+		bootID:        readTrimmed("/proc/sys/kernel/random/boot_id"),
+	}
+}
+
+// readTrimmed returns the first line of a small file, "" if it cannot be
+// read.
+func readTrimmed(p string) string {
+	f, err := os.Open(p)
 	if err != nil {
 		return ""
 	}
-	return strings.TrimSpace(string(b))
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(line)
 }
 
 func osImage() string {
@@ -201,7 +368,7 @@ func (r *Reporter) reportNode(now time.Time) time.Time {
 	}
 	addrs := hostAddresses(r.cfg.NodeName)
 	r.addrs.Store(&addrs)
-	n := nodeObject(r.cfg.NodeName, r.cfg.Site, r.cfg.Capacity, r.cfg.RuntimeVersion, addrs, r.node, now)
+	n := nodeObject(r.cfg.NodeName, r.cfg.Site, r.facts(addrs), r.node, now)
 	raw, err := objects.Encode(n)
 	if err != nil {
 		r.log.Warn("encode node status", "err", err)

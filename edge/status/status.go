@@ -49,8 +49,13 @@ var _ Store = (*checkpoint.Store)(nil)
 type Config struct {
 	NodeName string // required
 	Site     string
-	// Capacity is what the node offers to pods, reported in its status.
+	// Capacity is what the node offers to pods, reported in its status
+	// as its capacity and allocatable when Machine is nil.
 	Capacity Capacity
+	// Machine, when set, is what the node's status reports of the
+	// machine: capacity and allocatable, pressure conditions, images.
+	// nil on the fake runtime's nodes, which measure nothing of it.
+	Machine Machine
 	// RuntimeVersion is reported in the node's info, e.g.
 	// "containerd://1.7.24".
 	RuntimeVersion string
@@ -260,7 +265,8 @@ func (r *Reporter) reportLocked(rd Round, now time.Time) {
 }
 
 // NodeDue has the node's status reported at once: a session with the hub
-// began, and the hub may have set its conditions Unknown meanwhile.
+// began, and the hub may have set its conditions Unknown meanwhile, or
+// what the Machine reports changed (a pressure condition came or went).
 func (r *Reporter) NodeDue() {
 	r.nodeDue.Store(true)
 	r.wake()
