@@ -176,6 +176,13 @@ func TestMemoryPressureEviction(t *testing.T) {
 		c := sink.condition(corev1.NodeMemoryPressure)
 		return c == corev1.ConditionTrue, string(c)
 	})
+	sink.mu.Lock()
+	ns := sink.node.Status
+	sink.mu.Unlock()
+	eph, alloc := ns.Capacity[corev1.ResourceEphemeralStorage], ns.Allocatable[corev1.ResourceMemory]
+	if eph.Sign() <= 0 || alloc.Value() != 2<<30-100<<20 || ns.NodeInfo.ContainerRuntimeVersion != "fake://test" {
+		t.Errorf("node status: capacity %v, allocatable %v, runtime %q; want ephemeral-storage and memory less 100Mi", ns.Capacity, ns.Allocatable, ns.NodeInfo.ContainerRuntimeVersion)
+	}
 	wait.For(t, waitLong, "eviction events", func() (bool, string) {
 		return sink.event("Pod", "be", "Evicted") != nil && sink.event("Node", node, "EvictionThresholdMet") != nil, fmt.Sprint(len(sink.events))
 	})

@@ -81,3 +81,18 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestParseThresholds(t *testing.T) {
+	got, err := ParseThresholds("memory.available<100Mi, nodefs.available<10%")
+	if err != nil || len(got) != 2 || got[0].String() != "memory.available<100Mi" || got[1].String() != "nodefs.available<10%" {
+		t.Errorf("ParseThresholds = %v, %v", got, err)
+	}
+	if got, err := ParseThresholds(""); err != nil || got != nil {
+		t.Errorf("ParseThresholds(\"\") = %v, %v; want none", got, err)
+	}
+	for _, in := range []string{"memory.available<100Mi,memory.available<1Gi", "memory.available<100Mi,", "cpu<1"} {
+		if _, err := ParseThresholds(in); err == nil {
+			t.Errorf("ParseThresholds(%q) = nil error", in)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/outpost-mesh/outpost/edge/agent"
+	"github.com/outpost-mesh/outpost/edge/eviction"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
 )
@@ -42,22 +43,32 @@ type Flags struct {
 	ClusterDomain      string
 	SystemReserved     string
 	InsecureRegistries []string
+
+	EvictionHard                     string
+	EvictionPressureTransitionPeriod time.Duration
 }
 
 // DefaultFlags returns the flags' defaults.
 func DefaultFlags() Flags {
 	pods := agent.DefaultPodsConfig()
 	ctrd := agent.DefaultContainerdConfig()
+	ev := eviction.DefaultConfig()
+	var hard []string
+	for _, t := range ev.Thresholds {
+		hard = append(hard, t.String())
+	}
 	return Flags{
-		DataDir:          "/var/lib/outpost-edge",
-		Runtime:          "containerd",
-		Containerd:       "managed",
-		ContainerdBinary: ctrd.Binary,
-		OCIRuntime:       ctrd.OCIRuntime,
-		Bridge:           pods.Bridge,
-		ClusterCIDR:      pods.ClusterCIDR.String(),
-		ServiceCIDR:      pods.ServiceCIDR.String(),
-		ClusterDomain:    pods.ClusterDomain,
+		EvictionHard:                     strings.Join(hard, ","),
+		EvictionPressureTransitionPeriod: ev.PressureTransitionPeriod,
+		DataDir:                          "/var/lib/outpost-edge",
+		Runtime:                          "containerd",
+		Containerd:                       "managed",
+		ContainerdBinary:                 ctrd.Binary,
+		OCIRuntime:                       ctrd.OCIRuntime,
+		Bridge:                           pods.Bridge,
+		ClusterCIDR:                      pods.ClusterCIDR.String(),
+		ServiceCIDR:                      pods.ServiceCIDR.String(),
+		ClusterDomain:                    pods.ClusterDomain,
 	}
 }
 
@@ -82,6 +93,8 @@ func (f *Flags) Register(cmd *cobra.Command) {
 	fs.StringVar(&f.ClusterDomain, "cluster-domain", f.ClusterDomain, "the cluster's DNS domain")
 	fs.StringSliceVar(&f.InsecureRegistries, "insecure-registry", f.InsecureRegistries, "a registry, host[:port], that may be reached over plain HTTP (a registry on loopback or at the site); repeat or comma-separate for more")
 	fs.StringVar(&f.SystemReserved, "system-reserved", f.SystemReserved, "resources kept from pods for the system and the agent, such as cpu=200m,memory=256Mi")
+	fs.StringVar(&f.EvictionHard, "eviction-hard", f.EvictionHard, "hard eviction thresholds, as kubelet's: pods are evicted when one is met, and held back from allocatable (memory.available, nodefs.available); the list replaces the defaults, \"\" for none. Signals: memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available")
+	fs.DurationVar(&f.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", f.EvictionPressureTransitionPeriod, "how long a pressure condition (MemoryPressure, DiskPressure, PIDPressure) stays after its threshold was last met, so that it does not flap")
 	cmd.MarkFlagRequired("hub")
 	cmd.MarkFlagRequired("node-name")
 }
@@ -135,7 +148,15 @@ func (f *Flags) containerd(cfg agent.Config) (agent.Config, error) {
 	if pc.SystemReserved, err = parseResources(f.SystemReserved); err != nil {
 		return agent.Config{}, fmt.Errorf("--system-reserved: %w", err)
 	}
-	cfg.Containerd, cfg.Pods = &cc, &pc
+	ec := eviction.DefaultConfig()
+	if ec.Thresholds, err = eviction.ParseThresholds(f.EvictionHard); err != nil {
+		return agent.Config{}, fmt.Errorf("--eviction-hard: %w", err)
+	}
+	ec.PressureTransitionPeriod = f.EvictionPressureTransitionPeriod
+	if err := ec.Validate(); err != nil {
+		return agent.Config{}, fmt.Errorf("--eviction-hard, --eviction-pressure-transition-period: %w", err)
+	}
+	cfg.Containerd, cfg.Pods, cfg.Eviction = &cc, &pc, &ec
 	return cfg, nil
 }
 

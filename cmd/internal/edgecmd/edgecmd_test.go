@@ -1,0 +1,63 @@
+package edgecmd
+
+import (
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func TestEvictionFlags(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("pods on containerd need root, and so does their configuration")
+	}
+	parse := func(args ...string) (*Flags, error) {
+		f := DefaultFlags()
+		cmd := &cobra.Command{}
+		f.Register(cmd)
+		return &f, cmd.ParseFlags(append([]string{"--hub", "hub:7443", "--node-name", "gw-1"}, args...))
+	}
+	f, err := parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.Config(slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, th := range cfg.Eviction.Thresholds {
+		got = append(got, th.String())
+	}
+	if want := "memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%"; strings.Join(got, ",") != want || cfg.Eviction.PressureTransitionPeriod != 5*time.Minute {
+		t.Errorf("default eviction: %v, %v; want kubelet's %s, 5m", got, cfg.Eviction.PressureTransitionPeriod, want)
+	}
+
+	f, err = parse("--eviction-hard", "memory.available<200Mi,nodefs.available<5%", "--eviction-pressure-transition-period", "30s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = f.Config(slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if th := cfg.Eviction.Thresholds; len(th) != 2 || th[0].String() != "memory.available<200Mi" || cfg.Eviction.PressureTransitionPeriod != 30*time.Second {
+		t.Errorf("eviction from flags: %v, %v", th, cfg.Eviction.PressureTransitionPeriod)
+	}
+
+	for _, args := range [][]string{
+		{"--eviction-hard", "memory.available>1Gi"},
+		{"--eviction-hard", "cpu.available<1"},
+		{"--eviction-pressure-transition-period", "-1s"},
+	} {
+		f, err := parse(args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Config(slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "--eviction") {
+			t.Errorf("Config(%v) = %v, want an error naming the flag", args, err)
+		}
+	}
+}
