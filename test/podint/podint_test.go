@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/outpost-mesh/outpost/edge/agent"
+	"github.com/outpost-mesh/outpost/edge/eviction"
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/internal/netnstest"
@@ -116,6 +117,12 @@ func startNode(t *testing.T, options ...func(*agent.Config)) *node {
 	cfg.NodeName, cfg.DataDir = n.name, dir
 	cfg.HubAddr, cfg.Token, cfg.CAHash = h.SyncAddr(), id+"."+secret, wire.CAHash(ca)
 	cfg.Containerd = &cc
+	// Kubelet's memory threshold alone: the disks of shared test machines
+	// are as full as they are, and kubelet's disk thresholds (imagefs
+	// with 15% free) would have every pod refused for DiskPressure.
+	ec := eviction.DefaultConfig()
+	ec.Thresholds = []eviction.Threshold{eviction.DefaultThresholds()[0]}
+	cfg.Eviction = &ec
 	cfg.Logger = testlog.New(t, slog.LevelInfo).With("node", n.name)
 	cfg.Sync.MinBackoff, cfg.Sync.MaxBackoff = 100*time.Millisecond, time.Second
 	for _, o := range options {
