@@ -37,6 +37,8 @@ func TestMonitor(t *testing.T) {
 	// 50 MiB available of 1 GiB: under memory.available<100Mi.
 	cfg.ProcDir = fakeProc(t, "MemTotal: 1048576 kB\nMemFree: 40960 kB\nInactive(file): 10240 kB\n")
 	cfg.DataDir = t.TempDir()
+	// The memory threshold alone: the test's disk is as full as it is.
+	cfg.Thresholds = cfg.Thresholds[:1]
 	cfg.Housekeeping = 20 * time.Millisecond
 	gc := &countingGC{}
 	cfg.ImageGC = gc
@@ -154,6 +156,7 @@ func TestMonitorEvicts(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.ProcDir = fakeProc(t, "MemTotal: 1048576 kB\nMemFree: 40960 kB\nInactive(file): 10240 kB\n")
 	cfg.DataDir = t.TempDir()
+	cfg.Thresholds = cfg.Thresholds[:1] // memory.available<100Mi; the disk is as full as it is
 	ev := &recordingEvictor{cleanedAfter: 2}
 	cfg.Evictor, cfg.ImageGC = ev, ev
 	var onRound []Snapshot
