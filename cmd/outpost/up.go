@@ -32,10 +32,19 @@ type upConfig struct {
 	// runtime is the nodes' runtime: containerd, fake, or auto for
 	// containerd as root and fake otherwise.
 	runtime string
+	// evictionHard is the nodes' hard eviction thresholds.
+	evictionHard string
 }
 
+// upEvictionHard is the nodes' default hard eviction thresholds: kubelet's
+// memory one alone. The nodes of `outpost up` share the developer's
+// disk, which kubelet's disk thresholds (10% and 15% free) would often
+// find under pressure and refuse every pod on; kind turns them off for
+// the same reason.
+const upEvictionHard = "memory.available<100Mi"
+
 func newUpCmd() *cobra.Command {
-	c := upConfig{dir: ".outpost", nodes: 2, apiAddr: "127.0.0.1:6443", syncAddr: "127.0.0.1:7443", site: "local", memLimit: "auto", controllers: true, runtime: "auto"}
+	c := upConfig{dir: ".outpost", nodes: 2, apiAddr: "127.0.0.1:6443", syncAddr: "127.0.0.1:7443", site: "local", memLimit: "auto", controllers: true, runtime: "auto", evictionHard: upEvictionHard}
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a hub and edge nodes on this machine, ready for kubectl",
@@ -69,6 +78,7 @@ export line for KUBECONFIG on stdout. Ctrl-C stops everything.`,
 	f.StringVar(&c.memLimit, "memory-limit", c.memLimit, memoryLimitUsage)
 	f.BoolVar(&c.controllers, "controllers", c.controllers, controllersUsage)
 	f.StringVar(&c.runtime, "runtime", c.runtime, "the nodes' runtime: containerd, fake, or auto (containerd when run as root, fake otherwise)")
+	f.StringVar(&c.evictionHard, "eviction-hard", c.evictionHard, "the nodes' hard eviction thresholds, as outpost-edge's --eviction-hard; kubelet's memory one alone by default, since the nodes share this machine's disk")
 	return cmd
 }
 
@@ -129,6 +139,7 @@ func runUp(ctx context.Context, c upConfig, out io.Writer, log *slog.Logger) err
 		f.Hub, f.Token, f.CAHash, f.NodeName, f.Site = h.SyncAddr(), token, hash, name, c.site
 		f.DataDir, f.Runtime = filepath.Join(dir, name), rt
 		f.Bridge = fmt.Sprintf("outpost%d", i)
+		f.EvictionHard = c.evictionHard
 		acfg, err := f.Config(log.With("node", name))
 		if err != nil {
 			cancel()

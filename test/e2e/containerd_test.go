@@ -61,7 +61,9 @@ func TestContainerdDeployment(t *testing.T) {
 		}
 	})
 	e := &edge{f: f, name: name, dataDir: dir, args: []string{"edge", "--hub", h.syncAddr, "--token", token, "--ca-cert-hash", caHash,
-		"--node-name", name, "--data-dir", dir, "--runtime", "containerd", "--bridge", "outpost-e2e"}}
+		"--node-name", name, "--data-dir", dir, "--runtime", "containerd", "--bridge", "outpost-e2e",
+		// The test machine's disk may be under kubelet's disk thresholds.
+		"--eviction-hard", "memory.available<100Mi"}}
 	t.Cleanup(e.shutdown)
 	e.start()
 
