@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -300,6 +301,40 @@ func TestWebPod(t *testing.T) {
 		return p.Status.Phase == corev1.PodRunning && ready(p) && p.Status.PodIP != ""
 	})
 	ip := p.Status.PodIP
+
+	// The node's status is the machine's: its resources, its pressure,
+	// its runtime and its images.
+	wait.For(t, 60*time.Second, "the node's status from the machine", func() (bool, string) {
+		nd, err := n.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		st := nd.Status
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage, corev1.ResourcePods} {
+			c, a := st.Capacity[r], st.Allocatable[r]
+			if c.IsZero() || a.IsZero() || a.Cmp(c) > 0 {
+				return false, fmt.Sprintf("%s: capacity %s, allocatable %s", r, c.String(), a.String())
+			}
+		}
+		conds := map[corev1.NodeConditionType]corev1.ConditionStatus{}
+		for _, c := range st.Conditions {
+			conds[c.Type] = c.Status
+		}
+		for _, c := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+			if conds[c] != corev1.ConditionFalse {
+				return false, fmt.Sprintf("%s is %q", c, conds[c])
+			}
+		}
+		if !strings.HasPrefix(st.NodeInfo.ContainerRuntimeVersion, "containerd://") || st.NodeInfo.KernelVersion == "" || st.NodeInfo.OSImage == "" {
+			return false, fmt.Sprintf("node info %+v", st.NodeInfo)
+		}
+		for _, im := range st.Images {
+			if slices.Contains(im.Names, busybox) && im.SizeBytes > 0 {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("images %v, want %s", st.Images, busybox)
+	})
 	if got, err := get(net.JoinHostPort(ip, "8080"), "/index.html"); err != nil || got != "hello from a configmap" {
 		t.Errorf("GET %s:8080/index.html = %q, %v; want the configmap's greeting", ip, got, err)
 	}
