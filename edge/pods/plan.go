@@ -218,7 +218,12 @@ func (p *planner) wakeAt(t time.Time) {
 // storing back with put.
 func (p *planner) container(name string) ContainerRecord { return p.v.rec.Containers[name] }
 
+// put stores the record of the named container; a container without a
+// name (a pod spec the API would refuse, see unsupported) keeps none.
 func (p *planner) put(name string, cr ContainerRecord) {
+	if name == "" {
+		return
+	}
 	if p.v.rec.Containers == nil {
 		p.v.rec.Containers = make(map[string]ContainerRecord)
 	}

@@ -339,6 +339,8 @@ func TestUnsupported(t *testing.T) {
 	}{
 		{testPod("ok"), ""},
 		{testPod("none", withContainers()), "pod has no containers"},
+		{testPod("nameless", withContainers("a", "")), "invalid pod spec: a container has no name"},
+		{testPod("twice", withContainers("a", "a")), `invalid pod spec: container name "a" is used twice`},
 		{testPod("cm", vol(corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}})), ""},
 		{testPod("pvc", vol(corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{}})),
 			`volume "v": persistentVolumeClaim volumes are not supported on this node`},

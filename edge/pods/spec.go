@@ -111,6 +111,21 @@ func unsupported(pod *corev1.Pod) string {
 	if len(pod.Spec.Containers) == 0 {
 		return "pod has no containers"
 	}
+	// The API's validation holds these; a pod that skipped it (a static
+	// manifest, an old checkpoint) is not run on a guess.
+	seen := map[string]bool{}
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			switch name := cs[i].Name; {
+			case name == "":
+				return "invalid pod spec: a container has no name"
+			case seen[name]:
+				return fmt.Sprintf("invalid pod spec: container name %q is used twice", name)
+			default:
+				seen[name] = true
+			}
+		}
+	}
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		vs := &v.VolumeSource
