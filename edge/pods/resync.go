@@ -153,8 +153,14 @@ type Resync struct {
 	resent      time.Time // when Check last asked for a report again
 }
 
-// Sent records that the agent reported st.
-func (r *Resync) Sent(st *corev1.PodStatus) {
+// Sent records that the agent reported st when the hub's copy was hub
+// (nil if unknown). The first report's hub copy counts as shown back: the
+// hub showing it still is only lagging behind the report, not another
+// writer's change.
+func (r *Resync) Sent(st, hub *corev1.PodStatus) {
+	if len(r.unconfirmed) == 0 && hub != nil {
+		r.unconfirmed = append(r.unconfirmed, owned(hub))
+	}
 	r.unconfirmed = append(r.unconfirmed, owned(st))
 	if n := len(r.unconfirmed) - maxUnconfirmed; n > 0 {
 		r.unconfirmed = slices.Delete(r.unconfirmed, 0, n)

@@ -198,9 +198,11 @@ func TestResync(t *testing.T) {
 	c := *findCondition(marked.Conditions, corev1.PodReady)
 	c.Status = corev1.ConditionFalse
 	setCondition(&marked, c) // by a controller
+	scheduled := corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}}
 
 	type step struct {
 		sent   *corev1.PodStatus // reported before the check, if not nil
+		before *corev1.PodStatus // the hub's copy when sent was, if known
 		hub    *corev1.PodStatus // the hub's copy at the check
 		last   *corev1.PodStatus // the last report at the check
 		at     time.Duration
@@ -238,6 +240,12 @@ func TestResync(t *testing.T) {
 			{hub: &marked, last: &s1, at: 11 * time.Second, resend: true},
 			{sent: &s1, hub: &marked, last: &s1, at: 12 * time.Second, resend: false, retry: 21 * time.Second},
 		}},
+		{"the hub still shows its copy from before the first report", []step{
+			{sent: &s1, before: &scheduled, hub: &scheduled, last: &s1, resend: false},
+			{hub: &scheduled, last: &s1, at: time.Second, resend: false},
+			{hub: &s1, last: &s1, at: 2 * time.Second, resend: false},
+			{hub: &marked, last: &s1, at: 3 * time.Second, resend: true},
+		}},
 		{"nothing known of earlier reports (a restart)", []step{
 			{hub: &s0, last: &s1, resend: true},
 		}},
@@ -251,7 +259,7 @@ func TestResync(t *testing.T) {
 		var r Resync
 		for i, s := range tt.steps {
 			if s.sent != nil {
-				r.Sent(s.sent)
+				r.Sent(s.sent, s.before)
 			}
 			resend, retry := r.Check(s.hub, s.last, t0.Add(s.at), interval)
 			var wantRetry time.Time
@@ -262,7 +270,7 @@ func TestResync(t *testing.T) {
 				t.Errorf("%s: step %d: Check = %v, %v; want %v, %v", tt.name, i, resend, retry, s.resend, wantRetry)
 			}
 			if resend {
-				r.Sent(s.last)
+				r.Sent(s.last, s.hub)
 			}
 		}
 	}
@@ -273,7 +281,7 @@ func TestResyncBounded(t *testing.T) {
 	st := reported(t)
 	for i := range 3 * maxUnconfirmed {
 		st.ContainerStatuses[0].RestartCount = int32(i)
-		r.Sent(&st)
+		r.Sent(&st, nil)
 	}
 	if len(r.unconfirmed) != maxUnconfirmed {
 		t.Errorf("Resync remembers %d reports, want %d", len(r.unconfirmed), maxUnconfirmed)

@@ -536,7 +536,7 @@ func (r *Reporter) report(p *corev1.Pod, sent sentStatus, static bool) {
 			rs = &pods.Resync{}
 			r.resync[uid] = rs
 		}
-		rs.Sent(&sent.status)
+		rs.Sent(&sent.status, &p.Status)
 	}
 	r.mu.Unlock()
 	// The status on disk is where the next round after a restart starts
