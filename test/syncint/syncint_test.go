@@ -775,8 +775,16 @@ func TestNodeStatusRestricted(t *testing.T) {
 	nodes := h.client.CoreV1().Nodes()
 	// An administrator's taint and role label on the Node the hub
 	// registered with the site the node joined with.
-	// The node IPAM controller may be giving the new Node its pod CIDR
-	// at the same time: read again on a conflict, as any client does.
+	// The node IPAM controller gives the new Node its pod CIDR: once it
+	// has, the spec changes by no one else's hand; read again on a
+	// conflict all the same, as any client does.
+	wait.For(t, 20*time.Second, "the Node's pod CIDR", func() (bool, string) {
+		n, err := nodes.Get(ctx, "edge-a", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return n.Spec.PodCIDR != "", "none yet"
+	})
 	var before *corev1.Node
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := nodes.Get(ctx, "edge-a", metav1.GetOptions{})
