@@ -3,7 +3,7 @@
 #   make run     build, then run a hub and two edge nodes with their state in ./.outpost/
 #   make test    everything CI runs: vet, gofmt check, go test -race
 #   make test-containerd2   the containerd tests again on containerd 2.x, built from the Go module proxy
-#   make bench   the store, API (throughput, memory), fleet and controllers benchmarks, JSON results in ./bench-results/
+#   make bench   the store, API (throughput, memory), fleet, controllers and density benchmarks, JSON results in ./bench-results/
 #   make cross   linux/arm64 and linux/arm (ARMv7) binaries in bin/<os>-<arch>/
 #   make clean
 
@@ -78,6 +78,7 @@ bench: build
 	bin/outpost bench api memory --out $(BENCH_DIR)/api-memory.json
 	bin/outpost bench fleet --out $(BENCH_DIR)/fleet.json
 	bin/outpost bench controllers --out $(BENCH_DIR)/controllers.json
+	bin/outpost bench density --out $(BENCH_DIR)/density.json
 
 # Edge gateways are ARM; the binaries are static (CGO_ENABLED=0) and
 # stripped.

@@ -25,5 +25,6 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(newBenchAPICmd())         // bench_api.go: outpost bench api
 	cmd.AddCommand(newBenchFleetCmd())       // bench_fleet.go: outpost bench fleet
 	cmd.AddCommand(newBenchControllersCmd()) // bench_controllers.go: outpost bench controllers
+	cmd.AddCommand(newBenchDensityCmd())     // bench_density.go: outpost bench density
 	return cmd
 }

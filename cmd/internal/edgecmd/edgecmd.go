@@ -20,6 +20,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/eviction"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
+	"github.com/outpost-mesh/outpost/edge/status"
 )
 
 // Flags are the edge agent's command-line flags.
@@ -43,6 +44,7 @@ type Flags struct {
 	ClusterDomain      string
 	SystemReserved     string
 	InsecureRegistries []string
+	MaxPods            int64
 
 	EvictionHard                     string
 	EvictionPressureTransitionPeriod time.Duration
@@ -69,6 +71,7 @@ func DefaultFlags() Flags {
 		ClusterCIDR:                      pods.ClusterCIDR.String(),
 		ServiceCIDR:                      pods.ServiceCIDR.String(),
 		ClusterDomain:                    pods.ClusterDomain,
+		MaxPods:                          status.HostCapacity().Pods,
 	}
 }
 
@@ -92,6 +95,7 @@ func (f *Flags) Register(cmd *cobra.Command) {
 	fs.StringVar(&f.ServiceCIDR, "service-cidr", f.ServiceCIDR, "the services' CIDR, as the hub's --service-cidr")
 	fs.StringVar(&f.ClusterDomain, "cluster-domain", f.ClusterDomain, "the cluster's DNS domain")
 	fs.StringSliceVar(&f.InsecureRegistries, "insecure-registry", f.InsecureRegistries, "a registry, host[:port], that may be reached over plain HTTP (a registry on loopback or at the site); repeat or comma-separate for more")
+	fs.Int64Var(&f.MaxPods, "max-pods", f.MaxPods, "the most pods the node runs, as kubelet's --max-pods")
 	fs.StringVar(&f.SystemReserved, "system-reserved", f.SystemReserved, "resources kept from pods for the system and the agent, such as cpu=200m,memory=256Mi")
 	fs.StringVar(&f.EvictionHard, "eviction-hard", f.EvictionHard, "hard eviction thresholds, as kubelet's: pods are evicted when one is met, and held back from allocatable (memory.available, nodefs.available); the list replaces the defaults, \"\" for none. Signals: memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available")
 	fs.DurationVar(&f.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", f.EvictionPressureTransitionPeriod, "how long a pressure condition (MemoryPressure, DiskPressure, PIDPressure) stays after its threshold was last met, so that it does not flap")
@@ -106,6 +110,11 @@ func (f *Flags) Config(log *slog.Logger) (agent.Config, error) {
 	cfg.NodeName, cfg.Site, cfg.DataDir = f.NodeName, f.Site, f.DataDir
 	cfg.HubAddr, cfg.Token, cfg.CAHash = f.Hub, f.Token, f.CAHash
 	cfg.Logger = log
+	if f.MaxPods < 1 {
+		return agent.Config{}, fmt.Errorf("--max-pods %d: want at least 1", f.MaxPods)
+	}
+	cfg.Capacity = status.HostCapacity()
+	cfg.Capacity.Pods = f.MaxPods
 	if f.Runtime == "containerd" {
 		return f.containerd(cfg)
 	}

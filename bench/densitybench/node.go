@@ -1,0 +1,279 @@
+package densitybench
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/outpost-mesh/outpost/edge/agent"
+)
+
+// node is one edge agent run as a child process on a data dir of its own.
+type node struct {
+	name    string // the Node's name
+	dir     string // the agent's data dir
+	bridge  string // the pods' bridge, netd's
+	args    []string
+	binary  string
+	logPath string
+
+	cmd    *exec.Cmd
+	logf   *os.File
+	exited chan struct{} // closed once Wait returned
+	err    error         // Wait's result, set before exited is closed
+}
+
+// newNode returns the node of an agent on dir; start starts it.
+func newNode(cfg Config, name, dir, bridge, mode, logPath, hub, token, caHash string) *node {
+	args := []string{
+		"--hub", hub, "--token", token, "--ca-cert-hash", caHash,
+		"--node-name", name, "--data-dir", dir,
+		"--containerd", "managed", "--containerd-binary", cfg.ContainerdBinary,
+		"--bridge", bridge, "--cluster-cidr", clusterCIDR,
+		"--max-pods", strconv.Itoa(maxPods),
+	}
+	if mode == ModeNode {
+		args = append(args, "--shim-per-node")
+	}
+	return &node{name: name, dir: dir, bridge: bridge, args: args, binary: cfg.EdgeBinary, logPath: logPath}
+}
+
+// clusterCIDR is the pods' range, given to the hub and the agent alike.
+const clusterCIDR = "10.42.0.0/16"
+
+// start starts the agent, its output appended to n.logPath. It returns
+// once the process runs.
+func (n *node) start() error {
+	f, err := os.OpenFile(n.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open agent log: %w", err)
+	}
+	cmd := exec.Command(n.binary, n.args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Its own process group, so that ^C reaches only the benchmark, which
+	// stops the agent in order; and dead with the benchmark.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start agent: %w", err)
+	}
+	n.cmd, n.logf, n.exited, n.err = cmd, f, make(chan struct{}), nil
+	go func() {
+		n.err = cmd.Wait()
+		f.Close()
+		close(n.exited)
+	}()
+	return nil
+}
+
+// pid returns the agent's process ID.
+func (n *node) pid() int { return n.cmd.Process.Pid }
+
+// running returns an error, with the end of the agent's log, if it has
+// exited.
+func (n *node) running() error {
+	if n.cmd == nil {
+		return errors.New("agent not started")
+	}
+	select {
+	case <-n.exited:
+		return fmt.Errorf("agent exited: %v%s", n.err, n.logTail())
+	default:
+		return nil
+	}
+}
+
+// kill ends the agent with SIGKILL and waits for it to be gone.
+func (n *node) kill() {
+	if n.cmd == nil {
+		return
+	}
+	_ = n.cmd.Process.Kill()
+	<-n.exited
+}
+
+// stop sends SIGTERM and waits at most timeout for the agent to exit,
+// then kills it. It is safe to call after it exited and more than once.
+func (n *node) stop(timeout time.Duration) {
+	if n.cmd == nil {
+		return
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-n.exited:
+	case <-t.C:
+		n.kill()
+	}
+}
+
+// logTail returns the last lines of the agent's log, indented after a
+// newline, or "".
+func (n *node) logTail() string {
+	b, err := os.ReadFile(n.logPath)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	lines = lines[max(0, len(lines)-20):]
+	return "\n    " + strings.Join(lines, "\n    ") + "\n  (agent log: " + n.logPath + ")"
+}
+
+func (n *node) sock() string {
+	return filepath.Join(n.dir, agent.ContainerdDir, "containerd.sock")
+}
+
+// namespace is the node's containerd namespace, the agent's default.
+func (n *node) namespace() string { return "outpost-" + n.name }
+
+// cgroupRoot is the parent of the node's pod cgroups in every hierarchy.
+func (n *node) cgroupRoot() string { return "/outpost-" + n.name }
+
+// containerdPID returns the PID of the agent's containerd, from the
+// supervisor's pid file, checked against the process's command line; 0
+// when it does not run.
+func (n *node) containerdPID() int {
+	dir := filepath.Join(n.dir, agent.ContainerdDir)
+	b, err := os.ReadFile(filepath.Join(dir, "containerd.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return 0
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !bytes.Contains(cmdline, []byte(filepath.Join(dir, "config.toml"))) || zombie(pid) {
+		return 0
+	}
+	return pid
+}
+
+// powerOff does to the node what a power cut does, with the agent already
+// dead: it kills every process of the node (containerd, shims,
+// containers), removes the shims' sockets (under /run, a tmpfs a reboot
+// empties), unmounts everything under the data dir (rootfs, volumes, the
+// pods' network namespaces), removes the network namespaces' files, the
+// node's cgroups, its bridge and veths. What a reboot leaves on disk stays:
+// the checkpoint, containerd's root and state, runc's state.
+func (n *node) powerOff() error {
+	var errs []error
+	if err := n.killProcesses(); err != nil {
+		errs = append(errs, err)
+	}
+	addrs, _ := filepath.Glob(filepath.Join(n.dir, agent.ContainerdDir, "state", "io.containerd.runtime.v2.task", "*", "*", "address"))
+	for _, a := range addrs {
+		if b, err := os.ReadFile(a); err == nil {
+			_ = os.Remove(strings.TrimPrefix(strings.TrimSpace(string(b)), "unix://"))
+		}
+	}
+	errs = append(errs, unmountUnder(n.dir))
+	if ents, err := os.ReadDir(filepath.Join(n.dir, agent.NetNSDir)); err == nil {
+		for _, e := range ents {
+			if err := os.Remove(filepath.Join(n.dir, agent.NetNSDir, e.Name())); err != nil {
+				errs = append(errs, fmt.Errorf("remove netns: %w", err))
+			}
+		}
+	}
+	errs = append(errs, removeCgroups(n.cgroupRoot()), deleteLinks(n.bridge))
+	return errors.Join(errs...)
+}
+
+// remove stops the agent if it runs, does what powerOff does and removes
+// the data dir: nothing of the node is left.
+func (n *node) remove(stopTimeout time.Duration) error {
+	n.stop(stopTimeout)
+	return errors.Join(n.powerOff(), os.RemoveAll(n.dir))
+}
+
+// killProcesses kills the node's processes until none is left, or
+// returns those that would not die.
+func (n *node) killProcesses() error {
+	var pids []int
+	for range 250 { // 5s: the kernel reaps them, with no event to wait on
+		pids = nodeProcesses(n.dir, n.sock(), n.cgroupRoot())
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("node processes %v would not die", pids)
+}
+
+// unmountUnder unmounts every mount point under dir, the deepest first.
+func unmountUnder(dir string) error {
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("read mounts: %w", err)
+	}
+	var errs []error
+	lines := strings.Split(string(mounts), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		f := strings.Fields(lines[i])
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			if err := syscall.Unmount(f[4], syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", f[4], err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroups removes the cgroups named root (or root-*) at the top of
+// every hierarchy, and those under them, the deepest first.
+func removeCgroups(root string) error {
+	var errs []error
+	tops, _ := filepath.Glob("/sys/fs/cgroup/*" + root + "*")
+	more, _ := filepath.Glob("/sys/fs/cgroup" + root + "*") // cgroup v2 alone
+	for _, top := range append(tops, more...) {
+		var dirs []string
+		filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		slices.Reverse(dirs)
+		for _, d := range dirs {
+			if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteLinks deletes the bridge and the pods' veths netd made for it
+// (their node sides, labelled "netd:<bridge>:<uid>"), in this process's
+// network namespace, the benchmark's own.
+func deleteLinks(bridge string) error {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return fmt.Errorf("list links: %w", err)
+	}
+	var errs []error
+	for _, l := range links {
+		a := l.Attrs()
+		if a.Name == bridge || strings.HasPrefix(a.Alias, "netd:"+bridge+":") {
+			if err := netlink.LinkDel(l); err != nil {
+				errs = append(errs, fmt.Errorf("delete link %s: %w", a.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

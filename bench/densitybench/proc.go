@@ -1,0 +1,178 @@
+package densitybench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/outpost-mesh/outpost/bench/internal/childhub"
+	"github.com/outpost-mesh/outpost/edge/runtime/containerd"
+)
+
+// Memory is one reading of the node's memory, in bytes.
+type Memory struct {
+	AgentRSS  uint64 `json:"agent_rss"`
+	AgentAnon uint64 `json:"agent_anon"` // RssAnon: heap and stacks
+	AgentPSS  uint64 `json:"agent_pss"`
+	// ContainerdRSS and ContainerdPSS are the agent's containerd's.
+	ContainerdRSS uint64 `json:"containerd_rss"`
+	ContainerdPSS uint64 `json:"containerd_pss"`
+	// Shims is the number of runc shims serving the node's containerd
+	// namespace, ShimRSS and ShimPSS their sums, and ShimChildren the
+	// processes they are the parent of (the containers' init processes).
+	Shims        int    `json:"shims"`
+	ShimChildren int    `json:"shim_children"`
+	ShimRSS      uint64 `json:"shim_rss"`
+	ShimPSS      uint64 `json:"shim_pss"`
+}
+
+// TotalPSS is the node's whole proportional set: agent, containerd, shims
+// (not the containers' own processes, which are the workload's).
+func (m Memory) TotalPSS() uint64 { return m.AgentPSS + m.ContainerdPSS + m.ShimPSS }
+
+// PerPodOverhead returns what each of n pods costs the node beyond idle:
+// the growth of the agent's and containerd's PSS from idle plus the
+// shims' PSS (over idle's, which has none), divided by n. It is signed: a
+// process may shrink after idle. n <= 0 gives 0.
+func PerPodOverhead(idle, at Memory, n int) int64 {
+	if n <= 0 {
+		return 0
+	}
+	delta := func(a, b uint64) int64 { return int64(b) - int64(a) }
+	total := delta(idle.AgentPSS, at.AgentPSS) + delta(idle.ContainerdPSS, at.ContainerdPSS) + delta(idle.ShimPSS, at.ShimPSS)
+	return total / int64(n)
+}
+
+// readMemory reads the memory of the agent at agentPID, of its
+// containerd at ctrdPID (0: not running, read as zero), and of the shims
+// of the containerd at sock serving namespace.
+func readMemory(agentPID, ctrdPID int, sock, namespace string) (Memory, error) {
+	var m Memory
+	s, err := childhub.ReadProc(strconv.Itoa(agentPID))
+	if err != nil {
+		return m, fmt.Errorf("agent memory: %w", err)
+	}
+	m.AgentRSS, m.AgentAnon = s.RSS, s.RSSAnon
+	if _, m.AgentPSS, err = containerd.Memory(agentPID); err != nil {
+		return m, fmt.Errorf("agent pss: %w", err)
+	}
+	if ctrdPID > 0 {
+		if m.ContainerdRSS, m.ContainerdPSS, err = containerd.Memory(ctrdPID); err != nil {
+			return m, fmt.Errorf("containerd memory: %w", err)
+		}
+	}
+	shims, err := containerd.Shims(sock, namespace)
+	if err != nil {
+		return m, fmt.Errorf("find shims: %w", err)
+	}
+	for _, sh := range shims {
+		m.Shims++
+		m.ShimChildren += sh.Children
+		m.ShimRSS += sh.RSS
+		m.ShimPSS += sh.PSS
+	}
+	return m, nil
+}
+
+// nodeProcess reports whether a process, by its command line (NUL
+// separated, as /proc/PID/cmdline) and its /proc/PID/cgroup, belongs to
+// the node whose containerd listens at sock and whose cgroups are under
+// cgroupRoot ("/outpost-<node>"): a shim of that containerd, the
+// containerd itself (its --config is under dataDir), or anything in the
+// node's cgroups (the containers).
+func nodeProcess(cmdline, cgroup []byte, dataDir, sock, cgroupRoot string) bool {
+	args := strings.Split(string(bytes.TrimRight(cmdline, "\x00")), "\x00")
+	if len(args) > 0 && args[0] != "" {
+		base := args[0][strings.LastIndexByte(args[0], '/')+1:]
+		switch {
+		case strings.HasPrefix(base, "containerd-shim"):
+			if argAfter(args, "-address") == sock {
+				return true
+			}
+		case base == "containerd":
+			if strings.HasPrefix(argAfter(args, "--config"), dataDir+"/") {
+				return true
+			}
+		}
+	}
+	for _, line := range strings.Split(string(cgroup), "\n") {
+		// hierarchy-ID:controllers:path
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && (parts[2] == cgroupRoot || strings.HasPrefix(parts[2], cgroupRoot+"/") || strings.HasPrefix(parts[2], cgroupRoot+"-")) {
+			return true
+		}
+	}
+	return false
+}
+
+func argAfter(args []string, name string) string {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == name {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// nodeProcesses returns the live processes of the node (see nodeProcess),
+// leaving out this one and zombies.
+func nodeProcesses(dataDir, sock, cgroupRoot string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		cgroup, _ := os.ReadFile("/proc/" + e.Name() + "/cgroup")
+		if nodeProcess(cmdline, cgroup, dataDir, sock, cgroupRoot) && !zombie(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// zombie reports whether pid has exited (or is gone) and waits to be
+// reaped.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
+}
+
+// LoadAvg is the machine's load averages over 1, 5 and 15 minutes, from
+// /proc/loadavg, at a phase of the run: the machine may be shared.
+type LoadAvg struct {
+	Phase string     `json:"phase"`
+	Load  [3]float64 `json:"load"`
+}
+
+// parseLoadAvg parses the first three fields of /proc/loadavg.
+func parseLoadAvg(b []byte) ([3]float64, error) {
+	var l [3]float64
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return l, fmt.Errorf("parse /proc/loadavg: %d fields", len(f))
+	}
+	for i := range l {
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return l, fmt.Errorf("parse /proc/loadavg: %w", err)
+		}
+		l[i] = v
+	}
+	return l, nil
+}
+
+// readLoadAvg reads /proc/loadavg for phase; it is zero where unreadable.
+func readLoadAvg(phase string) LoadAvg {
+	b, _ := os.ReadFile("/proc/loadavg")
+	l, _ := parseLoadAvg(b)
+	return LoadAvg{Phase: phase, Load: l}
+}

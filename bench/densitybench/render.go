@@ -1,0 +1,203 @@
+package densitybench
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outpost-mesh/outpost/bench/report"
+)
+
+// Report is what Run measured, with the machine it ran on and the targets
+// evaluated: rendered as tables by Render, plotted by Chart and written
+// as JSON.
+type Report struct {
+	Machine    report.Machine  `json:"machine"`
+	Config     Config          `json:"config"`
+	Result     *Result         `json:"result"`
+	Targets    []report.Target `json:"targets"`
+	References []string        `json:"references"`
+}
+
+// The targets, and the workload they are set for.
+const (
+	targetIdleRSS      = 35e6 // bytes, the agent idle
+	targetIdleAnon     = 20e6
+	targetPerPodNode   = 1e6 // PSS per pod, shim per node
+	targetPerPodPod    = 4e6 // PSS per pod, shim per pod
+	targetStartP99     = time.Second
+	targetRecovery     = 10 * time.Second
+	targetRebootPods   = 100
+	targetOverheadPods = 200 // pods at which the per-pod overhead is judged
+)
+
+// references are other edge agents' published figures, to read ours
+// against.
+var references = []string{
+	"KubeEdge EdgeCore idles at 89.5 MB RSS, 23.6 MB anonymous, with no pods",
+	"K3s documents 275 MB for its agent",
+	"OpenYurt took 49.9 s to recover 10 pods after an offline reboot",
+}
+
+// NewReport returns the report of res, measured with cfg on this machine,
+// with the targets evaluated.
+func NewReport(cfg Config, res *Result) *Report {
+	return &Report{Machine: report.DescribeMachine(), Config: cfg, Result: res, Targets: evaluate(cfg, res), References: references}
+}
+
+// evaluate checks res against the targets. A target whose workload the
+// run did not have (fewer pods, a mode not run) is n/a with the reason.
+func evaluate(cfg Config, res *Result) []report.Target {
+	judge := func(goal, detail, na string, met bool) report.Target {
+		t := report.Target{Goal: goal, Detail: detail}
+		switch {
+		case na != "":
+			t.Status, t.Detail = report.TargetNA, strings.TrimPrefix(detail+"; "+na, "; ")
+		case met:
+			t.Status = report.TargetMet
+		default:
+			t.Status = report.TargetMissed
+		}
+		return t
+	}
+	var out []report.Target
+	for _, m := range res.Modes {
+		out = append(out,
+			judge(fmt.Sprintf("agent idle RSS < %s (shim per %s)", report.Bytes(targetIdleRSS), m.Mode), report.Bytes(m.Idle.AgentRSS), "", m.Idle.AgentRSS < targetIdleRSS),
+			judge(fmt.Sprintf("agent idle anon < %s (shim per %s)", report.Bytes(targetIdleAnon), m.Mode), report.Bytes(m.Idle.AgentAnon), "", m.Idle.AgentAnon < targetIdleAnon))
+	}
+	for _, m := range res.Modes {
+		if len(m.Steps) == 0 {
+			continue
+		}
+		last := m.Steps[len(m.Steps)-1]
+		limit := int64(targetPerPodPod)
+		if m.Mode == ModeNode {
+			limit = targetPerPodNode
+		}
+		na := ""
+		if last.Pods < targetOverheadPods {
+			na = fmt.Sprintf("run up to %d pods; the target is for %d", last.Pods, targetOverheadPods)
+		}
+		out = append(out, judge(fmt.Sprintf("per-pod overhead < %s PSS (shim per %s)", report.Bytes(uint64(limit)), m.Mode),
+			fmt.Sprintf("%s at %d pods", signedBytes(last.PerPodOverhead), last.Pods), na, last.PerPodOverhead < limit))
+	}
+	for _, m := range res.Modes {
+		out = append(out, judge(fmt.Sprintf("pod start p99 < %s (shim per %s)", report.Duration(targetStartP99), m.Mode),
+			fmt.Sprintf("%s over %d pods", report.Duration(m.Start.P99), m.Start.Count), "", m.Start.Count > 0 && m.Start.P99 < targetStartP99))
+	}
+	if rb := res.Reboot; rb != nil {
+		na := ""
+		if rb.Pods != targetRebootPods {
+			na = fmt.Sprintf("rebooted with %d pods; the target is for %d", rb.Pods, targetRebootPods)
+		}
+		detail := fmt.Sprintf("%.2fs", rb.RecoverySeconds)
+		if !rb.Recovered {
+			detail = fmt.Sprintf("not within %v: %s", cfg.RecoverTimeout, rb.Mismatch)
+		}
+		out = append(out, judge(fmt.Sprintf("reboot recovery of %d pods < %s", targetRebootPods, report.Duration(targetRecovery)),
+			detail, na, rb.Recovered && rb.RecoverySeconds < targetRecovery.Seconds()))
+	}
+	return out
+}
+
+// signedBytes formats a signed byte count as report.Bytes does.
+func signedBytes(n int64) string {
+	if n < 0 {
+		return "-" + report.Bytes(uint64(-n))
+	}
+	return report.Bytes(uint64(n))
+}
+
+// Render writes the report as tables: the node per mode and pod count,
+// the reboot, the targets, the references and the machine.
+func (r *Report) Render(w io.Writer) error {
+	var b strings.Builder
+	t := report.NewTable("pod density on one edge node (real containerd and runc)",
+		"mode", "pods", "start p50", "start p99", "agent RSS", "anon", "agent PSS", "ctrd RSS", "ctrd PSS", "shims", "shim PSS", "total PSS", "per pod")
+	for _, m := range r.Result.Modes {
+		mode := "shim per " + m.Mode
+		row := func(pods string, start *report.Latency, mem Memory, perPod string) {
+			p50, p99 := "-", "-"
+			if start != nil {
+				p50, p99 = report.Duration(start.P50), report.Duration(start.P99)
+			}
+			t.AddRow(mode, pods, p50, p99, report.Bytes(mem.AgentRSS), report.Bytes(mem.AgentAnon), report.Bytes(mem.AgentPSS),
+				report.Bytes(mem.ContainerdRSS), report.Bytes(mem.ContainerdPSS), strconv.Itoa(mem.Shims), report.Bytes(mem.ShimPSS),
+				report.Bytes(mem.TotalPSS()), perPod)
+		}
+		row("0 (idle)", nil, m.Idle, "-")
+		for _, st := range m.Steps {
+			row(strconv.Itoa(st.Pods), &st.Start, st.Memory, signedBytes(st.PerPodOverhead))
+		}
+	}
+	if len(r.Result.Modes) > 0 {
+		b.WriteString(t.String())
+		b.WriteString("per pod: (agent PSS - idle + containerd PSS - idle + shims' PSS) / pods; start: Create to a watch seeing Running and Ready, of the step's pods\n\n")
+	}
+	if rb := r.Result.Reboot; rb != nil {
+		rt := report.NewTable("offline reboot: hub and agent killed, every process, mount, netns, link and cgroup of the node gone, agent started with the hub down",
+			"mode", "pods", "recovered", "containerd up", "first pod", "all pods", "running", "same IP")
+		all := fmt.Sprintf("%.2fs", rb.RecoverySeconds)
+		if !rb.Recovered {
+			all = "-"
+		}
+		rt.AddRow("shim per "+rb.Mode, strconv.Itoa(rb.Pods), strconv.FormatBool(rb.Recovered), fmt.Sprintf("%.2fs", rb.ContainerdSeconds),
+			fmt.Sprintf("%.2fs", rb.FirstPodSeconds), all, strconv.Itoa(rb.Running), strconv.Itoa(rb.SameIP))
+		b.WriteString(rt.String())
+		b.WriteString("times from the agent's start; a pod is back when its container's task is RUNNING in the node's containerd namespace and its netns holds its old IP\n")
+		if rb.Mismatch != "" {
+			fmt.Fprintf(&b, "last look: %s\n", rb.Mismatch)
+		}
+		b.WriteString("\n")
+	}
+	tt := report.NewTable("targets", "goal", "measured", "status")
+	for _, tg := range r.Targets {
+		tt.AddRow(tg.Goal, tg.Detail, tg.Status)
+	}
+	b.WriteString(tt.String())
+	b.WriteString("\nreferences\n")
+	for _, ref := range r.References {
+		fmt.Fprintf(&b, "  %s\n", ref)
+	}
+	b.WriteString("\nload average (1, 5, 15 min)\n")
+	for _, l := range r.Result.Load {
+		fmt.Fprintf(&b, "  %-14s %.2f %.2f %.2f\n", l.Phase, l.Load[0], l.Load[1], l.Load[2])
+	}
+	report.WriteEnd(&b, r.Targets, r.Machine)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Chart plots the node's PSS against its pod count, agent, containerd,
+// shims and their total, one color each, per mode (shim per node dashed).
+func (r *Report) Chart() *report.LineChart {
+	c := &report.LineChart{
+		Title:  "Edge node memory (PSS) against pods",
+		XLabel: "pods on the node",
+		YLabel: "PSS",
+		Format: func(v float64) string { return report.Bytes(uint64(v)) },
+	}
+	parts := []struct {
+		name string
+		of   func(Memory) uint64
+	}{
+		{"agent", func(m Memory) uint64 { return m.AgentPSS }},
+		{"containerd", func(m Memory) uint64 { return m.ContainerdPSS }},
+		{"shims", func(m Memory) uint64 { return m.ShimPSS }},
+		{"total", Memory.TotalPSS},
+	}
+	for _, m := range r.Result.Modes {
+		for pi, p := range parts {
+			s := report.LineSeries{Name: fmt.Sprintf("%s, shim per %s", p.name, m.Mode), Color: report.SeriesColor(pi), Dashed: m.Mode == ModeNode}
+			s.Points = append(s.Points, report.Point{X: 0, Y: float64(p.of(m.Idle))})
+			for _, st := range m.Steps {
+				s.Points = append(s.Points, report.Point{X: float64(st.Pods), Y: float64(p.of(st.Memory))})
+			}
+			c.Series = append(c.Series, s)
+		}
+	}
+	return c
+}

@@ -1,0 +1,477 @@
+package densitybench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/outpost-mesh/outpost/bench/internal/childhub"
+	"github.com/outpost-mesh/outpost/bench/report"
+	"github.com/outpost-mesh/outpost/edge/images"
+	"github.com/outpost-mesh/outpost/hub/auth"
+	"github.com/outpost-mesh/outpost/internal/ociimage"
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+// Run measures the node as cfg says and returns the report. It must run
+// as root in a network namespace of its own (see Isolate and
+// LoopbackUp). For each mode of cfg.Modes it starts a hub and an agent on
+// fresh data dirs, imports the pods' image, reads the node's memory idle
+// and at each count of cfg.Pods after creating pods up to it in batches,
+// then removes both. The reboot, unless cfg.RebootPods is 0, runs on a
+// hub and agent of its own: with its pods running it kills the hub and
+// the agent, powers the node off (every process, mount, network
+// namespace, link and cgroup of it gone), starts the agent again with
+// the hub still down and times its pods' return. Everything the run made
+// is removed before it returns, on error and on ctx's end too. progress
+// receives a line per step.
+func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := Check(cfg); err != nil {
+		return nil, err
+	}
+	if err := checkIsolated(); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(cfg.Dir, "density")
+	if err != nil {
+		return nil, fmt.Errorf("make the run's directory: %w", err)
+	}
+	r := &runner{cfg: cfg, dir: dir, progress: progress, res: &Result{}}
+	defer func() {
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintf(progress, "remove %s: %v\n", dir, err)
+		}
+	}()
+	r.load("start")
+	for _, mode := range cfg.Modes {
+		if len(cfg.Pods) == 0 {
+			break
+		}
+		mr, err := r.runMode(ctx, mode)
+		if err != nil {
+			return nil, fmt.Errorf("mode %s: %w", mode, err)
+		}
+		r.res.Modes = append(r.res.Modes, *mr)
+	}
+	if cfg.RebootPods > 0 {
+		rb, err := r.runReboot(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reboot: %w", err)
+		}
+		r.res.Reboot = rb
+	}
+	r.load("end")
+	return NewReport(cfg, r.res), nil
+}
+
+// Result is what Run measured.
+type Result struct {
+	Modes  []ModeResult `json:"modes"`
+	Reboot *Reboot      `json:"reboot,omitempty"`
+	// Load is the machine's load average at the start and end of each
+	// phase.
+	Load []LoadAvg `json:"load"`
+}
+
+// ModeResult is one shim mode's run.
+type ModeResult struct {
+	Mode        string  `json:"mode"`
+	JoinSeconds float64 `json:"join_seconds"` // agent start to Node Ready with a pod CIDR
+	Idle        Memory  `json:"idle"`
+	Steps       []Step  `json:"steps"`
+	// Start is the pod start latency over every pod of the mode.
+	Start report.Latency `json:"start"`
+}
+
+// Step is the node at one pod count.
+type Step struct {
+	Pods int `json:"pods"`
+	// Start is the time from Create to a watch seeing the pod Running
+	// and Ready, of the pods created in this step.
+	Start  report.Latency `json:"start"`
+	Memory Memory         `json:"memory"`
+	// PerPodOverhead is PerPodOverhead(idle, Memory, Pods), in bytes.
+	PerPodOverhead int64 `json:"per_pod_overhead"`
+}
+
+type runner struct {
+	cfg      Config
+	dir      string
+	progress io.Writer
+	res      *Result
+}
+
+func (r *runner) logf(format string, args ...any) {
+	fmt.Fprintf(r.progress, time.Now().Format("15:04:05 ")+format+"\n", args...)
+}
+
+func (r *runner) load(phase string) { r.res.Load = append(r.res.Load, readLoadAvg(phase)) }
+
+// session is a hub and one node on it.
+type session struct {
+	label  string
+	hub    *childhub.Hub
+	client kubernetes.Interface
+	node   *node
+	pods   *tracker
+	stop   context.CancelFunc // ends the watch
+	joined time.Duration
+}
+
+// start starts a hub and a node in mode on fresh data dirs under r.dir
+// named label, waits for the node to be Ready with a pod CIDR and
+// imports the pods' image into its containerd. The caller must close it,
+// also on error.
+func (r *runner) start(ctx context.Context, label, mode string) (*session, error) {
+	s := &session{label: label, pods: newTracker(), stop: func() {}}
+	syncAddr, err := childhub.FreeUDPAddr()
+	if err != nil {
+		return s, err
+	}
+	r.logf("%s: starting the hub", label)
+	hubDir := filepath.Join(r.dir, label+"-hub")
+	if s.hub, err = childhub.Start(r.cfg.Binary, hubDir, "127.0.0.1:0", syncAddr,
+		"--controllers", "--allocate-node-cidrs", "--cluster-cidr", clusterCIDR); err != nil {
+		return s, err
+	}
+	kubeconfig, err := s.hub.Kubeconfig(ctx, r.cfg.ReadyTimeout)
+	if err != nil {
+		return s, err
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return s, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	rc.QPS, rc.Burst, rc.UserAgent = -1, 1<<20, "outpost-bench-density"
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return s, err
+	}
+	s.client = cs
+	token, err := prepare(ctx, cs, r.cfg.Namespace)
+	if err != nil {
+		return s, err
+	}
+	hash, err := caHash(rc)
+	if err != nil {
+		return s, err
+	}
+	list, err := cs.CoreV1().Pods(r.cfg.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return s, fmt.Errorf("list pods: %w", err)
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	go watchPods(wctx, cs, r.cfg.Namespace, list.ResourceVersion, s.pods)
+
+	suffix := make([]byte, 2)
+	rand.Read(suffix)
+	name := "density-" + label + "-" + hex.EncodeToString(suffix)
+	logDir := r.cfg.LogDir
+	if logDir == "" {
+		logDir = r.dir
+	} else if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return s, fmt.Errorf("log dir: %w", err)
+	}
+	logPath := filepath.Join(logDir, "agent-"+label+".log")
+	_ = os.Remove(logPath)
+	s.node = newNode(r.cfg, name, filepath.Join(r.dir, label), "dens-"+label, mode, logPath, syncAddr, token, hash)
+	r.logf("%s: starting agent %s (shim per %s)", label, name, mode)
+	started := time.Now()
+	if err := s.node.start(); err != nil {
+		return s, err
+	}
+	if err := s.waitReady(ctx, r.cfg.JoinTimeout); err != nil {
+		return s, err
+	}
+	s.joined = time.Since(started)
+	r.logf("%s: node Ready with a pod CIDR after %s; importing %s", label, report.Duration(s.joined), image)
+	if err := importImage(ctx, s.node, r.cfg.JoinTimeout); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// close removes the node and stops the hub; it is safe on a session start
+// left half made.
+func (r *runner) close(s *session) {
+	s.stop()
+	if s.node != nil {
+		if err := s.node.remove(r.cfg.StopTimeout); err != nil {
+			r.logf("%s: clean up the node: %v", s.label, err)
+		}
+	}
+	if s.hub != nil {
+		s.hub.Stop(r.cfg.StopTimeout)
+	}
+}
+
+// waitReady waits for the node to be Ready with a pod CIDR.
+func (s *session) waitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	last := "no Node yet"
+	for {
+		if err := s.node.running(); err != nil {
+			return err
+		}
+		nd, err := s.client.CoreV1().Nodes().Get(ctx, s.node.name, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			last = err.Error()
+		case nd.Spec.PodCIDR == "":
+			last = "no pod CIDR"
+		default:
+			last = "not Ready"
+			for _, c := range nd.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %s not Ready with a pod CIDR within %v: %s%s", s.node.name, timeout, last, s.node.logTail())
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// create creates pods from..to-1 in batches of r.cfg.Batch, each run
+// before the next, and returns their start times.
+func (r *runner) create(ctx context.Context, s *session, from, to int) ([]time.Duration, error) {
+	var all []time.Duration
+	for i := from; i < to; i += r.cfg.Batch {
+		d, err := createBatch(ctx, s.client, s.pods, r.cfg.Namespace, s.node.name, i, min(i+r.cfg.Batch, to), r.cfg.BatchTimeout)
+		if err == nil {
+			err = s.node.running()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pods %d..%d: %w%s", i, min(i+r.cfg.Batch, to)-1, err, s.node.logTail())
+		}
+		all = append(all, d...)
+	}
+	return all, nil
+}
+
+// measure waits r.cfg.Settle and reads the node's memory.
+func (r *runner) measure(ctx context.Context, s *session) (Memory, error) {
+	if err := sleep(ctx, r.cfg.Settle); err != nil {
+		return Memory{}, err
+	}
+	if err := s.node.running(); err != nil {
+		return Memory{}, err
+	}
+	return readMemory(s.node.pid(), s.node.containerdPID(), s.node.sock(), s.node.namespace())
+}
+
+// runMode measures one shim mode.
+func (r *runner) runMode(ctx context.Context, mode string) (mr *ModeResult, err error) {
+	r.load(mode + " start")
+	defer r.load(mode + " end")
+	s, err := r.start(ctx, mode, mode)
+	defer r.close(s)
+	if err != nil {
+		return nil, err
+	}
+	mr = &ModeResult{Mode: mode, JoinSeconds: s.joined.Seconds()}
+	if mr.Idle, err = r.measure(ctx, s); err != nil {
+		return nil, err
+	}
+	r.logf("%s: idle: agent RSS %s (anon %s, PSS %s), containerd PSS %s", mode,
+		report.Bytes(mr.Idle.AgentRSS), report.Bytes(mr.Idle.AgentAnon), report.Bytes(mr.Idle.AgentPSS), report.Bytes(mr.Idle.ContainerdPSS))
+	var all []time.Duration
+	have := 0
+	for _, n := range r.cfg.Pods {
+		r.logf("%s: creating pods %d..%d in batches of %d", mode, have, n-1, r.cfg.Batch)
+		d, err := r.create(ctx, s, have, n)
+		if err != nil {
+			return nil, err
+		}
+		have = n
+		all = append(all, d...)
+		st := Step{Pods: n, Start: report.Summarize(d)}
+		if st.Memory, err = r.measure(ctx, s); err != nil {
+			return nil, err
+		}
+		st.PerPodOverhead = PerPodOverhead(mr.Idle, st.Memory, n)
+		mr.Steps = append(mr.Steps, st)
+		r.logf("%s: %d pods: start p50 %s p99 %s; %d shims, total PSS %s, %s per pod", mode, n,
+			report.Duration(st.Start.P50), report.Duration(st.Start.P99), st.Memory.Shims,
+			report.Bytes(st.Memory.TotalPSS()), signedBytes(st.PerPodOverhead))
+	}
+	mr.Start = report.Summarize(all)
+	return mr, nil
+}
+
+// runReboot runs the offline reboot on a session of its own.
+func (r *runner) runReboot(ctx context.Context) (*Reboot, error) {
+	r.load("reboot start")
+	defer r.load("reboot end")
+	s, err := r.start(ctx, "reboot", r.cfg.RebootMode)
+	defer r.close(s)
+	if err != nil {
+		return nil, err
+	}
+	n := r.cfg.RebootPods
+	r.logf("reboot: creating %d pods", n)
+	if _, err := r.create(ctx, s, 0, n); err != nil {
+		return nil, err
+	}
+	ips := s.pods.podIPs()
+	for uid, ip := range ips {
+		if ip == "" {
+			return nil, fmt.Errorf("pod %s Ready without an IP", uid)
+		}
+	}
+	if len(ips) != n {
+		return nil, fmt.Errorf("%d pods seen Ready with an IP, want %d", len(ips), n)
+	}
+	r.logf("reboot: %d pods running; killing the hub and the agent (SIGKILL), powering the node off", n)
+	s.stop()
+	s.hub.Kill()
+	s.hub = nil
+	s.node.kill()
+	if err := s.node.powerOff(); err != nil {
+		return nil, fmt.Errorf("power the node off: %w", err)
+	}
+	if left := nodeProcesses(s.node.dir, s.node.sock(), s.node.cgroupRoot()); len(left) > 0 {
+		return nil, fmt.Errorf("node processes %v outlived the power-off", left)
+	}
+	r.logf("reboot: starting the agent again, the hub down")
+	start := time.Now()
+	if err := s.node.start(); err != nil {
+		return nil, err
+	}
+	rb, err := watchRecovery(ctx, s.node, ips, start, r.cfg.RecoverTimeout)
+	if err != nil {
+		return nil, err
+	}
+	rb.Mode = r.cfg.RebootMode
+	if rb.Recovered {
+		r.logf("reboot: every pod running with its IP %s after the agent's start (containerd answered at %.2fs, first pod at %.2fs)",
+			report.Duration(time.Duration(rb.RecoverySeconds*float64(time.Second))), rb.ContainerdSeconds, rb.FirstPodSeconds)
+	} else {
+		r.logf("reboot: not recovered within %v: %s", r.cfg.RecoverTimeout, rb.Mismatch)
+	}
+	return &rb, nil
+}
+
+// prepare creates the namespace and a bootstrap token valid for an hour,
+// and returns the token.
+func prepare(ctx context.Context, c kubernetes.Interface, namespace string) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if _, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("create namespace %s: %w", namespace, err)
+	}
+	id, secret := auth.GenerateToken()
+	s := auth.NewBootstrapTokenSecret(id, secret, "", time.Hour, time.Now())
+	s.Data[auth.BootstrapTokenDescriptionKey] = []byte("outpost bench density")
+	if _, err := c.CoreV1().Secrets(auth.BootstrapTokenNamespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("create bootstrap token: %w", err)
+	}
+	return id + "." + secret, nil
+}
+
+// caHash returns the pin of the hub CA the client config trusts.
+func caHash(cfg *rest.Config) (string, error) {
+	data := cfg.CAData
+	if len(data) == 0 && cfg.CAFile != "" {
+		var err error
+		if data, err = os.ReadFile(cfg.CAFile); err != nil {
+			return "", fmt.Errorf("read the hub CA: %w", err)
+		}
+	}
+	for len(data) > 0 {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err == nil && c.IsCA {
+			return wire.CAHash(c), nil
+		}
+	}
+	return "", errors.New("the hub's kubeconfig carries no CA certificate")
+}
+
+// importImage imports the pods' image, made from this machine's busybox,
+// into the node's containerd once the agent named it.
+func importImage(ctx context.Context, n *node, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var ep images.Endpoint
+	for {
+		var err error
+		if ep, err = images.ReadEndpoint(n.dir); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the agent named no containerd within %v: %w", timeout, err)
+		}
+		if err := n.running(); err != nil {
+			return err
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	im, err := ociimage.Busybox(image)
+	if err != nil {
+		return fmt.Errorf("build the pods' image: %w", err)
+	}
+	var b bytes.Buffer
+	if err := im.WriteOCI(&b); err != nil {
+		return fmt.Errorf("build the pods' image: %w", err)
+	}
+	c, err := client.New(ep.Address, client.WithDefaultNamespace(ep.Namespace))
+	if err != nil {
+		return fmt.Errorf("connect to containerd at %s: %w", ep.Address, err)
+	}
+	defer c.Close()
+	icfg := images.DefaultConfig()
+	icfg.Client, icfg.Namespace = c, ep.Namespace
+	if ep.Snapshotter != "" {
+		icfg.Snapshotter = ep.Snapshotter
+	}
+	svc, err := images.New(icfg)
+	if err != nil {
+		return err
+	}
+	if _, err := svc.Import(ctx, &b); err != nil {
+		return fmt.Errorf("import the pods' image: %w", err)
+	}
+	return nil
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
