@@ -165,9 +165,17 @@ func watchPods(ctx context.Context, c kubernetes.Interface, namespace, rv string
 	}
 }
 
+// createdAt returns when name's Create was called.
+func (t *tracker) createdAt(name string) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.created[name]
+}
+
 // createBatch creates pods from..to-1 at once, bound to node, and waits
-// for them to run; it returns each one's time from Create to Ready.
-func createBatch(ctx context.Context, c kubernetes.Interface, t *tracker, namespace, node string, from, to int, timeout time.Duration) ([]time.Duration, error) {
+// for them to run; it returns their names and each one's time from Create
+// to Ready.
+func createBatch(ctx context.Context, c kubernetes.Interface, t *tracker, namespace, node string, from, to int, timeout time.Duration) ([]string, []time.Duration, error) {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -190,7 +198,8 @@ func createBatch(ctx context.Context, c kubernetes.Interface, t *tracker, namesp
 	}
 	wg.Wait()
 	if first != nil {
-		return nil, first
+		return nil, nil, first
 	}
-	return t.waitReady(ctx, names, timeout)
+	d, err := t.waitReady(ctx, names, timeout)
+	return names, d, err
 }

@@ -99,8 +99,10 @@ type ModeResult struct {
 	JoinSeconds float64 `json:"join_seconds"` // agent start to Node Ready with a pod CIDR
 	Idle        Memory  `json:"idle"`
 	Steps       []Step  `json:"steps"`
-	// Start is the pod start latency over every pod of the mode.
+	// Start is the pod start latency over every pod of the mode, and
+	// Local the time to its task's start.
 	Start report.Latency `json:"start"`
+	Local report.Latency `json:"local"`
 }
 
 // Step is the node at one pod count.
@@ -108,7 +110,11 @@ type Step struct {
 	Pods int `json:"pods"`
 	// Start is the time from Create to a watch seeing the pod Running
 	// and Ready, of the pods created in this step.
-	Start  report.Latency `json:"start"`
+	Start report.Latency `json:"start"`
+	// Local is the time from Create to the pod's task starting in the
+	// node's containerd (its event seen): the node's part of Start,
+	// without the report to the hub and the hub's watch.
+	Local  report.Latency `json:"local"`
 	Memory Memory         `json:"memory"`
 	// PerPodOverhead is PerPodOverhead(idle, Memory, Pods), in bytes.
 	PerPodOverhead int64 `json:"per_pod_overhead"`
@@ -134,7 +140,8 @@ type session struct {
 	client kubernetes.Interface
 	node   *node
 	pods   *tracker
-	stop   context.CancelFunc // ends the watch
+	tasks  *taskStarts        // the node's containerd's task starts
+	stop   context.CancelFunc // ends the watch and the task starts' stream
 	joined time.Duration
 }
 
@@ -209,6 +216,9 @@ func (r *runner) start(ctx context.Context, label, mode string) (*session, error
 	if err := importImage(ctx, s.node, r.cfg.JoinTimeout); err != nil {
 		return s, err
 	}
+	if s.tasks, err = watchTaskStarts(wctx, s.node.sock(), s.node.namespace()); err != nil {
+		return s, err
+	}
 	return s, nil
 }
 
@@ -216,6 +226,9 @@ func (r *runner) start(ctx context.Context, label, mode string) (*session, error
 // left half made.
 func (r *runner) close(s *session) {
 	s.stop()
+	if s.tasks != nil {
+		s.tasks.close()
+	}
 	if s.node != nil {
 		if err := s.node.remove(r.cfg.StopTimeout); err != nil {
 			r.logf("%s: clean up the node: %v", s.label, err)
@@ -258,20 +271,51 @@ func (s *session) waitReady(ctx context.Context, timeout time.Duration) error {
 }
 
 // create creates pods from..to-1 in batches of r.cfg.Batch, each run
-// before the next, and returns their start times.
-func (r *runner) create(ctx context.Context, s *session, from, to int) ([]time.Duration, error) {
-	var all []time.Duration
+// before the next, and returns their times from Create to Ready, and
+// from Create to their task's start in the node's containerd.
+func (r *runner) create(ctx context.Context, s *session, from, to int) (ready, local []time.Duration, err error) {
 	for i := from; i < to; i += r.cfg.Batch {
-		d, err := createBatch(ctx, s.client, s.pods, r.cfg.Namespace, s.node.name, i, min(i+r.cfg.Batch, to), r.cfg.BatchTimeout)
+		names, d, err := createBatch(ctx, s.client, s.pods, r.cfg.Namespace, s.node.name, i, min(i+r.cfg.Batch, to), r.cfg.BatchTimeout)
 		if err == nil {
 			err = s.node.running()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("pods %d..%d: %w%s", i, min(i+r.cfg.Batch, to)-1, err, s.node.logTail())
+			return nil, nil, fmt.Errorf("pods %d..%d: %w%s", i, min(i+r.cfg.Batch, to)-1, err, s.node.logTail())
 		}
-		all = append(all, d...)
+		ready = append(ready, d...)
+		l, err := s.localStarts(ctx, names)
+		if err != nil {
+			return nil, nil, err
+		}
+		local = append(local, l...)
 	}
-	return all, nil
+	return ready, local, nil
+}
+
+// localStarts returns the time from each pod's Create to its task's
+// start, as containerd's events told it; the events of pods seen Ready
+// may still be on their way, so it waits a little for them.
+func (s *session) localStarts(ctx context.Context, names []string) ([]time.Duration, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		starts, err := s.tasks.byPod(ctx, names)
+		if err != nil {
+			return nil, err
+		}
+		if len(starts) == len(names) {
+			out := make([]time.Duration, len(names))
+			for i, n := range names {
+				out[i] = starts[n].Sub(s.pods.createdAt(n))
+			}
+			return out, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("containerd reported the task start of %d of %d pods seen Ready", len(starts), len(names))
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // measure waits r.cfg.Settle and reads the node's memory.
@@ -300,27 +344,27 @@ func (r *runner) runMode(ctx context.Context, mode string) (mr *ModeResult, err 
 	}
 	r.logf("%s: idle: agent RSS %s (anon %s, PSS %s), containerd PSS %s", mode,
 		report.Bytes(mr.Idle.AgentRSS), report.Bytes(mr.Idle.AgentAnon), report.Bytes(mr.Idle.AgentPSS), report.Bytes(mr.Idle.ContainerdPSS))
-	var all []time.Duration
+	var all, allLocal []time.Duration
 	have := 0
 	for _, n := range r.cfg.Pods {
 		r.logf("%s: creating pods %d..%d in batches of %d", mode, have, n-1, r.cfg.Batch)
-		d, err := r.create(ctx, s, have, n)
+		d, local, err := r.create(ctx, s, have, n)
 		if err != nil {
 			return nil, err
 		}
 		have = n
-		all = append(all, d...)
-		st := Step{Pods: n, Start: report.Summarize(d)}
+		all, allLocal = append(all, d...), append(allLocal, local...)
+		st := Step{Pods: n, Start: report.Summarize(d), Local: report.Summarize(local)}
 		if st.Memory, err = r.measure(ctx, s); err != nil {
 			return nil, err
 		}
 		st.PerPodOverhead = PerPodOverhead(mr.Idle, st.Memory, n)
 		mr.Steps = append(mr.Steps, st)
-		r.logf("%s: %d pods: start p50 %s p99 %s; %d shims, total PSS %s, %s per pod", mode, n,
-			report.Duration(st.Start.P50), report.Duration(st.Start.P99), st.Memory.Shims,
+		r.logf("%s: %d pods: start p50 %s p99 %s (task started: p50 %s p99 %s); %d shims, total PSS %s, %s per pod", mode, n,
+			report.Duration(st.Start.P50), report.Duration(st.Start.P99), report.Duration(st.Local.P50), report.Duration(st.Local.P99), st.Memory.Shims,
 			report.Bytes(st.Memory.TotalPSS()), signedBytes(st.PerPodOverhead))
 	}
-	mr.Start = report.Summarize(all)
+	mr.Start, mr.Local = report.Summarize(all), report.Summarize(allLocal)
 	return mr, nil
 }
 
@@ -335,7 +379,7 @@ func (r *runner) runReboot(ctx context.Context) (*Reboot, error) {
 	}
 	n := r.cfg.RebootPods
 	r.logf("reboot: creating %d pods", n)
-	if _, err := r.create(ctx, s, 0, n); err != nil {
+	if _, _, err := r.create(ctx, s, 0, n); err != nil {
 		return nil, err
 	}
 	ips := s.pods.podIPs()
