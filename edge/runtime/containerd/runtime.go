@@ -621,16 +621,19 @@ func (r *Runtime) StartContainer(ctx context.Context, pod runtime.PodRef, spec r
 	if err := r.ensurePod(ctx, pod); err != nil {
 		return err
 	}
-	tasks, err := r.tasks(ctx)
-	if err != nil {
-		return err
-	}
 	old, err := r.find(ctx, pod.UID, spec.Name)
 	if err != nil {
 		return err
 	}
+	// The tasks of this container's instances alone: listing every task
+	// of the node costs containerd a call to a shim per task, which made
+	// each start slower the more pods ran.
 	for _, o := range old {
-		if t := tasks[o.ID]; t != nil && (t.Status == tasktypes.Status_RUNNING || t.Status == tasktypes.Status_PAUSED || t.Status == tasktypes.Status_PAUSING) {
+		t, err := r.getTask(ctx, o.ID)
+		if err != nil {
+			return err
+		}
+		if t != nil && (t.Status == tasktypes.Status_RUNNING || t.Status == tasktypes.Status_PAUSED || t.Status == tasktypes.Status_PAUSING) {
 			return fmt.Errorf("start container %q of pod %s: %w", spec.Name, pod, runtime.ErrAlreadyRunning)
 		}
 	}
