@@ -311,3 +311,16 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+func TestSetCPU(t *testing.T) {
+	var m Memory
+	m.setCPU(cpuTimes{agent: 1, containerd: 2, shims: 3}, cpuTimes{agent: 1.5, containerd: 2.25, shims: 2}, 5*time.Second)
+	if m.AgentCPU != 0.1 || m.ContainerdCPU != 0.05 || m.ShimCPU != 0 {
+		t.Errorf("setCPU = %v %v %v, want 0.1 0.05 0 (shims that went count none)", m.AgentCPU, m.ContainerdCPU, m.ShimCPU)
+	}
+	m = Memory{}
+	m.setCPU(cpuTimes{}, cpuTimes{agent: 1}, 0)
+	if m.AgentCPU != 0 {
+		t.Errorf("setCPU over no time = %v", m.AgentCPU)
+	}
+}

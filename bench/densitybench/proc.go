@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/outpost-mesh/outpost/bench/internal/childhub"
 	"github.com/outpost-mesh/outpost/edge/runtime/containerd"
@@ -26,6 +27,50 @@ type Memory struct {
 	ShimChildren int    `json:"shim_children"`
 	ShimRSS      uint64 `json:"shim_rss"`
 	ShimPSS      uint64 `json:"shim_pss"`
+	// AgentCPU, ContainerdCPU and ShimCPU are the CPUs (1 = one CPU
+	// busy) each used on average over the settle before the reading: the
+	// node's idle cost at this pod count.
+	AgentCPU      float64 `json:"agent_cpu"`
+	ContainerdCPU float64 `json:"containerd_cpu"`
+	ShimCPU       float64 `json:"shim_cpu"`
+}
+
+// cpuTimes are the CPU seconds used so far by the agent, its containerd
+// and the shims.
+type cpuTimes struct{ agent, containerd, shims float64 }
+
+// readCPU reads the CPU seconds of the agent, containerd (0: none) and
+// the shims of the containerd at sock serving namespace. A process that
+// cannot be read counts 0.
+func readCPU(agentPID, ctrdPID int, sock, namespace string) cpuTimes {
+	cpu := func(pid int) float64 {
+		if pid <= 0 {
+			return 0
+		}
+		s, err := childhub.ReadProc(strconv.Itoa(pid))
+		if err != nil {
+			return 0
+		}
+		return s.CPUSeconds
+	}
+	t := cpuTimes{agent: cpu(agentPID), containerd: cpu(ctrdPID)}
+	shims, _ := containerd.Shims(sock, namespace)
+	for _, sh := range shims {
+		t.shims += cpu(sh.PID)
+	}
+	return t
+}
+
+// setCPU sets m's CPU fields from the CPU times before and after a window
+// of d.
+func (m *Memory) setCPU(before, after cpuTimes, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	sec := d.Seconds()
+	m.AgentCPU = max(after.agent-before.agent, 0) / sec
+	m.ContainerdCPU = max(after.containerd-before.containerd, 0) / sec
+	m.ShimCPU = max(after.shims-before.shims, 0) / sec
 }
 
 // TotalPSS is the node's whole proportional set: agent, containerd, shims

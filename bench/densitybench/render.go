@@ -116,7 +116,7 @@ func signedBytes(n int64) string {
 func (r *Report) Render(w io.Writer) error {
 	var b strings.Builder
 	t := report.NewTable("pod density on one edge node (real containerd and runc)",
-		"mode", "pods", "start p50", "start p99", "task p50", "task p99", "agent RSS", "anon", "agent PSS", "ctrd RSS", "ctrd PSS", "shims", "shim PSS", "total PSS", "per pod")
+		"mode", "pods", "start p50", "start p99", "task p50", "task p99", "agent RSS", "anon", "agent PSS", "ctrd RSS", "ctrd PSS", "shims", "shim PSS", "total PSS", "per pod", "idle CPU")
 	for _, m := range r.Result.Modes {
 		mode := "shim per " + m.Mode
 		row := func(pods string, start, local *report.Latency, mem Memory, perPod string) {
@@ -127,7 +127,7 @@ func (r *Report) Render(w io.Writer) error {
 			}
 			t.AddRow(mode, pods, p50, p99, l50, l99, report.Bytes(mem.AgentRSS), report.Bytes(mem.AgentAnon), report.Bytes(mem.AgentPSS),
 				report.Bytes(mem.ContainerdRSS), report.Bytes(mem.ContainerdPSS), strconv.Itoa(mem.Shims), report.Bytes(mem.ShimPSS),
-				report.Bytes(mem.TotalPSS()), perPod)
+				report.Bytes(mem.TotalPSS()), perPod, fmt.Sprintf("%.0f%%", 100*(mem.AgentCPU+mem.ContainerdCPU+mem.ShimCPU)))
 		}
 		row("0 (idle)", nil, nil, m.Idle, "-")
 		for _, st := range m.Steps {
@@ -136,7 +136,7 @@ func (r *Report) Render(w io.Writer) error {
 	}
 	if len(r.Result.Modes) > 0 {
 		b.WriteString(t.String())
-		b.WriteString("per pod: (agent PSS - idle + containerd PSS - idle + shims' PSS) / pods; start: Create to a watch seeing Running and Ready, of the step's pods; task: Create to the task's start in the node's containerd\n\n")
+		b.WriteString("per pod: (agent PSS - idle + containerd PSS - idle + shims' PSS) / pods; start: Create to a watch seeing Running and Ready, of the step's pods; task: Create to the task's start in the node's containerd;\nidle CPU: agent, containerd and shims over the settle's last half (100% = one CPU)\n\n")
 	}
 	if rb := r.Result.Reboot; rb != nil {
 		rt := report.NewTable("offline reboot: hub and agent killed, every process, mount, netns, link and cgroup of the node gone, agent started with the hub down",

@@ -318,15 +318,25 @@ func (s *session) localStarts(ctx context.Context, names []string) ([]time.Durat
 	}
 }
 
-// measure waits r.cfg.Settle and reads the node's memory.
+// measure waits r.cfg.Settle and reads the node's memory and CPU use.
+// The CPU the node uses is measured over the settle's last half, once
+// the work of the pods' start is over.
 func (r *runner) measure(ctx context.Context, s *session) (Memory, error) {
-	if err := sleep(ctx, r.cfg.Settle); err != nil {
+	if err := sleep(ctx, r.cfg.Settle/2); err != nil {
+		return Memory{}, err
+	}
+	ctrd := s.node.containerdPID()
+	before, start := readCPU(s.node.pid(), ctrd, s.node.sock(), s.node.namespace()), time.Now()
+	if err := sleep(ctx, r.cfg.Settle-r.cfg.Settle/2); err != nil {
 		return Memory{}, err
 	}
 	if err := s.node.running(); err != nil {
 		return Memory{}, err
 	}
-	return readMemory(s.node.pid(), s.node.containerdPID(), s.node.sock(), s.node.namespace())
+	after, took := readCPU(s.node.pid(), ctrd, s.node.sock(), s.node.namespace()), time.Since(start)
+	m, err := readMemory(s.node.pid(), ctrd, s.node.sock(), s.node.namespace())
+	m.setCPU(before, after, took)
+	return m, err
 }
 
 // runMode measures one shim mode.
