@@ -55,8 +55,8 @@ Results are printed as tables next to the targets (agent idle under 35 MB
 RSS and 20 MB anonymous; per-pod overhead under 1 MB PSS with a shim per
 node, 4 MB with a shim per pod; pod start p99 under 1s; 100 pods back
 within 10s of a reboot), written as JSON to --out and plotted as SVG to
---svg. A full run takes about ten minutes on two CPUs; --quick (10 and 20
-pods, a reboot of 20) two or three.`,
+--svg. A full run takes about four minutes on two CPUs; --quick (10 and 20
+pods, a reboot of 20) under one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context() // canceled on SIGINT and SIGTERM by main
