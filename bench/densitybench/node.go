@@ -42,6 +42,10 @@ func newNode(cfg Config, name, dir, bridge, mode, logPath, hub, token, caHash st
 		"--containerd", "managed", "--containerd-binary", cfg.ContainerdBinary,
 		"--bridge", bridge, "--cluster-cidr", clusterCIDR,
 		"--max-pods", strconv.Itoa(maxPods),
+		// The node shares the machine's disk, which kubelet's disk
+		// thresholds may find under pressure: memory alone, as
+		// `outpost up`.
+		"--eviction-hard", "memory.available<100Mi",
 	}
 	if mode == ModeNode {
 		args = append(args, "--shim-per-node")
