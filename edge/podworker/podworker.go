@@ -380,6 +380,14 @@ func (w *Workers) round(ctx context.Context, workers *sync.WaitGroup) time.Time 
 	if !ok {
 		return time.Time{}
 	}
+	// The pods whose actions run while the runtime is listed: the list
+	// may predate what their actions did, while their records, read
+	// after, do not, and the two together would have Plan redo what was
+	// just done. Their decisions wait for the round their worker's end
+	// asks for.
+	w.mu.Lock()
+	listedBusy := maps.Clone(w.busy)
+	w.mu.Unlock()
 	actual, err := w.rt.List(ctx)
 	if err != nil {
 		w.log.Warn("list runtime", "err", err)
@@ -430,7 +438,7 @@ func (w *Workers) round(ctx context.Context, workers *sync.WaitGroup) time.Time 
 	for _, pd := range d.Pods {
 		uid := pd.Pod.UID
 		w.mu.Lock()
-		busy := w.busy[uid]
+		busy := w.busy[uid] || listedBusy[uid]
 		if !busy {
 			if pd.Forget && len(pd.Actions) == 0 {
 				delete(w.records, uid)

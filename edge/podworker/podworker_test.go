@@ -2,6 +2,7 @@ package podworker_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -108,5 +109,125 @@ func TestEventsDriveRounds(t *testing.T) {
 	})
 	if n := st.count(); n < 3 {
 		t.Errorf("%d rounds, want at least 3 (start, exit, restart)", n)
+	}
+}
+
+// staleListRuntime is the fake runtime whose first start is made while a
+// List is under way: the List's listing is taken before the start and
+// returned after the start's worker recorded it, as a listing of a real
+// runtime can be.
+type staleListRuntime struct {
+	*fake.Runtime
+	recorded <-chan struct{} // a record was saved
+
+	mu       sync.Mutex
+	starts   []int         // the attempts asked for
+	starting chan struct{} // closed once the first start waits
+	done     chan struct{} // closed to end the first start
+}
+
+func (r *staleListRuntime) StartContainer(ctx context.Context, pod runtime.PodRef, spec runtime.ContainerSpec, attempt int) error {
+	r.mu.Lock()
+	first := len(r.starts) == 0
+	r.starts = append(r.starts, attempt)
+	done := r.done
+	r.mu.Unlock()
+	if !first {
+		return r.Runtime.StartContainer(ctx, pod, spec, attempt)
+	}
+	if err := r.Runtime.StartContainer(ctx, pod, spec, attempt); err != nil {
+		return err
+	}
+	close(r.starting)
+	<-done
+	return nil
+}
+
+func (r *staleListRuntime) List(ctx context.Context) ([]runtime.PodStatus, error) {
+	select {
+	case <-r.starting:
+	default:
+		return r.Runtime.List(ctx)
+	}
+	r.mu.Lock()
+	done := r.done
+	r.done = nil
+	r.mu.Unlock()
+	if done == nil {
+		return r.Runtime.List(ctx)
+	}
+	// The listing from before the start, returned once the start's
+	// worker has recorded it.
+	l, err := r.Runtime.List(ctx)
+	for i := range l {
+		l[i].Containers = nil
+	}
+	close(done)
+	select {
+	case <-r.recorded:
+	case <-time.After(10 * time.Second):
+	}
+	return l, err
+}
+
+func (r *staleListRuntime) attempts() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int(nil), r.starts...)
+}
+
+// signalStore is a memStore that signals each record saved.
+type signalStore struct {
+	memStore
+	saved chan struct{}
+}
+
+func (s *signalStore) PutLocal(k string, v []byte) error {
+	err := s.memStore.PutLocal(k, v)
+	select {
+	case s.saved <- struct{}{}:
+	default:
+	}
+	return err
+}
+
+// TestStaleListing: a round whose listing of the runtime was taken while
+// a pod's actions ran does not decide for that pod with the records its
+// worker wrote since, which would start again the container it had just
+// started; the next round, with a listing from after, sees it running.
+func TestStaleListing(t *testing.T) {
+	store := &signalStore{memStore: memStore{m: map[string][]byte{}}, saved: make(chan struct{}, 1)}
+	rt := &staleListRuntime{Runtime: fake.New(fake.Config{}), recorded: store.saved, starting: make(chan struct{}), done: make(chan struct{})}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+	}
+	st := &rounds{}
+	cfg := podworker.DefaultConfig()
+	cfg.Runtime, cfg.Source, cfg.Store, cfg.Status, cfg.Events = rt, source{pod}, store, st, noEvents{}
+	cfg.EventedRelist = 10 * time.Millisecond // rounds while the start runs
+	w, err := podworker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	wait.For(t, 10*time.Second, "the stale listing made and ten rounds after it", func() (bool, string) {
+		rt.mu.Lock()
+		stale := rt.done == nil
+		rt.mu.Unlock()
+		return stale && st.count() > 10, fmt.Sprintf("%d rounds", st.count())
+	})
+	from := st.count()
+	wait.For(t, 10*time.Second, "ten more rounds", func() (bool, string) { return st.count() >= from+10, "" })
+	if got := rt.attempts(); len(got) != 1 || got[0] != 0 {
+		t.Errorf("attempts started %v, want [0]: a start made again from a stale listing", got)
 	}
 }
