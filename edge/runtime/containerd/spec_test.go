@@ -2,8 +2,11 @@ package containerd
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,5 +175,42 @@ func TestWithPathFirst(t *testing.T) {
 	}
 	if got := withPathFirst([]string{"HOME=/root"}, "/usr/bin"); !slices.Equal(got, []string{"HOME=/root", "PATH=/usr/bin"}) {
 		t.Errorf("withPathFirst without a PATH = %q", got)
+	}
+}
+
+// TestMountVolatile: an empty state directory gets a tmpfs, once; one
+// holding state from before is left on disk, and said so.
+func TestMountVolatile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(RuncRoot(dir), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(RuncRoot(dir), "left"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, d := range volatileDirs(dir) {
+			_ = syscall.Unmount(d, syscall.MNT_DETACH)
+		}
+	})
+	err := mountVolatile(dir)
+	if err == nil || !strings.Contains(err.Error(), "left on disk") {
+		t.Errorf("mountVolatile = %v, want runc's directory left on disk", err)
+	}
+	state := filepath.Join(dir, "state")
+	if m, err := isMountPoint(state); err != nil || !m {
+		t.Fatalf("state mounted = %v, %v; want a tmpfs", m, err)
+	}
+	if m, _ := isMountPoint(RuncRoot(dir)); m {
+		t.Error("runc's directory, which held state, was mounted over")
+	}
+	if err := mountVolatile(dir); err == nil || strings.Count(err.Error(), "left on disk") != 1 {
+		t.Errorf("mountVolatile again = %v, want the state's tmpfs kept and nothing new", err)
+	}
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err != nil || strings.Count(string(b), " "+state+" ") != 1 {
+		t.Errorf("%s mounted %d times, want once", state, strings.Count(string(b), " "+state+" "))
 	}
 }

@@ -168,7 +168,8 @@ func (s *Supervisor) PID() int {
 // Run starts containerd and keeps it running until ctx is done, then
 // stops it (SIGTERM, then SIGKILL after StopTimeout) and returns nil. A
 // containerd left running by an earlier agent that died (its PID is in
-// Dir/containerd.pid) is stopped first. It returns an error only if the
+// Dir/containerd.pid) is stopped first; containerd's and runc's state are
+// put on tmpfs (see volatileDirs). It returns an error only if the
 // config cannot be written.
 func (s *Supervisor) Run(ctx context.Context) error {
 	dir := s.cfg.Dir
@@ -180,6 +181,9 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		return fmt.Errorf("write containerd config: %w", err)
 	}
 	s.stopStale(cfgPath)
+	if err := mountVolatile(dir); err != nil {
+		s.cfg.Logger.Warn("containerd's state is not on tmpfs; after a reboot it cleans up what died", "err", err)
+	}
 	backoff := s.cfg.MinBackoff
 	for {
 		started := time.Now()
