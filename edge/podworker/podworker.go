@@ -173,6 +173,10 @@ type Config struct {
 	// 30s (kubelet's evented PLEG relists every 5 minutes, but edge
 	// runtimes restart more often than a data center's).
 	EventedRelist time.Duration
+	// RoundGap is the least time from the start of a round to the start
+	// of the next: 50ms. Each round lists the runtime and plans every
+	// pod, so a burst of events is taken in a few rounds, not one each.
+	RoundGap time.Duration
 
 	Logger *slog.Logger     // nil discards
 	Clock  func() time.Time // nil for the wall clock
@@ -181,7 +185,7 @@ type Config struct {
 // DefaultConfig returns the defaults above; the required fields are left
 // empty.
 func DefaultConfig() Config {
-	return Config{Relist: time.Second, EventedRelist: 30 * time.Second}
+	return Config{Relist: time.Second, EventedRelist: 30 * time.Second, RoundGap: 50 * time.Millisecond}
 }
 
 // Validate reports the first invalid field.
@@ -191,6 +195,8 @@ func (c *Config) Validate() error {
 		return errors.New("runtime, source, store, status and event recorder are required")
 	case c.Relist <= 0 || c.EventedRelist <= 0:
 		return errors.New("relist intervals must be positive")
+	case c.RoundGap < 0:
+		return errors.New("round gap must not be negative")
 	}
 	return nil
 }
@@ -334,6 +340,7 @@ func (w *Workers) Run(ctx context.Context) error {
 	wake := time.NewTimer(time.Hour)
 	defer wake.Stop()
 	for {
+		began := time.Now()
 		next := w.round(ctx, &workers)
 		if !next.IsZero() {
 			wake.Reset(max(next.Sub(w.now()), time.Millisecond))
@@ -346,6 +353,17 @@ func (w *Workers) Run(ctx context.Context) error {
 		case <-wake.C:
 		}
 		tick.Reset(relist)
+		// What comes in the meantime joins the next round: a burst of
+		// events (a batch of starts) costs a few listings, not one each.
+		if gap := w.cfg.RoundGap - time.Since(began); gap > 0 {
+			t := time.NewTimer(gap)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+		}
 	}
 }
 

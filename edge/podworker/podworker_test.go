@@ -107,8 +107,9 @@ func TestEventsDriveRounds(t *testing.T) {
 		a, ok := attempt()
 		return ok && a == 1, "not yet"
 	})
-	if n := st.count(); n < 3 {
-		t.Errorf("%d rounds, want at least 3 (start, exit, restart)", n)
+	// The start's round, and the exit's, which the worker's end may join.
+	if n := st.count(); n < 2 {
+		t.Errorf("%d rounds, want at least 2 (start; exit and restart)", n)
 	}
 }
 
