@@ -46,7 +46,9 @@ func TestContainerdDeployment(t *testing.T) {
 	}
 	f := newFleet(t)
 	h := f.startHub()
-	const site, name = "store-9", "edge-1"
+	// A name of its own: the node's cgroups are named after it, and
+	// test/podint's nodes run beside this one.
+	const site, name = "store-9", "e2e-ctrd-1"
 	token, caHash := h.createToken(site)
 
 	// A short data directory: containerd's sockets live in it. Its

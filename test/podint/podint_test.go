@@ -48,6 +48,11 @@ import (
 // tests so on a containerd 2.x built from the module proxy.
 const containerdEnv = "OUTPOST_TEST_CONTAINERD"
 
+// nodeName is the tests' node. The node's cgroups are named after it
+// (/outpost-<node>), which no other package's tests may share while they
+// run beside these.
+const nodeName = "podint-1"
+
 // busybox is the image of the tests' pods, imported into the node's
 // containerd: no registry can be reached.
 const busybox = "outpost.test/busybox:1"
@@ -105,7 +110,7 @@ func startNode(t *testing.T, options ...func(*agent.Config)) *node {
 	}
 	// Registered first, so run last: after the agent stopped.
 	t.Cleanup(func() {
-		left, err := nodetest.Cleanup(dir, "edge-1")
+		left, err := nodetest.Cleanup(dir, nodeName)
 		if len(left) > 0 {
 			t.Logf("left once the agent stopped, as containers outlive it: %s", strings.Join(left, "; "))
 		}
@@ -113,7 +118,7 @@ func startNode(t *testing.T, options ...func(*agent.Config)) *node {
 			t.Errorf("clean up the node: %v", err)
 		}
 	})
-	n := &node{hub: h, client: h.Client, name: "edge-1", dir: dir}
+	n := &node{hub: h, client: h.Client, name: nodeName, dir: dir}
 	cfg := agent.DefaultConfig()
 	cfg.NodeName, cfg.DataDir = n.name, dir
 	cfg.HubAddr, cfg.Token, cfg.CAHash = h.SyncAddr(), id+"."+secret, wire.CAHash(ca)
