@@ -127,34 +127,24 @@ func (r *Recorder) AnnotatedPod(ref runtime.PodRef, pod *corev1.Pod, container s
 			obj.FieldPath = fmt.Sprintf("spec.initContainers{%s}", container)
 		}
 	}
-	// Named as kubelet names them: unique by the time of the first.
-	s := r.series.series(eventKey{obj, typ, reason, msg}, now, fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()))
-	ev := &corev1.Event{
-		TypeMeta:            metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
-		ObjectMeta:          metav1.ObjectMeta{Name: s.name, Namespace: ref.Namespace, Annotations: annotations},
-		InvolvedObject:      obj,
-		Reason:              reason,
-		Message:             msg,
-		Type:                typ,
-		Source:              corev1.EventSource{Component: "kubelet", Host: r.node},
-		FirstTimestamp:      s.first,
-		LastTimestamp:       now,
-		Count:               s.count,
-		ReportingController: "kubelet",
-		ReportingInstance:   r.node,
-	}
-	r.queue(ev)
+	r.record(obj, ref.Namespace, ref.Name, annotations, typ, reason, msg, now)
 }
 
 // Node queues an Event about the node itself, as kubelet records one on
 // its node reference (in the default namespace, the node's name as UID).
 func (r *Recorder) Node(typ, reason, msg string) {
-	now := metav1.NewTime(r.now())
 	obj := corev1.ObjectReference{Kind: "Node", Name: r.node, UID: k8stypes.UID(r.node)}
-	s := r.series.series(eventKey{obj, typ, reason, msg}, now, fmt.Sprintf("%s.%x", r.node, now.UnixNano()))
+	r.record(obj, metav1.NamespaceDefault, r.node, nil, typ, reason, msg, metav1.NewTime(r.now()))
+}
+
+// record queues kubelet's Event about obj, in namespace, named as kubelet
+// names them after the object (prefix): unique by the time of the first
+// of its series.
+func (r *Recorder) record(obj corev1.ObjectReference, namespace, prefix string, annotations map[string]string, typ, reason, msg string, now metav1.Time) {
+	s := r.series.series(eventKey{obj, typ, reason, msg}, now, fmt.Sprintf("%s.%x", prefix, now.UnixNano()))
 	r.queue(&corev1.Event{
 		TypeMeta:            metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
-		ObjectMeta:          metav1.ObjectMeta{Name: s.name, Namespace: metav1.NamespaceDefault},
+		ObjectMeta:          metav1.ObjectMeta{Name: s.name, Namespace: namespace, Annotations: annotations},
 		InvolvedObject:      obj,
 		Reason:              reason,
 		Message:             msg,
