@@ -55,6 +55,22 @@ func (r *rounds) Terminated(context.Context, *corev1.Pod, pods.Record) error {
 }
 func (r *rounds) Forget(string) {}
 
+// runWorkers runs workers of cfg until the test ends, and fails it unless
+// their Run returns nil then.
+func runWorkers(t *testing.T, cfg podworker.Config) {
+	t.Helper()
+	w, err := podworker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := wait.Start(t, 10*time.Second, "workers Run", w.Run)
+	t.Cleanup(func() {
+		if err := bg.Stop(); err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+}
+
 type noEvents struct{}
 
 func (noEvents) Pod(runtime.PodRef, *corev1.Pod, string, string, string, string) {}
@@ -72,19 +88,7 @@ func TestEventsDriveRounds(t *testing.T) {
 	cfg := podworker.DefaultConfig()
 	cfg.Runtime, cfg.Source, cfg.Store, cfg.Status, cfg.Events = rt, source{pod}, &memStore{m: map[string][]byte{}}, st, noEvents{}
 	cfg.EventedRelist = time.Hour
-	w, err := podworker.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	}()
+	runWorkers(t, cfg)
 	attempt := func() (int, bool) {
 		l, _ := rt.List(context.Background())
 		for _, p := range l {
@@ -207,19 +211,7 @@ func TestStaleListing(t *testing.T) {
 	cfg := podworker.DefaultConfig()
 	cfg.Runtime, cfg.Source, cfg.Store, cfg.Status, cfg.Events = rt, source{pod}, store, st, noEvents{}
 	cfg.EventedRelist = 10 * time.Millisecond // rounds while the start runs
-	w, err := podworker.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	}()
+	runWorkers(t, cfg)
 	wait.For(t, 10*time.Second, "the stale listing made and ten rounds after it", func() (bool, string) {
 		rt.mu.Lock()
 		stale := rt.done == nil
