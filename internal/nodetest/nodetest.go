@@ -26,26 +26,41 @@ import (
 // node's cgroups and dir. It returns what it found left, for the test to
 // know, and the errors of the removal.
 func Cleanup(dir, node string) (left []string, err error) {
-	sock := filepath.Join(dir, "containerd", "containerd.sock")
-	cgroupRoot := "/outpost-" + node
-	var errs []error
-	for range 50 { // until nothing is left to kill
-		pids := nodeProcesses(sock, cgroupRoot)
-		if len(pids) == 0 {
-			break
-		}
-		for _, pid := range pids {
-			left = append(left, fmt.Sprintf("process %d (%s)", pid, Cmdline(pid)))
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(20 * time.Millisecond) // the kernel reaps them: no event to wait on
-	}
+	left = killNode(dir, node)
 	addrs, _ := filepath.Glob(filepath.Join(dir, "containerd", "state", "io.containerd.runtime.v2.task", "*", "*", "address"))
 	for _, a := range addrs {
 		if b, err := os.ReadFile(a); err == nil {
 			_ = os.Remove(strings.TrimPrefix(strings.TrimSpace(string(b)), "unix://"))
 		}
 	}
+	return left, errors.Join(unmountUnder(dir), removeCgroups(cgroupRoot(node)), os.RemoveAll(dir))
+}
+
+// cgroupRoot is the node's cgroup under every hierarchy.
+func cgroupRoot(node string) string { return "/outpost-" + node }
+
+// killNode kills the node's processes (see nodeProcesses) until none is
+// left, and returns what it killed.
+func killNode(dir, node string) (killed []string) {
+	sock := filepath.Join(dir, "containerd", "containerd.sock")
+	for range 50 { // until nothing is left to kill
+		pids := nodeProcesses(sock, cgroupRoot(node))
+		if len(pids) == 0 {
+			break
+		}
+		for _, pid := range pids {
+			killed = append(killed, fmt.Sprintf("process %d (%s)", pid, Cmdline(pid)))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond) // the kernel reaps them: no event to wait on
+	}
+	return killed
+}
+
+// unmountUnder unmounts everything mounted under dir, the last mounted
+// first.
+func unmountUnder(dir string) error {
+	var errs []error
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")
 	lines := strings.Split(string(mounts), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
@@ -56,8 +71,7 @@ func Cleanup(dir, node string) (left []string, err error) {
 			}
 		}
 	}
-	errs = append(errs, removeCgroups(cgroupRoot), os.RemoveAll(dir))
-	return left, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // removeCgroups removes the cgroup root, under every hierarchy, and the
@@ -129,31 +143,8 @@ func Zombie(pid int) bool {
 // namespace but loopback (the bridge and the pods' veths). What is on
 // disk stays: the agent's checkpoint, containerd's content and metadata.
 func Reboot(dir, node string) error {
-	sock := filepath.Join(dir, "containerd", "containerd.sock")
-	cgroupRoot := "/outpost-" + node
-	for range 50 {
-		pids := nodeProcesses(sock, cgroupRoot)
-		if len(pids) == 0 {
-			break
-		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(20 * time.Millisecond) // the kernel reaps them: no event to wait on
-	}
-	var errs []error
-	mounts, _ := os.ReadFile("/proc/self/mountinfo")
-	lines := strings.Split(string(mounts), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		f := strings.Fields(lines[i])
-		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			if err := syscall.Unmount(f[4], syscall.MNT_DETACH); err != nil {
-				errs = append(errs, fmt.Errorf("unmount %s: %w", f[4], err))
-			}
-		}
-	}
-	errs = append(errs, os.RemoveAll(filepath.Join(dir, "containerd", "state")))
-	errs = append(errs, removeCgroups(cgroupRoot))
+	killNode(dir, node)
+	errs := []error{unmountUnder(dir), os.RemoveAll(filepath.Join(dir, "containerd", "state")), removeCgroups(cgroupRoot(node))}
 	links, err := netlink.LinkList()
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list links: %w", err))
