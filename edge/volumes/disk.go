@@ -175,21 +175,19 @@ func podMemoryLimit(pod *corev1.Pod) int64 {
 }
 
 // ensureTmpfs mounts a tmpfs of size bytes (0: the kernel's default) on
-// dir unless one is mounted there, and reports whether it mounted. Swap is kept out where the kernel
-// allows (noswap, Linux 6.4), so that secrets never reach a disk.
+// dir unless one is mounted there, and reports whether it mounted. Swap
+// is kept out where the kernel allows (noswap, Linux 6.4), so that
+// secrets never reach a disk.
 func (m *Manager) ensureTmpfs(dir string, size int64) (bool, error) {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return false, fmt.Errorf("mount tmpfs: %w", err)
 	}
-	mounts, err := readMountInfo()
-	if err != nil {
+	switch on, err := tmpfsRoot(real); {
+	case err != nil:
 		return false, fmt.Errorf("mount tmpfs: %w", err)
-	}
-	for _, mi := range mounts {
-		if mi.mountPoint == real && mi.fsType == "tmpfs" {
-			return false, nil
-		}
+	case on:
+		return false, nil
 	}
 	var opts []string
 	if size > 0 {
@@ -210,6 +208,29 @@ func (m *Manager) ensureTmpfs(dir string, size int64) (bool, error) {
 		return false, fmt.Errorf("mount tmpfs on %s: %w", real, err)
 	}
 	return true, nil
+}
+
+// tmpfsRoot reports whether dir is the root of a tmpfs: it is on a tmpfs
+// and on another device than its parent (every tmpfs mount is a device
+// of its own). It costs two stats and a statfs, where a look in
+// mountinfo would cost a read of every mount of the node, and the pods'
+// projected volumes are checked every time the node's view changes.
+func tmpfsRoot(dir string) (bool, error) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		return false, &os.PathError{Op: "statfs", Path: dir, Err: err}
+	}
+	if fs.Type != unix.TMPFS_MAGIC {
+		return false, nil
+	}
+	var st, parent unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return false, &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	if err := unix.Stat(filepath.Dir(dir), &parent); err != nil {
+		return false, &os.PathError{Op: "stat", Path: filepath.Dir(dir), Err: err}
+	}
+	return st.Dev != parent.Dev, nil
 }
 
 // checkHostPath checks a hostPath volume's path against its type as

@@ -839,3 +839,37 @@ func TestConcurrentPods(t *testing.T) {
 		}
 	}
 }
+
+// TestTmpfsRoot checks the check that stands in for a look in mountinfo:
+// a tmpfs mounted at a directory is found, a directory on disk or inside
+// a tmpfs is not, whatever the data dir is on.
+func TestTmpfsRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: mounts tmpfs")
+	}
+	dir := t.TempDir()
+	mnt, sub := filepath.Join(dir, "mnt"), filepath.Join(dir, "mnt", "sub")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	check := func(p string, want bool) {
+		t.Helper()
+		got, err := tmpfsRoot(p)
+		if err != nil || got != want {
+			t.Errorf("tmpfsRoot(%s) = %v, %v; want %v", p, got, err, want)
+		}
+	}
+	check(mnt, false)
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	check(mnt, true)
+	if err := os.Mkdir(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	check(sub, false) // inside a tmpfs, not its root: a volume here gets its own
+	if _, err := tmpfsRoot(filepath.Join(dir, "missing")); err == nil {
+		t.Error("tmpfsRoot of a missing directory: no error")
+	}
+}
