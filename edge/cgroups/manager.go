@@ -144,13 +144,12 @@ func (m *Manager) Setup(cpuMilli, memoryLimit int64) error {
 	return nil
 }
 
-// UpdateQoS sets the QoS cgroups' cpu shares for pods, the pods admitted
-// to the node, as kubelet's QoS manager does: burstable's from the
-// Burstable pods' summed cpu requests, besteffort's MinShares. Call it
-// after a pod is admitted (before its cgroup is made) and after one is
-// removed.
-func (m *Manager) UpdateQoS(pods []*corev1.Pod) error {
-	if err := m.layout.set(m.qosPath(corev1.PodQOSBurstable), Resources{CPUShares: BurstableShares(pods)}); err != nil {
+// UpdateQoS sets the QoS cgroups' cpu shares as kubelet's QoS manager
+// does: burstable's to burstableShares (BurstableShares of the pods
+// admitted to the node), besteffort's to MinShares. Call it after a pod
+// is admitted (before its cgroup is made) and after one is removed.
+func (m *Manager) UpdateQoS(burstableShares uint64) error {
+	if err := m.layout.set(m.qosPath(corev1.PodQOSBurstable), Resources{CPUShares: burstableShares}); err != nil {
 		return fmt.Errorf("update burstable cgroup: %w", err)
 	}
 	if err := m.layout.set(m.qosPath(corev1.PodQOSBestEffort), Resources{CPUShares: MinShares}); err != nil {

@@ -67,11 +67,19 @@ func PodResources(pod *corev1.Pod, pidsLimit int64) Resources {
 func BurstableShares(pods []*corev1.Pod) uint64 {
 	var milli int64
 	for _, p := range pods {
-		if QOSClass(p) != corev1.PodQOSBurstable {
-			continue
-		}
-		reqs := resourcehelper.PodRequests(DefaultRequests(p), resourcehelper.PodResourcesOptions{})
-		milli += reqs.Cpu().MilliValue()
+		milli += BurstableMilliCPU(p)
 	}
 	return MilliCPUToShares(milli)
+}
+
+// BurstableMilliCPU returns what pod adds to the burstable QoS cgroup's
+// cpu requests: its own in millicores if it is Burstable, else 0. A node
+// that keeps each pod's tells the shares from their sum without going
+// over every pod's containers again.
+func BurstableMilliCPU(pod *corev1.Pod) int64 {
+	if QOSClass(pod) != corev1.PodQOSBurstable {
+		return 0
+	}
+	reqs := resourcehelper.PodRequests(DefaultRequests(pod), resourcehelper.PodResourcesOptions{})
+	return reqs.Cpu().MilliValue()
 }

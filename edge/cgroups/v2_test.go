@@ -76,7 +76,7 @@ func TestV2Tree(t *testing.T) {
 			t.Fatalf("EnsurePod(%s): %v", p.UID, err)
 		}
 	}
-	if err := m.UpdateQoS([]*corev1.Pod{g, b}); err != nil {
+	if err := m.UpdateQoS(BurstableShares([]*corev1.Pod{g, b})); err != nil {
 		t.Fatalf("UpdateQoS: %v", err)
 	}
 	gdir := filepath.Join(root, "pod0f3c-guaranteed")

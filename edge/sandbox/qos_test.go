@@ -22,8 +22,8 @@ import (
 type recordingCgroups struct{ shares []uint64 }
 
 func (c *recordingCgroups) PodCgroup(*corev1.Pod) string { return "" }
-func (c *recordingCgroups) UpdateQoS(pods []*corev1.Pod) error {
-	c.shares = append(c.shares, cgroups.BurstableShares(pods))
+func (c *recordingCgroups) UpdateQoS(shares uint64) error {
+	c.shares = append(c.shares, shares)
 	return nil
 }
 func (c *recordingCgroups) EnsurePod(*corev1.Pod) error                { return nil }

@@ -12,11 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 
@@ -51,8 +49,9 @@ type Volumes interface {
 // Cgroups makes pods' cgroups; a *cgroups.Manager is one.
 type Cgroups interface {
 	PodCgroup(pod *corev1.Pod) string
-	// UpdateQoS sets the QoS cgroups' shares for the node's pods.
-	UpdateQoS(pods []*corev1.Pod) error
+	// UpdateQoS sets the QoS cgroups' shares, the burstable one's to
+	// burstableShares.
+	UpdateQoS(burstableShares uint64) error
 	EnsurePod(pod *corev1.Pod) error
 	RemovePod(ctx context.Context, uid types.UID) error
 	ListPods() ([]cgroups.PodCgroupInfo, error)
@@ -121,8 +120,9 @@ type Sandbox struct {
 	ready  map[string]*preparedPod // by pod UID
 
 	qosMu     sync.Mutex
-	qos       map[string]*corev1.Pod // by UID: the pods the QoS cgroups' shares count
-	qosShares uint64                 // the burstable cgroup's shares as last set; 0 before
+	qos       map[string]int64 // by UID of the pods the QoS cgroups' shares count: cgroups.BurstableMilliCPU
+	qosMilli  int64            // the sum of qos
+	qosShares uint64           // the burstable cgroup's shares as last set; 0 before
 }
 
 // preparedPod is what Container readied of a pod, kept while the pod is.
@@ -144,7 +144,7 @@ func New(cfg Config) (*Sandbox, error) {
 		locks: map[string]*sync.Mutex{},
 		ips:   map[string]netip.Addr{},
 		ready: map[string]*preparedPod{},
-		qos:   map[string]*corev1.Pod{},
+		qos:   map[string]int64{},
 	}, nil
 }
 
@@ -321,17 +321,18 @@ func (s *Sandbox) Refresh(ctx context.Context, pod *corev1.Pod) error {
 func (s *Sandbox) countQoS(uid string, pod *corev1.Pod) error {
 	s.qosMu.Lock()
 	defer s.qosMu.Unlock()
+	s.qosMilli -= s.qos[uid]
 	if pod == nil {
 		delete(s.qos, uid)
 	} else {
-		s.qos[uid] = pod
+		s.qos[uid] = cgroups.BurstableMilliCPU(pod)
+		s.qosMilli += s.qos[uid]
 	}
-	all := slices.Collect(maps.Values(s.qos))
-	shares := cgroups.BurstableShares(all)
+	shares := cgroups.MilliCPUToShares(s.qosMilli)
 	if shares == s.qosShares {
 		return nil
 	}
-	if err := s.cfg.Cgroups.UpdateQoS(all); err != nil {
+	if err := s.cfg.Cgroups.UpdateQoS(shares); err != nil {
 		return fmt.Errorf("update QoS cgroups: %w", err)
 	}
 	s.qosShares = shares
