@@ -72,6 +72,9 @@ type Store struct {
 	// viewGen counts the view's writes, each bumped once its write has
 	// ended, however it ended: see ViewGeneration.
 	viewGen atomic.Uint64
+	// resGen counts them by the resources they touched: see
+	// ResourceGeneration.
+	resGen resourceGens
 
 	// outMu serializes the writers of the outbox and guards out, which
 	// mirrors the outbox on disk.
@@ -380,6 +383,7 @@ func (s *Store) DropCorrupt() (int, error) {
 	s.viewMu.Lock()
 	defer s.viewMu.Unlock()
 	defer s.viewGen.Add(1)
+	defer s.resGen.bump(nil)
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
 

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	badger "github.com/dgraph-io/badger/v4"
 
@@ -44,10 +45,12 @@ func (s *Store) ApplyBatch(changes []wire.Change, revision int64) error {
 		return fmt.Errorf("apply batch: revision %d out of range", revision)
 	}
 	ops := make([]op, 0, len(changes)+1)
+	touched := map[string]bool{}
 	for i, c := range changes {
 		if err := validKey(c.Key); err != nil {
 			return fmt.Errorf("apply batch: change %d: %w", i, err)
 		}
+		touched[c.Key.Resource] = true
 		k := objectKey(c.Key)
 		switch c.Op {
 		case wire.OpPut:
@@ -70,6 +73,7 @@ func (s *Store) ApplyBatch(changes []wire.Change, revision int64) error {
 	s.viewMu.Lock()
 	defer s.viewMu.Unlock()
 	defer s.viewGen.Add(1)
+	defer s.resGen.bump(touched)
 	if last := s.rev.Load(); revision < last {
 		return fmt.Errorf("apply batch at %d: %w (%d)", revision, ErrStaleRevision, last)
 	}
@@ -148,6 +152,7 @@ func (s *Store) ReplaceAll(objects []Object, revision int64) error {
 	s.viewMu.Lock()
 	defer s.viewMu.Unlock()
 	defer s.viewGen.Add(1)
+	defer s.resGen.bump(nil)
 	var ops []op
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixObject}})
@@ -188,6 +193,52 @@ func (s *Store) LastRevision() int64 { return s.rev.Load() }
 // the same, the List's result is still the view. It does not touch the
 // disk.
 func (s *Store) ViewGeneration() uint64 { return s.viewGen.Load() }
+
+// ResourceGeneration returns a number that changes whenever the view's
+// objects of any of resources may have changed, as ViewGeneration does
+// for all: a node's pods' volumes need refreshing when its ConfigMaps or
+// Secrets change, not at each status of a pod the hub sends back. It
+// does not touch the disk.
+func (s *Store) ResourceGeneration(resources ...string) uint64 {
+	return s.resGen.sum(resources)
+}
+
+// resourceGens counts the view's writes by the resources they touched.
+// The zero value is ready.
+type resourceGens struct {
+	mu  sync.Mutex
+	all uint64            // writes that may have touched any resource
+	by  map[string]uint64 // writes that touched objects of the resource
+}
+
+// bump counts a write that touched the resources of touched, or any
+// resource if touched is nil.
+func (g *resourceGens) bump(touched map[string]bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if touched == nil {
+		g.all++
+		return
+	}
+	if g.by == nil {
+		g.by = map[string]uint64{}
+	}
+	for r := range touched {
+		g.by[r]++
+	}
+}
+
+// sum returns the count of writes that touched any of resources. Each
+// count only grows, so the sum changes whenever one of them does.
+func (g *resourceGens) sum(resources []string) uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := g.all
+	for _, r := range resources {
+		n += g.by[r]
+	}
+	return n
+}
 
 // Get returns the object of key k, and whether there is one. The caller
 // owns the returned bytes.

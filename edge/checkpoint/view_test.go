@@ -471,6 +471,42 @@ func TestViewGeneration(t *testing.T) {
 	})
 }
 
+// TestResourceGeneration: the generation of some resources moves with the
+// writes that touch them, with those that may touch any (ReplaceAll,
+// DropCorrupt), and not with the writes of other resources.
+func TestResourceGeneration(t *testing.T) {
+	s := memT(t)
+	cm := wire.Key{Resource: wire.ResourceConfigMaps, Namespace: "ns", Name: "cfg"}
+	vols := []string{wire.ResourceConfigMaps, wire.ResourceSecrets}
+	last := s.ResourceGeneration(vols...)
+	step := func(name string, wantMoved bool, write func() error) {
+		t.Helper()
+		if err := write(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		g := s.ResourceGeneration(vols...)
+		if moved := g != last; moved != wantMoved {
+			t.Errorf("%s: generation of %v %d -> %d, want moved %v", name, vols, last, g, wantMoved)
+		}
+		last = g
+	}
+	step("a pod's ApplyBatch", false, func() error { return s.ApplyBatch([]wire.Change{put(podKey("ns", "a"), 5, "a")}, 10) })
+	step("a ConfigMap's ApplyBatch", true, func() error { return s.ApplyBatch([]wire.Change{put(cm, 6, "c")}, 11) })
+	step("a pod's and a ConfigMap's", true, func() error {
+		return s.ApplyBatch([]wire.Change{put(podKey("ns", "a"), 7, "a2"), {Key: cm, Op: wire.OpDelete}}, 12)
+	})
+	step("ReplaceAll of pods", true, func() error {
+		return s.ReplaceAll([]Object{{Key: podKey("ns", "b"), Revision: 13, Raw: []byte("b")}}, 13)
+	})
+	step("DropCorrupt", true, func() error {
+		_, err := s.DropCorrupt()
+		return err
+	})
+	if got := s.ResourceGeneration(); got != 2 { // the two writes of any resource
+		t.Errorf("ResourceGeneration() of no resource = %d, want 2", got)
+	}
+}
+
 // TestCompactsItself: without badger's compactors, the store compacts the
 // tree itself, so writes many times the memtable never stall on a full
 // first level, and the tree holds about the live data.
