@@ -461,6 +461,10 @@ func (a *Agent) collectGarbage(ctx context.Context) {
 	}
 }
 
+// volumeSources are the resources of the view that the pods' volumes
+// read: a change of one has the workers refresh every pod's volumes.
+var volumeSources = []string{wire.ResourceConfigMaps, wire.ResourceSecrets, wire.ResourceServiceAccounts, wire.ResourcePodTokens}
+
 // source is the agent as the pod workers' podworker.Source.
 type source struct{ a *Agent }
 
@@ -476,7 +480,7 @@ func (s source) Desired() (podworker.Desired, bool) {
 		}
 		return podworker.Desired{}, false
 	}
-	d := podworker.Desired{Pods: bound, Static: map[string]*corev1.Pod{}, Generation: a.cp.ViewGeneration()}
+	d := podworker.Desired{Pods: bound, Static: map[string]*corev1.Pod{}, Generation: a.cp.ResourceGeneration(volumeSources...)}
 	ms, err := readManifests(filepath.Join(a.cfg.DataDir, ManifestsDir), a.cfg.NodeName)
 	if err != nil {
 		a.log.Warn("read static pod manifests", "err", err)

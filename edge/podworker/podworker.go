@@ -14,6 +14,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,9 +47,10 @@ type Desired struct {
 	// manifests are always complete).
 	Partial bool
 	Known   map[string]bool
-	// Generation changes whenever the objects the pods refer to may
-	// have (the view's generation): the sandbox then brings the pods'
-	// volumes up to date with them.
+	// Generation changes whenever the objects the pods' volumes read
+	// (ConfigMaps, Secrets, ...; not the pods) may have: the sandbox then
+	// brings every pod's volumes up to date with them. A pod whose own
+	// object changed (its ResourceVersion) is brought up to date alone.
 	Generation uint64
 }
 
@@ -219,8 +221,13 @@ type Workers struct {
 	// The loop's own.
 	swept       bool            // the sandbox's start-up sweep is done
 	probing     map[string]bool // pods the prober was told of
-	refreshed   time.Time       // when the sandbox last refreshed the pods
-	refreshedAt uint64          // the Desired.Generation it refreshed them at
+	refreshed   time.Time       // when the sandbox last began refreshing every pod
+	refreshedAt uint64          // the Desired.Generation it did so at
+
+	// The refresh's, while refreshing is true; handed over by it.
+	refreshing    atomic.Bool       // a refresh runs
+	refreshMissed atomic.Bool       // a round found one due while it ran
+	refreshedRV   map[string]string // by pod UID, the ResourceVersion of its last refresh
 }
 
 // New checks cfg and returns Workers; it starts nothing.
@@ -241,6 +248,8 @@ func New(cfg Config) (*Workers, error) {
 		records: map[string]pods.Record{},
 		evict:   map[string]pods.Rejection{},
 		probing: map[string]bool{},
+
+		refreshedRV: map[string]string{},
 	}, nil
 }
 
@@ -435,9 +444,7 @@ func (w *Workers) round(ctx context.Context, workers *sync.WaitGroup) time.Time 
 		if !w.swept && !des.Partial {
 			w.sweep(ctx, des, actual)
 		}
-		if des.Generation != w.refreshedAt || now.Sub(w.refreshed) >= refreshEvery {
-			w.refresh(ctx, des, now)
-		}
+		w.startRefresh(ctx, workers, des, now)
 	}
 	w.recordEvictions()
 	w.admit(des, now)
@@ -506,17 +513,59 @@ func (w *Workers) sweep(ctx context.Context, des Desired, actual []runtime.PodSt
 	w.swept = true
 }
 
-// refresh has the sandbox bring the running pods' volumes up to date.
-func (w *Workers) refresh(ctx context.Context, des Desired, now time.Time) {
-	for _, p := range des.Pods {
+// startRefresh has the sandbox bring the running pods' volumes up to
+// date, beside the round rather than in it, so that a node of many pods
+// starts new ones while it runs: every pod when the objects they read
+// may have changed, and every refreshEvery for the tokens, which expire;
+// else the pods whose own object changed (a downward API volume shows
+// its labels). One refresh runs at a time; one due while it runs is
+// made by the round its end asks for.
+func (w *Workers) startRefresh(ctx context.Context, workers *sync.WaitGroup, des Desired, now time.Time) {
+	if !w.refreshing.CompareAndSwap(false, true) {
+		w.refreshMissed.Store(true)
+		return
+	}
+	all := des.Generation != w.refreshedAt || now.Sub(w.refreshed) >= refreshEvery
+	if all {
+		w.refreshed, w.refreshedAt = now, des.Generation
+	}
+	workers.Go(func() {
+		w.refresh(ctx, des.Pods, all)
+		w.refreshing.Store(false)
+		if w.refreshMissed.Swap(false) {
+			w.Kick()
+		}
+	})
+}
+
+// refresh brings up to date the volumes of pods, of all or of those
+// changed since their last refresh. It runs in one goroutine at a time.
+func (w *Workers) refresh(ctx context.Context, pods []*corev1.Pod, all bool) {
+	seen := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		if ctx.Err() != nil {
+			return
+		}
+		uid := string(p.UID)
+		seen[uid] = true
 		if p.DeletionTimestamp != nil || terminal(p) {
+			continue
+		}
+		if rv, ok := w.refreshedRV[uid]; ok && rv == p.ResourceVersion && !all {
 			continue
 		}
 		if err := w.cfg.Sandbox.Refresh(ctx, p); err != nil {
 			w.log.Warn("refresh pod volumes", "pod", p.Namespace+"/"+p.Name, "err", err)
+			delete(w.refreshedRV, uid) // again next time
+			continue
+		}
+		w.refreshedRV[uid] = p.ResourceVersion
+	}
+	for uid := range w.refreshedRV {
+		if !seen[uid] {
+			delete(w.refreshedRV, uid)
 		}
 	}
-	w.refreshed, w.refreshedAt = now, des.Generation
 }
 
 // admit decides, for each desired pod seen for the first time, whether

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/outpost-mesh/outpost/edge/pods"
 	"github.com/outpost-mesh/outpost/edge/podworker"
@@ -223,4 +224,103 @@ func TestStaleListing(t *testing.T) {
 	if got := rt.attempts(); len(got) != 1 || got[0] != 0 {
 		t.Errorf("attempts started %v, want [0]: a start made again from a stale listing", got)
 	}
+}
+
+// refreshSource is a Source whose pods and generation the test changes.
+type refreshSource struct {
+	mu   sync.Mutex
+	pods []*corev1.Pod
+	gen  uint64
+}
+
+func (s *refreshSource) Desired() (podworker.Desired, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return podworker.Desired{Pods: s.pods, Generation: s.gen}, true
+}
+
+func (s *refreshSource) change(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn()
+}
+
+// refreshCounter is a Sandbox that readies nothing and counts each pod's
+// refreshes. A fake.
+type refreshCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (*refreshCounter) Container(context.Context, *corev1.Pod, *corev1.Container, int, *runtime.ContainerSpec) error {
+	return nil
+}
+func (*refreshCounter) IP(string) string                               { return "" }
+func (*refreshCounter) Release(context.Context, runtime.PodRef) error  { return nil }
+func (*refreshCounter) Sweep(context.Context, func(string) bool) error { return nil }
+func (c *refreshCounter) Refresh(_ context.Context, pod *corev1.Pod) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[string(pod.UID)]++
+	return nil
+}
+
+func (c *refreshCounter) counts() (a, b int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n["a"], c.n["b"]
+}
+
+// TestRefresh: every pod's volumes are refreshed when the objects they
+// read change (the Generation), a pod's alone when its own object does,
+// and none at the rounds between: a node of 200 pods used to refresh them
+// all at every round, since every status the hub sends back is a change
+// of the view.
+func TestRefresh(t *testing.T) {
+	pod := func(uid, rv string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "default", UID: types.UID(uid), ResourceVersion: rv},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+		}
+	}
+	src := &refreshSource{pods: []*corev1.Pod{pod("a", "1"), pod("b", "1")}, gen: 1}
+	sb := &refreshCounter{n: map[string]int{}}
+	st := &rounds{}
+	cfg := podworker.DefaultConfig()
+	cfg.Runtime, cfg.Source, cfg.Store, cfg.Status, cfg.Events = fake.New(fake.Config{}), src, &memStore{m: map[string][]byte{}}, st, noEvents{}
+	cfg.Sandbox = sb
+	cfg.EventedRelist = time.Hour
+	w, err := podworker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := wait.Start(t, 10*time.Second, "workers Run", w.Run)
+	t.Cleanup(func() {
+		if err := bg.Stop(); err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+	want := func(what string, wa, wb int) {
+		t.Helper()
+		wait.For(t, 10*time.Second, what, func() (bool, string) {
+			a, b := sb.counts()
+			return a == wa && b == wb, fmt.Sprintf("refreshes a %d, b %d; want %d, %d", a, b, wa, wb)
+		})
+		// Rounds with nothing new refresh nothing.
+		from := st.count()
+		wait.For(t, 10*time.Second, "three more rounds", func() (bool, string) {
+			w.Kick()
+			return st.count() >= from+3, fmt.Sprintf("%d rounds", st.count()-from)
+		})
+		if a, b := sb.counts(); a != wa || b != wb {
+			t.Fatalf("after %s and three rounds: refreshes a %d, b %d; want %d, %d", what, a, b, wa, wb)
+		}
+	}
+	want("the first round's refresh of both", 1, 1)
+	src.change(func() { src.pods = []*corev1.Pod{pod("a", "2"), pod("b", "1")} })
+	w.Kick()
+	want("a's refresh after its object changed", 2, 1)
+	src.change(func() { src.gen++ })
+	w.Kick()
+	want("both refreshed after a ConfigMap changed", 3, 2)
 }
