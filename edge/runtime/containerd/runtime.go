@@ -150,6 +150,8 @@ type Runtime struct {
 	gone      map[string]containerName // names of the last containers removed
 	goneOrder []string                 // their IDs, oldest first
 	closed    bool
+
+	kept taskCache // the tasks, as the events of Watch tell them
 }
 
 type podLock struct {
@@ -319,15 +321,23 @@ func (r *Runtime) podContainers(ctx context.Context, uid string) ([]containers.C
 	return cs, nil
 }
 
-// tasks returns the namespace's tasks by container ID.
+// tasks returns the namespace's tasks by container ID: the kept ones
+// while Watch runs, listed anew every fullListEvery.
 func (r *Runtime) tasks(ctx context.Context) (map[string]*tasktypes.Process, error) {
-	resp, err := r.c.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("list tasks: %w", native(err))
+	now := time.Now()
+	states, ok := r.kept.get(now)
+	if !ok {
+		l := r.kept.beginList(now)
+		resp, err := r.c.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
+		if err != nil {
+			r.kept.endList(l, nil, false)
+			return nil, fmt.Errorf("list tasks: %w", native(err))
+		}
+		states = r.kept.endList(l, taskStates(resp.Tasks), true)
 	}
-	m := make(map[string]*tasktypes.Process, len(resp.Tasks))
-	for _, t := range resp.Tasks {
-		m[t.ID] = t
+	m := make(map[string]*tasktypes.Process, len(states))
+	for id, st := range states {
+		m[id] = st.process(id)
 	}
 	return m, nil
 }
@@ -506,6 +516,7 @@ func (r *Runtime) reap(ctx context.Context, in *instance) error {
 	if err != nil && !errdefs.IsNotFound(native(err)) {
 		return fmt.Errorf("delete task %s: %w", in.info.ID, native(err))
 	}
+	r.kept.deleted(in.info.ID)
 	in.task = nil
 	return nil
 }
@@ -758,6 +769,7 @@ func (r *Runtime) start(ctx context.Context, ctr client.Container, info containe
 		lio.finish(0)
 		return fail(err)
 	}
+	r.kept.started(info.ID)
 	r.mu.Lock()
 	closed := r.closed
 	if !closed {
@@ -795,6 +807,7 @@ func (r *Runtime) removeContainer(ctx context.Context, id string) error {
 		if err != nil && !errdefs.IsNotFound(native(err)) {
 			return fmt.Errorf("delete task %s: %w", id, native(err))
 		}
+		r.kept.deleted(id)
 	}
 	r.finishLog(id)
 	ctr, err := r.c.LoadContainer(ctx, id)
