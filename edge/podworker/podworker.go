@@ -538,11 +538,13 @@ func (w *Workers) startRefresh(ctx context.Context, workers *sync.WaitGroup, des
 	})
 }
 
-// refresh brings up to date the volumes of pods, of all or of those
-// changed since their last refresh. It runs in one goroutine at a time.
-func (w *Workers) refresh(ctx context.Context, pods []*corev1.Pod, all bool) {
-	seen := make(map[string]bool, len(pods))
-	for _, p := range pods {
+// refresh brings up to date the volumes of the pods of list, of all or
+// of those changed since their last refresh; one that fails is tried
+// again at the next refresh of all, as kubelet's volume manager retries
+// at its next sync. It runs in one goroutine at a time.
+func (w *Workers) refresh(ctx context.Context, list []*corev1.Pod, all bool) {
+	seen := make(map[string]bool, len(list))
+	for _, p := range list {
 		if ctx.Err() != nil {
 			return
 		}
@@ -556,8 +558,6 @@ func (w *Workers) refresh(ctx context.Context, pods []*corev1.Pod, all bool) {
 		}
 		if err := w.cfg.Sandbox.Refresh(ctx, p); err != nil {
 			w.log.Warn("refresh pod volumes", "pod", p.Namespace+"/"+p.Name, "err", err)
-			delete(w.refreshedRV, uid) // again next time
-			continue
 		}
 		w.refreshedRV[uid] = p.ResourceVersion
 	}
