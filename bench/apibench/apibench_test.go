@@ -43,7 +43,8 @@ func buildOutpost(t *testing.T) string {
 		t.Fatal("go env GOMOD: not inside the module")
 	}
 	bin := filepath.Join(t.TempDir(), "outpost")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/outpost")
+	// The Makefile's GOTAGS, as `make build` builds it.
+	cmd := exec.Command("go", "build", "-tags=grpcnotrace", "-o", bin, "./cmd/outpost")
 	cmd.Dir = filepath.Dir(gomod)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/outpost: %v\n%s", err, out)

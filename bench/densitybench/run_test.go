@@ -25,7 +25,8 @@ func TestQuickRun(t *testing.T) {
 		return
 	}
 	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", "github.com/outpost-mesh/outpost/cmd/outpost", "github.com/outpost-mesh/outpost/cmd/outpost-edge")
+	// The Makefile's GOTAGS, as `make build` builds them.
+	build := exec.Command("go", "build", "-tags=grpcnotrace", "-o", bin+"/", "github.com/outpost-mesh/outpost/cmd/outpost", "github.com/outpost-mesh/outpost/cmd/outpost-edge")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the binaries: %v\n%s", err, out)
 	}
