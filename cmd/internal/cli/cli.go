@@ -53,16 +53,25 @@ func (f *LogFlags) Logger(w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("invalid --log-format %q: use text or json", f.Format)
 }
 
-// NewVersionCmd returns the `version` command of binary, which prints the
-// build's version, commit, Go version and platform on stdout.
+// VersionShort is the one-line help of a binary's `version` command.
+const VersionShort = "Print the version, git commit and Go version of this binary"
+
+// PrintVersion writes what binary's `version` command prints: the build's
+// version, commit, Go version and platform, on one line.
+func PrintVersion(w io.Writer, binary string) error {
+	_, err := fmt.Fprintln(w, version.String(binary))
+	return err
+}
+
+// NewVersionCmd returns the `version` command of binary, which prints
+// PrintVersion's line on stdout.
 func NewVersionCmd(binary string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version, git commit and Go version of this binary",
+		Short: VersionShort,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), version.String(binary))
-			return err
+			return PrintVersion(cmd.OutOrStdout(), binary)
 		},
 	}
 }

@@ -4,6 +4,7 @@
 package edgecmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -75,9 +77,12 @@ func DefaultFlags() Flags {
 	}
 }
 
-// Register adds the flags to cmd, with f's values as their defaults.
-func (f *Flags) Register(cmd *cobra.Command) {
-	fs := cmd.Flags()
+// Required are the flags without which the agent does not run; Register
+// gives them no usable default.
+var Required = []string{"hub", "node-name"}
+
+// Register adds the flags to fs, with f's values as their defaults.
+func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Hub, "hub", f.Hub, "host:port of the hub's sync endpoint (required)")
 	fs.StringVar(&f.Token, "token", f.Token, "bootstrap token <6 characters [a-z0-9]>.<16 characters [a-z0-9]> from outpost token create, to join the first time")
 	fs.StringVar(&f.CAHash, "ca-cert-hash", f.CAHash, "sha256:<64 hex digits> hash of the hub CA, printed by outpost token create")
@@ -99,8 +104,6 @@ func (f *Flags) Register(cmd *cobra.Command) {
 	fs.StringVar(&f.SystemReserved, "system-reserved", f.SystemReserved, "resources kept from pods for the system and the agent, such as cpu=200m,memory=256Mi")
 	fs.StringVar(&f.EvictionHard, "eviction-hard", f.EvictionHard, "hard eviction thresholds, as kubelet's: pods are evicted when one is met, and held back from allocatable (memory.available, nodefs.available); the list replaces the defaults, \"\" for none. Signals: memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available")
 	fs.DurationVar(&f.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", f.EvictionPressureTransitionPeriod, "how long a pressure condition (MemoryPressure, DiskPressure, PIDPressure) stays after its threshold was last met, so that it does not flap")
-	cmd.MarkFlagRequired("hub")
-	cmd.MarkFlagRequired("node-name")
 }
 
 // Config returns the agent configuration of the flags, with the runtime
@@ -200,37 +203,53 @@ func NewRuntime(name string, log *slog.Logger) (runtime.Runtime, string, error) 
 	return nil, "", fmt.Errorf("unknown runtime %q: use containerd or fake", name)
 }
 
-// NewCmd returns the edge command, named use.
-func NewCmd(use string) *cobra.Command {
-	f := DefaultFlags()
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: "Run the edge agent of one node: its pods, online or not",
-		Long: `Run the edge agent of one node. The first start joins the hub with a
+// Run runs the agent of the flags until ctx is done, logging through
+// slog.Default().
+func (f *Flags) Run(ctx context.Context) error {
+	cfg, err := f.Config(slog.Default())
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	slog.Info("edge agent starting", "node", f.NodeName, "hub", f.Hub, "data_dir", f.DataDir)
+	start := time.Now()
+	err = a.Run(ctx)
+	slog.Info("edge agent stopped", "after", time.Since(start).Round(time.Second), "err", err)
+	return err
+}
+
+// The edge command's help.
+const (
+	Short = "Run the edge agent of one node: its pods, online or not"
+	Long  = `Run the edge agent of one node. The first start joins the hub with a
 bootstrap token, verifying the hub by the hash of its CA; later starts use
 the node certificate kept in --data-dir. Pods keep running, and restart,
 while the hub cannot be reached, and come back from the checkpoint after a
 restart without it. Static pods in DATA-DIR/manifests run even if the hub
-was never reached.`,
-		Example: `  outpost-edge --hub hub.example.com:7443 --token abcdef.0123456789abcdef \
-    --ca-cert-hash sha256:... --node-name gw-17 --site store-17`,
-		Args: cobra.NoArgs,
+was never reached.`
+	Example = `  outpost-edge --hub hub.example.com:7443 --token abcdef.0123456789abcdef \
+    --ca-cert-hash sha256:... --node-name gw-17 --site store-17`
+)
+
+// NewCmd returns the edge command, named use.
+func NewCmd(use string) *cobra.Command {
+	f := DefaultFlags()
+	cmd := &cobra.Command{
+		Use:     use,
+		Short:   Short,
+		Long:    Long,
+		Example: Example,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := f.Config(slog.Default())
-			if err != nil {
-				return err
-			}
-			a, err := agent.New(cfg)
-			if err != nil {
-				return err
-			}
-			slog.Info("edge agent starting", "node", f.NodeName, "hub", f.Hub, "data_dir", f.DataDir)
-			start := time.Now()
-			err = a.Run(cmd.Context())
-			slog.Info("edge agent stopped", "after", time.Since(start).Round(time.Second), "err", err)
-			return err
+			return f.Run(cmd.Context())
 		},
 	}
-	f.Register(cmd)
+	f.Register(cmd.Flags())
+	for _, name := range Required {
+		cmd.MarkFlagRequired(name)
+	}
 	return cmd
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func TestEvictionFlags(t *testing.T) {
@@ -16,9 +16,9 @@ func TestEvictionFlags(t *testing.T) {
 	}
 	parse := func(args ...string) (*Flags, error) {
 		f := DefaultFlags()
-		cmd := &cobra.Command{}
-		f.Register(cmd)
-		return &f, cmd.ParseFlags(append([]string{"--hub", "hub:7443", "--node-name", "gw-1"}, args...))
+		fs := pflag.NewFlagSet("edge", pflag.ContinueOnError)
+		f.Register(fs)
+		return &f, fs.Parse(append([]string{"--hub", "hub:7443", "--node-name", "gw-1"}, args...))
 	}
 	f, err := parse()
 	if err != nil {
