@@ -15,7 +15,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/outpost-mesh/outpost/cmd/internal/cli"
-	"github.com/outpost-mesh/outpost/cmd/internal/edgecmd"
 )
 
 func main() {
@@ -60,11 +59,11 @@ uplink is down.`,
 	}
 	logFlags.Register(cmd.PersistentFlags())
 	cmd.AddCommand(
-		cli.NewVersionCmd("outpost"),
+		newVersionCmd(),
 		newHubCmd(),
 		newBenchCmd(),
 		newTokenCmd(),
-		edgecmd.NewCmd("edge"),
+		newEdgeCmd(),
 		newUpCmd(),
 		newImageCmd(),
 	)

@@ -1,6 +1,7 @@
 // Package cli holds the command-line pieces both binaries share: the
 // --log-level and --log-format flags with the slog logger they build, and
-// the version command. Only cmd/... imports it.
+// the version line. Only cmd/... imports it. It imports no cobra, which
+// outpost-edge must not link (see cmd/internal/edgecmd).
 package cli
 
 import (
@@ -9,7 +10,6 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/outpost-mesh/outpost/internal/version"
@@ -61,17 +61,4 @@ const VersionShort = "Print the version, git commit and Go version of this binar
 func PrintVersion(w io.Writer, binary string) error {
 	_, err := fmt.Fprintln(w, version.String(binary))
 	return err
-}
-
-// NewVersionCmd returns the `version` command of binary, which prints
-// PrintVersion's line on stdout.
-func NewVersionCmd(binary string) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: VersionShort,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return PrintVersion(cmd.OutOrStdout(), binary)
-		},
-	}
 }

@@ -70,18 +70,18 @@ func TestLogFlagsDefaults(t *testing.T) {
 	}
 }
 
-func TestVersionCmd(t *testing.T) {
-	cmd := NewVersionCmd("outpost")
+func TestPrintVersion(t *testing.T) {
 	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetArgs(nil)
-	if err := cmd.Execute(); err != nil {
+	if err := PrintVersion(&out, "outpost"); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"outpost dev", "commit dev", "go1."} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("version output %q lacks %q", out.String(), want)
 		}
+	}
+	if s := out.String(); strings.Count(s, "\n") != 1 || !strings.HasSuffix(s, "\n") {
+		t.Errorf("version output %q is not one line", s)
 	}
 }
 

@@ -1,6 +1,9 @@
 // Package edgecmd is the `edge` command that both binaries carry: `outpost
 // edge` and `outpost-edge` run the same agent with the same flags. It links
-// no hub code.
+// no hub code, and no cobra: cmd/outpost wraps it in a cobra command, while
+// outpost-edge parses its flags with pflag alone, since cobra's help
+// templates would make the linker keep every exported method of the edge
+// binary (test/arch checks that).
 package edgecmd
 
 import (
@@ -10,10 +13,10 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -80,6 +83,21 @@ func DefaultFlags() Flags {
 // Required are the flags without which the agent does not run; Register
 // gives them no usable default.
 var Required = []string{"hub", "node-name"}
+
+// CheckRequired returns an error naming the Required flags not set on fs,
+// worded as cobra words it for flags marked required.
+func CheckRequired(fs *pflag.FlagSet) error {
+	var missing []string
+	for _, name := range Required {
+		if !fs.Changed(name) {
+			missing = append(missing, strconv.Quote(name))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("required flag(s) %s not set", strings.Join(missing, ", "))
+	}
+	return nil
+}
 
 // Register adds the flags to fs, with f's values as their defaults.
 func (f *Flags) Register(fs *pflag.FlagSet) {
@@ -233,23 +251,3 @@ was never reached.`
 	Example = `  outpost-edge --hub hub.example.com:7443 --token abcdef.0123456789abcdef \
     --ca-cert-hash sha256:... --node-name gw-17 --site store-17`
 )
-
-// NewCmd returns the edge command, named use.
-func NewCmd(use string) *cobra.Command {
-	f := DefaultFlags()
-	cmd := &cobra.Command{
-		Use:     use,
-		Short:   Short,
-		Long:    Long,
-		Example: Example,
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return f.Run(cmd.Context())
-		},
-	}
-	f.Register(cmd.Flags())
-	for _, name := range Required {
-		cmd.MarkFlagRequired(name)
-	}
-	return cmd
-}
