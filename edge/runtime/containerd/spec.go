@@ -234,26 +234,6 @@ func withProcess(c *runtime.ContainerSpec) oci.SpecOpts {
 	}
 }
 
-// withSupplementalGroups adds gids to the process's additional groups.
-func withSupplementalGroups(gids []int64) oci.SpecOpts {
-	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
-		for _, g := range gids {
-			if !slices.Contains(s.Process.User.AdditionalGids, uint32(g)) {
-				s.Process.User.AdditionalGids = append(s.Process.User.AdditionalGids, uint32(g))
-			}
-		}
-		return nil
-	}
-}
-
-// withGID sets the process's primary group.
-func withGID(gid int64) oci.SpecOpts {
-	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
-		s.Process.User.GID = uint32(gid)
-		return nil
-	}
-}
-
 // specOpts returns the options that make a container's OCI spec from its
 // ContainerSpec and image config, as CRI's container_create does. id is
 // the container's ID, group its shim group.
@@ -290,27 +270,11 @@ func specOpts(c *runtime.ContainerSpec, img ocispec.ImageConfig, id, group strin
 		withMounts(mounts),
 		withProcess(c),
 		oci.WithAnnotations(map[string]string{groupAnnotation: group}),
+		// The user and groups: the image's user, runAsUser,
+		// runAsGroup and supplementalGroups, resolved in the image's
+		// /etc/passwd and /etc/group.
+		withUser(c, img.User),
 	}
-	// The user: the image's, then RunAsUser (whose group comes from the
-	// image's /etc/passwd), then RunAsGroup; additional groups from the
-	// image's /etc/group, then the pod's.
-	user := img.User
-	if user != "" {
-		opts = append(opts, oci.WithUser(user))
-	}
-	if c.RunAsUser != nil {
-		opts = append(opts, oci.WithUserID(uint32(*c.RunAsUser)))
-		user = strconv.FormatInt(*c.RunAsUser, 10)
-	}
-	if c.RunAsGroup != nil {
-		opts = append(opts, withGID(*c.RunAsGroup))
-		u, _, _ := strings.Cut(user, ":")
-		user = u + ":" + strconv.FormatInt(*c.RunAsGroup, 10)
-	}
-	if user == "" {
-		user = "0"
-	}
-	opts = append(opts, oci.WithAdditionalGIDs(user), withSupplementalGroups(c.SupplementalGroups))
 
 	if c.Privileged {
 		opts = append(opts, oci.WithPrivileged, oci.WithAllDevicesAllowed, oci.WithHostDevices)
