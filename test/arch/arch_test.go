@@ -10,6 +10,8 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -133,6 +135,72 @@ func TestEdgeBinaryLinksNoHub(t *testing.T) {
 	}
 	if len(bad) > 0 {
 		t.Errorf("cmd/outpost-edge links hub packages, which must stay out of the edge binary: %v\n(find the path with: go list -deps -f '{{.ImportPath}}: {{.Imports}}' ./cmd/outpost-edge)", bad)
+	}
+}
+
+// edgeTags are the build tags the edge binary is built with: the
+// Makefile's GOTAGS.
+const edgeTags = "grpcnotrace"
+
+// methodKeepers are packages that must stay out of the edge binary because
+// they look up methods by a name known only at run time (text/template's
+// evalField calls reflect's MethodByName): once such a call is reachable,
+// the linker keeps every exported method of every reachable type, about
+// 9 MB of the binary and 5 MB of its resident memory on each gateway.
+// gRPC brings in golang.org/x/net/trace, and its html/template, unless
+// built with grpcnotrace; cobra's help templates are why outpost-edge
+// parses its flags with pflag alone.
+var methodKeepers = []string{"html/template", "golang.org/x/net/trace", "github.com/spf13/cobra"}
+
+func TestEdgeBinaryLinksNoTemplates(t *testing.T) {
+	out := goList(t, "-deps", "-tags", edgeTags, "-f", "{{.ImportPath}}", "./cmd/outpost-edge")
+	var bad []string
+	for _, path := range strings.Fields(string(out)) {
+		if slices.Contains(methodKeepers, path) {
+			bad = append(bad, path)
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("cmd/outpost-edge links %v: the linker then keeps every exported method of every type in the binary (about 9 MB of it, 5 MB of RSS), see methodKeepers\n(find the path with: go list -deps -tags %s -f '{{.ImportPath}}: {{.Imports}}' ./cmd/outpost-edge)", bad, edgeTags)
+	}
+}
+
+// reflectMethod matches a symbol the linker marks as calling reflect's
+// Method or MethodByName with a name it cannot know, in -dumpdep's output.
+var reflectMethod = regexp.MustCompile(`(\S+) <ReflectMethod>`)
+
+// TestEdgeBinaryKeepsNoMethodsByName links the edge binary and checks that
+// no call of reflect's Method or MethodByName with a non-constant name is
+// reachable in it, which would make the linker keep every exported method
+// of every reachable type (see methodKeepers). Packages cannot be checked
+// for text/template and containerd's internal/fsview, which uses it: the
+// containerd client imports its pkg/oci, which imports fsview, but the
+// agent must call nothing of pkg/oci that reaches it (the user lookups of
+// oci.WithUser, WithUserID, WithAdditionalGIDs do; edge/runtime/containerd
+// has its own).
+func TestEdgeBinaryKeepsNoMethodsByName(t *testing.T) {
+	if testing.Short() {
+		t.Skip("links the edge binary")
+	}
+	cmd := exec.Command("go", "build", "-tags", edgeTags, "-ldflags=-dumpdep", "-o", filepath.Join(t.TempDir(), "outpost-edge"), "./cmd/outpost-edge")
+	cmd.Dir = moduleRoot(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go build -ldflags=-dumpdep ./cmd/outpost-edge: %v\n%s", err, stderr.Bytes())
+	}
+	// The linker writes -dumpdep's graph on stderr or stdout, by version.
+	seen := map[string]bool{}
+	var bad []string
+	for _, m := range reflectMethod.FindAllSubmatch(append(out, stderr.Bytes()...), -1) {
+		if sym := string(m[1]); !seen[sym] {
+			seen[sym] = true
+			bad = append(bad, sym)
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("cmd/outpost-edge reaches %v, which look methods up by a name known only at run time: the linker then keeps every exported method of every type in the binary (about 9 MB of it, 5 MB of RSS)\n(find what reaches them with: go build -tags %s -ldflags=-dumpdep ./cmd/outpost-edge 2>&1 | grep -F -- '-> SYMBOL')", bad, edgeTags)
 	}
 }
 
