@@ -91,6 +91,17 @@ func (a *Agent) buildRealPods(kick func(), alloc, reserved corev1.ResourceList) 
 	if err != nil {
 		return nil, fmt.Errorf("pod cgroups: %w", err)
 	}
+	if cc := a.cfg.Containerd; cc != nil && cc.OCIRuntime == "crun" {
+		// Said once at the start, not on every pod as crun's own
+		// "cgroups in hybrid mode not supported".
+		ctls, err := cg.Layout().HybridControllers()
+		if err != nil {
+			return nil, err
+		}
+		if len(ctls) > 0 {
+			return nil, fmt.Errorf("--oci-runtime crun: crun runs no container on this machine's hybrid cgroups, whose cgroup2 tree holds controllers (%s); use runc, or mount cgroup v1 or v2 alone", strings.Join(ctls, " "))
+		}
+	}
 	cpu := reserved[corev1.ResourceCPU]
 	mem := reserved[corev1.ResourceMemory]
 	if err := cg.Setup(cpu.MilliValue(), mem.Value()); err != nil {

@@ -120,6 +120,21 @@ func exists(p string) bool {
 // Mode returns the layout's mode.
 func (l *Layout) Mode() Mode { return l.mode }
 
+// HybridControllers returns, in Hybrid mode, the controllers the unified
+// tree holds (those no v1 hierarchy is mounted for, such as hugetlb), and
+// nil in the other modes. crun refuses to run containers in hybrid mode
+// unless there are none.
+func (l *Layout) HybridControllers() ([]string, error) {
+	if l.mode != Hybrid {
+		return nil, nil
+	}
+	b, err := readLimited(filepath.Join(l.unified, "cgroup.controllers"), smallFile)
+	if err != nil {
+		return nil, fmt.Errorf("read the unified tree's controllers: %w", err)
+	}
+	return strings.Fields(string(b)), nil
+}
+
 // Dirs returns the mount points a cgroup is made in, one per tree. The
 // caller owns the returned slice.
 func (l *Layout) Dirs() []string { return slices.Clone(l.dirs) }

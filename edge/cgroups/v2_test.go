@@ -183,6 +183,18 @@ func TestDetectLayout(t *testing.T) {
 	if got := l.controllerDir("cpuacct", "/x"); got != filepath.Join(v1, "cpu,cpuacct/x") {
 		t.Errorf("cpuacct dir = %q", got)
 	}
+	// An empty cgroup.controllers: no controller on the unified tree,
+	// which crun accepts; then hugetlb on it, as on this project's test
+	// machine, which crun refuses.
+	if ctls, err := l.HybridControllers(); err != nil || len(ctls) != 0 {
+		t.Errorf("HybridControllers() = %q, %v; want none", ctls, err)
+	}
+	if err := os.WriteFile(filepath.Join(v1, "unified", "cgroup.controllers"), []byte("hugetlb\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ctls, err := l.HybridControllers(); err != nil || strings.Join(ctls, " ") != "hugetlb" {
+		t.Errorf("HybridControllers() = %q, %v; want hugetlb", ctls, err)
+	}
 	if _, err := DetectLayout(t.TempDir()); !errors.Is(err, ErrNotSupported) {
 		t.Errorf("DetectLayout(empty) = %v, want ErrNotSupported", err)
 	}
