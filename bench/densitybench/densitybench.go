@@ -1,8 +1,9 @@
 // Package densitybench measures pod density on one edge node with real
-// containerd and runc: a hub and one edge agent run as child processes in
-// a network namespace of the benchmark's own; it times pod starts at
-// growing pod counts, reads the memory of the agent, its containerd and
-// the runc shims, per shim-per-pod and shim-per-node mode, and times the
+// containerd and runc (and crun beside it): a hub and one edge agent run
+// as child processes in a network namespace of the benchmark's own; it
+// times pod starts at growing pod counts, reads the memory of the agent,
+// its containerd and the runc shims, per shim-per-pod and shim-per-node
+// mode and per OCI runtime, and times the
 // recovery of every pod after a simulated reboot with the hub away. It
 // backs `outpost bench density`.
 package densitybench
@@ -13,8 +14,10 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/outpost-mesh/outpost/edge/cgroups"
 	"github.com/outpost-mesh/outpost/internal/ociimage"
 )
 
@@ -23,6 +26,14 @@ import (
 const (
 	ModePod  = "pod"
 	ModeNode = "node"
+)
+
+// OCI runtimes the shims run the containers with: runc (the agent's
+// default) and crun (--oci-runtime crun), which the issue that made pods
+// real asks to measure beside it.
+const (
+	RuntimeRunc = "runc"
+	RuntimeCrun = "crun"
 )
 
 // Config sets what is measured. Durations encode in JSON as nanoseconds.
@@ -54,6 +65,12 @@ type Config struct {
 	// Modes are the shim modes run, each on a fresh hub and agent:
 	// pod, node.
 	Modes []string `json:"modes"`
+	// OCIRuntimes are the OCI runtimes each mode is run with, each on a
+	// fresh hub and agent: runc, crun.
+	OCIRuntimes []string `json:"oci_runtimes"`
+	// CrunSkipped, unless "", says why crun was left out of the default
+	// OCIRuntimes: CrunUsable's error.
+	CrunSkipped string `json:"crun_skipped,omitempty"`
 	// RebootPods is the number of pods running when the node is
 	// rebooted while offline, on a hub and agent of its own; 0 skips
 	// the reboot: 100.
@@ -89,6 +106,7 @@ func DefaultConfig() Config {
 		Pods:             []int{10, 50, 100, 200},
 		Batch:            10,
 		Modes:            []string{ModePod, ModeNode},
+		OCIRuntimes:      []string{RuntimeRunc, RuntimeCrun},
 		RebootPods:       100,
 		RebootMode:       ModePod,
 		Settle:           10 * time.Second,
@@ -139,8 +157,16 @@ func (c Config) Validate() error {
 	case c.ReadyTimeout <= 0 || c.JoinTimeout <= 0 || c.BatchTimeout <= 0 || c.RecoverTimeout <= 0 || c.StopTimeout <= 0:
 		return errors.New("timeouts must be positive")
 	}
-	if len(c.Pods) > 0 && len(c.Modes) == 0 {
-		return errors.New("pod counts but no mode to run them in")
+	if len(c.Pods) > 0 && (len(c.Modes) == 0 || len(c.OCIRuntimes) == 0) {
+		return errors.New("pod counts but no mode or OCI runtime to run them in")
+	}
+	for i, rt := range c.OCIRuntimes {
+		if rt != RuntimeRunc && rt != RuntimeCrun {
+			return fmt.Errorf("OCI runtime %q: want %s or %s", rt, RuntimeRunc, RuntimeCrun)
+		}
+		if slices.Contains(c.OCIRuntimes[:i], rt) {
+			return fmt.Errorf("OCI runtime %q given twice", rt)
+		}
 	}
 	for i, n := range c.Pods {
 		if n < 1 || n > maxPods {
@@ -163,13 +189,35 @@ func (c Config) Validate() error {
 
 func validMode(m string) bool { return m == ModePod || m == ModeNode }
 
+// CrunUsable reports why crun cannot run the pods on this machine: it is
+// not installed, or the cgroups are hybrid with controllers on the
+// cgroup2 tree, which crun refuses (and the agent with it); nil if it
+// can.
+func CrunUsable() error {
+	if _, err := exec.LookPath("crun"); err != nil {
+		return fmt.Errorf("need crun (Debian's): %w", err)
+	}
+	l, err := cgroups.DetectLayout("")
+	if err != nil {
+		return err
+	}
+	ctls, err := l.HybridControllers()
+	if err != nil {
+		return err
+	}
+	if len(ctls) > 0 {
+		return fmt.Errorf("crun runs no container on this machine's hybrid cgroups, whose cgroup2 tree holds controllers (%s)", strings.Join(ctls, " "))
+	}
+	return nil
+}
+
 // ErrNotRoot is returned by Check when the benchmark does not run as
 // root: real pods need network namespaces, cgroups and mounts.
 var ErrNotRoot = errors.New("the density benchmark runs real pods and needs root (network namespaces, cgroups, mounts)")
 
 // Check reports what this machine lacks to run the benchmark with c: root,
-// containerd, its runc shim, runc or Debian's busybox-static (the
-// pods' image is made from it).
+// containerd, its runc shim, runc, crun if c runs it, or Debian's
+// busybox-static (the pods' image is made from it).
 func Check(c Config) error {
 	if os.Geteuid() != 0 {
 		return ErrNotRoot
@@ -182,6 +230,11 @@ func Check(c Config) error {
 	for _, bin := range []string{"containerd-shim-runc-v2", "runc"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return fmt.Errorf("need %s (Debian's containerd and runc): %w", bin, err)
+		}
+	}
+	if len(c.Pods) > 0 && slices.Contains(c.OCIRuntimes, RuntimeCrun) {
+		if err := CrunUsable(); err != nil {
+			return fmt.Errorf("%w; or --oci-runtimes runc", err)
 		}
 	}
 	if _, err := os.Stat(ociimage.BusyboxPath); err != nil {

@@ -36,6 +36,9 @@ func TestValidate(t *testing.T) {
 		"bad mode":        func(c *Config) { c.Modes = []string{"pod", "cluster"} },
 		"mode twice":      func(c *Config) { c.Modes = []string{"pod", "pod"} },
 		"no modes":        func(c *Config) { c.Modes = nil },
+		"bad OCI runtime": func(c *Config) { c.OCIRuntimes = []string{"runc", "kata"} },
+		"runtime twice":   func(c *Config) { c.OCIRuntimes = []string{"crun", "crun"} },
+		"no OCI runtime":  func(c *Config) { c.OCIRuntimes = nil },
 		"batch 0":         func(c *Config) { c.Batch = 0 },
 		"bad reboot mode": func(c *Config) { c.RebootMode = "x" },
 		"nothing to do":   func(c *Config) { c.Pods, c.RebootPods = nil, 0 },
@@ -300,6 +303,27 @@ func TestRender(t *testing.T) {
 	}
 	if svg := c.SVG(); !strings.Contains(svg, "<polyline") {
 		t.Errorf("chart SVG has no lines")
+	}
+
+	// crun beside runc: its rows, targets and series say so, in colors
+	// of their own; where it was left out, the report says why.
+	crun := rep.Result.Modes[0]
+	crun.OCIRuntime = RuntimeCrun
+	rep.Result.Modes = append(rep.Result.Modes, crun)
+	rep.Config.CrunSkipped = "no crun here"
+	rep.Targets = evaluate(rep.Config, rep.Result)
+	b.Reset()
+	if err := rep.Render(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"shim per pod, crun  0 (idle)", "pod start p99 < 1.00s (shim per pod, crun)", "crun not measured: no crun here"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("Render with crun lacks %q:\n%s", want, b.String())
+		}
+	}
+	c = rep.Chart()
+	if got := c.Series[len(c.Series)-1]; got.Name != "total, shim per pod, crun" || got.Color == c.Series[3].Color {
+		t.Errorf("crun's total series %q, color %q (runc's %q)", got.Name, got.Color, c.Series[3].Color)
 	}
 }
 

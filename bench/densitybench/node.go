@@ -35,7 +35,7 @@ type node struct {
 }
 
 // newNode returns the node of an agent on dir; start starts it.
-func newNode(cfg Config, name, dir, bridge, mode, logPath, hub, token, caHash string) *node {
+func newNode(cfg Config, name, dir, bridge, mode, ociRuntime, logPath, hub, token, caHash string) *node {
 	args := []string{
 		"--hub", hub, "--token", token, "--ca-cert-hash", caHash,
 		"--node-name", name, "--data-dir", dir,
@@ -46,6 +46,7 @@ func newNode(cfg Config, name, dir, bridge, mode, logPath, hub, token, caHash st
 		// thresholds may find under pressure: memory alone, as
 		// `outpost up`.
 		"--eviction-hard", "memory.available<100Mi",
+		"--oci-runtime", ociRuntime,
 	}
 	if mode == ModeNode {
 		args = append(args, "--shim-per-node")

@@ -65,8 +65,8 @@ func evaluate(cfg Config, res *Result) []report.Target {
 	var out []report.Target
 	for _, m := range res.Modes {
 		out = append(out,
-			judge(fmt.Sprintf("agent idle RSS < %s (shim per %s)", report.Bytes(targetIdleRSS), m.Mode), report.Bytes(m.Idle.AgentRSS), "", m.Idle.AgentRSS < targetIdleRSS),
-			judge(fmt.Sprintf("agent idle anon < %s (shim per %s)", report.Bytes(targetIdleAnon), m.Mode), report.Bytes(m.Idle.AgentAnon), "", m.Idle.AgentAnon < targetIdleAnon))
+			judge(fmt.Sprintf("agent idle RSS < %s (%s)", report.Bytes(targetIdleRSS), m.Label()), report.Bytes(m.Idle.AgentRSS), "", m.Idle.AgentRSS < targetIdleRSS),
+			judge(fmt.Sprintf("agent idle anon < %s (%s)", report.Bytes(targetIdleAnon), m.Label()), report.Bytes(m.Idle.AgentAnon), "", m.Idle.AgentAnon < targetIdleAnon))
 	}
 	for _, m := range res.Modes {
 		if len(m.Steps) == 0 {
@@ -81,11 +81,11 @@ func evaluate(cfg Config, res *Result) []report.Target {
 		if last.Pods < targetOverheadPods {
 			na = fmt.Sprintf("run up to %d pods; the target is for %d", last.Pods, targetOverheadPods)
 		}
-		out = append(out, judge(fmt.Sprintf("per-pod overhead < %s PSS (shim per %s)", report.Bytes(uint64(limit)), m.Mode),
+		out = append(out, judge(fmt.Sprintf("per-pod overhead < %s PSS (%s)", report.Bytes(uint64(limit)), m.Label()),
 			fmt.Sprintf("%s at %d pods", signedBytes(last.PerPodOverhead), last.Pods), na, last.PerPodOverhead < limit))
 	}
 	for _, m := range res.Modes {
-		out = append(out, judge(fmt.Sprintf("pod start p99 < %s (shim per %s)", report.Duration(targetStartP99), m.Mode),
+		out = append(out, judge(fmt.Sprintf("pod start p99 < %s (%s)", report.Duration(targetStartP99), m.Label()),
 			fmt.Sprintf("%s over %d pods", report.Duration(m.Start.P99), m.Start.Count), "", m.Start.Count > 0 && m.Start.P99 < targetStartP99))
 	}
 	if rb := res.Reboot; rb != nil {
@@ -115,10 +115,10 @@ func signedBytes(n int64) string {
 // the reboot, the targets, the references and the machine.
 func (r *Report) Render(w io.Writer) error {
 	var b strings.Builder
-	t := report.NewTable("pod density on one edge node (real containerd and runc)",
+	t := report.NewTable("pod density on one edge node (real containerd, runc and crun)",
 		"mode", "pods", "start p50", "start p99", "task p50", "task p99", "agent RSS", "anon", "agent PSS", "ctrd RSS", "ctrd PSS", "shims", "shim PSS", "total PSS", "per pod", "idle CPU")
 	for _, m := range r.Result.Modes {
-		mode := "shim per " + m.Mode
+		mode := m.Label()
 		row := func(pods string, start, local *report.Latency, mem Memory, perPod string) {
 			p50, p99, l50, l99 := "-", "-", "-", "-"
 			if start != nil {
@@ -136,7 +136,11 @@ func (r *Report) Render(w io.Writer) error {
 	}
 	if len(r.Result.Modes) > 0 {
 		b.WriteString(t.String())
-		b.WriteString("per pod: (agent PSS - idle + containerd PSS - idle + shims' PSS) / pods; start: Create to a watch seeing Running and Ready, of the step's pods; task: Create to the task's start in the node's containerd;\nidle CPU: agent, containerd and shims over the settle's last half (100% = one CPU)\n\n")
+		b.WriteString("per pod: (agent PSS - idle + containerd PSS - idle + shims' PSS) / pods; start: Create to a watch seeing Running and Ready, of the step's pods; task: Create to the task's start in the node's containerd;\nidle CPU: agent, containerd and shims over the settle's last half (100% = one CPU)\n")
+		if r.Config.CrunSkipped != "" {
+			fmt.Fprintf(&b, "crun not measured: %s\n", r.Config.CrunSkipped)
+		}
+		b.WriteString("\n")
 	}
 	if rb := r.Result.Reboot; rb != nil {
 		rt := report.NewTable("offline reboot: hub and agent killed, every process, mount, netns, link and cgroup of the node gone, agent started with the hub down",
@@ -173,7 +177,8 @@ func (r *Report) Render(w io.Writer) error {
 }
 
 // Chart plots the node's PSS against its pod count, agent, containerd,
-// shims and their total, one color each, per mode (shim per node dashed).
+// shims and their total, one color each (others for crun), per mode
+// (shim per node dashed).
 func (r *Report) Chart() *report.LineChart {
 	c := &report.LineChart{
 		Title:  "Edge node memory (PSS) against pods",
@@ -192,7 +197,11 @@ func (r *Report) Chart() *report.LineChart {
 	}
 	for _, m := range r.Result.Modes {
 		for pi, p := range parts {
-			s := report.LineSeries{Name: fmt.Sprintf("%s, shim per %s", p.name, m.Mode), Color: report.SeriesColor(pi), Dashed: m.Mode == ModeNode}
+			color := pi
+			if m.OCIRuntime == RuntimeCrun {
+				color += len(parts)
+			}
+			s := report.LineSeries{Name: p.name + ", " + m.Label(), Color: report.SeriesColor(color), Dashed: m.Mode == ModeNode}
 			s.Points = append(s.Points, report.Point{X: 0, Y: float64(p.of(m.Idle))})
 			for _, st := range m.Steps {
 				s.Points = append(s.Points, report.Point{X: float64(st.Pods), Y: float64(p.of(st.Memory))})

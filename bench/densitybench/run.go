@@ -63,15 +63,17 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		}
 	}()
 	r.load("start")
-	for _, mode := range cfg.Modes {
-		if len(cfg.Pods) == 0 {
-			break
+	for _, rt := range cfg.OCIRuntimes {
+		for _, mode := range cfg.Modes {
+			if len(cfg.Pods) == 0 {
+				break
+			}
+			mr, err := r.runMode(ctx, mode, rt)
+			if err != nil {
+				return nil, fmt.Errorf("mode %s with %s: %w", mode, rt, err)
+			}
+			r.res.Modes = append(r.res.Modes, *mr)
 		}
-		mr, err := r.runMode(ctx, mode)
-		if err != nil {
-			return nil, fmt.Errorf("mode %s: %w", mode, err)
-		}
-		r.res.Modes = append(r.res.Modes, *mr)
 	}
 	if cfg.RebootPods > 0 {
 		rb, err := r.runReboot(ctx)
@@ -93,9 +95,10 @@ type Result struct {
 	Load []LoadAvg `json:"load"`
 }
 
-// ModeResult is one shim mode's run.
+// ModeResult is one shim mode's run with one OCI runtime.
 type ModeResult struct {
 	Mode        string  `json:"mode"`
+	OCIRuntime  string  `json:"oci_runtime"`
 	JoinSeconds float64 `json:"join_seconds"` // agent start to Node Ready with a pod CIDR
 	Idle        Memory  `json:"idle"`
 	Steps       []Step  `json:"steps"`
@@ -103,6 +106,16 @@ type ModeResult struct {
 	// Local the time to its task's start.
 	Start report.Latency `json:"start"`
 	Local report.Latency `json:"local"`
+}
+
+// Label names m in tables: "shim per pod", and ", crun" after it for
+// crun.
+func (m ModeResult) Label() string {
+	l := "shim per " + m.Mode
+	if m.OCIRuntime != "" && m.OCIRuntime != RuntimeRunc {
+		l += ", " + m.OCIRuntime
+	}
+	return l
 }
 
 // Step is the node at one pod count.
@@ -145,11 +158,11 @@ type session struct {
 	joined time.Duration
 }
 
-// start starts a hub and a node in mode on fresh data dirs under r.dir
-// named label, waits for the node to be Ready with a pod CIDR and
-// imports the pods' image into its containerd. The caller must close it,
-// also on error.
-func (r *runner) start(ctx context.Context, label, mode string) (*session, error) {
+// start starts a hub and a node in mode with ociRuntime on fresh data
+// dirs under r.dir named label, waits for the node to be Ready with a pod
+// CIDR and imports the pods' image into its containerd. The caller must
+// close it, also on error.
+func (r *runner) start(ctx context.Context, label, mode, ociRuntime string) (*session, error) {
 	s := &session{label: label, pods: newTracker(), stop: func() {}}
 	syncAddr, err := childhub.FreeUDPAddr()
 	if err != nil {
@@ -202,8 +215,8 @@ func (r *runner) start(ctx context.Context, label, mode string) (*session, error
 	}
 	logPath := filepath.Join(logDir, "agent-"+label+".log")
 	_ = os.Remove(logPath)
-	s.node = newNode(r.cfg, name, filepath.Join(r.dir, label), "dens-"+label, mode, logPath, syncAddr, token, hash)
-	r.logf("%s: starting agent %s (shim per %s)", label, name, mode)
+	s.node = newNode(r.cfg, name, filepath.Join(r.dir, label), "dens-"+label, mode, ociRuntime, logPath, syncAddr, token, hash)
+	r.logf("%s: starting agent %s (shim per %s, %s)", label, name, mode, ociRuntime)
 	started := time.Now()
 	if err := s.node.start(); err != nil {
 		return s, err
@@ -339,25 +352,29 @@ func (r *runner) measure(ctx context.Context, s *session) (Memory, error) {
 	return m, err
 }
 
-// runMode measures one shim mode.
-func (r *runner) runMode(ctx context.Context, mode string) (mr *ModeResult, err error) {
-	r.load(mode + " start")
-	defer r.load(mode + " end")
-	s, err := r.start(ctx, mode, mode)
+// runMode measures one shim mode with one OCI runtime.
+func (r *runner) runMode(ctx context.Context, mode, ociRuntime string) (mr *ModeResult, err error) {
+	label := mode
+	if ociRuntime != RuntimeRunc {
+		label += "-" + ociRuntime
+	}
+	r.load(label + " start")
+	defer r.load(label + " end")
+	s, err := r.start(ctx, label, mode, ociRuntime)
 	defer r.close(s)
 	if err != nil {
 		return nil, err
 	}
-	mr = &ModeResult{Mode: mode, JoinSeconds: s.joined.Seconds()}
+	mr = &ModeResult{Mode: mode, OCIRuntime: ociRuntime, JoinSeconds: s.joined.Seconds()}
 	if mr.Idle, err = r.measure(ctx, s); err != nil {
 		return nil, err
 	}
-	r.logf("%s: idle: agent RSS %s (anon %s, PSS %s), containerd PSS %s", mode,
+	r.logf("%s: idle: agent RSS %s (anon %s, PSS %s), containerd PSS %s", label,
 		report.Bytes(mr.Idle.AgentRSS), report.Bytes(mr.Idle.AgentAnon), report.Bytes(mr.Idle.AgentPSS), report.Bytes(mr.Idle.ContainerdPSS))
 	var all, allLocal []time.Duration
 	have := 0
 	for _, n := range r.cfg.Pods {
-		r.logf("%s: creating pods %d..%d in batches of %d", mode, have, n-1, r.cfg.Batch)
+		r.logf("%s: creating pods %d..%d in batches of %d", label, have, n-1, r.cfg.Batch)
 		d, local, err := r.create(ctx, s, have, n)
 		if err != nil {
 			return nil, err
@@ -370,7 +387,7 @@ func (r *runner) runMode(ctx context.Context, mode string) (mr *ModeResult, err 
 		}
 		st.PerPodOverhead = PerPodOverhead(mr.Idle, st.Memory, n)
 		mr.Steps = append(mr.Steps, st)
-		r.logf("%s: %d pods: start p50 %s p99 %s (task started: p50 %s p99 %s); %d shims, total PSS %s, %s per pod", mode, n,
+		r.logf("%s: %d pods: start p50 %s p99 %s (task started: p50 %s p99 %s); %d shims, total PSS %s, %s per pod", label, n,
 			report.Duration(st.Start.P50), report.Duration(st.Start.P99), report.Duration(st.Local.P50), report.Duration(st.Local.P99), st.Memory.Shims,
 			report.Bytes(st.Memory.TotalPSS()), signedBytes(st.PerPodOverhead))
 	}
@@ -382,7 +399,7 @@ func (r *runner) runMode(ctx context.Context, mode string) (mr *ModeResult, err 
 func (r *runner) runReboot(ctx context.Context) (*Reboot, error) {
 	r.load("reboot start")
 	defer r.load("reboot end")
-	s, err := r.start(ctx, "reboot", r.cfg.RebootMode)
+	s, err := r.start(ctx, "reboot", r.cfg.RebootMode, RuntimeRunc)
 	defer r.close(s)
 	if err != nil {
 		return nil, err

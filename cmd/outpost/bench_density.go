@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,10 +23,10 @@ const densityNetNSEnv = "OUTPOST_BENCH_DENSITY_NETNS"
 // density on this machine with real containerd and runc.
 func newBenchDensityCmd() *cobra.Command {
 	var (
-		cfg         = densitybench.DefaultConfig()
-		out, svg    string
-		pods, modes string
-		quick       bool
+		cfg                      = densitybench.DefaultConfig()
+		out, svg                 string
+		pods, modes, ociRuntimes string
+		quick                    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "density",
@@ -33,8 +34,10 @@ func newBenchDensityCmd() *cobra.Command {
 		Long: `Run as root. The benchmark runs itself again in a network namespace of its
 own, with only a loopback and no route out, and there starts a hub (this
 binary, ` + "`outpost hub`" + `) and one edge agent (--edge-binary) on its own
-containerd, each on fresh data dirs under --dir. For each mode of --modes
-(pod: a runc shim per pod, the agent's default; node: --shim-per-node) it:
+containerd, each on fresh data dirs under --dir. For each OCI runtime of
+--oci-runtimes (runc, the agent's default, and crun beside it) and each
+mode of --modes (pod: a runc shim per pod, the agent's default; node:
+--shim-per-node) it:
 
   imports a busybox image made from this machine's /bin/busybox
   idle     once the node is Ready, after --settle, reads the RSS, anonymous
@@ -55,8 +58,8 @@ Results are printed as tables next to the targets (agent idle under 35 MB
 RSS and 20 MB anonymous; per-pod overhead under 1 MB PSS with a shim per
 node, 4 MB with a shim per pod; pod start p99 under 1s; 100 pods back
 within 10s of a reboot), written as JSON to --out and plotted as SVG to
---svg. A full run takes about four minutes on two CPUs; --quick (10 and 20
-pods, a reboot of 20) under one.`,
+--svg. A full run takes about five minutes on two CPUs; --quick (10 and 20
+pods, a reboot of 20) about one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context() // canceled on SIGINT and SIGTERM by main
@@ -70,9 +73,20 @@ pods, a reboot of 20) under one.`,
 			if cfg.Pods, err = parseInts(pods); err != nil {
 				return fmt.Errorf("--pods: %w", err)
 			}
-			cfg.Modes = nil
+			cfg.Modes, cfg.OCIRuntimes = nil, nil
 			if modes != "" {
 				cfg.Modes = strings.Split(modes, ",")
+			}
+			if ociRuntimes != "" {
+				cfg.OCIRuntimes = strings.Split(ociRuntimes, ",")
+			}
+			if !cmd.Flags().Changed("oci-runtimes") && slices.Contains(cfg.OCIRuntimes, densitybench.RuntimeCrun) {
+				// By default beside runc where it can run; asked for,
+				// Check refuses it where it cannot.
+				if err := densitybench.CrunUsable(); err != nil {
+					cfg.OCIRuntimes = slices.DeleteFunc(cfg.OCIRuntimes, func(rt string) bool { return rt == densitybench.RuntimeCrun })
+					cfg.CrunSkipped = err.Error()
+				}
 			}
 			exe, err := os.Executable()
 			if err != nil {
@@ -116,7 +130,7 @@ pods, a reboot of 20) under one.`,
 		},
 	}
 	f := cmd.Flags()
-	pods, modes = joinInts(cfg.Pods), strings.Join(cfg.Modes, ",")
+	pods, modes, ociRuntimes = joinInts(cfg.Pods), strings.Join(cfg.Modes, ","), strings.Join(cfg.OCIRuntimes, ",")
 	f.StringVar(&cfg.EdgeBinary, "edge-binary", "", "the outpost-edge binary the agent runs as (default outpost-edge next to this binary)")
 	f.StringVar(&cfg.ContainerdBinary, "containerd-binary", cfg.ContainerdBinary, "the containerd the agent starts")
 	f.StringVar(&cfg.Dir, "dir", "", "parent of the run's temporary directory, holding the hub's and the agents' data; keep it short, containerd's sockets live there (default the system temp dir)")
@@ -124,6 +138,7 @@ pods, a reboot of 20) under one.`,
 	f.StringVar(&pods, "pods", pods, "pod counts to measure at, ascending, comma-separated")
 	f.IntVar(&cfg.Batch, "batch", cfg.Batch, "pods created at once; each batch runs before the next is created")
 	f.StringVar(&modes, "modes", modes, "shim modes, comma-separated: pod (a shim per pod) and node (--shim-per-node)")
+	f.StringVar(&ociRuntimes, "oci-runtimes", ociRuntimes, "OCI runtimes each mode runs with, comma-separated: runc and crun (the agent's --oci-runtime)")
 	f.IntVar(&cfg.RebootPods, "reboot-pods", cfg.RebootPods, "pods running when the node is rebooted offline (0: no reboot)")
 	f.StringVar(&cfg.RebootMode, "reboot-mode", cfg.RebootMode, "shim mode of the rebooted node: pod or node")
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause before each memory reading")
