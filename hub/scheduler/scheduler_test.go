@@ -181,9 +181,23 @@ func TestFailedBindingIsForgottenAndRetried(t *testing.T) {
 	h.mu.Lock()
 	h.failBind = nil
 	h.mu.Unlock()
-	h.clock.Step(time.Second) // the back-off ends at the next flush
-	if e := h.nextEvent(t); e != "Normal Scheduled Successfully assigned default/a to n1" {
-		t.Fatalf("event = %q", e)
+	// The back-off ends at the queue's next flush, which waits on the
+	// fake clock: step it until the pod is bound, since the flusher may
+	// not be waiting on the clock yet at the first step (a single step
+	// then passed unseen, and the test failed about one run in ten).
+	deadline := time.After(10 * time.Second)
+	for {
+		h.clock.Step(time.Second)
+		select {
+		case e := <-h.recorder.Events:
+			if e != "Normal Scheduled Successfully assigned default/a to n1" {
+				t.Fatalf("event = %q", e)
+			}
+			return
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("pod not bound within 10s of the binding failure's end")
+		}
 	}
 }
 
