@@ -57,8 +57,8 @@ func (r *rounds) Terminated(context.Context, *corev1.Pod, pods.Record) error {
 func (r *rounds) Forget(string) {}
 
 // runWorkers runs workers of cfg until the test ends, and fails it unless
-// their Run returns nil then.
-func runWorkers(t *testing.T, cfg podworker.Config) {
+// their Run returns nil then. It returns them, to kick.
+func runWorkers(t *testing.T, cfg podworker.Config) *podworker.Workers {
 	t.Helper()
 	w, err := podworker.New(cfg)
 	if err != nil {
@@ -70,6 +70,7 @@ func runWorkers(t *testing.T, cfg podworker.Config) {
 			t.Errorf("Run = %v", err)
 		}
 	})
+	return w
 }
 
 type noEvents struct{}
@@ -290,16 +291,7 @@ func TestRefresh(t *testing.T) {
 	cfg.Runtime, cfg.Source, cfg.Store, cfg.Status, cfg.Events = fake.New(fake.Config{}), src, &memStore{m: map[string][]byte{}}, st, noEvents{}
 	cfg.Sandbox = sb
 	cfg.EventedRelist = time.Hour
-	w, err := podworker.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bg := wait.Start(t, 10*time.Second, "workers Run", w.Run)
-	t.Cleanup(func() {
-		if err := bg.Stop(); err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	})
+	w := runWorkers(t, cfg)
 	want := func(what string, wa, wb int) {
 		t.Helper()
 		wait.For(t, 10*time.Second, what, func() (bool, string) {
