@@ -63,22 +63,20 @@ type userDB struct {
 
 // userByName returns the first user named name.
 func (db *userDB) userByName(name string) (user.User, error) {
-	if db.usersErr != nil {
-		return user.User{}, db.usersErr
-	}
-	i := slices.IndexFunc(db.users, func(u user.User) bool { return u.Name == name })
-	if i < 0 {
-		return user.User{}, errNoUser
-	}
-	return db.users[i], nil
+	return db.findUser(func(u user.User) bool { return u.Name == name })
 }
 
 // userByID returns the first user of uid.
 func (db *userDB) userByID(uid int) (user.User, error) {
+	return db.findUser(func(u user.User) bool { return u.Uid == uid })
+}
+
+// findUser returns the first user of /etc/passwd that match accepts.
+func (db *userDB) findUser(match func(user.User) bool) (user.User, error) {
 	if db.usersErr != nil {
 		return user.User{}, db.usersErr
 	}
-	i := slices.IndexFunc(db.users, func(u user.User) bool { return u.Uid == uid })
+	i := slices.IndexFunc(db.users, match)
 	if i < 0 {
 		return user.User{}, errNoUser
 	}
