@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/outpost-mesh/outpost/edge/cgroups"
@@ -201,14 +200,7 @@ func CrunUsable() error {
 	if err != nil {
 		return err
 	}
-	ctls, err := l.HybridControllers()
-	if err != nil {
-		return err
-	}
-	if len(ctls) > 0 {
-		return fmt.Errorf("crun runs no container on this machine's hybrid cgroups, whose cgroup2 tree holds controllers (%s)", strings.Join(ctls, " "))
-	}
-	return nil
+	return l.CheckCrun()
 }
 
 // ErrNotRoot is returned by Check when the benchmark does not run as

@@ -94,12 +94,8 @@ func (a *Agent) buildRealPods(kick func(), alloc, reserved corev1.ResourceList) 
 	if cc := a.cfg.Containerd; cc != nil && cc.OCIRuntime == "crun" {
 		// Said once at the start, not on every pod as crun's own
 		// "cgroups in hybrid mode not supported".
-		ctls, err := cg.Layout().HybridControllers()
-		if err != nil {
-			return nil, err
-		}
-		if len(ctls) > 0 {
-			return nil, fmt.Errorf("--oci-runtime crun: crun runs no container on this machine's hybrid cgroups, whose cgroup2 tree holds controllers (%s); use runc, or mount cgroup v1 or v2 alone", strings.Join(ctls, " "))
+		if err := cg.Layout().CheckCrun(); err != nil {
+			return nil, fmt.Errorf("--oci-runtime crun: %w; use runc, or mount cgroup v1 or v2 alone", err)
 		}
 	}
 	cpu := reserved[corev1.ResourceCPU]

@@ -135,6 +135,19 @@ func (l *Layout) HybridControllers() ([]string, error) {
 	return strings.Fields(string(b)), nil
 }
 
+// CheckCrun returns why crun cannot run containers on l (hybrid, with
+// controllers on the unified tree), or nil if it can.
+func (l *Layout) CheckCrun() error {
+	ctls, err := l.HybridControllers()
+	if err != nil {
+		return err
+	}
+	if len(ctls) > 0 {
+		return fmt.Errorf("crun runs no container on this machine's hybrid cgroups, whose cgroup2 tree holds controllers (%s)", strings.Join(ctls, " "))
+	}
+	return nil
+}
+
 // Dirs returns the mount points a cgroup is made in, one per tree. The
 // caller owns the returned slice.
 func (l *Layout) Dirs() []string { return slices.Clone(l.dirs) }
