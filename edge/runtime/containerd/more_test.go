@@ -78,6 +78,30 @@ func TestShimPerNode(t *testing.T) {
 	waitShims(t, r, func(s []Shim) bool { return len(s) == 1 && s[0].Children == 3 }, "one shim for the node's three pods")
 }
 
+// TestShimPerNodeConcurrentStarts starts the first pods of a node at
+// once, as the pod workers do when a batch of pods arrives, and checks
+// they all run in the node's one shim. The race between the shims'
+// "start" commands that Runtime.nodeShim prevents is too narrow to be
+// forced here.
+func TestShimPerNodeConcurrentStarts(t *testing.T) {
+	const rounds, pods = 2, 8
+	for round := range rounds {
+		r := newRuntime(t, func(c *Config) { c.ShimPerNode = true })
+		errs := make(chan error, pods)
+		for i := range pods {
+			go func() {
+				errs <- r.StartContainer(bg, pod("p"+strconv.Itoa(i)), sh("main", "sleep 1000"), 0)
+			}()
+		}
+		for range pods {
+			if err := <-errs; err != nil {
+				t.Errorf("round %d: StartContainer = %v", round, err)
+			}
+		}
+		waitShims(t, r, func(s []Shim) bool { return len(s) == 1 && s[0].Children == pods }, "one shim for the node's pods")
+	}
+}
+
 func TestStopContainer(t *testing.T) {
 	r := newRuntime(t, nil)
 	p := pod("stop")
