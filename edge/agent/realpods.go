@@ -95,7 +95,7 @@ func (a *Agent) buildRealPods(kick func(), alloc, reserved corev1.ResourceList) 
 		// Said once at the start, not on every pod as crun's own
 		// "cgroups in hybrid mode not supported".
 		if err := cg.Layout().CheckCrun(); err != nil {
-			return nil, fmt.Errorf("--oci-runtime crun: %w; use runc, or mount cgroup v1 or v2 alone", err)
+			return nil, fmt.Errorf("--oci-runtime crun: %w; or use runc", err)
 		}
 	}
 	cpu := reserved[corev1.ResourceCPU]

@@ -136,16 +136,24 @@ func (l *Layout) HybridControllers() ([]string, error) {
 }
 
 // CheckCrun returns why crun cannot run containers on l (hybrid, with
-// controllers on the unified tree), or nil if it can.
+// controllers on the unified tree), with the commands that bind those
+// controllers to v1 hierarchies of their own, as systemd's hybrid layout
+// has them, after which crun can; or nil if it can.
 func (l *Layout) CheckCrun() error {
 	ctls, err := l.HybridControllers()
 	if err != nil {
 		return err
 	}
-	if len(ctls) > 0 {
-		return fmt.Errorf("crun runs no container on this machine's hybrid cgroups, whose cgroup2 tree holds controllers (%s)", strings.Join(ctls, " "))
+	if len(ctls) == 0 {
+		return nil
 	}
-	return nil
+	mounts := make([]string, len(ctls))
+	for i, c := range ctls {
+		dir := filepath.Join(filepath.Dir(l.unified), c)
+		mounts[i] = fmt.Sprintf("mkdir -p %s && mount -t cgroup -o %s cgroup %s", dir, c, dir)
+	}
+	return fmt.Errorf("crun runs no container on this machine's hybrid cgroups, whose cgroup2 tree holds controllers (%s); "+
+		"bind them to cgroup v1 hierarchies as systemd's hybrid layout does (%s)", strings.Join(ctls, " "), strings.Join(mounts, "; "))
 }
 
 // Dirs returns the mount points a cgroup is made in, one per tree. The

@@ -195,6 +195,10 @@ func TestDetectLayout(t *testing.T) {
 	if ctls, err := l.HybridControllers(); err != nil || strings.Join(ctls, " ") != "hugetlb" {
 		t.Errorf("HybridControllers() = %q, %v; want hugetlb", ctls, err)
 	}
+	want := "mkdir -p " + filepath.Join(v1, "hugetlb") + " && mount -t cgroup -o hugetlb cgroup " + filepath.Join(v1, "hugetlb")
+	if err := l.CheckCrun(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckCrun() = %v, want the command %q", err, want)
+	}
 	if _, err := DetectLayout(t.TempDir()); !errors.Is(err, ErrNotSupported) {
 		t.Errorf("DetectLayout(empty) = %v, want ErrNotSupported", err)
 	}
