@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/outpost-mesh/outpost/edge/agent"
+	"github.com/outpost-mesh/outpost/edge/runtime/containerd"
 )
 
 // node is one edge agent run as a child process on a data dir of its own.
@@ -178,11 +179,8 @@ func (n *node) powerOff() error {
 	if err := n.killProcesses(); err != nil {
 		errs = append(errs, err)
 	}
-	addrs, _ := filepath.Glob(filepath.Join(n.dir, agent.ContainerdDir, "state", "io.containerd.runtime.v2.task", "*", "*", "address"))
-	for _, a := range addrs {
-		if b, err := os.ReadFile(a); err == nil {
-			_ = os.Remove(strings.TrimPrefix(strings.TrimSpace(string(b)), "unix://"))
-		}
+	for _, s := range containerd.ShimSockets(filepath.Join(n.dir, agent.ContainerdDir, "state")) {
+		_ = os.Remove(s)
 	}
 	errs = append(errs, unmountUnder(n.dir))
 	if ents, err := os.ReadDir(filepath.Join(n.dir, agent.NetNSDir)); err == nil {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/outpost-mesh/outpost/edge/runtime/containerd"
 )
 
 // Cleanup removes what a node of the tests left once its agent (and so
@@ -27,13 +29,16 @@ import (
 // know, and the errors of the removal.
 func Cleanup(dir, node string) (left []string, err error) {
 	left = killNode(dir, node)
-	addrs, _ := filepath.Glob(filepath.Join(dir, "containerd", "state", "io.containerd.runtime.v2.task", "*", "*", "address"))
-	for _, a := range addrs {
-		if b, err := os.ReadFile(a); err == nil {
-			_ = os.Remove(strings.TrimPrefix(strings.TrimSpace(string(b)), "unix://"))
-		}
-	}
+	removeShimSockets(dir)
 	return left, errors.Join(unmountUnder(dir), removeCgroups(cgroupRoot(node)), os.RemoveAll(dir))
+}
+
+// removeShimSockets removes the sockets of the node's shims, which a
+// reboot removes with /run.
+func removeShimSockets(dir string) {
+	for _, s := range containerd.ShimSockets(filepath.Join(dir, "containerd", "state")) {
+		_ = os.Remove(s)
+	}
 }
 
 // cgroupRoot is the node's cgroup under every hierarchy.
@@ -144,6 +149,7 @@ func Zombie(pid int) bool {
 // disk stays: the agent's checkpoint, containerd's content and metadata.
 func Reboot(dir, node string) error {
 	killNode(dir, node)
+	removeShimSockets(dir)
 	errs := []error{unmountUnder(dir), os.RemoveAll(filepath.Join(dir, "containerd", "state")), removeCgroups(cgroupRoot(node))}
 	links, err := netlink.LinkList()
 	if err != nil {

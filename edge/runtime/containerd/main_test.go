@@ -130,13 +130,7 @@ func testMain(m *testing.M) int {
 // and their containers), unmounts what is mounted under dir and removes
 // it with the shims' sockets.
 func removeAll(dir, address string) error {
-	var sockets []string
-	bundles, _ := filepath.Glob(filepath.Join(dir, "state", "io.containerd.runtime.v2.task", "*", "*", "address"))
-	for _, a := range bundles {
-		if b, err := os.ReadFile(a); err == nil {
-			sockets = append(sockets, strings.TrimPrefix(strings.TrimSpace(string(b)), "unix://"))
-		}
-	}
+	sockets := ShimSockets(filepath.Join(dir, "state"))
 	var errs []error
 	for _, ns := range namespacesOf(dir) {
 		shims, _ := Shims(address, ns)

@@ -3,9 +3,12 @@ package containerd
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -113,4 +116,55 @@ func Memory(pid int) (rss, pss uint64, err error) {
 		}
 	}
 	return rss, pss, sc.Err()
+}
+
+// ShimSockets returns the paths of the sockets of the shims serving the
+// tasks of the containerd whose state dir is stateDir, from each task
+// bundle's "address" file (containerd 1.6) or bootstrap.json (2.x), for
+// tests and benchmarks that kill shims and remove what they leave: the
+// sockets are under /run/containerd/s, which only a reboot empties.
+func ShimSockets(stateDir string) []string {
+	bundles, _ := filepath.Glob(filepath.Join(stateDir, "io.containerd.runtime.v2.task", "*", "*"))
+	var sockets []string
+	for _, b := range bundles {
+		if s := shimSocket(b); s != "" && !slices.Contains(sockets, s) {
+			sockets = append(sockets, s)
+		}
+	}
+	return sockets
+}
+
+// shimSocket returns the path of the socket of the shim serving the task
+// whose bundle is dir, or "" if it names none.
+func shimSocket(dir string) string {
+	addr := ""
+	if b, err := readSmall(filepath.Join(dir, "address")); err == nil {
+		addr = strings.TrimSpace(string(b))
+	} else if b, err := readSmall(filepath.Join(dir, "bootstrap.json")); err == nil {
+		var params struct {
+			Address string `json:"address"`
+		}
+		if json.Unmarshal(b, &params) == nil {
+			addr = params.Address
+		}
+	}
+	path, ok := strings.CutPrefix(addr, "unix://")
+	if !ok || !filepath.IsAbs(path) {
+		return ""
+	}
+	return path
+}
+
+// readSmall reads a file of at most 4 KiB.
+func readSmall(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4<<10+1))
+	if err == nil && len(b) > 4<<10 {
+		err = fmt.Errorf("%s: over 4 KiB", path)
+	}
+	return b, err
 }

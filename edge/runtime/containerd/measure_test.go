@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -84,3 +85,32 @@ func p50(d []time.Duration) time.Duration {
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+func TestShimSockets(t *testing.T) {
+	state := t.TempDir()
+	for bundle, files := range map[string]map[string]string{
+		"ns1/a": {"address": "unix:///run/containerd/s/ab12\n"},                                                   // containerd 1.6
+		"ns1/b": {"bootstrap.json": `{"version":3,"address":"unix:///run/containerd/s/cd34","protocol":"ttrpc"}`}, // 2.x
+		"ns1/c": {"bootstrap.json": `{"address":"unix:///run/containerd/s/cd34"}`},                                // the same shim
+		"ns2/d": {"address": "/run/containerd/s/no-scheme"},
+		"ns2/e": {"address": "unix://relative/path"},
+		"ns2/f": {"bootstrap.json": `{"address":`},
+		"ns2/g": {"address": "unix:///" + strings.Repeat("a", 5000)},
+		"ns2/h": {},
+	} {
+		dir := filepath.Join(state, "io.containerd.runtime.v2.task", bundle)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got := ShimSockets(state)
+	slices.Sort(got)
+	if want := []string{"/run/containerd/s/ab12", "/run/containerd/s/cd34"}; !slices.Equal(got, want) {
+		t.Errorf("ShimSockets = %q, want %q", got, want)
+	}
+}
