@@ -282,14 +282,18 @@ func (l *File) Close() error {
 // write to a stream; two streams of one File may be written at once.
 // Close the stream to write out a last line that has no newline.
 func (l *File) Stream(stream string) *StreamWriter {
-	return &StreamWriter{l: l, stream: stream, pending: make([]byte, 0, l.cfg.LineSize)}
+	return &StreamWriter{l: l, stream: stream}
 }
 
 // StreamWriter splits one stream's output into log entries.
 type StreamWriter struct {
-	l       *File
-	stream  string
-	pending []byte // the start of a line not yet written, shorter than LineSize
+	l      *File
+	stream string
+	// pending is the start of a line not yet written, shorter than
+	// LineSize. It grows only as far as lines are cut across writes: a
+	// container logs through two streams, and at 16 KiB each the
+	// buffers of idle containers were an agent's largest use of memory.
+	pending []byte
 }
 
 // Write writes the complete lines of p and keeps the rest for the next
@@ -313,6 +317,11 @@ func (w *StreamWriter) Write(p []byte) (int, error) {
 		}
 		line := p[:i]
 		p = p[i+1:]
+		if len(w.pending) == 0 && len(line) <= max {
+			// A whole line in one write, as most are, goes out as it is.
+			_ = w.l.WriteEntry(w.stream, false, line)
+			continue
+		}
 		for len(w.pending)+len(line) > max {
 			room := max - len(w.pending)
 			w.pending = append(w.pending, line[:room]...)

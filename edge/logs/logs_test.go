@@ -102,7 +102,7 @@ func TestStreamSplitsLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := l.Stream(Stdout)
-	for _, s := range []string{"he", "llo\nworld", "\n\n", "0123456789abcdefXY\n0123456", "7", "xyz"} {
+	for _, s := range []string{"abcdefgh\nok\n", "he", "llo\nworld", "\n\n", "0123456789abcdefXY\n0123456", "7", "xyz"} {
 		w.Write([]byte(s))
 	}
 	w.Close()
@@ -115,7 +115,7 @@ func TestStreamSplitsLines(t *testing.T) {
 		}
 		got = append(got, tag+":"+string(e.Msg))
 	}
-	want := []string{"F:hello", "F:world", "F:", "P:01234567", "P:89abcdef", "F:XY", "P:01234567", "F:xyz"}
+	want := []string{"F:abcdefgh", "F:ok", "F:hello", "F:world", "F:", "P:01234567", "P:89abcdef", "F:XY", "P:01234567", "F:xyz"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("entries = %q, want %q", got, want)
 	}
