@@ -224,8 +224,9 @@ var ErrContainerConfig = runtime.ErrContainerConfig
 // Plan handed out for rec's pod; err is what running it returned. Only
 // failed starts are recorded: the container waits with the error's reason
 // (ErrImagePull; CreateContainerConfigError for ErrContainerConfig;
-// CreateContainerError for runtime.ErrNotSupported; RunContainerError for
-// anything else) and its next attempt backs off. A start that succeeds
+// CreateContainerError for runtime.ErrNotSupported and
+// runtime.ErrCreateContainer; RunContainerError for anything else) and
+// its next attempt backs off. A start that succeeds
 // clears the reason. A start cut short by context cancellation is not a
 // failure. The caller persists the result.
 func Observe(rec Record, a Action, err error, now time.Time) Record {
@@ -253,7 +254,7 @@ func Observe(rec Record, a Action, err error, now time.Time) Record {
 			cr.Reason = ReasonErrImagePull
 		case errors.Is(err, ErrContainerConfig):
 			cr.Reason = ReasonCreateContainerConfigError
-		case errors.Is(err, runtime.ErrNotSupported):
+		case errors.Is(err, runtime.ErrNotSupported), errors.Is(err, runtime.ErrCreateContainer):
 			cr.Reason = ReasonCreateContainerError
 		default:
 			cr.Reason = ReasonRunContainerError

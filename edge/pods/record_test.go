@@ -137,6 +137,7 @@ func TestObserve(t *testing.T) {
 		{fmt.Errorf("pull image \"nginx\": %w: not found", runtime.ErrImagePull), "reason=ErrImagePull attempt=0 created=false backoff=10s"},
 		{fmt.Errorf("configmap \"app\" not found: %w", ErrContainerConfig), "reason=CreateContainerConfigError attempt=0 created=false backoff=10s"},
 		{fmt.Errorf("seccomp: %w", runtime.ErrNotSupported), "reason=CreateContainerError attempt=0 created=false backoff=10s"},
+		{fmt.Errorf("image user: %w", runtime.ErrCreateContainer), "reason=CreateContainerError attempt=0 created=false backoff=10s"},
 		{errors.New("exec format error"), "reason=RunContainerError attempt=0 created=false backoff=10s"},
 		{context.Canceled, "reason= attempt=0 created=false backoff=0s"},
 	}

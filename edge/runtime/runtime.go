@@ -39,6 +39,14 @@ var (
 	// that runs as root: kubelet's CreateContainerConfigError. Retrying
 	// the same spec fails the same way.
 	ErrContainerConfig = errors.New("container config error")
+
+	// ErrCreateContainer is returned by StartContainer when the runtime
+	// could not create the container from its spec and image (a user
+	// the image does not have, a spec the runtime refuses) before
+	// starting anything: kubelet's CreateContainerError, for CRI's
+	// CreateContainer failing. A container created but failed to start
+	// is not this: kubelet's RunContainerError.
+	ErrCreateContainer = errors.New("create container failed")
 )
 
 // Runtime runs the containers of pods. All methods must be safe for
@@ -63,8 +71,10 @@ type Runtime interface {
 	// runtime keeps only the newest instance of each container.
 	//
 	// It returns an error wrapping ErrImagePull if the image could not be
-	// had, ErrAlreadyRunning if a container of that name runs, or
-	// ErrNotSupported for a spec it cannot run.
+	// had, ErrAlreadyRunning if a container of that name runs,
+	// ErrNotSupported for a spec it cannot run, ErrContainerConfig for
+	// one that contradicts itself or the image, or ErrCreateContainer if
+	// creating the container failed.
 	StartContainer(ctx context.Context, pod PodRef, c ContainerSpec, attempt int) error
 
 	// StopContainer asks the named container to stop (SIGTERM, or the

@@ -37,9 +37,10 @@ var (
 )
 
 const (
-	busybox     = "outpost.test/busybox:1"
-	busyboxUSR1 = "outpost.test/busybox-usr1:1" // stop signal SIGUSR1
-	busyboxUser = "outpost.test/busybox-nobody:1"
+	busybox           = "outpost.test/busybox:1"
+	busyboxUSR1       = "outpost.test/busybox-usr1:1" // stop signal SIGUSR1
+	busyboxUser       = "outpost.test/busybox-nobody:1"
+	busyboxNoSuchUser = "outpost.test/busybox-ghost:1" // a user its /etc/passwd lacks
 )
 
 // containerdEnv names the containerd the tests run instead of Debian's,
@@ -72,9 +73,10 @@ func testMain(m *testing.M) int {
 		return m.Run()
 	}
 	for name, cfg := range map[string]ociimage.Config{
-		busybox:     {},
-		busyboxUSR1: {StopSignal: "SIGUSR1"},
-		busyboxUser: {User: "nobody"},
+		busybox:           {},
+		busyboxUSR1:       {StopSignal: "SIGUSR1"},
+		busyboxUser:       {User: "nobody"},
+		busyboxNoSuchUser: {User: "ghost"},
 	} {
 		im, err := ociimage.Busybox(name)
 		if err != nil {

@@ -232,6 +232,14 @@ func TestStartErrors(t *testing.T) {
 	if err := r.StartContainer(bg, p, named, 0); !errors.Is(err, runtime.ErrContainerConfig) || !strings.Contains(err.Error(), "non-numeric user (nobody)") {
 		t.Errorf("StartContainer(non-root, image user nobody) = %v", err)
 	}
+	// The image's user is not in its /etc/passwd: the container cannot
+	// be created, as CRI's CreateContainer fails for kubelet's
+	// CreateContainerError.
+	unknown := sh("unknown-user", "true")
+	unknown.Image = busyboxNoSuchUser
+	if err := r.StartContainer(bg, p, unknown, 0); !errors.Is(err, runtime.ErrCreateContainer) || !strings.Contains(err.Error(), `"ghost"`) {
+		t.Errorf("StartContainer(image user ghost, no passwd entry) = %v, want ErrCreateContainer naming the user", err)
+	}
 	zero := int64(0)
 	root.RunAsUser = &zero
 	if err := r.StartContainer(bg, p, root, 0); !errors.Is(err, runtime.ErrContainerConfig) || !strings.Contains(err.Error(), "runAsUser breaks non-root policy") {

@@ -727,7 +727,7 @@ func (r *Runtime) StartContainer(ctx context.Context, pod runtime.PodRef, spec r
 		if errors.Is(err, runtime.ErrNotSupported) {
 			return fmt.Errorf("create container %q of pod %s: %w", spec.Name, pod, err)
 		}
-		return fmt.Errorf("create container %q of pod %s: %w", spec.Name, pod, native(err))
+		return fmt.Errorf("create container %q of pod %s: %w", spec.Name, pod, createError{native(err)})
 	}
 	info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata)
 	if err != nil {
@@ -749,6 +749,13 @@ func (r *Runtime) StartContainer(ctx context.Context, pod runtime.PodRef, spec r
 	}
 	return r.start(ctx, ctr, info, &spec)
 }
+
+// createError is a failure to create a container: its text is the
+// cause's, and it is runtime.ErrCreateContainer too.
+type createError struct{ err error }
+
+func (e createError) Error() string   { return e.err.Error() }
+func (e createError) Unwrap() []error { return []error{runtime.ErrCreateContainer, e.err} }
 
 // start creates and starts the container's task with its log copiers,
 // recording a failure on the container.
