@@ -226,9 +226,9 @@ var ErrContainerConfig = runtime.ErrContainerConfig
 // (ErrImagePull; CreateContainerConfigError for ErrContainerConfig;
 // CreateContainerError for runtime.ErrNotSupported and
 // runtime.ErrCreateContainer; RunContainerError for anything else) and
-// its next attempt backs off. A start that succeeds
-// clears the reason. A start cut short by context cancellation is not a
-// failure. The caller persists the result.
+// its next attempt backs off. A start that succeeds clears the reason. A
+// start cut short by context cancellation is not a failure. The caller
+// persists the result.
 func Observe(rec Record, a Action, err error, now time.Time) Record {
 	if a.Type != StartContainer || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return rec

@@ -102,6 +102,34 @@ func TestShimPerNodeConcurrentStarts(t *testing.T) {
 	}
 }
 
+// TestShimPerNodeCanceledTurn: a start given up while it waits for its
+// turn to create a task leaves its container created, not failed, and
+// the next start runs it.
+func TestShimPerNodeCanceledTurn(t *testing.T) {
+	r := newRuntime(t, func(c *Config) { c.ShimPerNode = true })
+	p := pod("wait")
+	r.nodeShim <- struct{}{} // another creation's turn
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() { done <- r.StartContainer(ctx, p, sh("main", "sleep 1000"), 0) }()
+	wait.For(t, 10*time.Second, "the start waiting for its turn", func() (bool, string) {
+		c := container(t, r, p, "main")
+		return c != nil, fmt.Sprintf("%+v", c)
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("StartContainer(canceled while waiting) = %v, want context.Canceled", err)
+	}
+	<-r.nodeShim
+	if c := container(t, r, p, "main"); c == nil || c.State != runtime.StateCreated || c.Reason != "" {
+		t.Errorf("main after the canceled start = %+v, want created with no reason", c)
+	}
+	if err := r.StartContainer(bg, p, sh("main", "sleep 1000"), 1); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, r, p, "main", runtime.StateRunning)
+}
+
 func TestStopContainer(t *testing.T) {
 	r := newRuntime(t, nil)
 	p := pod("stop")

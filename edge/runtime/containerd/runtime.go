@@ -776,7 +776,15 @@ func (r *Runtime) start(ctx context.Context, ctr client.Container, info containe
 		}
 		return fmt.Errorf("start container %q: %w", spec.Name, err)
 	}
-	task, err := r.newTask(ctx, ctr, creator)
+	release, err := r.taskTurn(ctx)
+	if err != nil {
+		// Nothing was tried: the container stays created, to be
+		// replaced by the next start.
+		lio.finish(0)
+		return fmt.Errorf("start container %q: %w", spec.Name, err)
+	}
+	task, err := ctr.NewTask(ctx, creator)
+	release()
 	if err != nil {
 		lio.finish(0)
 		return fail(err)
@@ -809,18 +817,18 @@ func (r *Runtime) start(ctx context.Context, ctr client.Container, info containe
 	return nil
 }
 
-// newTask creates the container's task; with ShimPerNode one at a time
-// (see Runtime.nodeShim).
-func (r *Runtime) newTask(ctx context.Context, ctr client.Container, creator cio.Creator) (client.Task, error) {
-	if r.cfg.ShimPerNode {
-		select {
-		case r.nodeShim <- struct{}{}:
-			defer func() { <-r.nodeShim }()
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+// taskTurn waits for the turn to create a task, with ShimPerNode one at
+// a time (see Runtime.nodeShim), and returns the func that ends it.
+func (r *Runtime) taskTurn(ctx context.Context) (release func(), err error) {
+	if !r.cfg.ShimPerNode {
+		return func() {}, nil
 	}
-	return ctr.NewTask(ctx, creator)
+	select {
+	case r.nodeShim <- struct{}{}:
+		return func() { <-r.nodeShim }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // removeContainer kills and deletes the container's task, closes its log
