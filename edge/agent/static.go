@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/outpost-mesh/outpost/internal/limitread"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -68,12 +68,9 @@ func readManifest(path, node string) (*corev1.Pod, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxManifestBytes+1))
+	b, err := limitread.All(f, maxManifestBytes)
 	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxManifestBytes {
-		return nil, fmt.Errorf("%s is over %d bytes", path, maxManifestBytes)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var pod corev1.Pod
 	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096).Decode(&pod); err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/outpost-mesh/outpost/internal/limitread"
 )
 
 var errNotExist = fs.ErrNotExist
@@ -27,23 +28,6 @@ const smallFile = 64 << 10
 // v2Controllers are the controllers enabled for the pod tree on cgroup
 // v2 where the machine has them, as runc enables them for containers.
 var v2Controllers = []string{"cpuset", "cpu", "io", "memory", "hugetlb", "pids"}
-
-// readLimited reads the file at p, failing if it is larger than limit.
-func readLimited(p string, limit int64) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("read %s: larger than %d bytes", p, limit)
-	}
-	return b, nil
-}
 
 // writeValue writes v to the control file at p. On cgroupfs the file
 // exists or the write fails; under a test's fake root it is created.
@@ -97,7 +81,7 @@ func components(p string) []string {
 // in each parent's cgroup.subtree_control on the way down, and in p's
 // own, so that p and the containers below it are limited.
 func mkdirV2(mount, p string) error {
-	b, err := readLimited(filepath.Join(mount, "cgroup.controllers"), smallFile)
+	b, err := limitread.File(filepath.Join(mount, "cgroup.controllers"), smallFile)
 	if err != nil {
 		return err
 	}
@@ -128,7 +112,7 @@ func mkdirV2(mount, p string) error {
 func enableControllers(dir string, want []string) error {
 	f := filepath.Join(dir, "cgroup.subtree_control")
 	var on []string
-	if b, err := readLimited(f, smallFile); err == nil {
+	if b, err := limitread.File(f, smallFile); err == nil {
 		for _, c := range strings.Fields(string(b)) {
 			on = append(on, strings.TrimPrefix(c, "+"))
 		}
@@ -175,14 +159,14 @@ func mkdirCpuset(mount, p string) error {
 			return err
 		}
 		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-			cur, err := readLimited(filepath.Join(dir, f), smallFile)
+			cur, err := limitread.File(filepath.Join(dir, f), smallFile)
 			if err != nil {
 				return err
 			}
 			if strings.TrimSpace(string(cur)) != "" {
 				continue
 			}
-			v, err := readLimited(filepath.Join(parent, f), smallFile)
+			v, err := limitread.File(filepath.Join(parent, f), smallFile)
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/outpost-mesh/outpost/internal/limitread"
 )
 
 // DefaultMountRoot is where cgroup file systems are mounted.
@@ -69,7 +71,7 @@ func DetectLayout(mountRoot string) (*Layout, error) {
 		mountRoot = DefaultMountRoot
 	}
 	if exists(filepath.Join(mountRoot, "cgroup.controllers")) {
-		b, err := readLimited(filepath.Join(mountRoot, "cgroup.controllers"), smallFile)
+		b, err := limitread.File(filepath.Join(mountRoot, "cgroup.controllers"), smallFile)
 		if err != nil {
 			return nil, fmt.Errorf("detect cgroups: %w", err)
 		}
@@ -128,7 +130,7 @@ func (l *Layout) HybridControllers() ([]string, error) {
 	if l.mode != Hybrid {
 		return nil, nil
 	}
-	b, err := readLimited(filepath.Join(l.unified, "cgroup.controllers"), smallFile)
+	b, err := limitread.File(filepath.Join(l.unified, "cgroup.controllers"), smallFile)
 	if err != nil {
 		return nil, fmt.Errorf("read the unified tree's controllers: %w", err)
 	}

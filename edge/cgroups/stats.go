@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/outpost-mesh/outpost/internal/limitread"
 )
 
 // v1Unlimited is the least memory.limit_in_bytes that means no limit
@@ -136,7 +138,7 @@ func (l *Layout) statsV2(d string, s *Stats) error {
 }
 
 func readInt(p string) (int64, error) {
-	b, err := readLimited(p, smallFile)
+	b, err := limitread.File(p, smallFile)
 	if err != nil {
 		return 0, err
 	}
@@ -149,7 +151,7 @@ func readInt(p string) (int64, error) {
 
 // readMax reads a cgroup v2 limit: a number, or "max" (returned as 0).
 func readMax(p string) (int64, error) {
-	b, err := readLimited(p, smallFile)
+	b, err := limitread.File(p, smallFile)
 	if err != nil {
 		return 0, err
 	}
@@ -164,7 +166,7 @@ func readMax(p string) (int64, error) {
 }
 
 func readKV(p string) (map[string]int64, error) {
-	b, err := readLimited(p, smallFile)
+	b, err := limitread.File(p, smallFile)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +230,7 @@ func (l *Layout) CgroupOf(pid int) (string, error) {
 	if pid > 0 {
 		f = fmt.Sprintf("/proc/%d/cgroup", pid)
 	}
-	b, err := readLimited(f, smallFile)
+	b, err := limitread.File(f, smallFile)
 	if err != nil {
 		return "", err
 	}

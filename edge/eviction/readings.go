@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/outpost-mesh/outpost/edge/cgroups"
+	"github.com/outpost-mesh/outpost/internal/limitread"
 )
 
 // procFileLimit bounds what is read of a /proc file: meminfo is under 2 KiB.
@@ -116,22 +116,6 @@ func MemoryObservation(m Meminfo, limit, workingSet int64, fromSource bool) Obse
 	return Observation{Available: capacity - workingSet, Capacity: capacity}
 }
 
-func readLimited(p string) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, procFileLimit+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > procFileLimit {
-		return nil, fmt.Errorf("%s: larger than %d bytes", p, procFileLimit)
-	}
-	return b, nil
-}
-
 // FsStats are a file system's sizes.
 type FsStats struct {
 	CapacityBytes, AvailableBytes int64
@@ -168,7 +152,7 @@ type PidStats struct{ Max, Running int64 }
 func ReadPids(procDir string) (PidStats, error) {
 	var p PidStats
 	for _, f := range []string{"sys/kernel/pid_max", "sys/kernel/threads-max"} {
-		b, err := readLimited(filepath.Join(procDir, f))
+		b, err := limitread.File(filepath.Join(procDir, f), procFileLimit)
 		if err != nil {
 			return PidStats{}, err
 		}
@@ -180,7 +164,7 @@ func ReadPids(procDir string) (PidStats, error) {
 			p.Max = v
 		}
 	}
-	b, err := readLimited(filepath.Join(procDir, "loadavg"))
+	b, err := limitread.File(filepath.Join(procDir, "loadavg"), procFileLimit)
 	if err != nil {
 		return PidStats{}, err
 	}
@@ -216,7 +200,7 @@ func ParseLoadavgTasks(b []byte) (int64, error) {
 func Read(cfg *Config, now time.Time) (Readings, error) {
 	r := Readings{Time: now, Signals: map[Signal]Observation{}}
 	var errs []error
-	b, err := readLimited(filepath.Join(cfg.ProcDir, "meminfo"))
+	b, err := limitread.File(filepath.Join(cfg.ProcDir, "meminfo"), procFileLimit)
 	if err == nil {
 		var mi Meminfo
 		if mi, err = ParseMeminfo(b); err == nil {

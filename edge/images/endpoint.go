@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/outpost-mesh/outpost/internal/atomicfile"
+	"github.com/outpost-mesh/outpost/internal/limitread"
 )
 
 // Endpoint is where the agent's containerd is, as the agent writes it in
@@ -65,7 +65,7 @@ func ReadEndpoint(dataDir string) (Endpoint, error) {
 		return Endpoint{}, fmt.Errorf("read containerd endpoint: %w", err)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxEndpointSize+1))
+	b, err := limitread.All(f, maxEndpointSize)
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("read containerd endpoint %s: %w", file, err)
 	}

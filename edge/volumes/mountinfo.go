@@ -3,10 +3,10 @@ package volumes
 import (
 	"bytes"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strings"
+
+	"github.com/outpost-mesh/outpost/internal/limitread"
 )
 
 // mountInfo is one line of /proc/self/mountinfo, the fields used here.
@@ -22,17 +22,9 @@ const maxMountInfo = 32 << 20
 // readMountInfo returns the mounts of the calling process's mount
 // namespace.
 func readMountInfo() ([]mountInfo, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	b, err := limitread.File("/proc/self/mountinfo", maxMountInfo)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxMountInfo+1))
-	if err != nil {
-		return nil, fmt.Errorf("read mountinfo: %w", err)
-	}
-	if len(b) > maxMountInfo {
-		return nil, fmt.Errorf("read mountinfo: over %d bytes", maxMountInfo)
 	}
 	return parseMountInfo(b)
 }

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/outpost-mesh/outpost/internal/atomicfile"
+	"github.com/outpost-mesh/outpost/internal/limitread"
 )
 
 // Kubeconfig is the part of a kubeconfig file (client-go's clientcmd v1
@@ -112,17 +112,9 @@ func WriteKubeconfig(path string, k *Kubeconfig) error {
 // ReadKubeconfig parses the kubeconfig file at path. Fields Outpost does not
 // use are ignored.
 func ReadKubeconfig(path string) (*Kubeconfig, error) {
-	f, err := os.Open(path)
+	data, err := limitread.File(path, maxKubeconfigSize)
 	if err != nil {
 		return nil, fmt.Errorf("read kubeconfig: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxKubeconfigSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read kubeconfig: %w", err)
-	}
-	if len(data) > maxKubeconfigSize {
-		return nil, fmt.Errorf("read kubeconfig %s: larger than %d bytes", path, maxKubeconfigSize)
 	}
 	var k Kubeconfig
 	if err := yaml.Unmarshal(data, &k); err != nil {

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/outpost-mesh/outpost/internal/atomicfile"
+	"github.com/outpost-mesh/outpost/internal/limitread"
 )
 
 // Limits kubelet applies to a pod's resolver configuration (the API's
@@ -32,7 +33,7 @@ const (
 const MaxFileSize = 1 << 20
 
 // ErrTooLarge is returned for a node file longer than MaxFileSize.
-var ErrTooLarge = errors.New("file too large")
+var ErrTooLarge = limitread.ErrTooLarge
 
 // File names inside the pod directory.
 const (
@@ -122,7 +123,7 @@ func Write(dir string, node Node, pod Pod) (Files, error) {
 		if path == "" {
 			path = "/etc/hosts"
 		}
-		b, err := readLimited(path)
+		b, err := limitread.File(path, MaxFileSize)
 		if err != nil {
 			return Files{}, fmt.Errorf("read node hosts file: %w", err)
 		}
@@ -187,26 +188,6 @@ func readResolv(path string) (ResolvConf, error) {
 	return rc, nil
 }
 
-func readLimited(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readAtMost(f, MaxFileSize)
-}
-
-func readAtMost(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, limit)
-	}
-	return b, nil
-}
-
 // Hosts returns the pod's hosts file. For a pod on its own network it is
 // kubelet's managed file: the localhost lines, the pod's IPs with its
 // hostname (and FQDN when Domain is set), then the host aliases. For a
@@ -257,7 +238,7 @@ type ResolvConf struct {
 // MaxFileSize bytes and returns ErrTooLarge past that; a nameserver line
 // without an address is an error.
 func ParseResolvConf(r io.Reader) (ResolvConf, error) {
-	data, err := readAtMost(r, MaxFileSize)
+	data, err := limitread.All(r, MaxFileSize)
 	if err != nil {
 		return ResolvConf{}, err
 	}

@@ -5,12 +5,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/outpost-mesh/outpost/internal/limitread"
 )
 
 // Shim is one runc shim process of a containerd namespace, as Shims finds
@@ -138,9 +139,9 @@ func ShimSockets(stateDir string) []string {
 // whose bundle is dir, or "" if it names none.
 func shimSocket(dir string) string {
 	addr := ""
-	if b, err := readSmall(filepath.Join(dir, "address")); err == nil {
+	if b, err := limitread.File(filepath.Join(dir, "address"), 4<<10); err == nil {
 		addr = strings.TrimSpace(string(b))
-	} else if b, err := readSmall(filepath.Join(dir, "bootstrap.json")); err == nil {
+	} else if b, err := limitread.File(filepath.Join(dir, "bootstrap.json"), 4<<10); err == nil {
 		var params struct {
 			Address string `json:"address"`
 		}
@@ -153,18 +154,4 @@ func shimSocket(dir string) string {
 		return ""
 	}
 	return path
-}
-
-// readSmall reads a file of at most 4 KiB.
-func readSmall(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 4<<10+1))
-	if err == nil && len(b) > 4<<10 {
-		err = fmt.Errorf("%s: over 4 KiB", path)
-	}
-	return b, err
 }

@@ -31,6 +31,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/outpost-mesh/outpost/edge/runtime"
+	"github.com/outpost-mesh/outpost/internal/limitread"
 )
 
 // maxUserFile bounds the size of the image's /etc/passwd and /etc/group
@@ -335,12 +336,9 @@ func readUserFile[T any](root *os.Root, name string, parse func(io.Reader) ([]T,
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("/%s is not a regular file", name)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxUserFile+1))
+	b, err := limitread.All(f, maxUserFile)
 	if err != nil {
 		return nil, fmt.Errorf("/%s: %w", name, err)
-	}
-	if len(b) > maxUserFile {
-		return nil, fmt.Errorf("/%s is larger than %d bytes", name, maxUserFile)
 	}
 	out, err := parse(bytes.NewReader(b))
 	if err != nil {

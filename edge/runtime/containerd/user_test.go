@@ -12,6 +12,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/outpost-mesh/outpost/edge/runtime"
+	"github.com/outpost-mesh/outpost/internal/limitread"
 )
 
 const (
@@ -201,7 +202,7 @@ func TestUserFilesStayInRoot(t *testing.T) {
 func TestUserFileLimits(t *testing.T) {
 	big := strings.Repeat("u:x:1:1::/:/bin/sh\n", maxUserFile/19+1)
 	db := readUserDB(rootfs(t, map[string]string{"etc/passwd": big, "etc/group": testGroup}))
-	if _, err := processUser(&db, "u", nil, nil, nil); err == nil || !strings.Contains(err.Error(), "larger than") {
+	if _, err := processUser(&db, "u", nil, nil, nil); !errors.Is(err, limitread.ErrTooLarge) {
 		t.Errorf("processUser with a %d-byte /etc/passwd = %v, want an error saying it is too large", len(big), err)
 	}
 	root := rootfs(t, map[string]string{"etc/group": testGroup})
