@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/status"
 	"github.com/outpost-mesh/outpost/internal/version"
 	"github.com/outpost-mesh/outpost/sync/client"
+	"github.com/outpost-mesh/outpost/sync/session"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -370,7 +370,7 @@ func (a *Agent) join(ctx context.Context) error {
 	if a.cfg.Token == "" || a.cfg.CAHash == "" {
 		return fmt.Errorf("%w: node %s has not joined and no --token and --ca-cert-hash were given", ErrJoinRefused, a.cfg.NodeName)
 	}
-	backoff := time.Second
+	backoff := session.Backoff{Min: time.Second, Max: a.cfg.JoinRetry}
 	for {
 		csr, commit, err := a.id.newCSR()
 		if err != nil {
@@ -395,7 +395,7 @@ func (a *Agent) join(ctx context.Context) error {
 		if errors.As(err, &we) && we.Code != wire.CodeUnavailable && we.Code != wire.CodeInternal || errors.Is(err, wire.ErrPinMismatch) || errors.Is(err, wire.ErrPinMalformed) {
 			return fmt.Errorf("%w: %w", ErrJoinRefused, err)
 		}
-		wait := backoff/2 + rand.N(backoff/2+1)
+		wait := backoff.Next(0)
 		if we != nil && we.RetryAfter > wait {
 			wait = min(we.RetryAfter, maxJoinRetryAfter)
 		}
@@ -411,7 +411,6 @@ func (a *Agent) join(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 		}
-		backoff = min(backoff*2, a.cfg.JoinRetry)
 	}
 }
 

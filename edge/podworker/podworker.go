@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/pods"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/status"
+	"github.com/outpost-mesh/outpost/sync/session"
 )
 
 // Source gives the pods bound to the node.
@@ -379,14 +379,17 @@ func (w *Workers) Run(ctx context.Context) error {
 // watch kicks a round at each change the runtime reports, and once more
 // each time its stream breaks, for what it may have missed, until ctx ends.
 func (w *Workers) watch(ctx context.Context, wt runtime.Watcher) {
-	backoff := time.Second
+	// A stream that lasted longer than the longest wait starts the
+	// back-off over.
+	backoff := session.Backoff{Min: time.Second, Max: 30 * time.Second, Reset: 30 * time.Second}
 	for {
+		start := time.Now()
 		err := wt.Watch(ctx, func(runtime.Event) { w.Kick() })
 		if ctx.Err() != nil {
 			return
 		}
 		w.Kick()
-		wait := backoff/2 + rand.N(backoff/2+1)
+		wait := backoff.Next(time.Since(start))
 		w.log.Warn("runtime event stream broke; relisting", "err", err, "retry_in", wait.Round(time.Millisecond))
 		t := time.NewTimer(wait)
 		select {
@@ -395,7 +398,6 @@ func (w *Workers) watch(ctx context.Context, wt runtime.Watcher) {
 			return
 		case <-t.C:
 		}
-		backoff = min(backoff*2, 30*time.Second)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/outpost-mesh/outpost/sync/session"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -186,26 +186,23 @@ func (c *Client) NotifyOutbox() {
 // Run keeps a connection to the hub until ctx ends, reconnecting with
 // back-off and jitter. It returns nil when ctx ends.
 func (c *Client) Run(ctx context.Context) error {
-	backoff := c.cfg.MinBackoff
+	// A connection that was up longer than the longest wait starts the
+	// back-off over.
+	backoff := session.Backoff{Min: c.cfg.MinBackoff, Max: c.cfg.MaxBackoff, Reset: c.cfg.MaxBackoff}
 	for {
 		start := time.Now()
 		err := c.connectOnce(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if time.Since(start) > c.cfg.MaxBackoff {
-			backoff = c.cfg.MinBackoff // it was up a while: start over
-		}
+		wait := backoff.Next(time.Since(start))
 		var we *wire.Error
 		switch {
 		case errors.As(err, &we) && (we.Code == wire.CodeUnauthorized || we.Code == wire.CodeForbidden):
 			c.log.Error("hub refused this node; check its certificate", "err", err)
 		default:
-			c.log.Info("hub connection ended", "err", err, "retry_in", backoff)
+			c.log.Info("hub connection ended", "err", err, "retry_in", wait.Round(time.Millisecond))
 		}
-		// Full jitter over the upper half keeps a fleet from reconnecting
-		// in step after a hub restart.
-		wait := backoff/2 + rand.N(backoff/2+1)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -213,7 +210,6 @@ func (c *Client) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		backoff = min(backoff*2, c.cfg.MaxBackoff)
 	}
 }
 
@@ -610,7 +606,7 @@ func (c *Client) renewLoop(ctx context.Context, conn *quic.Conn, leaf *x509.Cert
 			return nil
 		case <-t.C:
 		}
-		backoff := c.cfg.MinBackoff
+		backoff := session.Backoff{Min: c.cfg.MinBackoff, Max: c.cfg.MaxBackoff}
 		for {
 			next, err := c.renew(ctx, conn)
 			if ctx.Err() != nil {
@@ -620,15 +616,15 @@ func (c *Client) renewLoop(ctx context.Context, conn *quic.Conn, leaf *x509.Cert
 				leaf = next
 				break
 			}
-			c.log.Warn("node certificate not renewed; trying again", "err", err, "retry_in", backoff, "expires", leaf.NotAfter)
-			t := time.NewTimer(backoff)
+			wait := backoff.Next(0)
+			c.log.Warn("node certificate not renewed; trying again", "err", err, "retry_in", wait.Round(time.Millisecond), "expires", leaf.NotAfter)
+			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return nil
 			case <-t.C:
 			}
-			backoff = min(backoff*2, c.cfg.MaxBackoff)
 		}
 	}
 }

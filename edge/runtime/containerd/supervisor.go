@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 
 	"github.com/outpost-mesh/outpost/internal/atomicfile"
+	"github.com/outpost-mesh/outpost/sync/session"
 )
 
 // SupervisorConfig configures a Supervisor.
@@ -184,24 +184,21 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	if err := mountVolatile(dir); err != nil {
 		s.cfg.Logger.Warn("containerd's state is not on tmpfs; after a reboot it cleans up what died", "err", err)
 	}
-	backoff := s.cfg.MinBackoff
+	// A containerd that ran a minute starts the back-off over.
+	backoff := session.Backoff{Min: s.cfg.MinBackoff, Max: s.cfg.MaxBackoff, Reset: time.Minute}
 	for {
 		started := time.Now()
 		err := s.runOnce(ctx, cfgPath)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if time.Since(started) > time.Minute {
-			backoff = s.cfg.MinBackoff
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
+		wait := backoff.Next(time.Since(started))
 		s.cfg.Logger.Warn("containerd exited; restarting", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
 		}
-		backoff = min(backoff*2, s.cfg.MaxBackoff)
 	}
 }
 
