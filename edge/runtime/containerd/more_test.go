@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/core/snapshots"
 
 	"github.com/outpost-mesh/outpost/edge/runtime"
@@ -128,6 +129,37 @@ func TestShimPerNodeCanceledTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, r, p, "main", runtime.StateRunning)
+}
+
+// TestConcurrentReaps: List and StopContainer both reap an exited task,
+// as the pod workers' round and a pod's deletion do at once. The second
+// delete of a pod shim's last task can find the shim gone ("ttrpc:
+// closed"); the task is gone all the same, and neither call fails.
+func TestConcurrentReaps(t *testing.T) {
+	r := newRuntime(t, nil)
+	for i := range 8 {
+		p := pod("reap" + strconv.Itoa(i))
+		if err := r.StartContainer(bg, p, sh("main", "exit 0"), 0); err != nil {
+			t.Fatal(err)
+		}
+		// Not through List, which would reap it.
+		wait.For(t, 10*time.Second, "main exited", func() (bool, string) {
+			cs, err := r.find(r.nsctx(bg), p.UID, "main")
+			if err != nil || len(cs) != 1 {
+				return false, fmt.Sprintf("%d containers, %v", len(cs), err)
+			}
+			task, err := r.getTask(r.nsctx(bg), cs[0].ID)
+			return err == nil && task != nil && task.Status == tasktypes.Status_STOPPED, fmt.Sprintf("%+v %v", task, err)
+		})
+		errs := make(chan error, 2)
+		go func() { _, err := r.List(bg); errs <- err }()
+		go func() { errs <- r.StopContainer(bg, p, "main", 0) }()
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Errorf("pod %d: reaping at once: %v", i, err)
+			}
+		}
+	}
 }
 
 func TestStopContainer(t *testing.T) {

@@ -136,8 +136,9 @@ func (c Config) Validate() error {
 }
 
 // Runtime runs pods on containerd. Its methods are safe for concurrent
-// use; calls for one pod that change it (StartContainer, RemovePod) are
-// serialized, calls for different pods are not.
+// use; calls for one pod that change it (StartContainer, StopContainer,
+// RemovePod, and List where it reaps an exited task) are serialized,
+// calls for different pods are not.
 type Runtime struct {
 	cfg    Config
 	c      *client.Client
@@ -254,22 +255,51 @@ func (r *Runtime) nsctx(ctx context.Context) context.Context {
 // lockPod locks the pod's lock; the returned func unlocks it.
 func (r *Runtime) lockPod(uid string) func() {
 	r.mu.Lock()
+	l := r.podLock(uid)
+	r.mu.Unlock()
+	l.mu.Lock()
+	return func() { r.unlockPod(uid, l) }
+}
+
+// tryLockPod locks the pod's lock if no call holds it, and returns the
+// func that unlocks it; nil if a call holds it.
+func (r *Runtime) tryLockPod(uid string) func() {
+	r.mu.Lock()
+	l := r.podLock(uid)
+	ok := l.mu.TryLock()
+	r.mu.Unlock()
+	if !ok {
+		r.mu.Lock()
+		r.dropPodLock(uid, l)
+		r.mu.Unlock()
+		return nil
+	}
+	return func() { r.unlockPod(uid, l) }
+}
+
+// podLock returns the pod's lock with a reference more. r.mu is held.
+func (r *Runtime) podLock(uid string) *podLock {
 	l := r.pods[uid]
 	if l == nil {
 		l = &podLock{}
 		r.pods[uid] = l
 	}
 	l.refs++
-	r.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		r.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(r.pods, uid)
-		}
-		r.mu.Unlock()
+	return l
+}
+
+// dropPodLock drops a reference to the pod's lock. r.mu is held.
+func (r *Runtime) dropPodLock(uid string, l *podLock) {
+	if l.refs--; l.refs == 0 {
+		delete(r.pods, uid)
 	}
+}
+
+func (r *Runtime) unlockPod(uid string, l *podLock) {
+	l.mu.Unlock()
+	r.mu.Lock()
+	r.dropPodLock(uid, l)
+	r.mu.Unlock()
 }
 
 // native converts a gRPC error from containerd to the errdefs error it
@@ -436,12 +466,25 @@ func (r *Runtime) List(ctx context.Context) ([]runtime.PodStatus, error) {
 // running one.
 func (r *Runtime) settle(ctx context.Context, in *instance) (runtime.ContainerStatus, error) {
 	r.remember(in.info)
-	if in.task != nil && in.task.Status == tasktypes.Status_STOPPED {
+	stopped := in.task != nil && in.task.Status == tasktypes.Status_STOPPED
+	vanished := in.task == nil && in.label(labelStartedAt) != "" && in.label(labelExitCode) == ""
+	if stopped || vanished {
+		// Reaped under the pod's lock: a call that holds it (a stop, a
+		// start, a removal) settles what it finds itself, and two
+		// reapers of one task would race to delete it and to record its
+		// exit. Until then the container shows as listed.
+		unlock := r.tryLockPod(in.label(LabelPodUID))
+		if unlock == nil {
+			return status(in), nil
+		}
+		defer unlock()
+	}
+	if stopped {
 		if err := r.reap(ctx, in); err != nil {
 			return runtime.ContainerStatus{}, err
 		}
 	}
-	if in.task == nil && in.label(labelStartedAt) != "" && in.label(labelExitCode) == "" {
+	if vanished {
 		// Started, no task, no exit: the task vanished (a reboot, a
 		// killed shim), or it was started after our task listing.
 		t, err := r.getTask(ctx, in.info.ID)
@@ -477,6 +520,16 @@ func status(in *instance) runtime.ContainerStatus {
 		CreatedAt: in.info.CreatedAt,
 		StartedAt: parseTime(in.label(labelStartedAt)),
 		State:     runtime.StateCreated,
+	}
+	if in.task != nil && in.task.Status == tasktypes.Status_STOPPED && in.label(labelExitCode) == "" {
+		// Exited and not reaped yet: the task says how.
+		st.State = runtime.StateExited
+		st.ExitCode = int32(in.task.ExitStatus)
+		if in.task.ExitedAt != nil {
+			st.FinishedAt = in.task.ExitedAt.AsTime()
+		}
+		st.Reason = exitReason(in.task.ExitStatus, false)
+		return st
 	}
 	if in.task != nil {
 		switch in.task.Status {
@@ -530,12 +583,25 @@ func (r *Runtime) reap(ctx context.Context, in *instance) error {
 	if err := r.recordExit(ctx, in, t.ExitStatus, exitedAt, exitReason(t.ExitStatus, oom), ""); err != nil {
 		return err
 	}
-	_, err := r.c.TaskService().Delete(ctx, &tasksapi.DeleteTaskRequest{ContainerID: in.info.ID})
-	if err != nil && !errdefs.IsNotFound(native(err)) {
-		return fmt.Errorf("delete task %s: %w", in.info.ID, native(err))
+	if err := r.deleteTask(ctx, in.info.ID); err != nil {
+		return err
 	}
-	r.kept.deleted(in.info.ID)
 	in.task = nil
+	return nil
+}
+
+// deleteTask deletes the task of container id. A task that is gone is
+// deleted, even if the delete failed: List and StopContainer both reap an
+// exited task, and the second delete of a shim's last task can find the
+// shim gone ("ttrpc: closed") once the first has shut it down.
+func (r *Runtime) deleteTask(ctx context.Context, id string) error {
+	_, err := r.c.TaskService().Delete(ctx, &tasksapi.DeleteTaskRequest{ContainerID: id})
+	if err != nil && !errdefs.IsNotFound(native(err)) {
+		if t, gerr := r.getTask(ctx, id); gerr != nil || t != nil {
+			return fmt.Errorf("delete task %s: %w", id, native(err))
+		}
+	}
+	r.kept.deleted(id)
 	return nil
 }
 
@@ -850,11 +916,9 @@ func (r *Runtime) removeContainer(ctx context.Context, id string) error {
 			}
 		}
 		r.finishLog(id)
-		_, err = r.c.TaskService().Delete(ctx, &tasksapi.DeleteTaskRequest{ContainerID: id})
-		if err != nil && !errdefs.IsNotFound(native(err)) {
-			return fmt.Errorf("delete task %s: %w", id, native(err))
+		if err := r.deleteTask(ctx, id); err != nil {
+			return err
 		}
-		r.kept.deleted(id)
 	}
 	r.finishLog(id)
 	ctr, err := r.c.LoadContainer(ctx, id)
@@ -917,6 +981,7 @@ func (r *Runtime) waitStopped(ctx context.Context, id string) error {
 // deleted before it returns.
 func (r *Runtime) StopContainer(ctx context.Context, pod runtime.PodRef, name string, grace time.Duration) error {
 	ctx = r.nsctx(ctx)
+	defer r.lockPod(pod.UID)()
 	cs, err := r.find(ctx, pod.UID, name)
 	if err != nil {
 		return err

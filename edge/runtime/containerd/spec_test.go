@@ -124,6 +124,8 @@ func TestStatus(t *testing.T) {
 		{"created", instance{info: containers.Container{ID: "x", Labels: labels()}}, "created 0 "},
 		{"unknown", instance{info: containers.Container{ID: "x", Labels: labels()}, task: &tasktypes.Process{Status: tasktypes.Status_UNKNOWN}}, "unknown 0 "},
 		{"exited", instance{info: containers.Container{ID: "x", Labels: labels(labelExitCode, "137", labelReason, "OOMKilled", labelFinishedAt, formatTime(created.Add(time.Minute)))}}, "exited 137 OOMKilled"},
+		{"exited, not reaped", instance{info: containers.Container{ID: "x", Labels: labels()}, task: &tasktypes.Process{Status: tasktypes.Status_STOPPED, ExitStatus: 3}}, "exited 3 Error"},
+		{"exited, reaped meanwhile", instance{info: containers.Container{ID: "x", Labels: labels(labelExitCode, "0", labelReason, "Completed")}, task: &tasktypes.Process{Status: tasktypes.Status_STOPPED, ExitStatus: 0}}, "exited 0 Completed"},
 	} {
 		st := status(&tc.in)
 		got := strings.TrimSpace(string(st.State) + " " + itoa(int(st.ExitCode)) + " " + st.Reason)
