@@ -63,14 +63,9 @@ func readManifests(dir, node string) ([]staticManifest, error) {
 }
 
 func readManifest(path, node string) (*corev1.Pod, error) {
-	f, err := os.Open(path)
+	b, err := limitread.File(path, maxManifestBytes)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	b, err := limitread.All(f, maxManifestBytes)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var pod corev1.Pod
 	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096).Decode(&pod); err != nil {

@@ -135,13 +135,16 @@ func ShimSockets(stateDir string) []string {
 	return sockets
 }
 
+// maxBundleFile bounds what is read of a task bundle's address file.
+const maxBundleFile = 4 << 10
+
 // shimSocket returns the path of the socket of the shim serving the task
 // whose bundle is dir, or "" if it names none.
 func shimSocket(dir string) string {
 	addr := ""
-	if b, err := limitread.File(filepath.Join(dir, "address"), 4<<10); err == nil {
+	if b, err := limitread.File(filepath.Join(dir, "address"), maxBundleFile); err == nil {
 		addr = strings.TrimSpace(string(b))
-	} else if b, err := limitread.File(filepath.Join(dir, "bootstrap.json"), 4<<10); err == nil {
+	} else if b, err := limitread.File(filepath.Join(dir, "bootstrap.json"), maxBundleFile); err == nil {
 		var params struct {
 			Address string `json:"address"`
 		}

@@ -265,13 +265,10 @@ func (r *Runtime) lockPod(uid string) func() {
 // func that unlocks it; nil if a call holds it.
 func (r *Runtime) tryLockPod(uid string) func() {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	l := r.podLock(uid)
-	ok := l.mu.TryLock()
-	r.mu.Unlock()
-	if !ok {
-		r.mu.Lock()
+	if !l.mu.TryLock() {
 		r.dropPodLock(uid, l)
-		r.mu.Unlock()
 		return nil
 	}
 	return func() { r.unlockPod(uid, l) }
