@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	edgeruntime "github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
+	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
@@ -63,6 +65,16 @@ func TestEvents(t *testing.T) {
 
 	rt := fake.New(fake.Config{Behavior: fake.ByImage})
 	ta := newAgentConfig(t, dir, rt)
+	rec := testlog.NewRecorder(t, slog.LevelDebug)
+	ta.cfg.Logger = slog.New(rec)
+	// recorded waits until the agent has queued the event of pod's main
+	// container with that reason and message.
+	recorded := func(pod, reason, msg string) {
+		t.Helper()
+		wait.For(t, waitLong, pod+" "+reason+" event", func() (bool, string) {
+			return rec.HasRecord("event", "object=Pod default/"+pod, "reason="+reason, "message="+msg), "not yet"
+		})
+	}
 	stop := run(t, ta)
 	wait.For(t, waitLong, "web running, crash exited", func() (bool, string) {
 		if ok, why := running(t, rt, "web")(); !ok {
@@ -76,7 +88,8 @@ func TestEvents(t *testing.T) {
 	})
 	// Half-way through its first back-off, the pull's shows.
 	ta.ahead.Store(int64(6 * time.Second))
-	ta.afterRounds(t, 10)
+	recorded("nopull", "BackOff", `Back-off pulling image "pullfail:x"`)
+	recorded("crash", "BackOff", "Back-off restarting failed container main in pod crash_default(uid-crash)")
 	stop()
 	got := strings.Join(outboxEvents(t, dir), "\n")
 	for _, want := range []string{
@@ -105,6 +118,8 @@ func TestEvents(t *testing.T) {
 	}
 	cp.Close()
 	ta = newAgentConfig(t, dir, rt)
+	rec = testlog.NewRecorder(t, slog.LevelDebug)
+	ta.cfg.Logger = slog.New(rec)
 	stop = run(t, ta)
 	wait.For(t, waitLong, "web stopped", func() (bool, string) {
 		p := runtimePod(t, rt, "web")
@@ -113,7 +128,7 @@ func TestEvents(t *testing.T) {
 		}
 		return p.Container("main").State != edgeruntime.StateRunning, fmt.Sprint(p.Container("main").State)
 	})
-	ta.afterRounds(t, 5)
+	recorded("web", "Killing", "Stopping container main")
 	stop()
 	if got := strings.Join(outboxEvents(t, dir), "\n"); !strings.Contains(got, "web spec.containers{main} Normal Killing: Stopping container main") {
 		t.Errorf("no Killing event of web; got:\n%s", got)

@@ -104,8 +104,9 @@ type Recorder struct {
 }
 
 // NewRecorder returns a Recorder for the pods of node that queues into
-// out, reading the time from now and logging to log what it could not
-// queue.
+// out, reading the time from now and logging to log each Event it queued
+// (at debug level, as kubelet logs them at verbosity 3) and what it could
+// not queue.
 func NewRecorder(node string, out Outbox, now func() time.Time, log *slog.Logger) *Recorder {
 	return &Recorder{node: node, out: out, now: now, log: log}
 }
@@ -163,7 +164,10 @@ func (r *Recorder) queue(ev *corev1.Event) {
 	if err == nil {
 		_, err = r.out.Enqueue(wire.KindEvent, wire.Key{Resource: wire.ResourceEvents, Namespace: ev.Namespace, Name: ev.Name}, raw)
 	}
-	if err != nil {
+	if err == nil {
+		r.log.Debug("event", "object", ev.InvolvedObject.Kind+" "+ev.InvolvedObject.Namespace+"/"+ev.InvolvedObject.Name,
+			"type", ev.Type, "reason", ev.Reason, "message", ev.Message)
+	} else {
 		r.log.Warn("queue event", "object", ev.InvolvedObject.Kind+" "+ev.InvolvedObject.Namespace+"/"+ev.InvolvedObject.Name, "reason", ev.Reason, "err", err)
 	}
 }

@@ -43,9 +43,16 @@ type Recorder struct {
 	seen *records
 }
 
+// record is one record's message and attributes, as "key=value".
+type record struct {
+	msg   string
+	attrs []string
+}
+
 type records struct {
 	mu    sync.Mutex
 	lines []string // "message" or "message: err"
+	recs  []record // per line, its message and attributes
 	count map[string]int
 }
 
@@ -57,14 +64,17 @@ func NewRecorder(t testing.TB, level slog.Level) *Recorder {
 // Handle keeps r, then logs it to the test.
 func (h *Recorder) Handle(ctx context.Context, r slog.Record) error {
 	line := r.Message
+	attrs := make([]string, 0, r.NumAttrs())
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key == "err" {
 			line += ": " + a.Value.String()
 		}
+		attrs = append(attrs, a.Key+"="+a.Value.String())
 		return true
 	})
 	h.seen.mu.Lock()
 	h.seen.lines = append(h.seen.lines, line)
+	h.seen.recs = append(h.seen.recs, record{r.Message, attrs})
 	h.seen.count[r.Message]++
 	h.seen.mu.Unlock()
 	return h.Handler.Handle(ctx, r)
@@ -90,4 +100,15 @@ func (h *Recorder) Has(s string) bool {
 	h.seen.mu.Lock()
 	defer h.seen.mu.Unlock()
 	return slices.ContainsFunc(h.seen.lines, func(l string) bool { return strings.Contains(l, s) })
+}
+
+// HasRecord reports whether a record kept so far has the message msg and,
+// among the attributes logged with it (not those of With), each of attrs,
+// given as "key=value".
+func (h *Recorder) HasRecord(msg string, attrs ...string) bool {
+	h.seen.mu.Lock()
+	defer h.seen.mu.Unlock()
+	return slices.ContainsFunc(h.seen.recs, func(r record) bool {
+		return r.msg == msg && !slices.ContainsFunc(attrs, func(a string) bool { return !slices.Contains(r.attrs, a) })
+	})
 }
