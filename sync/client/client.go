@@ -265,7 +265,7 @@ func (c *Client) connectOnce(ctx context.Context) (err error) {
 	}
 	defer func() { closeSession(conn, err) }()
 
-	st, welcome, err := c.hello(ctx, conn)
+	st, resume, err := c.hello(ctx, conn)
 	if err != nil {
 		return err
 	}
@@ -275,7 +275,7 @@ func (c *Client) connectOnce(ctx context.Context) (err error) {
 	if c.cfg.Connected != nil {
 		c.cfg.Connected()
 	}
-	c.log.Info("connected to hub", "hub", c.cfg.HubAddr, "revision", welcome.HubRevision, "inventory", welcome.SendInventory, "resumed", conn.ConnectionState().TLS.DidResume)
+	c.log.Info("connected to hub", "hub", c.cfg.HubAddr, "revision", resume.HubRevision, "inventory", resume.SendInventory, "resumed", conn.ConnectionState().TLS.DidResume)
 
 	// The session lasts until any of its parts ends: the view stream, the
 	// status sender, the tunnel acceptor or the renewer.
@@ -284,7 +284,7 @@ func (c *Client) connectOnce(ctx context.Context) (err error) {
 	defer wg.Wait()
 	defer stop()
 	errs := make(chan error, 5)
-	wg.Go(func() { errs <- c.receive(st, welcome) })
+	wg.Go(func() { errs <- c.receive(st, resume) })
 	wg.Go(func() { errs <- c.statusLoop(sessCtx, conn) })
 	wg.Go(func() { errs <- c.tunnels(sessCtx, conn) })
 	wg.Go(func() { errs <- c.livenessLoop(sessCtx, conn) })
@@ -352,10 +352,10 @@ func (s *stream) fail(code wire.ErrorCode, msg string) {
 }
 
 // hello opens the session stream and reads the hub's Welcome.
-func (c *Client) hello(ctx context.Context, conn *quic.Conn) (*stream, *wire.Welcome, error) {
+func (c *Client) hello(ctx context.Context, conn *quic.Conn) (*stream, session.Resume, error) {
 	qs, err := conn.OpenStreamSync(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open session stream: %w", err)
+		return nil, session.Resume{}, fmt.Errorf("open session stream: %w", err)
 	}
 	st := newStream(qs)
 	// A hub that stops answering after the handshake would otherwise hold
@@ -373,24 +373,25 @@ func (c *Client) hello(ctx context.Context, conn *quic.Conn) (*stream, *wire.Wel
 		hello.Tokens = held
 	}
 	if err := st.w.Write(hello); err != nil {
-		return nil, nil, fmt.Errorf("send hello: %w", err)
+		return nil, session.Resume{}, fmt.Errorf("send hello: %w", err)
 	}
 	m, err := st.r.Read()
 	if err != nil {
-		return nil, nil, fmt.Errorf("read welcome: %w", err)
+		return nil, session.Resume{}, fmt.Errorf("read welcome: %w", err)
 	}
 	switch m := m.(type) {
 	case *wire.Welcome:
-		if _, ok := wire.Negotiate(m.CapabilityVersion); !ok {
+		res, err := session.Welcome(hello.LastRevision, m)
+		if err != nil {
 			st.fail(wire.CodeVersion, fmt.Sprintf("capability version %d is not spoken here", m.CapabilityVersion))
-			return nil, nil, fmt.Errorf("hub speaks capability version %d, this agent %d..%d", m.CapabilityVersion, wire.MinCapabilityVersion, wire.CapabilityVersion)
+			return nil, session.Resume{}, err
 		}
-		return st, m, nil
+		return st, res, nil
 	case *wire.Error:
-		return nil, nil, m
+		return nil, session.Resume{}, m
 	default:
 		st.fail(wire.CodeBadRequest, fmt.Sprintf("expected Welcome, got %v", m.Type()))
-		return nil, nil, hubBrokeProtocol(fmt.Errorf("expected Welcome, got %v", m.Type()))
+		return nil, session.Resume{}, hubBrokeProtocol(fmt.Errorf("expected Welcome, got %v", m.Type()))
 	}
 }
 
@@ -399,11 +400,11 @@ const inventoryChunk = 5000
 
 // receive sends the inventory if asked, then applies batches and
 // acknowledges them until the stream ends.
-func (c *Client) receive(st *stream, welcome *wire.Welcome) error {
-	if welcome.SendInventory {
+func (c *Client) receive(st *stream, resume session.Resume) error {
+	if resume.SendInventory {
 		c.stats.Inventories.Add(1)
-		if last := c.cfg.Store.LastRevision(); welcome.HubRevision < last {
-			c.log.Warn("the hub's revision went back: was it restored from a backup? resyncing from the inventory", "hub_revision", welcome.HubRevision, "last_revision", last)
+		if resume.Rewind {
+			c.log.Warn("the hub's revision went back: was it restored from a backup? resyncing from the inventory", "hub_revision", resume.HubRevision, "last_revision", c.cfg.Store.LastRevision())
 			if err := c.cfg.Store.Rewind(); err != nil {
 				st.fail(wire.CodeInternal, "checkpoint write failed")
 				return nodeFailure(fmt.Errorf("rewind checkpoint: %w", err))
@@ -425,8 +426,7 @@ func (c *Client) receive(st *stream, welcome *wire.Welcome) error {
 			}
 		}
 	}
-	resuming := true
-	var resumeBytes int64
+	var recv session.Receiver
 	for {
 		before := st.r.BytesRead()
 		m, err := st.r.Read()
@@ -435,16 +435,10 @@ func (c *Client) receive(st *stream, welcome *wire.Welcome) error {
 		}
 		n := st.r.BytesRead() - before
 		c.stats.BytesReceived.Add(n)
-		if resuming {
-			resumeBytes += n
-		}
 		switch m := m.(type) {
 		case *wire.Batch:
-			rev := m.Revision
-			if rev == 0 {
-				rev = c.cfg.Store.LastRevision() // more of this step follows
-			}
-			if err := c.cfg.Store.ApplyBatch(m.Changes, rev); err != nil {
+			a := recv.Batch(c.cfg.Store.LastRevision(), m, n)
+			if err := c.cfg.Store.ApplyBatch(m.Changes, a.Revision); err != nil {
 				st.fail(wire.CodeInternal, "checkpoint write failed")
 				return nodeFailure(fmt.Errorf("apply batch: %w", err))
 			}
@@ -452,14 +446,13 @@ func (c *Client) receive(st *stream, welcome *wire.Welcome) error {
 			if c.cfg.Applied != nil && len(m.Changes) > 0 {
 				c.cfg.Applied(m.Changes)
 			}
-			if m.Revision != 0 {
-				if err := st.w.Write(&wire.Ack{Revision: m.Revision}); err != nil {
+			if a.Ack {
+				if err := st.w.Write(&wire.Ack{Revision: a.Revision}); err != nil {
 					return fmt.Errorf("send ack: %w", err)
 				}
-				if resuming {
-					resuming = false
-					c.stats.ResumeBytes.Store(resumeBytes)
-				}
+			}
+			if a.Resumed {
+				c.stats.ResumeBytes.Store(a.ResumeBytes)
 			}
 		case *wire.Error:
 			return m
@@ -688,37 +681,31 @@ const (
 // IdleTimeout.
 var ErrLinkDead = errors.New("link to the hub is dead")
 
-// livenessLoop watches what comes from the hub until ctx ends. A live hub
-// answers every keep-alive, so silence past KeepAlive means the keep-alive
-// went unanswered: the node then sends one padded datagram, because QUIC's
-// keep-alives (PINGs of about 25 bytes) are too small for a restarted hub
-// to answer with a stateless reset, and a 48-byte probe is not. Silence
-// for IdleTimeout ends the connection with ErrLinkDead.
+// livenessLoop watches what comes from the hub until ctx ends, as
+// session.Liveness judges it. Its probe is one padded datagram, because
+// QUIC's keep-alives (PINGs of about 25 bytes) are too small for a
+// restarted hub to answer with a stateless reset, and a 48-byte probe is
+// not. A dead link ends the connection with ErrLinkDead.
 func (c *Client) livenessLoop(ctx context.Context, conn *quic.Conn) error {
-	datagrams := conn.ConnectionState().SupportsDatagrams.Remote
 	t := time.NewTicker(livenessTick)
 	defer t.Stop()
 	probe := make([]byte, probeSize)
-	last, heard := conn.ConnectionStats().PacketsReceived, time.Now()
-	var probed time.Time // the last probe of this silence
+	live := session.Liveness{
+		IdleTimeout: c.cfg.IdleTimeout, KeepAlive: c.cfg.KeepAlive, Tick: livenessTick, ProbeEvery: probeEvery,
+		CanProbe: conn.ConnectionState().SupportsDatagrams.Remote,
+	}
+	live.Start(time.Now(), conn.ConnectionStats().PacketsReceived)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		now := time.Now()
-		if got := conn.ConnectionStats().PacketsReceived; got != last {
-			last, heard, probed = got, now, time.Time{}
-			continue
-		}
-		silent := now.Sub(heard)
-		if silent >= c.cfg.IdleTimeout {
+		switch v, silent := live.Look(time.Now(), conn.ConnectionStats().PacketsReceived); v {
+		case session.Dead:
 			conn.CloseWithError(0, "link to the hub is dead: no packet from it")
 			return fmt.Errorf("%w: nothing heard for %v", ErrLinkDead, silent.Round(time.Second))
-		}
-		if datagrams && silent > c.cfg.KeepAlive+livenessTick && now.Sub(probed) >= probeEvery {
-			probed = now
+		case session.Probe:
 			c.stats.Probes.Add(1)
 			conn.SendDatagram(probe) // best effort: a lost probe is sent again
 		}
