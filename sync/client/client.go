@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -41,8 +40,12 @@ type Outbox interface {
 	Ack(seqs ...uint64) error
 }
 
-// TunnelHandler serves a tunnel the hub opened; it owns rw and closes it.
-type TunnelHandler func(ctx context.Context, open *wire.TunnelOpen, rw io.ReadWriteCloser)
+// TunnelHandler answers a tunnel the hub opened: it checks open and
+// returns what serves the stream, or an error that the hub gets instead
+// of the stream (a *wire.Error chooses the code; any other error is
+// CodeInternal). serve owns the stream and closes it; it runs until it is
+// done or ctx ends with the connection.
+type TunnelHandler func(ctx context.Context, open *wire.TunnelOpen) (serve func(wire.TunnelStream), err error)
 
 // Config configures a Client.
 type Config struct {
@@ -568,10 +571,20 @@ func (c *Client) serveTunnel(ctx context.Context, qs *quic.Stream) {
 		st.fail(wire.CodeNotFound, fmt.Sprintf("this agent serves no %q tunnels", open.Kind))
 		return
 	}
-	if err := st.w.Write(&wire.TunnelReply{}); err != nil {
+	serve, err := h(ctx, open)
+	if err != nil {
+		var we *wire.Error
+		if !errors.As(err, &we) {
+			we = &wire.Error{Code: wire.CodeInternal, Message: err.Error()}
+		}
+		st.fail(we.Code, we.Message)
 		return
 	}
-	h(ctx, open, &tunnelConn{st: st})
+	if err := st.w.Write(&wire.TunnelReply{}); err != nil {
+		qs.CancelRead(0)
+		return
+	}
+	serve(&tunnelConn{st: st})
 }
 
 // tunnelConn reads what the frame reader buffered before the stream.
@@ -579,6 +592,7 @@ type tunnelConn struct{ st *stream }
 
 func (t *tunnelConn) Read(p []byte) (int, error)  { return t.st.r.Rest().Read(p) }
 func (t *tunnelConn) Write(p []byte) (int, error) { return t.st.st.Write(p) }
+func (t *tunnelConn) CloseWrite() error           { return t.st.st.Close() }
 func (t *tunnelConn) Close() error {
 	t.st.st.CancelRead(0)
 	return t.st.st.Close()

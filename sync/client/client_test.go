@@ -428,9 +428,11 @@ func TestTunnelFraming(t *testing.T) {
 	h := listen(t, p)
 	cfg := config(t, p, h.addr, &store{})
 	cfg.Tunnels = map[string]client.TunnelHandler{
-		"echo": func(ctx context.Context, open *wire.TunnelOpen, rw io.ReadWriteCloser) {
-			defer rw.Close()
-			io.Copy(rw, rw)
+		"echo": func(ctx context.Context, open *wire.TunnelOpen) (func(wire.TunnelStream), error) {
+			return func(rw wire.TunnelStream) {
+				defer rw.Close()
+				io.Copy(rw, rw)
+			}, nil
 		},
 	}
 	run(t, cfg)

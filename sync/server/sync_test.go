@@ -481,10 +481,15 @@ func TestTunnels(t *testing.T) {
 	cfg := h.clientConfig("edge-1", h.ca.nodeCert(t, "edge-1", time.Hour), newMemStore())
 	params := make(chan string, 1)
 	cfg.Tunnels = map[string]client.TunnelHandler{
-		"echo": func(ctx context.Context, open *wire.TunnelOpen, rw io.ReadWriteCloser) {
-			defer rw.Close()
-			params <- open.Param("pod")
-			io.Copy(rw, rw)
+		"echo": func(ctx context.Context, open *wire.TunnelOpen) (func(wire.TunnelStream), error) {
+			if open.Param("pod") == "" {
+				return nil, &wire.Error{Code: wire.CodeNotFound, Message: "no pod"}
+			}
+			return func(rw wire.TunnelStream) {
+				defer rw.Close()
+				params <- open.Param("pod")
+				io.Copy(rw, rw)
+			}, nil
 		},
 	}
 	c, _ := runClient(t, cfg)
@@ -516,8 +521,22 @@ func TestTunnels(t *testing.T) {
 	if !bytes.Equal(got, data) {
 		t.Errorf("echo differs from what was sent")
 	}
+	// A half-close: the node reads the end, its echo ends, and the hub
+	// reads the rest and then the end.
+	tc.Write([]byte("last"))
+	if err := tc.CloseWrite(); err != nil {
+		t.Errorf("CloseWrite = %v", err)
+	}
+	if rest, err := io.ReadAll(tc); err != nil || string(rest) != "last" {
+		t.Errorf("read after CloseWrite = %q, %v; want \"last\" and the end", rest, err)
+	}
 	if err := tc.Close(); err != nil {
 		t.Errorf("Close = %v", err)
+	}
+	// The handler refuses what it cannot serve; the hub gets its error.
+	_, err = h.srv.OpenTunnel(ctx, "edge-1", &wire.TunnelOpen{Kind: "echo"})
+	if we, ok := err.(*wire.Error); !ok || we.Code != wire.CodeNotFound || we.Message != "no pod" {
+		t.Errorf("OpenTunnel refused by the handler = %v, want its *wire.Error", err)
 	}
 
 	_, err = h.srv.OpenTunnel(ctx, "edge-1", &wire.TunnelOpen{Kind: "exec"})
@@ -525,7 +544,7 @@ func TestTunnels(t *testing.T) {
 	if !errors.As(err, &we) || we.Code != wire.CodeNotFound {
 		t.Errorf("OpenTunnel of an unknown kind = %v, want a *wire.Error of code NotFound", err)
 	}
-	if _, err := h.srv.OpenTunnel(ctx, "edge-9", &wire.TunnelOpen{Kind: "echo"}); !errors.Is(err, server.ErrNotConnected) {
+	if _, err := h.srv.OpenTunnel(ctx, "edge-9", &wire.TunnelOpen{Kind: "echo", Params: []wire.Param{{Name: "pod", Value: "default/web"}}}); !errors.Is(err, server.ErrNotConnected) {
 		t.Errorf("OpenTunnel to a node not connected = %v, want ErrNotConnected", err)
 	}
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/quic-go/quic-go"
 
@@ -17,8 +16,8 @@ var ErrNotConnected = fmt.Errorf("node not connected")
 // OpenTunnel opens a stream to node on its live connection, for the edge
 // service open names (logs, exec, port-forward). Once the edge accepts, the
 // returned stream carries the service's bytes; the caller closes it. A
-// refusal is returned as a *wire.Error.
-func (s *Server) OpenTunnel(ctx context.Context, node string, open *wire.TunnelOpen) (io.ReadWriteCloser, error) {
+// refusal is returned as a *wire.Error. ctx bounds the opening only.
+func (s *Server) OpenTunnel(ctx context.Context, node string, open *wire.TunnelOpen) (wire.TunnelStream, error) {
 	s.mu.Lock()
 	nc := s.conns[node]
 	s.mu.Unlock()
@@ -63,6 +62,7 @@ type tunnelConn struct{ st *stream }
 
 func (t *tunnelConn) Read(p []byte) (int, error)  { return t.st.r.Rest().Read(p) }
 func (t *tunnelConn) Write(p []byte) (int, error) { return t.st.st.Write(p) }
+func (t *tunnelConn) CloseWrite() error           { return t.st.st.Close() }
 func (t *tunnelConn) Close() error {
 	t.st.st.CancelRead(0)
 	return t.st.st.Close()
