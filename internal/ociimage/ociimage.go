@@ -94,13 +94,14 @@ var ErrNoBusybox = errors.New("no static busybox at " + BusyboxPath + ": install
 
 // busyboxApplets are the applets linked into a Busybox image: what the
 // tests and the demo run. (Its wget crashes without a libc's resolver
-// files; nc serves instead.)
+// files; nc serves instead.) tar is what kubectl cp runs, stty and tty
+// what terminal tests look at.
 var busyboxApplets = []string{
 	"sh", "ash", "cat", "chmod", "cp", "date", "echo", "env", "false", "grep",
 	"head", "hostname", "httpd", "id", "ip", "kill", "ls", "mkdir", "mount",
 	"nc", "nslookup", "ps", "pwd", "rm", "seq", "sleep", "stat", "tail",
 	"tee", "test", "timeout", "top", "touch", "tr", "true", "uname", "wc",
-	"yes", "dd", "sync", "trap",
+	"yes", "dd", "sync", "trap", "tar", "stty", "tty", "sha256sum",
 }
 
 // Busybox returns an image named name holding the static busybox of this

@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/outpost-mesh/outpost/internal/netem"
 	"github.com/outpost-mesh/outpost/internal/netnstest"
 	"github.com/outpost-mesh/outpost/internal/nodetest"
 	"github.com/outpost-mesh/outpost/internal/ociimage"
@@ -28,20 +30,7 @@ import (
 // shows each Running with its IP and node, and each answers at its IP
 // with its own name.
 func TestContainerdDeployment(t *testing.T) {
-	skipShort(t)
-	t.Parallel()
-	for _, bin := range []string{"/usr/bin/containerd", "/usr/bin/containerd-shim-runc-v2", "/usr/sbin/runc"} {
-		if _, err := os.Stat(bin); err != nil {
-			if _, lerr := exec.LookPath(filepath.Base(bin)); lerr != nil {
-				t.Skipf("needs %s (Debian's containerd and runc)", filepath.Base(bin))
-			}
-		}
-	}
-	if _, err := os.Stat(ociimage.BusyboxPath); err != nil {
-		t.Skip(ociimage.ErrNoBusybox)
-	}
-	outpostBinary(t) // once, outside: the test run again inside uses it
-	if !netnstest.Enter(t) {
+	if !enterContainerdTest(t) {
 		return
 	}
 	f := newFleet(t)
@@ -49,57 +38,11 @@ func TestContainerdDeployment(t *testing.T) {
 	// A name of its own: the node's cgroups are named after it, and
 	// test/podint's nodes run beside this one.
 	const site, name = "store-9", "e2e-ctrd-1"
-	token, caHash := h.createToken(site)
-
-	// A short data directory: containerd's sockets live in it. Its
-	// cleanup, registered first, runs once the agent stopped.
-	dir, err := os.MkdirTemp("", "e2e-node")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := nodetest.Cleanup(dir, name); err != nil {
-			t.Errorf("clean up the node: %v", err)
-		}
-	})
-	e := &edge{f: f, name: name, dataDir: dir, args: []string{"edge", "--hub", h.syncAddr, "--token", token, "--ca-cert-hash", caHash,
-		"--node-name", name, "--data-dir", dir, "--runtime", "containerd", "--bridge", "outpost-e2e",
-		// The test machine's disk may be under kubelet's disk thresholds.
-		"--eviction-hard", "memory.available<100Mi"}}
-	t.Cleanup(e.shutdown)
-	e.start()
-
-	// The image comes from a file, as at a site without a registry.
 	const image = "outpost.test/web:1"
-	im, err := ociimage.Busybox(image)
+	node := startContainerdNode(f, h, site, name, image, nil)
+	_, podCIDR, err := net.ParseCIDR(node.Spec.PodCIDR)
 	if err != nil {
-		t.Fatal(err)
-	}
-	tarball := filepath.Join(t.TempDir(), "web.tar")
-	if err := im.WriteFile(tarball, false); err != nil {
-		t.Fatal(err)
-	}
-	f.eventually(joinTimeout, "the image imported into the node's containerd", func() (bool, string) {
-		out, err := exec.Command(outpostBinary(t), "image", "import", "--data-dir", dir, tarball).CombinedOutput()
-		return err == nil, fmt.Sprintf("%v: %s", err, out)
-	})
-	f.eventually(joinTimeout, "node Ready with a pod CIDR", func() (bool, string) {
-		n, err := h.node(name)
-		if err != nil {
-			return false, apiProblem(err)
-		}
-		if p := nodeProblem(n, site, runtime.GOOS, runtime.GOARCH); p != "" {
-			return false, p
-		}
-		return n.Spec.PodCIDR != "", "no pod CIDR"
-	})
-	n, _ := h.node(name)
-	_, podCIDR, err := net.ParseCIDR(n.Spec.PodCIDR)
-	if err != nil {
-		t.Fatalf("pod CIDR %q: %v", n.Spec.PodCIDR, err)
-	}
-	if n.Status.NodeInfo.ContainerRuntimeVersion == "" || !strings.HasPrefix(n.Status.NodeInfo.ContainerRuntimeVersion, "containerd://") {
-		t.Errorf("runtime version %q, want containerd://VERSION", n.Status.NodeInfo.ContainerRuntimeVersion)
+		t.Fatalf("pod CIDR %q: %v", node.Spec.PodCIDR, err)
 	}
 
 	for _, version := range []string{"1.27", "1.33"} {
@@ -155,6 +98,87 @@ func TestContainerdDeployment(t *testing.T) {
 			})
 		})
 	}
+}
+
+// enterContainerdTest skips t without containerd, runc or busybox, and
+// otherwise runs it again in a network namespace of its own, as
+// netnstest.Enter: the caller returns at once when it returns false.
+func enterContainerdTest(t *testing.T) bool {
+	skipShort(t)
+	t.Parallel()
+	for _, bin := range []string{"/usr/bin/containerd", "/usr/bin/containerd-shim-runc-v2", "/usr/sbin/runc"} {
+		if _, err := os.Stat(bin); err != nil {
+			if _, lerr := exec.LookPath(filepath.Base(bin)); lerr != nil {
+				t.Skipf("needs %s (Debian's containerd and runc)", filepath.Base(bin))
+			}
+		}
+	}
+	if _, err := os.Stat(ociimage.BusyboxPath); err != nil {
+		t.Skip(ociimage.ErrNoBusybox)
+	}
+	outpostBinary(t) // once, outside: the test run again inside uses it
+	return netnstest.Enter(t)
+}
+
+// startContainerdNode starts node name of site on its own containerd,
+// dialing h through relay (nil: directly), puts image on it with
+// `outpost image import`, and returns the Node once it is Ready with a
+// pod CIDR. The test's cleanup stops the agent and removes what the node
+// left on the machine.
+func startContainerdNode(f *fleet, h *syncHub, site, name, image string, relay *netem.Relay) *corev1.Node {
+	t := f.t
+	t.Helper()
+	token, caHash := h.createToken(site)
+	// A short data directory: containerd's sockets live in it. Its
+	// cleanup, registered first, runs once the agent stopped.
+	dir, err := os.MkdirTemp("", "e2e-node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := nodetest.Cleanup(dir, name); err != nil {
+			t.Errorf("clean up the node: %v", err)
+		}
+	})
+	hub := h.syncAddr
+	if relay != nil {
+		hub = relay.Addr()
+	}
+	e := &edge{f: f, name: name, dataDir: dir, relay: relay, args: []string{"edge", "--hub", hub, "--token", token, "--ca-cert-hash", caHash,
+		"--node-name", name, "--data-dir", dir, "--runtime", "containerd", "--bridge", "br-" + name,
+		// The test machine's disk may be under kubelet's disk thresholds.
+		"--eviction-hard", "memory.available<100Mi"}}
+	t.Cleanup(e.shutdown)
+	e.start()
+
+	// The image comes from a file, as at a site without a registry.
+	im, err := ociimage.Busybox(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarball := filepath.Join(t.TempDir(), "image.tar")
+	if err := im.WriteFile(tarball, false); err != nil {
+		t.Fatal(err)
+	}
+	f.eventually(joinTimeout, "the image imported into the node's containerd", func() (bool, string) {
+		out, err := exec.Command(outpostBinary(t), "image", "import", "--data-dir", dir, tarball).CombinedOutput()
+		return err == nil, fmt.Sprintf("%v: %s", err, out)
+	})
+	var n *corev1.Node
+	f.eventually(joinTimeout, "node Ready with a pod CIDR", func() (bool, string) {
+		n, err = h.node(name)
+		if err != nil {
+			return false, apiProblem(err)
+		}
+		if p := nodeProblem(n, site, runtime.GOOS, runtime.GOARCH); p != "" {
+			return false, p
+		}
+		return n.Spec.PodCIDR != "", "no pod CIDR"
+	})
+	if v := n.Status.NodeInfo.ContainerRuntimeVersion; !strings.HasPrefix(v, "containerd://") {
+		t.Errorf("runtime version %q, want containerd://VERSION", v)
+	}
+	return n
 }
 
 // httpGet fetches http://addr/path, with a short timeout.
