@@ -40,6 +40,7 @@ import (
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/client"
 	"github.com/outpost-mesh/outpost/sync/server"
+	"github.com/outpost-mesh/outpost/sync/stream"
 	"github.com/outpost-mesh/outpost/sync/view"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
@@ -703,11 +704,11 @@ func (h *hub) rawConn(t *testing.T, cert *tls.Certificate) *quic.Conn {
 	return conn
 }
 
-// rawStream is a stream opened by hand, with frame reading and writing.
+// rawStream is a stream opened by hand: the QUIC stream, and f its
+// frames.
 type rawStream struct {
 	*quic.Stream
-	r *wire.Reader
-	w *wire.Writer
+	f *stream.Stream
 }
 
 func openStream(t *testing.T, conn *quic.Conn) *rawStream {
@@ -719,19 +720,19 @@ func openStream(t *testing.T, conn *quic.Conn) *rawStream {
 		t.Fatalf("open stream: %v", err)
 	}
 	qs.SetDeadline(time.Now().Add(waitLong)) // no read or write hangs a test
-	return &rawStream{Stream: qs, r: wire.NewReader(qs, 0), w: wire.NewWriter(qs)}
+	return &rawStream{Stream: qs, f: stream.New(qs)}
 }
 
 func (s *rawStream) send(t *testing.T, m wire.Message) {
 	t.Helper()
-	if err := s.w.Write(m); err != nil {
+	if err := s.f.Write(m); err != nil {
 		t.Fatalf("write %v: %v", m.Type(), err)
 	}
 }
 
 func (s *rawStream) recv(t *testing.T) wire.Message {
 	t.Helper()
-	m, err := s.r.Read()
+	m, err := s.f.Read()
 	if err != nil {
 		t.Fatalf("read frame: %v", err)
 	}
