@@ -81,6 +81,12 @@ type Config struct {
 	// Tunnels serve the streams the hub opens, by kind.
 	Tunnels map[string]TunnelHandler
 	Logger  *slog.Logger
+	// Dial, if set, returns the packet connection of one attempt to reach
+	// the hub and the hub's address on it; the client closes the
+	// connection when the attempt ends. nil, the default, dials HubAddr
+	// from a UDP socket of its own each time. Tests set it to reach a hub
+	// over sync/memnet.
+	Dial func(ctx context.Context) (net.PacketConn, net.Addr, error)
 
 	// Back-off between connection attempts: from MinBackoff doubling to
 	// MaxBackoff, with jitter: 500ms and 30s.
@@ -262,11 +268,12 @@ func (c *Client) connectOnce(ctx context.Context) (err error) {
 	// from its ticket, which spares both ends the certificates; it costs
 	// one round trip more than early data would.
 	dialCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	conn, err := quic.DialAddr(dialCtx, c.cfg.HubAddr, tlsConf, qconf)
+	conn, release, err := c.dial(dialCtx, tlsConf, qconf)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("dial hub %s: %w", c.cfg.HubAddr, err)
 	}
+	defer release()
 	defer func() { closeSession(conn, err) }()
 
 	st, resume, err := c.hello(ctx, conn)
@@ -334,6 +341,29 @@ func closeSession(conn *quic.Conn, err error) {
 		code, reason = se.code, wire.CloseReason(se.Error())
 	}
 	conn.CloseWithError(quic.ApplicationErrorCode(code), reason)
+}
+
+// dial connects to the hub. The caller calls release once it has closed
+// the connection.
+func (c *Client) dial(ctx context.Context, tlsConf *tls.Config, qconf *quic.Config) (conn *quic.Conn, release func(), err error) {
+	if c.cfg.Dial == nil {
+		conn, err := quic.DialAddr(ctx, c.cfg.HubAddr, tlsConf, qconf)
+		return conn, func() {}, err
+	}
+	pc, hub, err := c.cfg.Dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	tr := &quic.Transport{Conn: pc}
+	release = func() {
+		tr.Close()
+		pc.Close()
+	}
+	if conn, err = tr.Dial(ctx, hub, tlsConf, qconf); err != nil {
+		release()
+		return nil, nil, err
+	}
+	return conn, release, nil
 }
 
 // hello opens the session stream and reads the hub's Welcome.
