@@ -15,6 +15,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/outpost-mesh/outpost/sync/session"
+	"github.com/outpost-mesh/outpost/sync/stream"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -80,6 +81,12 @@ type Config struct {
 	// Tunnels serve the streams the hub opens, by kind.
 	Tunnels map[string]TunnelHandler
 	Logger  *slog.Logger
+	// Dial, if set, returns the packet connection of one attempt to reach
+	// the hub and the hub's address on it; the client closes the
+	// connection when the attempt ends. nil, the default, dials HubAddr
+	// from a UDP socket of its own each time. Tests set it to reach a hub
+	// over sync/memnet.
+	Dial func(ctx context.Context) (net.PacketConn, net.Addr, error)
 
 	// Back-off between connection attempts: from MinBackoff doubling to
 	// MaxBackoff, with jitter: 500ms and 30s.
@@ -261,11 +268,12 @@ func (c *Client) connectOnce(ctx context.Context) (err error) {
 	// from its ticket, which spares both ends the certificates; it costs
 	// one round trip more than early data would.
 	dialCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	conn, err := quic.DialAddr(dialCtx, c.cfg.HubAddr, tlsConf, qconf)
+	conn, release, err := c.dial(dialCtx, tlsConf, qconf)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("dial hub %s: %w", c.cfg.HubAddr, err)
 	}
+	defer release()
 	defer func() { closeSession(conn, err) }()
 
 	st, resume, err := c.hello(ctx, conn)
@@ -296,8 +304,7 @@ func (c *Client) connectOnce(ctx context.Context) (err error) {
 	}
 	wg.Go(func() {
 		<-sessCtx.Done()
-		st.st.CancelRead(0)
-		st.st.CancelWrite(0)
+		st.Abort(0)
 	})
 	select {
 	case err = <-errs:
@@ -336,35 +343,40 @@ func closeSession(conn *quic.Conn, err error) {
 	conn.CloseWithError(quic.ApplicationErrorCode(code), reason)
 }
 
-// stream is a QUIC stream with frame reading and writing.
-type stream struct {
-	st *quic.Stream
-	r  *wire.Reader
-	w  *wire.Writer
-}
-
-func newStream(st *quic.Stream) *stream {
-	return &stream{st: st, r: wire.NewReader(st, 0), w: wire.NewWriter(st)}
-}
-
-// fail sends an Error frame and ends the stream both ways.
-func (s *stream) fail(code wire.ErrorCode, msg string) {
-	s.w.Write(&wire.Error{Code: code, Message: msg})
-	s.st.CancelRead(quic.StreamErrorCode(code))
-	s.st.Close()
+// dial connects to the hub. The caller calls release once it has closed
+// the connection.
+func (c *Client) dial(ctx context.Context, tlsConf *tls.Config, qconf *quic.Config) (conn *quic.Conn, release func(), err error) {
+	if c.cfg.Dial == nil {
+		conn, err := quic.DialAddr(ctx, c.cfg.HubAddr, tlsConf, qconf)
+		return conn, func() {}, err
+	}
+	pc, hub, err := c.cfg.Dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	tr := &quic.Transport{Conn: pc}
+	release = func() {
+		tr.Close()
+		pc.Close()
+	}
+	if conn, err = tr.Dial(ctx, hub, tlsConf, qconf); err != nil {
+		release()
+		return nil, nil, err
+	}
+	return conn, release, nil
 }
 
 // hello opens the session stream and reads the hub's Welcome.
-func (c *Client) hello(ctx context.Context, conn *quic.Conn) (*stream, session.Resume, error) {
+func (c *Client) hello(ctx context.Context, conn *quic.Conn) (*stream.Stream, session.Resume, error) {
 	qs, err := conn.OpenStreamSync(ctx)
 	if err != nil {
 		return nil, session.Resume{}, fmt.Errorf("open session stream: %w", err)
 	}
-	st := newStream(qs)
+	st := stream.New(qs)
 	// A hub that stops answering after the handshake would otherwise hold
 	// the wait for the Welcome until the idle timeout, however long after
 	// ctx.
-	stop := context.AfterFunc(ctx, func() { qs.CancelRead(0); qs.CancelWrite(0) })
+	stop := st.AbortWhenDone(ctx)
 	defer stop()
 	hello := &wire.Hello{CapabilityVersion: wire.CapabilityVersion, NodeName: c.cfg.NodeName, LastRevision: c.cfg.Store.LastRevision(), AgentVersion: c.cfg.AgentVersion}
 	if c.cfg.HeldTokens != nil {
@@ -375,10 +387,10 @@ func (c *Client) hello(ctx context.Context, conn *quic.Conn) (*stream, session.R
 		}
 		hello.Tokens = held
 	}
-	if err := st.w.Write(hello); err != nil {
+	if err := st.Write(hello); err != nil {
 		return nil, session.Resume{}, fmt.Errorf("send hello: %w", err)
 	}
-	m, err := st.r.Read()
+	m, err := st.Read()
 	if err != nil {
 		return nil, session.Resume{}, fmt.Errorf("read welcome: %w", err)
 	}
@@ -386,14 +398,14 @@ func (c *Client) hello(ctx context.Context, conn *quic.Conn) (*stream, session.R
 	case *wire.Welcome:
 		res, err := session.Welcome(hello.LastRevision, m)
 		if err != nil {
-			st.fail(wire.CodeVersion, fmt.Sprintf("capability version %d is not spoken here", m.CapabilityVersion))
+			st.Fail(wire.CodeVersion, fmt.Sprintf("capability version %d is not spoken here", m.CapabilityVersion))
 			return nil, session.Resume{}, err
 		}
 		return st, res, nil
 	case *wire.Error:
 		return nil, session.Resume{}, m
 	default:
-		st.fail(wire.CodeBadRequest, fmt.Sprintf("expected Welcome, got %v", m.Type()))
+		st.Fail(wire.CodeBadRequest, fmt.Sprintf("expected Welcome, got %v", m.Type()))
 		return nil, session.Resume{}, hubBrokeProtocol(fmt.Errorf("expected Welcome, got %v", m.Type()))
 	}
 }
@@ -403,24 +415,24 @@ const inventoryChunk = 5000
 
 // receive sends the inventory if asked, then applies batches and
 // acknowledges them until the stream ends.
-func (c *Client) receive(st *stream, resume session.Resume) error {
+func (c *Client) receive(st *stream.Stream, resume session.Resume) error {
 	if resume.SendInventory {
 		c.stats.Inventories.Add(1)
 		if resume.Rewind {
 			c.log.Warn("the hub's revision went back: was it restored from a backup? resyncing from the inventory", "hub_revision", resume.HubRevision, "last_revision", c.cfg.Store.LastRevision())
 			if err := c.cfg.Store.Rewind(); err != nil {
-				st.fail(wire.CodeInternal, "checkpoint write failed")
+				st.Fail(wire.CodeInternal, "checkpoint write failed")
 				return nodeFailure(fmt.Errorf("rewind checkpoint: %w", err))
 			}
 		}
 		inv, err := c.cfg.Store.Inventory()
 		if err != nil {
-			st.fail(wire.CodeInternal, "read inventory")
+			st.Fail(wire.CodeInternal, "read inventory")
 			return nodeFailure(fmt.Errorf("read inventory: %w", err))
 		}
 		for {
 			n := min(len(inv), inventoryChunk)
-			if err := st.w.Write(&wire.Inventory{Entries: inv[:n], More: n < len(inv)}); err != nil {
+			if err := st.Write(&wire.Inventory{Entries: inv[:n], More: n < len(inv)}); err != nil {
 				return fmt.Errorf("send inventory: %w", err)
 			}
 			inv = inv[n:]
@@ -431,18 +443,18 @@ func (c *Client) receive(st *stream, resume session.Resume) error {
 	}
 	var recv session.Receiver
 	for {
-		before := st.r.BytesRead()
-		m, err := st.r.Read()
+		before := st.BytesRead()
+		m, err := st.Read()
 		if err != nil {
 			return fmt.Errorf("session: %w", err)
 		}
-		n := st.r.BytesRead() - before
+		n := st.BytesRead() - before
 		c.stats.BytesReceived.Add(n)
 		switch m := m.(type) {
 		case *wire.Batch:
 			a := recv.Batch(c.cfg.Store.LastRevision(), m, n)
 			if err := c.cfg.Store.ApplyBatch(m.Changes, a.Revision); err != nil {
-				st.fail(wire.CodeInternal, "checkpoint write failed")
+				st.Fail(wire.CodeInternal, "checkpoint write failed")
 				return nodeFailure(fmt.Errorf("apply batch: %w", err))
 			}
 			c.stats.BatchesApplied.Add(1)
@@ -450,7 +462,7 @@ func (c *Client) receive(st *stream, resume session.Resume) error {
 				c.cfg.Applied(m.Changes)
 			}
 			if a.Ack {
-				if err := st.w.Write(&wire.Ack{Revision: a.Revision}); err != nil {
+				if err := st.Write(&wire.Ack{Revision: a.Revision}); err != nil {
 					return fmt.Errorf("send ack: %w", err)
 				}
 			}
@@ -460,7 +472,7 @@ func (c *Client) receive(st *stream, resume session.Resume) error {
 		case *wire.Error:
 			return m
 		default:
-			st.fail(wire.CodeBadRequest, fmt.Sprintf("unexpected %v on the session stream", m.Type()))
+			st.Fail(wire.CodeBadRequest, fmt.Sprintf("unexpected %v on the session stream", m.Type()))
 			return hubBrokeProtocol(fmt.Errorf("unexpected %v on the session stream", m.Type()))
 		}
 	}
@@ -470,11 +482,10 @@ func (c *Client) receive(st *stream, resume session.Resume) error {
 // status stream, waits for the acknowledgement and drops what the hub
 // answered, until ctx ends.
 func (c *Client) statusLoop(ctx context.Context, conn *quic.Conn) error {
-	var st *stream
+	var st *stream.Stream
 	defer func() {
 		if st != nil {
-			st.st.CancelRead(0)
-			st.st.Close()
+			st.Close()
 		}
 	}()
 	for {
@@ -495,12 +506,12 @@ func (c *Client) statusLoop(ctx context.Context, conn *quic.Conn) error {
 			if err != nil {
 				return fmt.Errorf("open status stream: %w", err)
 			}
-			st = newStream(qs)
+			st = stream.New(qs)
 		}
-		if err := st.w.Write(&wire.StatusPush{Items: items}); err != nil {
+		if err := st.Write(&wire.StatusPush{Items: items}); err != nil {
 			return fmt.Errorf("push status: %w", err)
 		}
-		m, err := st.r.Read()
+		m, err := st.Read()
 		if err != nil {
 			return fmt.Errorf("read status ack: %w", err)
 		}
@@ -554,21 +565,20 @@ func (c *Client) tunnels(ctx context.Context, conn *quic.Conn) error {
 }
 
 func (c *Client) serveTunnel(ctx context.Context, qs *quic.Stream) {
-	st := newStream(qs)
-	m, err := st.r.Read()
+	st := stream.New(qs)
+	m, err := st.Read()
 	if err != nil {
-		qs.CancelRead(quic.StreamErrorCode(wire.CodeBadRequest))
-		qs.CancelWrite(quic.StreamErrorCode(wire.CodeBadRequest))
+		st.Abort(wire.CodeBadRequest)
 		return
 	}
 	open, ok := m.(*wire.TunnelOpen)
 	if !ok {
-		st.fail(wire.CodeBadRequest, fmt.Sprintf("a tunnel starts with TunnelOpen, not %v", m.Type()))
+		st.Fail(wire.CodeBadRequest, fmt.Sprintf("a tunnel starts with TunnelOpen, not %v", m.Type()))
 		return
 	}
 	h := c.cfg.Tunnels[open.Kind]
 	if h == nil {
-		st.fail(wire.CodeNotFound, fmt.Sprintf("this agent serves no %q tunnels", open.Kind))
+		st.Fail(wire.CodeNotFound, fmt.Sprintf("this agent serves no %q tunnels", open.Kind))
 		return
 	}
 	serve, err := h(ctx, open)
@@ -577,25 +587,14 @@ func (c *Client) serveTunnel(ctx context.Context, qs *quic.Stream) {
 		if !errors.As(err, &we) {
 			we = &wire.Error{Code: wire.CodeInternal, Message: err.Error()}
 		}
-		st.fail(we.Code, we.Message)
+		st.Fail(we.Code, we.Message)
 		return
 	}
-	if err := st.w.Write(&wire.TunnelReply{}); err != nil {
-		qs.CancelRead(0)
+	if err := st.Write(&wire.TunnelReply{}); err != nil {
+		st.CancelRead(0)
 		return
 	}
-	serve(&tunnelConn{st: st})
-}
-
-// tunnelConn reads what the frame reader buffered before the stream.
-type tunnelConn struct{ st *stream }
-
-func (t *tunnelConn) Read(p []byte) (int, error)  { return t.st.r.Rest().Read(p) }
-func (t *tunnelConn) Write(p []byte) (int, error) { return t.st.st.Write(p) }
-func (t *tunnelConn) CloseWrite() error           { return t.st.st.Close() }
-func (t *tunnelConn) Close() error {
-	t.st.st.CancelRead(0)
-	return t.st.st.Close()
+	serve(st.Tunnel())
 }
 
 // renewLoop renews the node certificate each time two thirds of its life
@@ -647,15 +646,15 @@ func (c *Client) renew(ctx context.Context, conn *quic.Conn) (*x509.Certificate,
 	if err != nil {
 		return nil, fmt.Errorf("open renew stream: %w", err)
 	}
-	st := newStream(qs)
-	defer qs.CancelRead(0)
-	stop := context.AfterFunc(ctx, func() { qs.CancelRead(0); qs.CancelWrite(0) })
+	st := stream.New(qs)
+	defer st.CancelRead(0)
+	stop := st.AbortWhenDone(ctx)
 	defer stop()
-	if err := st.w.Write(&wire.RenewRequest{CSR: csr}); err != nil {
+	if err := st.Write(&wire.RenewRequest{CSR: csr}); err != nil {
 		return nil, fmt.Errorf("send renew request: %w", err)
 	}
-	qs.Close()
-	m, err := st.r.Read()
+	st.CloseWrite()
+	m, err := st.Read()
 	if err != nil {
 		return nil, fmt.Errorf("read renew response: %w", err)
 	}

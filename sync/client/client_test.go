@@ -28,6 +28,7 @@ import (
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/client"
+	"github.com/outpost-mesh/outpost/sync/stream"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -87,20 +88,20 @@ func (h *scriptedHub) accept() *quic.Conn {
 	return conn
 }
 
-// stream is one stream with frame reading and writing; every read or
-// write fails after waitLong rather than hang the test.
-type stream struct {
+// rawStream is one stream as the test drives it: the QUIC stream, and f
+// its frames; every read or write fails after waitLong rather than hang
+// the test.
+type rawStream struct {
 	*quic.Stream
-	r *wire.Reader
-	w *wire.Writer
+	f *stream.Stream
 }
 
-func newStream(qs *quic.Stream) *stream {
+func newRawStream(qs *quic.Stream) *rawStream {
 	qs.SetDeadline(time.Now().Add(waitLong))
-	return &stream{Stream: qs, r: wire.NewReader(qs, 0), w: wire.NewWriter(qs)}
+	return &rawStream{Stream: qs, f: stream.New(qs)}
 }
 
-func acceptStream(t *testing.T, conn *quic.Conn) *stream {
+func acceptStream(t *testing.T, conn *quic.Conn) *rawStream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
@@ -108,10 +109,10 @@ func acceptStream(t *testing.T, conn *quic.Conn) *stream {
 	if err != nil {
 		t.Fatalf("accept a stream: %v", err)
 	}
-	return newStream(qs)
+	return newRawStream(qs)
 }
 
-func openStream(t *testing.T, conn *quic.Conn) *stream {
+func openStream(t *testing.T, conn *quic.Conn) *rawStream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
@@ -119,19 +120,19 @@ func openStream(t *testing.T, conn *quic.Conn) *stream {
 	if err != nil {
 		t.Fatalf("open a stream: %v", err)
 	}
-	return newStream(qs)
+	return newRawStream(qs)
 }
 
-func (s *stream) send(t *testing.T, m wire.Message) {
+func (s *rawStream) send(t *testing.T, m wire.Message) {
 	t.Helper()
-	if err := s.w.Write(m); err != nil {
+	if err := s.f.Write(m); err != nil {
 		t.Fatalf("send %v: %v", m.Type(), err)
 	}
 }
 
-func (s *stream) recv(t *testing.T) wire.Message {
+func (s *rawStream) recv(t *testing.T) wire.Message {
 	t.Helper()
-	m, err := s.r.Read()
+	m, err := s.f.Read()
 	if err != nil {
 		t.Fatalf("read a frame: %v", err)
 	}
@@ -375,9 +376,9 @@ func TestApplyFails(t *testing.T) {
 // recvEnd reads the frames that end a session the client ended: an Error
 // (returned), or none when the connection closed before it arrived. Any
 // other frame, an Ack first, fails the test.
-func recvEnd(t *testing.T, s *stream) *wire.Error {
+func recvEnd(t *testing.T, s *rawStream) *wire.Error {
 	t.Helper()
-	m, err := s.r.Read()
+	m, err := s.f.Read()
 	if err != nil {
 		var ae *quic.ApplicationError
 		var se *quic.StreamError
@@ -469,7 +470,7 @@ func TestTunnelFraming(t *testing.T) {
 	}
 	ts.Write([]byte(", then more"))
 	ts.Close()
-	got, err := io.ReadAll(ts.r.Rest())
+	got, err := io.ReadAll(ts.f.Tunnel())
 	if err != nil {
 		t.Fatalf("read the echo: %v", err)
 	}

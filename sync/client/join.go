@@ -11,6 +11,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/outpost-mesh/outpost/sync/stream"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -65,11 +66,10 @@ func Join(ctx context.Context, cfg JoinConfig) (cert, ca []byte, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("join stream: %w", err)
 	}
-	defer qs.CancelRead(0)
-	if stop := context.AfterFunc(ctx, func() { qs.CancelRead(0); qs.CancelWrite(0) }); stop != nil {
-		defer stop()
-	}
-	w, r := wire.NewWriter(qs), wire.NewReader(qs, 0)
+	st := stream.New(qs)
+	defer st.CancelRead(0)
+	stop := st.AbortWhenDone(ctx)
+	defer stop()
 	req := &wire.JoinRequest{
 		CapabilityVersion: wire.CapabilityVersion,
 		Token:             cfg.Token,
@@ -77,11 +77,11 @@ func Join(ctx context.Context, cfg JoinConfig) (cert, ca []byte, err error) {
 		Site:              cfg.Site,
 		CSR:               cfg.CSR,
 	}
-	if err := w.Write(req); err != nil {
+	if err := st.Write(req); err != nil {
 		return nil, nil, fmt.Errorf("send join request: %w", err)
 	}
-	qs.Close()
-	m, err := r.Read()
+	st.CloseWrite()
+	m, err := st.Read()
 	if err != nil {
 		return nil, nil, fmt.Errorf("read join response: %w", err)
 	}

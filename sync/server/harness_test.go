@@ -39,7 +39,9 @@ import (
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/client"
+	"github.com/outpost-mesh/outpost/sync/memnet"
 	"github.com/outpost-mesh/outpost/sync/server"
+	"github.com/outpost-mesh/outpost/sync/stream"
 	"github.com/outpost-mesh/outpost/sync/view"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
@@ -532,6 +534,7 @@ type hub struct {
 	cfg      server.Config
 	addr     string
 	caHash   string
+	net      *memnet.Network // or nil for UDP on loopback
 
 	srv   *server.Server
 	pc    *flakyConn
@@ -542,7 +545,16 @@ type hub struct {
 type hubOptions struct {
 	views    view.Config
 	certLife time.Duration // of the certificates the authority signs
+	// net, if set, carries the hub's and the clients' packets in memory:
+	// the hub at memHub, every client from memNode.
+	net *memnet.Network
 }
+
+// The addresses on a hubOptions.net.
+const (
+	memHub  = "127.0.0.1:443"
+	memNode = "10.0.0.2"
+)
 
 func defaultHubOptions() hubOptions {
 	return hubOptions{views: view.DefaultConfig(), certLife: time.Hour}
@@ -563,6 +575,7 @@ func startHub(t *testing.T, opts hubOptions) *hub {
 		sink:     &fakeSink{},
 		presence: &fakePresence{},
 		caHash:   wire.CAHash(ca.Cert),
+		net:      opts.net,
 	}
 	var ticket [32]byte
 	var reset quic.StatelessResetKey
@@ -578,7 +591,11 @@ func startHub(t *testing.T, opts hubOptions) *hub {
 	cfg.Logger = slog.New(h.logs).With("side", "hub")
 	cfg.IdleTimeout, cfg.KeepAlive = idleTimeout, keepAlive
 	h.cfg = cfg
-	h.start("127.0.0.1:0")
+	if h.net != nil {
+		h.startMem()
+	} else {
+		h.start("127.0.0.1:0")
+	}
 	t.Cleanup(h.stop)
 	return h
 }
@@ -598,6 +615,22 @@ func (h *hub) start(addr string) {
 	})
 	h.srv, h.pc, h.addr = srv, &flakyConn{PacketConn: pc}, pc.LocalAddr().String()
 	h.serve = wait.Start(h.t, waitLong, "Serve", func(ctx context.Context) error { return srv.Serve(ctx, h.pc) })
+}
+
+// startMem serves on h.net at memHub. The hub cannot crash: cut the
+// node's link instead.
+func (h *hub) startMem() {
+	h.t.Helper()
+	srv, err := server.New(h.cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	pc, err := h.net.Listen(memHub)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.srv, h.addr = srv, memHub
+	h.serve = wait.Start(h.t, waitLong, "Serve", func(ctx context.Context) error { return srv.Serve(ctx, pc) })
 }
 
 // stop stops the server and waits for Serve to return; it may be called
@@ -658,6 +691,13 @@ func (h *hub) clientConfig(node string, cert *tls.Certificate, st *memStore) cli
 	cfg.Logger = testlog.New(h.t, slog.LevelDebug).With("side", "edge", "node", node)
 	cfg.MinBackoff, cfg.MaxBackoff = minBackoff, maxBackoff
 	cfg.IdleTimeout, cfg.KeepAlive = idleTimeout, keepAlive
+	if h.net != nil {
+		hub := net.UDPAddrFromAddrPort(netip.MustParseAddrPort(memHub))
+		cfg.Dial = func(context.Context) (net.PacketConn, net.Addr, error) {
+			pc, err := h.net.Listen(memNode + ":0")
+			return pc, hub, err
+		}
+	}
 	return cfg
 }
 
@@ -703,11 +743,11 @@ func (h *hub) rawConn(t *testing.T, cert *tls.Certificate) *quic.Conn {
 	return conn
 }
 
-// rawStream is a stream opened by hand, with frame reading and writing.
+// rawStream is a stream opened by hand: the QUIC stream, and f its
+// frames.
 type rawStream struct {
 	*quic.Stream
-	r *wire.Reader
-	w *wire.Writer
+	f *stream.Stream
 }
 
 func openStream(t *testing.T, conn *quic.Conn) *rawStream {
@@ -719,19 +759,19 @@ func openStream(t *testing.T, conn *quic.Conn) *rawStream {
 		t.Fatalf("open stream: %v", err)
 	}
 	qs.SetDeadline(time.Now().Add(waitLong)) // no read or write hangs a test
-	return &rawStream{Stream: qs, r: wire.NewReader(qs, 0), w: wire.NewWriter(qs)}
+	return &rawStream{Stream: qs, f: stream.New(qs)}
 }
 
 func (s *rawStream) send(t *testing.T, m wire.Message) {
 	t.Helper()
-	if err := s.w.Write(m); err != nil {
+	if err := s.f.Write(m); err != nil {
 		t.Fatalf("write %v: %v", m.Type(), err)
 	}
 }
 
 func (s *rawStream) recv(t *testing.T) wire.Message {
 	t.Helper()
-	m, err := s.r.Read()
+	m, err := s.f.Read()
 	if err != nil {
 		t.Fatalf("read frame: %v", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/outpost-mesh/outpost/sync/stream"
 	"github.com/outpost-mesh/outpost/sync/view"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
@@ -472,44 +472,6 @@ func (s *Server) sessionEnded(node string) {
 	}
 }
 
-// stream is a QUIC stream with frame reading and writing.
-type stream struct {
-	st *quic.Stream
-	r  *wire.Reader
-	w  *wire.Writer
-}
-
-func newStream(st *quic.Stream) *stream {
-	return &stream{st: st, r: wire.NewReader(st, 0), w: wire.NewWriter(st)}
-}
-
-// fail sends an Error frame and ends the stream both ways.
-func (s *stream) fail(code wire.ErrorCode, msg string) {
-	s.failWith(&wire.Error{Code: code, Message: msg})
-}
-
-// failWith sends e and ends the stream both ways.
-func (s *stream) failWith(e *wire.Error) {
-	s.w.Write(e)
-	s.st.CancelRead(quic.StreamErrorCode(e.Code))
-	s.st.Close()
-}
-
-// readError turns a frame read error into what to tell the peer.
-func (s *stream) readFailed(err error) {
-	switch {
-	case errors.Is(err, io.EOF):
-		s.st.Close()
-	case errors.Is(err, wire.ErrFrameTooLarge):
-		s.fail(wire.CodeTooLarge, err.Error())
-	case errors.Is(err, wire.ErrMalformed):
-		s.fail(wire.CodeBadRequest, err.Error())
-	default:
-		s.st.CancelRead(quic.StreamErrorCode(wire.CodeInternal))
-		s.st.CancelWrite(quic.StreamErrorCode(wire.CodeInternal))
-	}
-}
-
 // peerAddr returns the IP address of a peer's UDP address, the zero Addr
 // if it has none.
 func peerAddr(a net.Addr) netip.Addr {
@@ -523,10 +485,10 @@ func peerAddr(a net.Addr) netip.Addr {
 // serveStream dispatches a stream by its first frame; peer is the
 // connection's remote address.
 func (s *Server) serveStream(ctx context.Context, log *slog.Logger, peer netip.Addr, node string, qs *quic.Stream) {
-	st := newStream(qs)
-	m, err := st.r.Read()
+	st := stream.New(qs)
+	m, err := st.Read()
 	if err != nil {
-		st.readFailed(err)
+		st.ReadFailed(err)
 		return
 	}
 	if j, ok := m.(*wire.JoinRequest); ok {
@@ -534,7 +496,7 @@ func (s *Server) serveStream(ctx context.Context, log *slog.Logger, peer netip.A
 		return
 	}
 	if node == "" {
-		st.fail(wire.CodeUnauthorized, fmt.Sprintf("a %v needs a node certificate; join first", m.Type()))
+		st.Fail(wire.CodeUnauthorized, fmt.Sprintf("a %v needs a node certificate; join first", m.Type()))
 		return
 	}
 	switch m := m.(type) {
@@ -545,15 +507,15 @@ func (s *Server) serveStream(ctx context.Context, log *slog.Logger, peer netip.A
 	case *wire.RenewRequest:
 		s.renew(ctx, log, node, st, m)
 	default:
-		st.fail(wire.CodeBadRequest, fmt.Sprintf("a stream cannot start with %v", m.Type()))
+		st.Fail(wire.CodeBadRequest, fmt.Sprintf("a stream cannot start with %v", m.Type()))
 	}
 }
 
-func (s *Server) join(ctx context.Context, log *slog.Logger, peer netip.Addr, st *stream, req *wire.JoinRequest) {
+func (s *Server) join(ctx context.Context, log *slog.Logger, peer netip.Addr, st *stream.Stream, req *wire.JoinRequest) {
 	s.stats.Joins.Add(1)
 	if _, ok := wire.Negotiate(req.CapabilityVersion); !ok {
 		s.stats.JoinsRefused.Add(1)
-		st.fail(wire.CodeVersion, fmt.Sprintf("capability version %d is not spoken here (%d..%d)", req.CapabilityVersion, wire.MinCapabilityVersion, wire.CapabilityVersion))
+		st.Fail(wire.CodeVersion, fmt.Sprintf("capability version %d is not spoken here (%d..%d)", req.CapabilityVersion, wire.MinCapabilityVersion, wire.CapabilityVersion))
 		return
 	}
 	cert, ca, err := s.cfg.Authority.Join(ctx, peer, req)
@@ -561,27 +523,27 @@ func (s *Server) join(ctx context.Context, log *slog.Logger, peer netip.Addr, st
 		s.stats.JoinsRefused.Add(1)
 		we := toWire(err)
 		log.Info("join refused", "node", req.NodeName, "code", we.Code, "err", err)
-		st.failWith(we)
+		st.FailWith(we)
 		return
 	}
 	log.Info("node joined", "node", req.NodeName, "site", req.Site)
-	if err := st.w.Write(&wire.JoinResponse{Certificate: cert, CA: ca}); err != nil {
+	if err := st.Write(&wire.JoinResponse{Certificate: cert, CA: ca}); err != nil {
 		return
 	}
-	st.st.Close()
+	st.CloseWrite()
 }
 
-func (s *Server) renew(ctx context.Context, log *slog.Logger, node string, st *stream, req *wire.RenewRequest) {
+func (s *Server) renew(ctx context.Context, log *slog.Logger, node string, st *stream.Stream, req *wire.RenewRequest) {
 	cert, err := s.cfg.Authority.Renew(ctx, node, req.CSR)
 	if err != nil {
 		we := toWire(err)
 		log.Warn("certificate renewal refused", "code", we.Code, "err", err)
-		st.failWith(we)
+		st.FailWith(we)
 		return
 	}
 	log.Info("node certificate renewed")
-	if st.w.Write(&wire.RenewResponse{Certificate: cert}) == nil {
-		st.st.Close()
+	if st.Write(&wire.RenewResponse{Certificate: cert}) == nil {
+		st.CloseWrite()
 	}
 }
 
@@ -602,16 +564,16 @@ func errorCode(err error) (wire.ErrorCode, string) {
 }
 
 // status applies StatusPush frames until the stream ends.
-func (s *Server) status(ctx context.Context, log *slog.Logger, node string, st *stream, first *wire.StatusPush) {
+func (s *Server) status(ctx context.Context, log *slog.Logger, node string, st *stream.Stream, first *wire.StatusPush) {
 	m := wire.Message(first)
 	for {
 		push, ok := m.(*wire.StatusPush)
 		if !ok {
-			st.fail(wire.CodeBadRequest, fmt.Sprintf("unexpected %v on the status stream", m.Type()))
+			st.Fail(wire.CodeBadRequest, fmt.Sprintf("unexpected %v on the status stream", m.Type()))
 			return
 		}
 		if len(push.Items) > s.cfg.MaxStatusItems {
-			st.fail(wire.CodeTooLarge, fmt.Sprintf("%d status items in one push; at most %d", len(push.Items), s.cfg.MaxStatusItems))
+			st.Fail(wire.CodeTooLarge, fmt.Sprintf("%d status items in one push; at most %d", len(push.Items), s.cfg.MaxStatusItems))
 			return
 		}
 		ack := &wire.StatusAck{Results: make([]wire.StatusResult, 0, len(push.Items))}
@@ -630,12 +592,12 @@ func (s *Server) status(ctx context.Context, log *slog.Logger, node string, st *
 			ack.Results = append(ack.Results, r)
 		}
 		s.stats.StatusItems.Add(int64(len(push.Items)))
-		if err := st.w.Write(ack); err != nil {
+		if err := st.Write(ack); err != nil {
 			return
 		}
 		var err error
-		if m, err = st.r.Read(); err != nil {
-			st.readFailed(err)
+		if m, err = st.Read(); err != nil {
+			st.ReadFailed(err)
 			return
 		}
 	}

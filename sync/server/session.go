@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/outpost-mesh/outpost/sync/stream"
 	"github.com/outpost-mesh/outpost/sync/view"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
@@ -20,21 +21,21 @@ const progressInterval = 10 * time.Minute
 
 // session streams a node's view: the resume step, then changes as they
 // come, until the stream or ctx ends.
-func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st *stream, hello *wire.Hello) {
+func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st *stream.Stream, hello *wire.Hello) {
 	if hello.NodeName != node {
-		st.fail(wire.CodeForbidden, fmt.Sprintf("certificate of node %q cannot open a session for %q", node, hello.NodeName))
+		st.Fail(wire.CodeForbidden, fmt.Sprintf("certificate of node %q cannot open a session for %q", node, hello.NodeName))
 		return
 	}
 	version, ok := wire.Negotiate(hello.CapabilityVersion)
 	if !ok {
-		st.fail(wire.CodeVersion, fmt.Sprintf("capability version %d is not spoken here (%d..%d)", hello.CapabilityVersion, wire.MinCapabilityVersion, wire.CapabilityVersion))
+		st.Fail(wire.CodeVersion, fmt.Sprintf("capability version %d is not spoken here (%d..%d)", hello.CapabilityVersion, wire.MinCapabilityVersion, wire.CapabilityVersion))
 		return
 	}
 	s.stats.Sessions.Add(1)
 	var tok *sessionTokens
 	if s.cfg.Tokens != nil && version >= wire.TokensVersion {
 		if len(hello.Tokens) > maxHeldTokens {
-			st.fail(wire.CodeTooLarge, fmt.Sprintf("hello lists %d pod tokens; at most %d", len(hello.Tokens), maxHeldTokens))
+			st.Fail(wire.CodeTooLarge, fmt.Sprintf("hello lists %d pod tokens; at most %d", len(hello.Tokens), maxHeldTokens))
 			return
 		}
 		tok = &sessionTokens{t: view.NewTokens(s.cfg.TokenPolicy, hello.Tokens, time.Now()), gen: ^uint64(0)}
@@ -44,7 +45,7 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 	byInventory := errors.Is(err, view.ErrNeedInventory)
 	switch {
 	case byInventory:
-		if err := st.w.Write(&wire.Welcome{CapabilityVersion: version, HubRevision: s.cfg.Views.Revision(), SendInventory: true}); err != nil {
+		if err := st.Write(&wire.Welcome{CapabilityVersion: version, HubRevision: s.cfg.Views.Revision(), SendInventory: true}); err != nil {
 			return
 		}
 		inv, err := s.readInventory(st)
@@ -59,10 +60,10 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 		sess, changes, rev = s.cfg.Views.ResumeFromInventory(node, inv)
 		s.stats.Inventories.Add(1)
 	case err != nil:
-		st.fail(wire.CodeInternal, err.Error())
+		st.Fail(wire.CodeInternal, err.Error())
 		return
 	default:
-		if err := st.w.Write(&wire.Welcome{CapabilityVersion: version, HubRevision: s.cfg.Views.Revision()}); err != nil {
+		if err := st.Write(&wire.Welcome{CapabilityVersion: version, HubRevision: s.cfg.Views.Revision()}); err != nil {
 			sess.Close()
 			return
 		}
@@ -85,15 +86,15 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 		ackErr <- s.readAcks(st)
 	}()
 	defer func() {
-		st.st.CancelRead(0)
+		st.CancelRead(0)
 		<-acksDone
 	}()
 
-	before := st.w.BytesWritten()
+	before := st.BytesWritten()
 	if err := s.sendChanges(ctx, log, st, changes, rev); err != nil {
 		return
 	}
-	s.stats.ResumeBytes.Add(st.w.BytesWritten() - before)
+	s.stats.ResumeBytes.Add(st.BytesWritten() - before)
 	sent, lastSend := rev, time.Now()
 
 	progress := time.NewTicker(progressInterval)
@@ -121,7 +122,7 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 			if errors.Is(err, view.ErrNeedInventory) {
 				code = wire.CodeUnavailable
 			}
-			st.fail(code, err.Error())
+			st.Fail(code, err.Error())
 			return
 		}
 		if len(changes) > 0 {
@@ -144,8 +145,7 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 		}
 		select {
 		case <-ctx.Done():
-			st.st.CancelRead(0)
-			st.st.Close()
+			st.Close()
 			return
 		case err := <-ackErr:
 			s.acksEnded(log, st, err)
@@ -170,7 +170,7 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 // version is gone: the index is bound to receive the newer change, and the
 // session to send it. When an object cannot be read, it ends the stream
 // (the node resumes later) and returns the error.
-func (s *Server) sendChanges(ctx context.Context, log *slog.Logger, st *stream, changes []view.Change, rev int64) error {
+func (s *Server) sendChanges(ctx context.Context, log *slog.Logger, st *stream.Stream, changes []view.Change, rev int64) error {
 	var frame []wire.Change
 	for {
 		n, size := 0, 0
@@ -187,7 +187,7 @@ func (s *Server) sendChanges(ctx context.Context, log *slog.Logger, st *stream, 
 			if ctx.Err() == nil {
 				log.Warn("session ends: cannot read an object of the view", "err", err)
 			}
-			st.fail(wire.CodeUnavailable, err.Error())
+			st.Fail(wire.CodeUnavailable, err.Error())
 			return err
 		}
 		last := n == len(changes)
@@ -196,11 +196,11 @@ func (s *Server) sendChanges(ctx context.Context, log *slog.Logger, st *stream, 
 			if last {
 				b.Revision = rev
 			}
-			before := st.w.BytesWritten()
-			if err := st.w.Write(b); err != nil {
+			before := st.BytesWritten()
+			if err := st.Write(b); err != nil {
 				return err
 			}
-			s.stats.BatchBytes.Add(st.w.BytesWritten() - before)
+			s.stats.BatchBytes.Add(st.BytesWritten() - before)
 		}
 		clear(frame) // the objects read are not kept past their frame
 		if last {
@@ -243,21 +243,21 @@ func (s *Server) objects(ctx context.Context, out []wire.Change, in []view.Chang
 }
 
 // readInventory reads the edge's Inventory frames.
-func (s *Server) readInventory(st *stream) ([]wire.InventoryEntry, error) {
+func (s *Server) readInventory(st *stream.Stream) ([]wire.InventoryEntry, error) {
 	var inv []wire.InventoryEntry
 	for {
-		m, err := st.r.Read()
+		m, err := st.Read()
 		if err != nil {
-			st.readFailed(err)
+			st.ReadFailed(err)
 			return nil, err
 		}
 		part, ok := m.(*wire.Inventory)
 		if !ok {
-			st.fail(wire.CodeBadRequest, fmt.Sprintf("expected Inventory, got %v", m.Type()))
+			st.Fail(wire.CodeBadRequest, fmt.Sprintf("expected Inventory, got %v", m.Type()))
 			return nil, fmt.Errorf("expected Inventory, got %v", m.Type())
 		}
 		if len(inv)+len(part.Entries) > s.cfg.MaxInventory {
-			st.fail(wire.CodeTooLarge, fmt.Sprintf("inventory of more than %d entries", s.cfg.MaxInventory))
+			st.Fail(wire.CodeTooLarge, fmt.Sprintf("inventory of more than %d entries", s.cfg.MaxInventory))
 			return nil, errors.New("inventory too large")
 		}
 		inv = append(inv, part.Entries...)
@@ -274,9 +274,9 @@ var errNotAck = errors.New("expected Ack")
 // (io.EOF at its clean end). It does not write to the stream. The hub
 // keeps no per-node acknowledged revision: a node resumes from what it
 // says it applied.
-func (s *Server) readAcks(st *stream) error {
+func (s *Server) readAcks(st *stream.Stream) error {
 	for {
-		m, err := st.r.Read()
+		m, err := st.Read()
 		if err != nil {
 			return err
 		}
@@ -287,11 +287,11 @@ func (s *Server) readAcks(st *stream) error {
 }
 
 // acksEnded ends the session stream after readAcks returned err.
-func (s *Server) acksEnded(log *slog.Logger, st *stream, err error) {
+func (s *Server) acksEnded(log *slog.Logger, st *stream.Stream, err error) {
 	if errors.Is(err, errNotAck) {
-		st.fail(wire.CodeBadRequest, err.Error())
+		st.Fail(wire.CodeBadRequest, err.Error())
 	} else {
-		st.readFailed(err)
+		st.ReadFailed(err)
 	}
 	if !errors.Is(err, io.EOF) {
 		log.Debug("session ended", "err", err)
@@ -321,7 +321,7 @@ func (t *sessionTokens) due(sess *view.Session, now time.Time) bool {
 // node is at. It returns the changes sent, and an error when the stream
 // failed (or ctx ended). A pod whose tokens cannot be minted is tried
 // again after a back-off; the session goes on.
-func (s *Server) tokenRound(ctx context.Context, log *slog.Logger, node string, st *stream, sess *view.Session, tok *sessionTokens, rev int64) (int, error) {
+func (s *Server) tokenRound(ctx context.Context, log *slog.Logger, node string, st *stream.Stream, sess *view.Session, tok *sessionTokens, rev int64) (int, error) {
 	pods, gen := sess.TokenPods()
 	now := time.Now()
 	plan := tok.t.Plan(pods, now)

@@ -170,7 +170,7 @@ func TestNodeIsolation(t *testing.T) {
 	if !strings.Contains(e.Message, "edge-a") || !strings.Contains(e.Message, "edge-b") {
 		t.Errorf("refusal %q does not name both nodes", e.Message)
 	}
-	if _, err := st.r.Read(); !isStreamEnd(err) {
+	if _, err := st.f.Read(); !isStreamEnd(err) {
 		t.Errorf("read after the refusal = %v, want the stream's end", err)
 	}
 
@@ -588,7 +588,7 @@ func TestFrameTooLarge(t *testing.T) {
 		}
 		e := big.recvError(t, wire.CodeTooLarge)
 		t.Logf("refused: %v", e)
-		if _, err := big.r.Read(); !isStreamEnd(err) {
+		if _, err := big.f.Read(); !isStreamEnd(err) {
 			t.Errorf("read after the refusal = %v, want the stream's end", err)
 		}
 	}
@@ -652,7 +652,7 @@ func TestServeStopsWithJoinInFlight(t *testing.T) {
 	})
 	h.stop() // fails the test if Serve does not return
 	// The node hears that the hub is gone.
-	if _, err := st.r.Read(); err == nil {
+	if _, err := st.f.Read(); err == nil {
 		t.Errorf("read on the join stream after the hub stopped = nil error")
 	}
 }

@@ -283,7 +283,7 @@ func TestPodTokensOlderEdge(t *testing.T) {
 	}
 	// Give the session the moment it would take to mint.
 	s.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-	if m, err := s.r.Read(); err == nil {
+	if m, err := s.f.Read(); err == nil {
 		t.Errorf("a version 2 node was sent %#v after its view", m)
 	}
 	for _, k := range keys {

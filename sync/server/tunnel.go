@@ -4,8 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/outpost-mesh/outpost/sync/stream"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -28,42 +27,27 @@ func (s *Server) OpenTunnel(ctx context.Context, node string, open *wire.TunnelO
 	if err != nil {
 		return nil, fmt.Errorf("tunnel to %s: open stream: %w", node, err)
 	}
-	st := newStream(qs)
-	if stop := context.AfterFunc(ctx, func() { qs.CancelRead(0); qs.CancelWrite(0) }); stop != nil {
-		defer stop()
-	}
-	if err := st.w.Write(open); err != nil {
-		qs.CancelRead(0)
+	st := stream.New(qs)
+	stop := st.AbortWhenDone(ctx)
+	defer stop()
+	if err := st.Write(open); err != nil {
+		st.CancelRead(0)
 		return nil, fmt.Errorf("tunnel to %s: %w", node, err)
 	}
-	m, err := st.r.Read()
+	m, err := st.Read()
 	if err != nil {
-		qs.CancelRead(0)
-		qs.CancelWrite(0)
+		st.Abort(0)
 		return nil, fmt.Errorf("tunnel to %s: %w", node, err)
 	}
 	switch m := m.(type) {
 	case *wire.TunnelReply:
-		return &tunnelConn{st: st}, nil
+		return st.Tunnel(), nil
 	case *wire.Error:
-		qs.CancelRead(0)
-		qs.Close()
+		st.Close()
 		return nil, m
 	default:
-		qs.CancelRead(quic.StreamErrorCode(wire.CodeBadRequest))
-		qs.Close()
+		st.CancelRead(wire.CodeBadRequest)
+		st.CloseWrite()
 		return nil, fmt.Errorf("tunnel to %s: unexpected %v", node, m.Type())
 	}
-}
-
-// tunnelConn reads what the frame reader may have buffered before the
-// stream itself.
-type tunnelConn struct{ st *stream }
-
-func (t *tunnelConn) Read(p []byte) (int, error)  { return t.st.r.Rest().Read(p) }
-func (t *tunnelConn) Write(p []byte) (int, error) { return t.st.st.Write(p) }
-func (t *tunnelConn) CloseWrite() error           { return t.st.st.Close() }
-func (t *tunnelConn) Close() error {
-	t.st.st.CancelRead(0)
-	return t.st.st.Close()
 }
