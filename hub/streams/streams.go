@@ -166,7 +166,9 @@ func (s *Server) openTunnel(ctx context.Context, pod *corev1.Pod, kind string, p
 	s.mu.Lock()
 	if s.open[node] >= s.cfg.MaxPerNode {
 		s.mu.Unlock()
-		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("too many streams open to node %s (limit %d): close some and try again", node, s.cfg.MaxPerNode), 1)
+		// No Retry-After: clients would retry for seconds and then hide
+		// this message behind a generic one.
+		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("too many streams open to node %s (limit %d): close some and try again", node, s.cfg.MaxPerNode), 0)
 	}
 	s.open[node]++
 	s.mu.Unlock()
