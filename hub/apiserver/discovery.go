@@ -108,6 +108,15 @@ func (s *Server) resourceList(gv schema.GroupVersion) *metav1.APIResourceList {
 				metav1.APIResource{Name: "pods/binding", Namespaced: true, Kind: "Binding", Verbs: createVerbs},
 				metav1.APIResource{Name: "pods/eviction", Namespaced: true, Group: "policy", Version: "v1", Kind: "Eviction", Verbs: createVerbs},
 			)
+			if s.cfg.PodStreams != nil {
+				// As kube-apiserver lists them.
+				list.APIResources = append(list.APIResources,
+					metav1.APIResource{Name: "pods/attach", Namespaced: true, Kind: "PodAttachOptions", Verbs: metav1.Verbs{"create", "get"}},
+					metav1.APIResource{Name: "pods/exec", Namespaced: true, Kind: "PodExecOptions", Verbs: metav1.Verbs{"create", "get"}},
+					metav1.APIResource{Name: "pods/log", Namespaced: true, Kind: "Pod", Verbs: metav1.Verbs{"get"}},
+					metav1.APIResource{Name: "pods/portforward", Namespaced: true, Kind: "PodPortForwardOptions", Verbs: metav1.Verbs{"create", "get"}},
+				)
+			}
 		}
 	}
 	return list

@@ -50,6 +50,8 @@ func (q *request) serve() {
 		err = q.serveToken()
 	case q.ri.subresource == "finalize" && q.finalizable():
 		err = q.finalize()
+	case isPodStream(q.ri) && q.s.cfg.PodStreams != nil:
+		err = q.podStream()
 	case q.ri.subresource != "":
 		// A subresource not served here, such as pods/log until the hub
 		// can reach containers: upstream's answer to a path it lacks, not

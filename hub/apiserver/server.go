@@ -34,8 +34,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// MaxInFlight caps concurrent non-watch requests; more get 429:
-	// default 400.
+	// MaxInFlight caps concurrent requests but watches and the streaming
+	// subresources of pods (log, exec, attach, portforward): more get 429.
+	// Default 400.
 	MaxInFlight int
 	// BookmarkInterval is how often a watch that allows bookmarks gets
 	// one: default one minute.
@@ -58,6 +59,9 @@ type Config struct {
 	// between watchers (see eventCache): default 16 MiB, at most 4,096
 	// events.
 	WatchCacheBytes int
+	// PodStreams serves pods/log, pods/exec, pods/attach and
+	// pods/portforward; nil serves none of them (404).
+	PodStreams PodStreams
 }
 
 // Server serves the Kubernetes API for its resources. Its methods are safe
@@ -195,7 +199,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := verb(r, ri)
-	if v != "watch" {
+	if v != "watch" && !(isPodStream(ri) && s.cfg.PodStreams != nil) {
 		select {
 		case s.inflight <- struct{}{}:
 			defer func() { <-s.inflight }()

@@ -133,7 +133,26 @@ func ParseAttributes(method, path string, query url.Values) Attributes {
 	if a.Verb == "delete" && a.Name == "" {
 		a.Verb = "deletecollection"
 	}
+	if connectCreate(a) && (method == http.MethodGet || method == http.MethodPost) {
+		// kubectl asks with POST over SPDY and with GET for a WebSocket
+		// upgrade; either opens a stream into the pod, so either needs
+		// create, as upstream's AuthorizePodWebsocketUpgradeCreatePermission.
+		a.Verb = "create"
+	}
 	return a
+}
+
+// connectCreate reports whether a names a subresource of a pod that
+// opens a stream into it: exec, attach and portforward.
+func connectCreate(a Attributes) bool {
+	if a.APIGroup != "" || a.Resource != "pods" || a.Name == "" {
+		return false
+	}
+	switch a.Subresource {
+	case "exec", "attach", "portforward":
+		return true
+	}
+	return false
 }
 
 // isTrue parses a boolean query parameter as the hub's API server does, so

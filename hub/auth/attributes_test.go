@@ -21,6 +21,13 @@ func TestParseAttributes(t *testing.T) {
 		{"GET", "/api/v1/namespaces/default/pods/web", res("get", "", "v1", "pods", "", "default", "web")},
 		{"HEAD", "/api/v1/namespaces/default/pods/web", res("get", "", "v1", "pods", "", "default", "web")},
 		{"GET", "/api/v1/namespaces/default/pods/web/log", res("get", "", "v1", "pods", "log", "default", "web")},
+		// streams into a pod need create, whatever the method
+		{"GET", "/api/v1/namespaces/default/pods/web/exec?command=sh", res("create", "", "v1", "pods", "exec", "default", "web")},
+		{"POST", "/api/v1/namespaces/default/pods/web/exec?command=sh", res("create", "", "v1", "pods", "exec", "default", "web")},
+		{"GET", "/api/v1/namespaces/default/pods/web/attach", res("create", "", "v1", "pods", "attach", "default", "web")},
+		{"POST", "/api/v1/namespaces/default/pods/web/portforward", res("create", "", "v1", "pods", "portforward", "default", "web")},
+		{"GET", "/api/v1/namespaces/default/pods/web/portforward", res("create", "", "v1", "pods", "portforward", "default", "web")},
+		{"PUT", "/api/v1/namespaces/default/pods/web/exec", res("update", "", "v1", "pods", "exec", "default", "web")},
 		{"PUT", "/api/v1/namespaces/default/pods/web/status", res("update", "", "v1", "pods", "status", "default", "web")},
 		{"PATCH", "/api/v1/namespaces/default/pods/web/status", res("patch", "", "v1", "pods", "status", "default", "web")},
 		{"POST", "/api/v1/namespaces/default/pods", res("create", "", "v1", "pods", "", "default", "")},

@@ -41,8 +41,8 @@ func resources(svc core.ServiceConfig) []apiserver.Resource {
 
 // newAPI builds the Kubernetes API server and its OpenAPI documents over
 // st, with the admission chain (NodeRestriction).
-func newAPI(st store.Store, svc core.ServiceConfig, tokens apiserver.TokenIssuer, log *slog.Logger) (*apiserver.Server, *openapi.Spec, error) {
-	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(svc), Logger: log, Admission: admission.NodeRestriction{}, Tokens: tokens})
+func newAPI(st store.Store, svc core.ServiceConfig, tokens apiserver.TokenIssuer, pods apiserver.PodStreams, log *slog.Logger) (*apiserver.Server, *openapi.Spec, error) {
+	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(svc), Logger: log, Admission: admission.NodeRestriction{}, Tokens: tokens, PodStreams: pods})
 	if err != nil {
 		return nil, nil, err
 	}

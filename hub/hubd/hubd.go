@@ -29,6 +29,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/hub/store/badgerstore"
 	"github.com/outpost-mesh/outpost/hub/store/etcdstore"
+	"github.com/outpost-mesh/outpost/hub/streams"
 )
 
 // StoreKind selects the storage backend.
@@ -109,6 +110,12 @@ type Config struct {
 	// kube-controller-manager's --node-cidr-mask-size: longer than
 	// ClusterCIDR's, by at most 16, and at most /30 (IPv4).
 	NodeCIDRMaskSize int
+	// Streams limits the streams of kubectl logs, exec, attach and
+	// port-forward (see streams.Config): MaxPerNode (32) tunnels open at
+	// once to one node and IdleTimeout (4h) without a byte; its Tunnels,
+	// when set, replaces the sync endpoint's, for tests and simulations
+	// that play the nodes (a fake node side).
+	Streams streams.Config
 	// Logger receives the hub's logs; non-nil.
 	Logger *slog.Logger
 }
@@ -132,6 +139,7 @@ func DefaultConfig(dataDir string) Config {
 		AllocateNodeCIDRs:      true,                                  // as K3s: the hub cuts the pod network per node
 		ClusterCIDR:            nodeipam.DefaultConfig().ClusterCIDR,  // 10.42.0.0/16, K3s's, beside its services'
 		NodeCIDRMaskSize:       nodeipam.DefaultConfig().NodeMaskSize, // 24: 256 nodes of 254 pods, upstream's
+		Streams:                streams.DefaultConfig(),               // 32 streams a node, cut after 4h idle, as kubelet
 	}
 }
 
@@ -301,7 +309,12 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	api, spec, err := newAPI(st, h.cfg.Services, tokens, log)
+	tunnels := &lateTunnels{}
+	podStreams, err := h.newStreams(tunnels, log)
+	if err != nil {
+		return err
+	}
+	api, spec, err := newAPI(st, h.cfg.Services, tokens, podStreams, log)
 	if err != nil {
 		return err
 	}
@@ -408,6 +421,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("start sync endpoint: %w", err)
 		}
 		syncAddr = ep.addr
+		tunnels.set(ep.server)
 		h.syncAddr.Store(&syncAddr)
 		syncing = parts.start("sync endpoint", context.WithoutCancel(ctx), func(ctx context.Context) error {
 			<-ctx.Done()
