@@ -156,3 +156,15 @@ func (r *Runtime) Output(uid, name string, stderr bool, data []byte) error {
 	}
 	return nil
 }
+
+// Attached returns how many Attach calls are attached to the named
+// container of the pod.
+func (r *Runtime) Attached(uid, name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, err := r.find(uid, name)
+	if err != nil {
+		return 0
+	}
+	return len(c.attached)
+}
