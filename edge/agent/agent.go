@@ -74,7 +74,9 @@ type Config struct {
 	// Sync tunes the hub connection (back-off, keep-alives); the agent
 	// fills in the rest.
 	Sync client.Config
-	// Tunnels serve the streams the hub opens (logs, exec, ...).
+	// Tunnels serve the streams the hub opens (logs, exec, ...), by
+	// kind, over those the agent serves itself through edge/streams
+	// (each kind its runtime supports); nil adds none.
 	Tunnels map[string]client.TunnelHandler
 
 	// Resync is how often the agent lists the runtime when nothing told
@@ -202,6 +204,7 @@ type Agent struct {
 
 	clientMu sync.Mutex
 	client   *client.Client // nil until joined
+	tunnels  map[string]client.TunnelHandler
 
 	// The pod workers' round's own (Desired).
 	view viewPods // the view's pods decoded, as of a checkpoint view generation
@@ -351,7 +354,7 @@ func (a *Agent) connect(ctx context.Context, joined bool) error {
 		}
 		return csr, func(cert []byte) error { return commit(cert, nil) }, nil
 	}
-	cfg.Tunnels = a.cfg.Tunnels
+	cfg.Tunnels = a.tunnels
 	cfg.Logger = a.log.With("component", "sync")
 	c, err := client.New(cfg)
 	if err != nil {
@@ -571,5 +574,5 @@ func (a *Agent) build() error {
 		return err
 	}
 	a.status, a.pods = st, w
-	return nil
+	return a.buildTunnels()
 }

@@ -325,6 +325,15 @@ type ExecOptions struct {
 	Stdout  io.Writer // nil discards
 	Stderr  io.Writer // nil discards; unused with TTY
 	TTY     bool
+	// Resize carries the terminal's sizes, with TTY: each is applied to
+	// the command's terminal as it comes. nil for none. Exec never
+	// closes it; the sender may close it when it has no more.
+	Resize <-chan TermSize
+}
+
+// TermSize is the size of a terminal, in characters.
+type TermSize struct {
+	Width, Height uint16
 }
 
 // Execer is implemented by a Runtime that can run a command in a running
@@ -336,3 +345,26 @@ type Execer interface {
 	// container, or one not running, is ErrNotFound.
 	Exec(ctx context.Context, pod PodRef, container string, opts ExecOptions) (exitCode int, err error)
 }
+
+// AttachOptions is where Attach copies a container's output to.
+type AttachOptions struct {
+	Stdout io.Writer // nil discards
+	Stderr io.Writer // nil discards; a container with a TTY has none
+}
+
+// Attacher is implemented by a Runtime that can hand out the live output
+// of a container's main process: kubectl attach.
+type Attacher interface {
+	// Attach copies what the named running container writes from now on
+	// to opts, and returns its exit code once it has exited and its
+	// output has been copied; when ctx is done it returns ctx's error and
+	// the container goes on. A writer that blocks never delays the
+	// container or its log: an attacher that falls behind by more than
+	// the runtime buffers for it is cut off with ErrAttachBehind. An
+	// unknown pod or container, or one not running, is ErrNotFound.
+	Attach(ctx context.Context, pod PodRef, container string, opts AttachOptions) (exitCode int, err error)
+}
+
+// ErrAttachBehind is returned by Attach when the attacher did not keep up
+// with the container's output.
+var ErrAttachBehind = errors.New("attach fell behind the container's output")

@@ -94,10 +94,22 @@ func (r *Runtime) Exec(ctx context.Context, pod runtime.PodRef, container string
 		return -1, fmt.Errorf("exec in %q of pod %s: %w", container, pod, native(err))
 	}
 	var es client.ExitStatus
+	resize := opts.Resize
+	if !opts.TTY {
+		resize = nil
+	}
 	for done := false; !done; {
 		select {
 		case es = <-exited:
 			done = true
+		case sz, ok := <-resize:
+			if !ok {
+				resize = nil
+				continue
+			}
+			if err := p.Resize(ctx, uint32(sz.Width), uint32(sz.Height)); err != nil && !errdefs.IsNotFound(err) {
+				r.cfg.Logger.Warn("exec: resize terminal", "err", err)
+			}
 		case <-stdinDone:
 			stdinDone = nil
 			if err := p.CloseIO(ctx, client.WithStdinCloser); err != nil && !errdefs.IsNotFound(err) {

@@ -2,6 +2,7 @@ package containerd
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -17,7 +18,15 @@ type logIO struct {
 	io       cio.IO // nil until the task exists, or without a log
 	file     *logs.File
 	out, err *logs.StreamWriter
-	pending  bool // a placeholder while being attached
+	fan      *fanout // the attachers of the container's live output; nil without a log
+	pending  bool    // a placeholder while being attached
+}
+
+// newFileIO returns the logIO of log file f, and the writers of its
+// stdout and stderr for cio: each writes the log, then the attachers.
+func newFileIO(f *logs.File) (l *logIO, stdout, stderr io.Writer) {
+	l = &logIO{file: f, out: f.Stream(logs.Stdout), err: f.Stream(logs.Stderr), fan: &fanout{}}
+	return l, teeWriter{l.out, logs.Stdout, l.fan}, teeWriter{l.err, logs.Stderr, l.fan}
 }
 
 // drainTimeout bounds how long a reap waits for an exited task's output.
@@ -52,6 +61,9 @@ func (l *logIO) detach() {
 }
 
 func (l *logIO) closeFile() {
+	if l.fan != nil {
+		l.fan.close()
+	}
 	if l.file == nil {
 		return
 	}
@@ -115,11 +127,11 @@ func (r *Runtime) attach(ctx context.Context, info containers.Container, path st
 	if err != nil {
 		return nil, err
 	}
-	l := &logIO{file: f, out: f.Stream(logs.Stdout), err: f.Stream(logs.Stderr)}
+	l, stdout, stderr := newFileIO(f)
 	ctr, err := r.c.LoadContainer(ctx, info.ID)
 	if err == nil {
 		var t client.Task
-		t, err = ctr.Task(ctx, cio.NewAttach(cio.WithStreams(nil, l.out, l.err)))
+		t, err = ctr.Task(ctx, cio.NewAttach(cio.WithStreams(nil, stdout, stderr)))
 		if err == nil {
 			l.io = t.IO()
 		}

@@ -1087,8 +1087,8 @@ func (r *Runtime) newLogIO(uid, path string, tty bool) (*logIO, cio.Creator, err
 	if err != nil {
 		return nil, nil, err
 	}
-	l := &logIO{file: f, out: f.Stream(logs.Stdout), err: f.Stream(logs.Stderr)}
-	opts := []cio.Opt{cio.WithStreams(nil, l.out, l.err), cio.WithFIFODir(r.fifoDir(uid))}
+	l, stdout, stderr := newFileIO(f)
+	opts := []cio.Opt{cio.WithStreams(nil, stdout, stderr), cio.WithFIFODir(r.fifoDir(uid))}
 	if tty {
 		opts = append(opts, cio.WithTerminal)
 	}

@@ -43,6 +43,10 @@ type Config struct {
 	// containers that run until stopped. ByImage scripts behavior by image
 	// name.
 	Behavior BehaviorFunc
+	// Exec runs the commands of Exec, once Exec has checked that the
+	// container runs; nil answers every Exec with ErrNotSupported. It
+	// may block until ctx is done.
+	Exec func(ctx context.Context, pod runtime.PodRef, container string, opts runtime.ExecOptions) (int, error)
 }
 
 // Behavior is how one started container behaves. The zero Behavior runs
@@ -125,6 +129,7 @@ type Stats struct {
 type Runtime struct {
 	now    func() time.Time
 	behave BehaviorFunc
+	exec   func(ctx context.Context, pod runtime.PodRef, container string, opts runtime.ExecOptions) (int, error)
 
 	mu        sync.Mutex
 	pods      map[string]*pod   // by UID
@@ -156,6 +161,7 @@ type container struct {
 	exitAt   time.Time // when it exits by itself; zero: not until stopped
 	exitCode int32     // its code then
 	behavior Behavior
+	attached map[*attacher]struct{} // the Attach calls in progress
 }
 
 // New returns an empty fake runtime.
@@ -167,6 +173,7 @@ func New(cfg Config) *Runtime {
 	return &Runtime{
 		now:       now,
 		behave:    cfg.Behavior,
+		exec:      cfg.Exec,
 		pods:      make(map[string]*pod),
 		pullFails: make(map[string]string),
 		watchers:  make(map[*watcher]struct{}),
@@ -303,7 +310,13 @@ func (r *Runtime) RemovePod(ctx context.Context, ref runtime.PodRef) error {
 	defer r.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.pods[ref.UID]; ok {
+	if p, ok := r.pods[ref.UID]; ok {
+		for _, c := range p.containers {
+			for a := range c.attached {
+				a.end(ExitKilled)
+			}
+			c.attached = nil
+		}
 		delete(r.pods, ref.UID)
 		r.stats.Removes++
 		r.pending = append(r.pending, runtime.Event{Pod: ref, Type: runtime.PodRemoved})
@@ -466,6 +479,10 @@ func (r *Runtime) exit(ref runtime.PodRef, c *container, t time.Time, code int32
 		c.Reason = "Error"
 	}
 	c.exitAt = time.Time{}
+	for a := range c.attached {
+		a.end(int(code))
+	}
+	c.attached = nil
 }
 
 // podIP returns the n-th pod IP of 10.88.0.0/16 (n >= 1), wrapping after

@@ -1,0 +1,329 @@
+package streams
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/outpost-mesh/outpost/edge/logs"
+	"github.com/outpost-mesh/outpost/edge/runtime"
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+// LogOptions is what a logs tunnel asks for, as kubelet's
+// PodLogOptions.
+type LogOptions struct {
+	Container  string
+	Follow     bool
+	Previous   bool
+	Timestamps bool
+	TailLines  int64     // -1 for all
+	LimitBytes int64     // 0 for no limit
+	Since      time.Time // zero for all
+}
+
+// ParseLogOptions reads the options of a logs tunnel; now resolves
+// sinceSeconds. The error is a refusal.
+func ParseLogOptions(open *wire.TunnelOpen, now time.Time) (LogOptions, error) {
+	o := LogOptions{
+		Container:  open.Param("container"),
+		Follow:     boolParam(open, "follow"),
+		Previous:   boolParam(open, "previous"),
+		Timestamps: boolParam(open, "timestamps"),
+		TailLines:  -1,
+	}
+	if o.Container == "" {
+		return o, refuse(wire.CodeBadRequest, "a logs tunnel names its container")
+	}
+	if n, ok, err := intParam(open, "tailLines"); err != nil {
+		return o, err
+	} else if ok {
+		o.TailLines = n
+	}
+	n, _, err := intParam(open, "limitBytes")
+	if err != nil {
+		return o, err
+	}
+	o.LimitBytes = n
+	if n, ok, err := intParam(open, "sinceSeconds"); err != nil {
+		return o, err
+	} else if ok {
+		o.Since = now.Add(-time.Duration(n) * time.Second)
+	}
+	if v := open.Param("sinceTime"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return o, refuse(wire.CodeBadRequest, "sinceTime=%q is not an RFC 3339 time", v)
+		}
+		o.Since = t
+	}
+	return o, nil
+}
+
+// maxLogLine bounds a log line the tunnel reads: longer ones are
+// skipped, as the reader of package logs does.
+const maxLogLine = logs.DefaultMaxLine
+
+// Logs handles a logs tunnel: the log of the pod's container instance
+// (its current one, or with previous the one before), from the CRI log
+// file the node writes, as kubelet serves it.
+func (s *Server) Logs(ctx context.Context, open *wire.TunnelOpen) (func(wire.TunnelStream), error) {
+	if s.cfg.Logs == nil {
+		return nil, refuse(wire.CodeNotFound, "this node serves no logs")
+	}
+	opt, err := ParseLogOptions(open, s.now())
+	if err != nil {
+		return nil, err
+	}
+	pod, err := s.findPod(ctx, open)
+	if err != nil {
+		return nil, err
+	}
+	podName := pod.Spec.Name
+	if pod.container(opt.Container) == nil {
+		return nil, refuse(wire.CodeBadRequest, "container %s is not valid for pod %s", opt.Container, podName)
+	}
+	cs := pod.status(opt.Container)
+	if cs == nil || cs.State == runtime.StateCreated {
+		return nil, refuse(wire.CodeBadRequest, "container %q in pod %q is waiting to start: ContainerCreating", opt.Container, podName)
+	}
+	attempt, instance := cs.Attempt, cs.ID
+	if opt.Previous {
+		attempt, instance, opt.Follow = cs.Attempt-1, "", false
+	}
+	path := s.cfg.Logs.LogPath(pod.ref(), opt.Container, attempt)
+	var f *os.File
+	if attempt >= 0 {
+		f, err = os.Open(path)
+	}
+	if f == nil {
+		if opt.Previous {
+			return nil, refuse(wire.CodeNotFound, "previous terminated container %q in pod %q not found", opt.Container, podName)
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("open log: %w", err)
+		}
+		return nil, refuse(wire.CodeNotFound, "container %q in pod %q is not available", opt.Container, podName)
+	}
+	ref := pod.ref()
+	// stopped reports whether the instance no longer runs: a follow
+	// ends then.
+	stopped := func(ctx context.Context) bool {
+		p, err := s.cfg.Pods.Pod(ctx, ref.Namespace, ref.Name)
+		if err != nil {
+			return false // not known: go on
+		}
+		if p == nil || p.Spec == nil || p.Spec.UID != pod.Spec.UID {
+			return true
+		}
+		c := p.status(opt.Container)
+		return c == nil || c.ID != instance || !running(c)
+	}
+	return func(st wire.TunnelStream) {
+		defer st.Close()
+		defer func() { f.Close() }()
+		ctx, cancel := streamContext(ctx, st)
+		defer cancel()
+		lw := &logWriter{w: bufio.NewWriterSize(st, 32<<10), opt: opt}
+		err := s.copyLog(ctx, lw, &f, path, opt, stopped)
+		if ferr := lw.w.Flush(); err == nil {
+			err = ferr
+		}
+		if err != nil && !errors.Is(err, errLimit) && ctx.Err() == nil {
+			s.log.Debug("logs tunnel ended", "pod", ref.String(), "container", opt.Container, "err", err)
+			return
+		}
+		_ = st.CloseWrite()
+	}, nil
+}
+
+// errLimit ends a log that reached its limitBytes.
+var errLimit = errors.New("log limit reached")
+
+// copyLog writes the log in *f (opened at path) to lw from where the
+// tail starts; with follow, it goes on across rotations until stopped
+// says the instance stopped or ctx ends. *f is the file being read, for
+// the caller to close.
+func (s *Server) copyLog(ctx context.Context, lw *logWriter, f **os.File, path string, opt LogOptions, stopped func(context.Context) bool) error {
+	if opt.TailLines >= 0 {
+		if err := seekTail(*f, opt.TailLines); err != nil {
+			return err
+		}
+	}
+	lr := &lineReader{r: bufio.NewReaderSize(*f, 64<<10)}
+	if !opt.Follow {
+		return lr.each(lw.entry, true)
+	}
+	t := time.NewTicker(s.cfg.FollowPoll)
+	defer t.Stop()
+	for {
+		if err := lr.each(lw.entry, false); err != nil {
+			return err
+		}
+		if err := lw.w.Flush(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		// A rotation renamed the file: what is left of it is read,
+		// then the new one from its start.
+		if fi, err := os.Stat(path); err == nil {
+			if cur, err := (*f).Stat(); err == nil && !os.SameFile(fi, cur) {
+				if err := lr.each(lw.entry, true); err != nil {
+					return err
+				}
+				nf, err := os.Open(path)
+				if err != nil {
+					return fmt.Errorf("open rotated log: %w", err)
+				}
+				(*f).Close()
+				*f = nf
+				lr = &lineReader{r: bufio.NewReaderSize(nf, 64<<10)}
+				continue
+			}
+		}
+		if stopped(ctx) {
+			// The runtime drains the output before it shows the
+			// instance stopped: what is in the file is all.
+			return lr.each(lw.entry, true)
+		}
+	}
+}
+
+// seekTail moves f to the start of its last n lines.
+func seekTail(f *os.File, n int64) error {
+	var total int64
+	br := bufio.NewReaderSize(f, 64<<10)
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
+			total++
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read log: %w", err)
+		}
+	}
+	skip := total - n
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("read log: %w", err)
+	}
+	if skip <= 0 {
+		return nil
+	}
+	var off int64
+	br.Reset(f)
+	for skip > 0 {
+		chunk, err := br.ReadSlice('\n')
+		off += int64(len(chunk))
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil {
+			break
+		}
+		skip--
+	}
+	_, err := f.Seek(off, io.SeekStart)
+	if err != nil {
+		return fmt.Errorf("read log: %w", err)
+	}
+	return nil
+}
+
+// lineReader reads the complete lines of a log file that may be being
+// written: a last line without its newline waits for the rest, unless
+// the end is final.
+type lineReader struct {
+	r       *bufio.Reader
+	pending []byte // the start of a line not yet ended; at most maxLogLine+1
+	tooLong bool   // the line being read is over the limit: skipped
+}
+
+// each calls fn with each complete line read until the end of what the
+// file holds now; with final, a last line without its newline too. Lines
+// over the limit or not in the CRI format are skipped.
+func (lr *lineReader) each(fn func(logs.Entry) error, final bool) error {
+	for {
+		frag, err := lr.r.ReadSlice('\n')
+		if !lr.tooLong {
+			if len(lr.pending)+len(frag) > maxLogLine+1 {
+				lr.tooLong, lr.pending = true, lr.pending[:0]
+			} else {
+				lr.pending = append(lr.pending, frag...)
+			}
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			if !final || (len(lr.pending) == 0 && !lr.tooLong) {
+				return nil
+			}
+		case err != nil:
+			return fmt.Errorf("read log: %w", err)
+		}
+		line, skip := bytes.TrimSuffix(lr.pending, []byte{'\n'}), lr.tooLong
+		lr.pending, lr.tooLong = lr.pending[:0], false
+		if !skip {
+			if e, perr := logs.ParseLine(line); perr == nil {
+				if err := fn(e); err != nil {
+					return err
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+	}
+}
+
+// logWriter writes entries as kubelet serves them.
+type logWriter struct {
+	w       *bufio.Writer
+	opt     LogOptions
+	written int64
+	buf     []byte
+}
+
+func (lw *logWriter) entry(e logs.Entry) error {
+	if !lw.opt.Since.IsZero() && e.Time.Before(lw.opt.Since) {
+		return nil
+	}
+	b := lw.buf[:0]
+	if lw.opt.Timestamps {
+		b = e.Time.UTC().AppendFormat(b, logs.TimeFormat)
+		b = append(b, ' ')
+	}
+	b = append(b, e.Msg...)
+	if !e.Partial {
+		b = append(b, '\n')
+	}
+	lw.buf = b
+	if lw.opt.LimitBytes > 0 {
+		if room := lw.opt.LimitBytes - lw.written; int64(len(b)) >= room {
+			_, err := lw.w.Write(b[:room])
+			lw.written += room
+			if err != nil {
+				return err
+			}
+			return errLimit
+		}
+	}
+	_, err := lw.w.Write(b)
+	lw.written += int64(len(b))
+	return err
+}
