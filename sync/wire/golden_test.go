@@ -64,6 +64,9 @@ func goldenFrames() map[int][]golden {
 			}, Revision: 12}},
 			{name: "podtokens-object", object: samplePodTokens()},
 		},
+		4: {
+			{name: "usage", msg: sampleUsage()},
+		},
 	}
 }
 
