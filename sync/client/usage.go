@@ -1,0 +1,61 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/quic-go/quic-go"
+)
+
+// usagePolls is how many times per UsageInterval usageLoop asks Usage
+// again while it has nothing new.
+const usagePolls = 5
+
+// usageLoop sends the node's usage reports on a stream of their own, at
+// most one per UsageInterval (counted across sessions, so that a flapping
+// link does not send more), until ctx ends. The stream is opened with the
+// first report.
+func (c *Client) usageLoop(ctx context.Context, conn *quic.Conn) error {
+	var st *stream
+	defer func() {
+		if st != nil {
+			st.st.CancelRead(0)
+			st.st.Close()
+		}
+	}()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		wait := c.cfg.UsageInterval - time.Since(c.usageSentAt)
+		if wait <= 0 {
+			u := c.cfg.Usage(c.usageLast)
+			if u != nil {
+				if st == nil {
+					qs, err := conn.OpenStreamSync(ctx)
+					if err != nil {
+						if ctx.Err() != nil {
+							return nil
+						}
+						return fmt.Errorf("open usage stream: %w", err)
+					}
+					st = newStream(qs)
+				}
+				if err := st.w.Write(u); err != nil {
+					return fmt.Errorf("send usage: %w", err)
+				}
+				c.stats.UsageSent.Add(1)
+				c.usageLast, c.usageSentAt = u, time.Now()
+				wait = c.cfg.UsageInterval
+			} else {
+				wait = c.cfg.UsageInterval / usagePolls
+			}
+		}
+		t.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
