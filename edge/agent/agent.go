@@ -24,6 +24,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/podworker"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/status"
+	"github.com/outpost-mesh/outpost/edge/usage"
 	"github.com/outpost-mesh/outpost/internal/version"
 	"github.com/outpost-mesh/outpost/sync/client"
 	"github.com/outpost-mesh/outpost/sync/session"
@@ -76,6 +77,13 @@ type Config struct {
 	Sync client.Config
 	// Tunnels serve the streams the hub opens (logs, exec, ...).
 	Tunnels map[string]client.TunnelHandler
+	// NodeUsage says what the node's own usage in metrics.k8s.io (kubectl
+	// top nodes) counts on a runtime of real containers: usage.Machine,
+	// the whole machine (the default, a gateway), or usage.AgentCgroup,
+	// the agent's cgroup tree, for several agents on one machine. Reports
+	// go at most every Sync.UsageInterval (15s). The fake runtime's nodes
+	// report synthetic usage.
+	NodeUsage usage.NodeScope
 
 	// Resync is how often the agent lists the runtime when nothing told
 	// it to, for a runtime that reports no events: 1s. EventedResync is
@@ -191,6 +199,7 @@ type Agent struct {
 	events *events.Recorder
 	status *status.Reporter
 	pods   *podworker.Workers
+	usage  *usage.Meter
 	real   *realPods // nil on the fake runtime's nodes
 	// pressure is node-pressure eviction; nil when Config.Eviction is.
 	pressure *pressure
@@ -303,6 +312,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Go(func() { a.pressure.run(ctx) })
 	}
 	wg.Go(func() { a.collectGarbage(ctx) })
+	wg.Go(func() { a.usage.Run(ctx) })
 
 	errc := make(chan error, 1)
 	wg.Go(func() { errc <- a.connect(ctx, joined) })
@@ -352,6 +362,7 @@ func (a *Agent) connect(ctx context.Context, joined bool) error {
 		return csr, func(cert []byte) error { return commit(cert, nil) }, nil
 	}
 	cfg.Tunnels = a.cfg.Tunnels
+	cfg.Usage = a.usage.Next
 	cfg.Logger = a.log.With("component", "sync")
 	c, err := client.New(cfg)
 	if err != nil {
@@ -571,5 +582,5 @@ func (a *Agent) build() error {
 		return err
 	}
 	a.status, a.pods = st, w
-	return nil
+	return a.buildUsage()
 }
