@@ -79,31 +79,28 @@ func usageOf(cpu0 time.Duration, r Reading, window time.Duration) wire.ResourceU
 	return wire.ResourceUsage{CPU: rate, Memory: r.Memory}
 }
 
-// Worth reports whether cur is worth sending after last (nil: none sent
-// yet): when what kubectl top would show differs (CPU in whole
-// millicores, memory in whole MiB, or another set of pods or containers),
-// or when last is refresh old, so that the hub, which forgets a report
-// after a few minutes, keeps an idle node's. An idle node so sends about
-// one report per refresh instead of one per interval. No I/O.
-func Worth(last, cur *wire.Usage, refresh time.Duration) bool {
-	switch {
-	case cur == nil:
-		return false
-	case last == nil:
+// Changed reports whether cur differs from base, the last full report
+// sent, by enough to send it: another set of pods or containers, or a
+// CPU rate or memory that moved by more than a tenth and more than what
+// kubectl top shows (1m of CPU, 1Mi of memory) for the node or any
+// container. Smaller moves are left for the next report that must go
+// anyway, so that a node whose usage wobbles sends little. A nil base has
+// always changed. No I/O.
+func Changed(base, cur *wire.Usage) bool {
+	if base == nil {
 		return true
-	case cur.Time.Sub(last.Time) >= refresh:
-		return true
-	case !shown(last.Node).equal(shown(cur.Node)) || len(last.Pods) != len(cur.Pods):
+	}
+	if moved(base.Node, cur.Node) || len(base.Pods) != len(cur.Pods) {
 		return true
 	}
 	for i, p := range cur.Pods {
-		q := last.Pods[i]
+		q := base.Pods[i]
 		if p.Namespace != q.Namespace || p.Name != q.Name || len(p.Containers) != len(q.Containers) {
 			return true
 		}
 		for j, c := range p.Containers {
 			d := q.Containers[j]
-			if c.Name != d.Name || !shown(c.ResourceUsage).equal(shown(d.ResourceUsage)) {
+			if c.Name != d.Name || moved(d.ResourceUsage, c.ResourceUsage) {
 				return true
 			}
 		}
@@ -111,11 +108,18 @@ func Worth(last, cur *wire.Usage, refresh time.Duration) bool {
 	return false
 }
 
-// shownUsage is a usage as kubectl top prints it.
-type shownUsage struct{ milli, mib uint64 }
+// The least moves Changed counts: a millicore, a MiB.
+const (
+	minCPUMove    = 1_000_000
+	minMemoryMove = 1 << 20
+)
 
-func (a shownUsage) equal(b shownUsage) bool { return a == b }
-
-func shown(u wire.ResourceUsage) shownUsage {
-	return shownUsage{milli: u.CPU / 1e6, mib: u.Memory >> 20}
+// moved reports whether a and b differ by more than a tenth of the larger
+// and by at least the least move, in CPU or memory.
+func moved(a, b wire.ResourceUsage) bool {
+	far := func(x, y, least uint64) bool {
+		d := max(x, y) - min(x, y)
+		return d >= least && d > max(x, y)/10
+	}
+	return far(a.CPU, b.CPU, minCPUMove) || far(a.Memory, b.Memory, minMemoryMove)
 }

@@ -52,29 +52,29 @@ func TestReport(t *testing.T) {
 	}
 }
 
-func TestWorth(t *testing.T) {
+func TestChanged(t *testing.T) {
 	base := func(cpu, mem uint64) *wire.Usage {
 		return &wire.Usage{Time: t0, Node: wire.ResourceUsage{CPU: 100e6, Memory: 512 << 20},
 			Pods: []wire.PodUsage{{Namespace: "ns", Name: "p", Containers: []wire.ContainerUsage{{Name: "c", ResourceUsage: wire.ResourceUsage{CPU: cpu, Memory: mem}}}}}}
 	}
-	later := func(u *wire.Usage, d time.Duration) *wire.Usage { u.Time = u.Time.Add(d); return u }
-	const refresh = time.Minute
 	for _, tc := range []struct {
 		name      string
-		last, cur *wire.Usage
+		base, cur *wire.Usage
 		want      bool
 	}{
-		{"nothing to send", base(1e6, 1<<20), nil, false},
 		{"first", nil, base(1e6, 1<<20), true},
-		{"same as shown", base(1_000_000, 1<<20), later(base(1_999_999, 1<<20+1000), 15*time.Second), false},
-		{"a millicore more", base(1_000_000, 1<<20), later(base(2_000_000, 1<<20), 15*time.Second), true},
-		{"a MiB more", base(1e6, 1<<20), later(base(1e6, 2<<20), 15*time.Second), true},
-		{"refresh due", base(1e6, 1<<20), later(base(1e6, 1<<20), refresh), true},
-		{"another pod", base(1e6, 1<<20), func() *wire.Usage { u := later(base(1e6, 1<<20), time.Second); u.Pods[0].Name = "q"; return u }(), true},
-		{"a pod fewer", base(1e6, 1<<20), func() *wire.Usage { u := later(base(1e6, 1<<20), time.Second); u.Pods = nil; return u }(), true},
+		{"same", base(1e6, 1<<20), base(1e6, 1<<20), false},
+		{"under a millicore", base(1_000_000, 1<<20), base(1_999_999, 1<<20), false},
+		{"under a tenth", base(100e6, 100<<20), base(109e6, 109<<20), false},
+		{"a tenth more CPU", base(100e6, 100<<20), base(115e6, 100<<20), true},
+		{"a tenth less memory", base(100e6, 100<<20), base(100e6, 89<<20), true},
+		{"from idle to busy", base(0, 1<<20), base(900e6, 1<<20), true},
+		{"another pod", base(1e6, 1<<20), func() *wire.Usage { u := base(1e6, 1<<20); u.Pods[0].Name = "q"; return u }(), true},
+		{"a pod fewer", base(1e6, 1<<20), func() *wire.Usage { u := base(1e6, 1<<20); u.Pods = nil; return u }(), true},
+		{"node busier", base(1e6, 1<<20), func() *wire.Usage { u := base(1e6, 1<<20); u.Node.CPU *= 2; return u }(), true},
 	} {
-		if got := Worth(tc.last, tc.cur, refresh); got != tc.want {
-			t.Errorf("%s: Worth = %v, want %v", tc.name, got, tc.want)
+		if got := Changed(tc.base, tc.cur); got != tc.want {
+			t.Errorf("%s: Changed = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
@@ -117,5 +117,58 @@ func TestMeterCoalesces(t *testing.T) {
 	}
 	if again := m.Next(u); again != nil {
 		t.Errorf("Next(the report just sent) = %+v, want nil", again)
+	}
+	// A new stream starts with the full report again.
+	if again := m.Next(nil); again != u {
+		t.Errorf("Next(nil) = %+v, want the latest full report", again)
+	}
+}
+
+// TestMeterRefresh: an unchanged usage goes as a few-byte Unchanged
+// report once the last is Refresh old; a changed one goes in full.
+func TestMeterRefresh(t *testing.T) {
+	now := t0
+	src := &scripted{}
+	for i := range 8 {
+		mem := uint64(64 << 20)
+		if i == 7 {
+			mem = 128 << 20
+		}
+		src.samples = append(src.samples, Sample{Node: Reading{CPU: time.Duration(i) * time.Second, Memory: mem}})
+	}
+	m, err := New(Config{Source: src, Interval: 15 * time.Second, Refresh: time.Minute, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	step := func() { now = now.Add(15 * time.Second); m.sampleOnce(ctx) }
+	m.sampleOnce(ctx)
+	step()
+	last := m.Next(nil)
+	if last == nil || last.Unchanged {
+		t.Fatalf("first Next = %+v, want a full report", last)
+	}
+	var sent []string
+	for range 6 {
+		step()
+		if u := m.Next(last); u != nil {
+			last = u
+			switch {
+			case u.Unchanged:
+				sent = append(sent, "unchanged")
+			default:
+				sent = append(sent, "full")
+			}
+		} else {
+			sent = append(sent, "-")
+		}
+	}
+	// Samples 2-6 unchanged: a refresh after a minute; sample 7 doubles
+	// the memory.
+	if want := []string{"-", "-", "-", "unchanged", "-", "full"}; !reflect.DeepEqual(sent, want) {
+		t.Errorf("sent %v, want %v", sent, want)
+	}
+	if last.Node.Memory != 128<<20 {
+		t.Errorf("last full report %+v, want 128 MiB", last)
 	}
 }

@@ -44,6 +44,7 @@ type Meter struct {
 	prev   Sample
 	have   bool        // prev holds a sample
 	latest *wire.Usage // nil until two samples
+	base   *wire.Usage // the last full report Next returned
 }
 
 // New checks cfg and returns a meter; Run samples.
@@ -98,15 +99,23 @@ func (m *Meter) sampleOnce(ctx context.Context) {
 	m.prev, m.have = s, true
 }
 
-// Next returns the latest report if it is worth sending after last, the
-// report last sent (nil for none), else nil. It implements
-// sync/client's Config.Usage. The report is shared: the caller must not
-// change it.
+// Next returns what to send after last, the report sent last on the
+// stream (nil for none: a new stream starts with a full report), or nil
+// for nothing: the latest report when it Changed from the last full one
+// sent, else, once last is Refresh old, a report that the usage is
+// Unchanged. It implements sync/client's Config.Usage. The report is
+// shared: the caller must not change it.
 func (m *Meter) Next(last *wire.Usage) *wire.Usage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.latest == last || !Worth(last, m.latest, m.cfg.Refresh) {
-		return nil
+	switch {
+	case m.latest == nil || last != nil && !m.latest.Time.After(last.Time):
+		return nil // nothing measured since
+	case last == nil || Changed(m.base, m.latest):
+		m.base = m.latest
+		return m.latest
+	case m.latest.Time.Sub(last.Time) >= m.cfg.Refresh:
+		return &wire.Usage{Time: m.latest.Time, Window: m.latest.Window, Unchanged: true}
 	}
-	return m.latest
+	return nil
 }

@@ -51,12 +51,21 @@ func New(cfg Config) (*Store, error) {
 }
 
 // PutUsage replaces node's report with u, which the store keeps and the
-// caller must not change. It implements sync/server's UsageSink.
+// caller must not change; an Unchanged u renews the node's report as it
+// is (nothing, if the store holds none). It implements sync/server's
+// UsageSink.
 func (s *Store) PutUsage(node string, u *wire.Usage) {
 	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.nodes[node] = report{u: u, got: now}
+	if u.Unchanged {
+		if r, ok := s.nodes[node]; ok {
+			r.got = now
+			s.nodes[node] = r
+		}
+	} else {
+		s.nodes[node] = report{u: u, got: now}
+	}
 	s.expireLocked(now)
 }
 

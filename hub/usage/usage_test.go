@@ -169,11 +169,14 @@ func TestMetricsAPI(t *testing.T) {
 		t.Errorf("get node metrics edge-1 = %v", err)
 	}
 
-	// Reports grow old: after MaxAge the node's are gone.
-	clk.add(cfg.MaxAge)
-	s.PutUsage("edge-2", report(100e6))
-	if nodes, err := mc.NodeMetricses().List(ctx, metav1.ListOptions{}); err != nil || len(nodes.Items) != 1 || nodes.Items[0].Name != "edge-2" {
-		t.Errorf("node metrics after edge-1's aged out = %+v, %v; want only edge-2", nodes, err)
+	// Reports grow old: after MaxAge the node's are gone, unless an
+	// Unchanged report renewed them.
+	clk.add(cfg.MaxAge / 2)
+	s.PutUsage("edge-2", &wire.Usage{Unchanged: true})
+	s.PutUsage("deleted-too", &wire.Usage{Unchanged: true}) // nothing to renew
+	clk.add(cfg.MaxAge / 2)
+	if nodes, err := mc.NodeMetricses().List(ctx, metav1.ListOptions{}); err != nil || len(nodes.Items) != 1 || nodes.Items[0].Name != "edge-2" || nodes.Items[0].Usage.Cpu().MilliValue() != 100 {
+		t.Errorf("node metrics after edge-1's aged out = %+v, %v; want only edge-2, renewed at 100m", nodes, err)
 	}
 	if _, err := mc.PodMetricses("default").Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("pod metrics of a node whose report aged out = %v, want NotFound", err)

@@ -78,9 +78,9 @@ type Config struct {
 	// that stores the certificate the hub signs for it.
 	Renew func() (csr []byte, commit func(cert []byte) error, err error)
 	// Usage, if set, returns the node's resource usage to report to a hub
-	// that speaks wire.UsageVersion, given the last report sent (nil
-	// before the first): the latest measured, or nil when there is
-	// nothing new worth sending. It is called at most every UsageInterval
+	// that speaks wire.UsageVersion, given the last report sent on the
+	// session (nil before its first, which must be a full report): the
+	// latest measured, or nil when there is nothing new worth sending. It is called at most every UsageInterval
 	// while connected, more often only while it returns nil; it must not
 	// block. Nothing is queued while the hub is away: the first report of
 	// a session is the latest.

@@ -15,8 +15,10 @@ const usagePolls = 5
 // usageLoop sends the node's usage reports on a stream of their own, at
 // most one per UsageInterval (counted across sessions, so that a flapping
 // link does not send more), until ctx ends. The stream is opened with the
-// first report.
+// first report, and starts with a full one: Usage is asked with no last
+// report.
 func (c *Client) usageLoop(ctx context.Context, conn *quic.Conn) error {
+	c.usageLast = nil
 	var st *stream
 	defer func() {
 		if st != nil {

@@ -66,6 +66,7 @@ func goldenFrames() map[int][]golden {
 		},
 		4: {
 			{name: "usage", msg: sampleUsage()},
+			{name: "usage-unchanged", msg: &Usage{Time: time.UnixMilli(1796256060123), Window: 15 * time.Second, Unchanged: true}},
 		},
 	}
 }

@@ -45,11 +45,17 @@ type PodUsage struct {
 // node's previous one: the edge sends only its latest, never a backlog.
 // Time is when it was measured (whole milliseconds on the wire), Window
 // the span the CPU rates were taken over.
+//
+// Unchanged says that the usage is still, near enough, that of the
+// node's previous report on the stream, which the hub keeps as of Time;
+// it carries no usage. An idle node so refreshes its report in a few
+// bytes. The first report of a stream is never Unchanged.
 type Usage struct {
-	Time   time.Time
-	Window time.Duration
-	Node   ResourceUsage
-	Pods   []PodUsage
+	Time      time.Time
+	Window    time.Duration
+	Node      ResourceUsage
+	Pods      []PodUsage
+	Unchanged bool
 }
 
 func (m *Usage) Type() Type { return TypeUsage }
@@ -59,7 +65,9 @@ func (m *Usage) appendTo(e *enc) {
 		e.uint(1, uint64(max(m.Time.UnixMilli(), 0)))
 	}
 	e.uint(2, uint64(max(m.Window, 0)/time.Millisecond))
-	e.message(3, func(e *enc) { encodeResourceUsage(e, 1, m.Node) })
+	if m.Node != (ResourceUsage{}) {
+		e.message(3, func(e *enc) { encodeResourceUsage(e, 1, m.Node) })
+	}
 	for _, p := range m.Pods {
 		e.message(4, func(e *enc) {
 			e.string(1, p.Namespace)
@@ -72,6 +80,7 @@ func (m *Usage) appendTo(e *enc) {
 			}
 		})
 	}
+	e.bool(5, m.Unchanged)
 }
 
 // encodeResourceUsage writes u's CPU and memory as fields first and
@@ -113,6 +122,8 @@ func (m *Usage) unmarshal(b []byte) error {
 			if err = decodePodUsage(body, &p); err == nil {
 				m.Pods = append(m.Pods, p)
 			}
+		case 5:
+			m.Unchanged, err = f.boolean()
 		}
 		return err
 	})
