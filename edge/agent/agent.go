@@ -24,6 +24,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/podworker"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/status"
+	"github.com/outpost-mesh/outpost/edge/usage"
 	"github.com/outpost-mesh/outpost/internal/version"
 	"github.com/outpost-mesh/outpost/sync/client"
 	"github.com/outpost-mesh/outpost/sync/session"
@@ -78,6 +79,13 @@ type Config struct {
 	// kind, over those the agent serves itself through edge/streams
 	// (each kind its runtime supports); nil adds none.
 	Tunnels map[string]client.TunnelHandler
+	// NodeUsage says what the node's own usage in metrics.k8s.io (kubectl
+	// top nodes) counts on a runtime of real containers: usage.Machine,
+	// the whole machine (the default, a gateway), or usage.AgentCgroup,
+	// the agent's cgroup tree, for several agents on one machine. Reports
+	// go at most every Sync.UsageInterval (15s). The fake runtime's nodes
+	// report synthetic usage.
+	NodeUsage usage.NodeScope
 
 	// Resync is how often the agent lists the runtime when nothing told
 	// it to, for a runtime that reports no events: 1s. EventedResync is
@@ -193,6 +201,7 @@ type Agent struct {
 	events *events.Recorder
 	status *status.Reporter
 	pods   *podworker.Workers
+	usage  *usage.Meter
 	real   *realPods // nil on the fake runtime's nodes
 	// pressure is node-pressure eviction; nil when Config.Eviction is.
 	pressure *pressure
@@ -306,6 +315,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Go(func() { a.pressure.run(ctx) })
 	}
 	wg.Go(func() { a.collectGarbage(ctx) })
+	wg.Go(func() { a.usage.Run(ctx) })
 
 	errc := make(chan error, 1)
 	wg.Go(func() { errc <- a.connect(ctx, joined) })
@@ -355,6 +365,7 @@ func (a *Agent) connect(ctx context.Context, joined bool) error {
 		return csr, func(cert []byte) error { return commit(cert, nil) }, nil
 	}
 	cfg.Tunnels = a.tunnels
+	cfg.Usage = a.usage.Next
 	cfg.Logger = a.log.With("component", "sync")
 	c, err := client.New(cfg)
 	if err != nil {
@@ -574,5 +585,8 @@ func (a *Agent) build() error {
 		return err
 	}
 	a.status, a.pods = st, w
-	return a.buildTunnels()
+	if err := a.buildTunnels(); err != nil {
+		return err
+	}
+	return a.buildUsage()
 }

@@ -258,3 +258,18 @@ func (l *Layout) dirsOf(p string) []string {
 	}
 	return out
 }
+
+// PodPath returns the cgroup of the pod with uid (relative to each
+// hierarchy's root), under whichever QoS class it is; its containers'
+// are below it, named by their IDs. It returns an error wrapping
+// fs.ErrNotExist when the pod has none.
+func (m *Manager) PodPath(uid types.UID) (string, error) {
+	if err := validUID(uid); err != nil {
+		return "", err
+	}
+	ps := m.findPod(uid)
+	if len(ps) == 0 {
+		return "", fmt.Errorf("pod %s cgroup: %w", uid, errNotExist)
+	}
+	return ps[0], nil
+}

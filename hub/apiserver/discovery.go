@@ -84,9 +84,13 @@ func (s *Server) resourceList(gv schema.GroupVersion) *metav1.APIResourceList {
 	sort.Slice(rs, func(i, j int) bool { return rs[i].Plural < rs[j].Plural })
 	list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}
 	for _, res := range rs {
+		verbs := allVerbs
+		if res.Reader != nil {
+			verbs = readOnlyVerbs
+		}
 		list.APIResources = append(list.APIResources, metav1.APIResource{
 			Name: res.Plural, SingularName: res.Singular, Namespaced: res.Namespaced, Kind: res.Kind,
-			Verbs: allVerbs, ShortNames: res.ShortNames, Categories: res.Categories,
+			Verbs: verbs, ShortNames: res.ShortNames, Categories: res.Categories,
 		})
 		if res.Status {
 			list.APIResources = append(list.APIResources, metav1.APIResource{

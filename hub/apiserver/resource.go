@@ -38,6 +38,10 @@ type Resource struct {
 	Token *TokenRules
 	// Rules are the resource's defaults, validation, fields and columns.
 	Rules Rules
+	// Reader, when set, serves the resource read-only from elsewhere
+	// than the store (see Reader); Rules may then be nil, and Status,
+	// Scale and Token must be unset.
+	Reader Reader
 }
 
 // Rules is what one resource contributes to the generic machinery. The

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
 // Scheme knows every Go type the hub serves, in its versioned (external)
@@ -39,7 +40,7 @@ func init() {
 		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme,
 		coordinationv1.AddToScheme, discoveryv1.AddToScheme, eventsv1.AddToScheme,
 		autoscalingv1.AddToScheme, policyv1.AddToScheme, authenticationv1.AddToScheme,
-		metav1.AddMetaToScheme,
+		metricsv1beta1.AddToScheme, metav1.AddMetaToScheme,
 	} {
 		utilruntime.Must(add(Scheme))
 	}

@@ -138,8 +138,11 @@ func New(cfg Config) (*Server, error) {
 	seen := map[schema.GroupVersion]bool{}
 	for i := range cfg.Resources {
 		r := cfg.Resources[i]
-		if r.New == nil || r.NewList == nil || r.Rules == nil || r.Plural == "" || r.Kind == "" {
+		if r.New == nil || r.NewList == nil || (r.Rules == nil) != (r.Reader != nil) || r.Plural == "" || r.Kind == "" {
 			return nil, fmt.Errorf("apiserver: resource %s/%s is incomplete", r.GroupVersion, r.Plural)
+		}
+		if r.Reader != nil && (r.Status || r.Scale != nil || r.Token != nil) {
+			return nil, fmt.Errorf("apiserver: read-only resource %s/%s has subresources", r.GroupVersion, r.Plural)
 		}
 		ri := &resourceInfo{
 			Resource: r,
@@ -154,8 +157,10 @@ func New(cfg Config) (*Server, error) {
 			ri.fieldKeys["metadata.namespace"] = true
 		}
 		ri.admit = cfg.Admission != nil && cfg.Admission.Handles(ri.gr)
-		for k := range r.Rules.Fields(r.New()) {
-			ri.fieldKeys[k] = true
+		if r.Rules != nil {
+			for k := range r.Rules.Fields(r.New()) {
+				ri.fieldKeys[k] = true
+			}
 		}
 		ri.prefix = KeyPrefix(schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Plural})
 		if _, dup := s.byGVR[ri.gvr]; dup {
@@ -210,6 +215,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	req := &request{s: s, w: w, r: r, ri: ri, res: res, verb: v}
+	if res.Reader != nil {
+		req.serveReader()
+		return
+	}
 	req.serve()
 }
 

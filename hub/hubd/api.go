@@ -22,13 +22,15 @@ import (
 	"github.com/outpost-mesh/outpost/hub/registry/discovery"
 	"github.com/outpost-mesh/outpost/hub/registry/events"
 	"github.com/outpost-mesh/outpost/hub/store"
+	"github.com/outpost-mesh/outpost/hub/usage"
 )
 
 // defaultNamespaces exist from the first start, as on any cluster.
 var defaultNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
 
-// resources returns every resource the hub serves.
-func resources(svc core.ServiceConfig) []apiserver.Resource {
+// resources returns every resource the hub serves: with nodeUsage, the
+// metrics.k8s.io resources too, served from it with the labels of st.
+func resources(svc core.ServiceConfig, st store.Reader, nodeUsage *usage.Store) []apiserver.Resource {
 	var rs []apiserver.Resource
 	for _, group := range [][]apiserver.Resource{
 		core.Resources(core.WithServices(svc)), apps.Resources(), batch.Resources(),
@@ -36,13 +38,17 @@ func resources(svc core.ServiceConfig) []apiserver.Resource {
 	} {
 		rs = append(rs, group...)
 	}
+	if nodeUsage != nil {
+		rs = append(rs, usage.Resources(nodeUsage, storeLabels{st})...)
+	}
 	return rs
 }
 
 // newAPI builds the Kubernetes API server and its OpenAPI documents over
-// st, with the admission chain (NodeRestriction).
-func newAPI(st store.Store, svc core.ServiceConfig, tokens apiserver.TokenIssuer, pods apiserver.PodStreams, log *slog.Logger) (*apiserver.Server, *openapi.Spec, error) {
-	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(svc), Logger: log, Admission: admission.NodeRestriction{}, Tokens: tokens, PodStreams: pods})
+// st, with the admission chain (NodeRestriction); pods serves the pods'
+// streaming subresources, and nodeUsage, if not nil, metrics.k8s.io.
+func newAPI(st store.Store, svc core.ServiceConfig, tokens apiserver.TokenIssuer, pods apiserver.PodStreams, nodeUsage *usage.Store, log *slog.Logger) (*apiserver.Server, *openapi.Spec, error) {
+	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(svc, st, nodeUsage), Logger: log, Admission: admission.NodeRestriction{}, Tokens: tokens, PodStreams: pods})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/store/badgerstore"
 	"github.com/outpost-mesh/outpost/hub/store/etcdstore"
 	"github.com/outpost-mesh/outpost/hub/streams"
+	"github.com/outpost-mesh/outpost/hub/usage"
 )
 
 // StoreKind selects the storage backend.
@@ -314,7 +315,12 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	api, spec, err := newAPI(st, h.cfg.Services, tokens, podStreams, log)
+	// The nodes' usage, reported over sync, served as metrics.k8s.io.
+	nodeUsage, err := usage.New(usage.DefaultConfig())
+	if err != nil {
+		return err
+	}
+	api, spec, err := newAPI(st, h.cfg.Services, tokens, podStreams, nodeUsage, log)
 	if err != nil {
 		return err
 	}
@@ -416,7 +422,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	syncAddr := ""
 	var syncing *part
 	if h.cfg.SyncAddr != "" {
-		ep, err := h.startSync(ctx, st, handler, certs, tokens, log) // the views' pods get the API's tokens
+		ep, err := h.startSync(ctx, st, handler, certs, tokens, nodeUsage, log) // the views' pods get the API's tokens
 		if err != nil {
 			return fmt.Errorf("start sync endpoint: %w", err)
 		}

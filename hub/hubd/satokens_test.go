@@ -65,7 +65,7 @@ func startSAHub(t *testing.T) *saHub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(core.DefaultServiceConfig()), Logger: log, Admission: admission.NodeRestriction{}, Tokens: tokens})
+	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(core.DefaultServiceConfig(), st, nil), Logger: log, Admission: admission.NodeRestriction{}, Tokens: tokens})
 	if err != nil {
 		t.Fatal(err)
 	}

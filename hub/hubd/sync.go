@@ -12,6 +12,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers/nodelifecycle"
 	"github.com/outpost-mesh/outpost/hub/pki"
 	"github.com/outpost-mesh/outpost/hub/store"
+	"github.com/outpost-mesh/outpost/hub/usage"
 	"github.com/outpost-mesh/outpost/sync/server"
 	"github.com/outpost-mesh/outpost/sync/view"
 )
@@ -28,7 +29,7 @@ type syncEndpoint struct {
 // the store, the QUIC server with the minter of the views' pod tokens, and
 // the renewer of the connected nodes' Leases. It returns once the views hold the store's state and the
 // endpoint listens; stop ends it all and waits.
-func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler, certs *pki.PKI, sa *saTokens, log *slog.Logger) (*syncEndpoint, error) {
+func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler, certs *pki.PKI, sa *saTokens, nodeUsage *usage.Store, log *slog.Logger) (*syncEndpoint, error) {
 	keys, err := loadSyncKeys(filepath.Join(h.dataDir, syncKeysFile))
 	if err != nil {
 		return nil, err
@@ -59,6 +60,7 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	cfg.Views, cfg.Objects = idx, syncObjects{st}
 	cfg.Authority, cfg.Sink = glue, glue
 	cfg.Presence = presence
+	cfg.Usage = nodeUsage
 	cfg.Tokens = syncTokens{issuer: sa.issuer, objs: storeTokenObjects{st}}
 	cfg.Logger = log.With("component", "sync")
 	srv, err := server.New(cfg)

@@ -78,6 +78,16 @@ type Config struct {
 	// have passed: it returns a CSR for a new key and a commit function
 	// that stores the certificate the hub signs for it.
 	Renew func() (csr []byte, commit func(cert []byte) error, err error)
+	// Usage, if set, returns the node's resource usage to report to a hub
+	// that speaks wire.UsageVersion, given the last report sent on the
+	// session (nil before its first, which must be a full report): the
+	// latest measured, or nil when there is nothing new worth sending. It is called at most every UsageInterval
+	// while connected, more often only while it returns nil; it must not
+	// block. Nothing is queued while the hub is away: the first report of
+	// a session is the latest.
+	Usage func(last *wire.Usage) *wire.Usage
+	// UsageInterval is the least time between two usage reports: 15s.
+	UsageInterval time.Duration
 	// Tunnels serve the streams the hub opens, by kind.
 	Tunnels map[string]TunnelHandler
 	Logger  *slog.Logger
@@ -104,11 +114,12 @@ type Config struct {
 // DefaultConfig returns the defaults above.
 func DefaultConfig() Config {
 	return Config{
-		MinBackoff:  500 * time.Millisecond,
-		MaxBackoff:  30 * time.Second,
-		IdleTimeout: 15 * time.Second,
-		KeepAlive:   10 * time.Second,
-		StatusBatch: 100,
+		MinBackoff:    500 * time.Millisecond,
+		MaxBackoff:    30 * time.Second,
+		IdleTimeout:   15 * time.Second,
+		KeepAlive:     10 * time.Second,
+		StatusBatch:   100,
+		UsageInterval: 15 * time.Second,
 	}
 }
 
@@ -127,6 +138,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("keep-alive %v must be positive and under the idle timeout %v", c.KeepAlive, c.IdleTimeout)
 	case c.StatusBatch < 1:
 		return fmt.Errorf("status batch %d is under 1", c.StatusBatch)
+	case c.Usage != nil && c.UsageInterval <= 0:
+		return fmt.Errorf("usage interval %v is not positive", c.UsageInterval)
 	}
 	return nil
 }
@@ -141,6 +154,11 @@ type Client struct {
 
 	connected atomic.Bool
 	stats     Stats
+
+	// The last usage report sent and when, across sessions; usageLoop's
+	// own (one session runs at a time).
+	usageLast   *wire.Usage
+	usageSentAt time.Time
 }
 
 // Stats counts the client's traffic.
@@ -153,6 +171,7 @@ type Stats struct {
 	StatusSent     atomic.Int64 // status items acknowledged by the hub
 	StatusRefused  atomic.Int64 // of which refused
 	Probes         atomic.Int64 // liveness probes sent to a silent hub
+	UsageSent      atomic.Int64 // usage reports sent
 }
 
 // New checks cfg and returns a client; Run connects.
@@ -294,13 +313,16 @@ func (c *Client) connectOnce(ctx context.Context) (err error) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stop()
-	errs := make(chan error, 5)
+	errs := make(chan error, 6)
 	wg.Go(func() { errs <- c.receive(st, resume) })
 	wg.Go(func() { errs <- c.statusLoop(sessCtx, conn) })
 	wg.Go(func() { errs <- c.tunnels(sessCtx, conn) })
 	wg.Go(func() { errs <- c.livenessLoop(sessCtx, conn) })
 	if c.cfg.Renew != nil && leaf != nil {
 		wg.Go(func() { errs <- c.renewLoop(sessCtx, conn, leaf) })
+	}
+	if c.cfg.Usage != nil && resume.Version >= wire.UsageVersion {
+		wg.Go(func() { errs <- c.usageLoop(sessCtx, conn) })
 	}
 	wg.Go(func() {
 		<-sessCtx.Done()

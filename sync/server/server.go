@@ -44,6 +44,13 @@ type Sink interface {
 	ApplyStatus(ctx context.Context, node string, item wire.StatusItem) error
 }
 
+// UsageSink keeps the resource usage nodes report (wire.Usage), the
+// latest of each node. It must be safe for concurrent use and must not
+// block long: the node's next report waits for it.
+type UsageSink interface {
+	PutUsage(node string, u *wire.Usage)
+}
+
 // Objects reads objects of the hub's store: those of the changes of Views
 // that come without their bytes (see view.Change). It must be safe for
 // concurrent use.
@@ -112,6 +119,7 @@ type Config struct {
 	Authority Authority   // non-nil
 	Sink      Sink        // non-nil
 	Presence  Presence    // or nil
+	Usage     UsageSink   // or nil: reports are read and dropped
 	Logger    *slog.Logger
 
 	// Tokens mints the service account tokens of the pods of the views
@@ -191,6 +199,7 @@ type Stats struct {
 	ObjectReads   atomic.Int64 // objects read through Objects for changes without them
 	ObjectsGone   atomic.Int64 // of which no longer stored: changes dropped
 	StatusItems   atomic.Int64 // status items applied or refused
+	UsageReports  atomic.Int64 // usage reports received
 	TokenMints    atomic.Int64 // pods whose tokens were minted and sent
 	TokenFailures atomic.Int64 // pods whose tokens could not be minted
 	Joins         atomic.Int64
@@ -506,6 +515,8 @@ func (s *Server) serveStream(ctx context.Context, log *slog.Logger, peer netip.A
 		s.status(ctx, log, node, st, m)
 	case *wire.RenewRequest:
 		s.renew(ctx, log, node, st, m)
+	case *wire.Usage:
+		s.usage(node, st, m)
 	default:
 		st.Fail(wire.CodeBadRequest, fmt.Sprintf("a stream cannot start with %v", m.Type()))
 	}

@@ -64,6 +64,10 @@ func goldenFrames() map[int][]golden {
 			}, Revision: 12}},
 			{name: "podtokens-object", object: samplePodTokens()},
 		},
+		4: {
+			{name: "usage", msg: sampleUsage()},
+			{name: "usage-unchanged", msg: &Usage{Time: time.UnixMilli(1796256060123), Window: 15 * time.Second, Unchanged: true}},
+		},
 	}
 }
 

@@ -24,6 +24,7 @@ const (
 	TypeRenewResponse Type = 12
 	TypeTunnelOpen    Type = 13
 	TypeTunnelReply   Type = 14
+	TypeUsage         Type = 15 // since UsageVersion
 )
 
 func (t Type) String() string {
@@ -56,6 +57,8 @@ func (t Type) String() string {
 		return "TunnelOpen"
 	case TypeTunnelReply:
 		return "TunnelReply"
+	case TypeUsage:
+		return "Usage"
 	}
 	return fmt.Sprintf("Type(%d)", uint8(t))
 }
@@ -99,6 +102,8 @@ func newMessage(t Type) Message {
 		return &TunnelOpen{}
 	case TypeTunnelReply:
 		return &TunnelReply{}
+	case TypeUsage:
+		return &Usage{}
 	}
 	return nil
 }

@@ -20,8 +20,11 @@ const ALPN = "outpost-sync"
 //     Hello lists the ones the edge holds (Hello.Tokens), so that the hub
 //     mints only those due. A hub speaking 2 sends none; an edge speaking
 //     2 is sent none.
+//   - 4 (2026-12-06): the edge reports its node's and pods' resource
+//     usage (Usage, type 15) on a stream of its own, at most every 15 s,
+//     for metrics.k8s.io. An edge sends none to a hub speaking 3.
 const (
-	CapabilityVersion    = 3
+	CapabilityVersion    = 4
 	MinCapabilityVersion = 1
 )
 

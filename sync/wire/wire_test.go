@@ -34,6 +34,21 @@ func samples() []Message {
 		&RenewResponse{Certificate: []byte{8, 8}},
 		&TunnelOpen{Kind: "logs", Params: []Param{{Name: "pod", Value: "default/web-1"}, {Name: "container", Value: "main"}}},
 		&TunnelReply{},
+		sampleUsage(),
+	}
+}
+
+func sampleUsage() *Usage {
+	return &Usage{
+		Time: time.UnixMilli(1796256000123), Window: 15 * time.Second,
+		Node: ResourceUsage{CPU: 250_000_000, Memory: 512 << 20},
+		Pods: []PodUsage{
+			{Namespace: "default", Name: "web-1", Containers: []ContainerUsage{
+				{Name: "web", ResourceUsage: ResourceUsage{CPU: 1_500_000, Memory: 12 << 20}},
+				{Name: "idle"},
+			}},
+			{Namespace: "kube-system", Name: "dns", Containers: []ContainerUsage{{Name: "dns", ResourceUsage: ResourceUsage{CPU: 800_000, Memory: 9 << 20}}}},
+		},
 	}
 }
 

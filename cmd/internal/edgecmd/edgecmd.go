@@ -26,6 +26,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
 	"github.com/outpost-mesh/outpost/edge/status"
+	"github.com/outpost-mesh/outpost/edge/usage"
 )
 
 // Flags are the edge agent's command-line flags.
@@ -53,6 +54,9 @@ type Flags struct {
 
 	EvictionHard                     string
 	EvictionPressureTransitionPeriod time.Duration
+
+	UsageInterval time.Duration
+	NodeUsage     string // machine or agent-cgroup
 }
 
 // DefaultFlags returns the flags' defaults.
@@ -77,6 +81,8 @@ func DefaultFlags() Flags {
 		ServiceCIDR:                      pods.ServiceCIDR.String(),
 		ClusterDomain:                    pods.ClusterDomain,
 		MaxPods:                          status.HostCapacity().Pods,
+		UsageInterval:                    agent.DefaultConfig().Sync.UsageInterval,
+		NodeUsage:                        "machine",
 	}
 }
 
@@ -121,6 +127,8 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.Int64Var(&f.MaxPods, "max-pods", f.MaxPods, "the most pods the node runs, as kubelet's --max-pods")
 	fs.StringVar(&f.SystemReserved, "system-reserved", f.SystemReserved, "resources kept from pods for the system and the agent, such as cpu=200m,memory=256Mi")
 	fs.StringVar(&f.EvictionHard, "eviction-hard", f.EvictionHard, "hard eviction thresholds, as kubelet's: pods are evicted when one is met, and held back from allocatable (memory.available, nodefs.available); the list replaces the defaults, \"\" for none. Signals: memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available")
+	fs.DurationVar(&f.UsageInterval, "usage-interval", f.UsageInterval, "the least time between two reports of the node's and pods' CPU and memory usage to the hub, for kubectl top; also the window of the CPU rates")
+	fs.StringVar(&f.NodeUsage, "node-usage", f.NodeUsage, "what the node's usage in kubectl top nodes counts: machine (the whole machine) or agent-cgroup (the agent's pods only, for several agents on one machine)")
 	fs.DurationVar(&f.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", f.EvictionPressureTransitionPeriod, "how long a pressure condition (MemoryPressure, DiskPressure, PIDPressure) stays after its threshold was last met, so that it does not flap")
 }
 
@@ -136,6 +144,18 @@ func (f *Flags) Config(log *slog.Logger) (agent.Config, error) {
 	}
 	cfg.Capacity = status.HostCapacity()
 	cfg.Capacity.Pods = f.MaxPods
+	if f.UsageInterval <= 0 {
+		return agent.Config{}, fmt.Errorf("--usage-interval %v: want a positive duration", f.UsageInterval)
+	}
+	cfg.Sync.UsageInterval = f.UsageInterval
+	switch f.NodeUsage {
+	case "machine":
+		cfg.NodeUsage = usage.Machine
+	case "agent-cgroup":
+		cfg.NodeUsage = usage.AgentCgroup
+	default:
+		return agent.Config{}, fmt.Errorf("--node-usage %q: want machine or agent-cgroup", f.NodeUsage)
+	}
 	if f.Runtime == "containerd" {
 		return f.containerd(cfg)
 	}
