@@ -42,7 +42,7 @@ type pipeEnd struct {
 	peerCancel context.CancelFunc
 }
 
-func (e *pipeEnd) Context() context.Context     { return e.ctx }
+func (e *pipeEnd) Context() context.Context    { return e.ctx }
 func (e *pipeEnd) Read(p []byte) (int, error)  { return e.r.Read(p) }
 func (e *pipeEnd) Write(p []byte) (int, error) { return e.w.Write(p) }
 func (e *pipeEnd) CloseWrite() error           { return e.w.Close() }
@@ -210,7 +210,9 @@ func TestStreams(t *testing.T) {
 			params []string
 			want   func(string) bool
 		}{
-			{nil, func(s string) bool { return strings.Count(s, "\n") == 4 && strings.Contains(s, "line 1\nline 2\nline 3\n") }},
+			{nil, func(s string) bool {
+				return strings.Count(s, "\n") == 4 && strings.Contains(s, "line 1\nline 2\nline 3\n")
+			}},
 			{[]string{"tailLines", "1"}, func(s string) bool { return s == "oops\n" || s == "line 3\n" }},
 			{[]string{"limitBytes", "3"}, func(s string) bool { return len(s) == 3 }},
 			{[]string{"timestamps", "true", "tailLines", "1"}, func(s string) bool {
