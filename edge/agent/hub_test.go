@@ -126,6 +126,7 @@ type testHub struct {
 	auth         *authority
 	sink         *sink
 	x            *view.Index
+	srv          *server.Server
 	stop         func()
 }
 
@@ -163,7 +164,7 @@ func startHubWith(t *testing.T, change func(*server.Config)) *testHub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.addr = pc.LocalAddr().String()
+	h.addr, h.srv = pc.LocalAddr().String(), srv
 	bg := wait.Start(t, waitLong, "hub Serve", func(ctx context.Context) error { return srv.Serve(ctx, pc) })
 	h.stop = func() {
 		if err := bg.Stop(); err != nil {

@@ -65,6 +65,10 @@ func ParseLogOptions(open *wire.TunnelOpen, now time.Time) (LogOptions, error) {
 	return o, nil
 }
 
+// stopCheck is the least time between two checks of whether a followed
+// instance stopped.
+const stopCheck = time.Second
+
 // maxLogLine bounds a log line the tunnel reads: longer ones are
 // skipped, as the reader of package logs does.
 const maxLogLine = logs.DefaultMaxLine
@@ -161,6 +165,7 @@ func (s *Server) copyLog(ctx context.Context, lw *logWriter, f **os.File, path s
 	}
 	t := time.NewTicker(s.cfg.FollowPoll)
 	defer t.Stop()
+	var lastCheck time.Time
 	for {
 		if err := lr.each(lw.entry, false); err != nil {
 			return err
@@ -189,6 +194,13 @@ func (s *Server) copyLog(ctx context.Context, lw *logWriter, f **os.File, path s
 				lr = &lineReader{r: bufio.NewReaderSize(nf, 64<<10)}
 				continue
 			}
+		}
+		// Whether the instance stopped is asked of the runtime at most
+		// once a second: a listing costs more than a look at a file.
+		if now := s.now(); now.Sub(lastCheck) < stopCheck {
+			continue
+		} else {
+			lastCheck = now
 		}
 		if stopped(ctx) {
 			// The runtime drains the output before it shows the
