@@ -115,3 +115,8 @@ func (t tunnel) Read(p []byte) (int, error)  { return t.s.r.Rest().Read(p) }
 func (t tunnel) Write(p []byte) (int, error) { return t.s.qs.Write(p) }
 func (t tunnel) CloseWrite() error           { return t.s.qs.Close() }
 func (t tunnel) Close() error                { return t.s.Close() }
+
+// Context is done once the other end stopped reading the stream (it
+// closed or reset it) or the connection ended, so that a server whose
+// tunnel writes nothing for a while still learns that it is gone.
+func (t tunnel) Context() context.Context { return t.s.qs.Context() }
