@@ -325,8 +325,9 @@ type ExecOptions struct {
 	Stdout  io.Writer // nil discards
 	Stderr  io.Writer // nil discards; unused with TTY
 	TTY     bool
-	// Resize carries the terminal's sizes, with TTY: each is applied to
-	// the command's terminal as it comes. nil for none. Exec never
+	// Resize carries the terminal's sizes, with TTY: a size already
+	// waiting when Exec is called is the terminal's size from the start,
+	// and each later one is applied as it comes. nil for none. Exec never
 	// closes it; the sender may close it when it has no more.
 	Resize <-chan TermSize
 }

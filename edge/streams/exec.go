@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -106,6 +107,10 @@ func ioOf(open *wire.TunnelOpen) streamsWanted {
 	}
 }
 
+// firstSizeWait bounds how long a TTY exec waits for the terminal's
+// first size before its command starts.
+const firstSizeWait = time.Second
+
 // runFunc runs what an exec or attach tunnel serves, until it ends or
 // ctx is done.
 type runFunc func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, resize <-chan runtime.TermSize) (int, error)
@@ -128,11 +133,21 @@ func (s *Server) serveChunks(ctx context.Context, st wire.TunnelStream, want str
 		stdin = pr
 	}
 	resize := make(chan runtime.TermSize, 1)
+	// first is closed once the first chunk from the hub was handled (or
+	// none will come), so that a terminal's first size, which kubectl
+	// sends as it starts, can be the command's from its start.
+	first := make(chan struct{})
+	var firstOnce sync.Once
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		cr := wire.NewChunkReader(st)
 		for {
 			ch, data, err := cr.Next()
+			if err != nil || ch != wire.ChanResize {
+				// Stdin may block on the pipe until the command runs:
+				// it must not hold the start back.
+				firstOnce.Do(func() { close(first) })
+			}
 			if err != nil {
 				if pw != nil {
 					pw.Close() // the hub sends no more: the end of stdin
@@ -164,6 +179,7 @@ func (s *Server) serveChunks(ctx context.Context, st wire.TunnelStream, want str
 				default:
 				}
 				resize <- runtime.TermSize{Width: w, Height: h}
+				firstOnce.Do(func() { close(first) })
 			}
 		}
 	})
@@ -173,6 +189,17 @@ func (s *Server) serveChunks(ctx context.Context, st wire.TunnelStream, want str
 	}
 	if want.stderr && !want.tty {
 		stderr = &cancelWriter{w: cw.ChannelWriter(wire.ChanStderr), cancel: cancel}
+	}
+	if want.tty {
+		// Wait a little for the terminal's first size; a client that
+		// sends none starts the command all the same.
+		t := time.NewTimer(firstSizeWait)
+		select {
+		case <-first:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
 	}
 	code, err := run(ctx, stdin, stdout, stderr, resize)
 	if pr != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/outpost-mesh/outpost/edge/runtime"
 )
@@ -59,6 +60,19 @@ func (r *Runtime) Exec(ctx context.Context, pod runtime.PodRef, container string
 	pspec := *spec.Process
 	pspec.Args = opts.Command
 	pspec.Terminal = opts.TTY
+	pspec.ConsoleSize = nil
+	if opts.TTY {
+		// A size sent before the command starts is its terminal's from
+		// the first byte: a resize after the start would race what the
+		// command reads of its size at once (`stty size`).
+		select {
+		case sz, ok := <-opts.Resize:
+			if ok {
+				pspec.ConsoleSize = &specs.Box{Height: uint(sz.Height), Width: uint(sz.Width)}
+			}
+		default:
+		}
+	}
 
 	stdout, stderr := opts.Stdout, opts.Stderr
 	if stdout == nil {
