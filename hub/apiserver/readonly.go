@@ -45,14 +45,11 @@ func (q *request) serveReader() {
 			err = apierrors.NewBadRequest(fmt.Sprintf("labelSelector: %v", err))
 			break
 		}
-		if fs := q.r.URL.Query().Get("fieldSelector"); fs != "" {
-			// metadata.name and metadata.namespace, as metrics-server
-			// takes them, are not worth their code yet: refuse rather
-			// than answer wrongly.
-			if _, perr := fields.ParseSelector(fs); perr != nil || !fieldsEmpty(fs) {
-				err = apierrors.NewBadRequest(fmt.Sprintf("fieldSelector %q is not supported for %s", fs, q.res.gr))
-				break
-			}
+		// Field selectors (metrics-server takes metadata.name) are not
+		// worth their code yet: refuse one rather than answer wrongly.
+		if fs, perr := fields.ParseSelector(q.r.URL.Query().Get("fieldSelector")); perr != nil || !fs.Empty() {
+			err = apierrors.NewBadRequest(fmt.Sprintf("fieldSelector %q is not supported for %s", q.r.URL.Query().Get("fieldSelector"), q.res.gr))
+			break
 		}
 		obj, err = q.res.Reader.List(q.r.Context(), q.ri.namespace, sel)
 	default:
@@ -63,10 +60,4 @@ func (q *request) serveReader() {
 		return
 	}
 	q.s.writeObject(q.w, q.r, 200, obj, nil)
-}
-
-// fieldsEmpty reports whether the field selector s selects everything.
-func fieldsEmpty(s string) bool {
-	sel, err := fields.ParseSelector(s)
-	return err == nil && sel.Empty()
 }

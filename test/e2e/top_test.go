@@ -46,9 +46,13 @@ func TestTop(t *testing.T) {
 				r = k.exec(t, "top", "nodes")
 				return r.err == nil && regexp.MustCompile(`(?m)^`+node+`\s+5[5-7]m\s+\d+%\s+152Mi\s+\d+%\s*$`).MatchString(r.stdout), r.String()
 			})
-			wantMatch(t, r, r.stdout, `(?m)^NAME\s+CPU\(cores\)\s+CPU(%| %)\s+MEMORY\(bytes\)\s+MEMORY(%| %)`)
+			wantMatch(t, r, r.stdout, `(?m)^NAME\s+CPU\(cores\)\s+CPU( ?%|\(%\))\s+MEMORY\(bytes\)\s+MEMORY( ?%|\(%\))`)
 
-			r = k.run(t, "top", "pods")
+			// A container's rate is known from its second sample.
+			wait.ForEvery(t, pollInterval, joinTimeout, "top pods shows the pods", func() (bool, string) {
+				r = k.exec(t, "top", "pods")
+				return r.err == nil && len(r.lines()) == 4, r.String()
+			})
 			for _, name := range []string{"db", "web-1", "web-2"} {
 				wantMatch(t, r, r.stdout, `(?m)^`+name+`\s+[23]m\s+8Mi\s*$`)
 			}
