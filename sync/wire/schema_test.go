@@ -243,23 +243,26 @@ func compareMessage(path string, m protoreflect.Message, gv reflect.Value) []str
 			diffs = append(diffs, compareValue(fmt.Sprintf("%s[%d]", p, j), fd, list.Get(j), gf.Index(j))...)
 		}
 	}
-	for i := range gt.NumField() {
-		if sf := gt.Field(i); sf.IsExported() && !covered[sf.Name] {
+	for _, sf := range reflect.VisibleFields(gt) {
+		if sf.IsExported() && !sf.Anonymous && !covered[sf.Name] {
 			diffs = append(diffs, fmt.Sprintf("%s: the schema has no field for %v.%s", path, gt, sf.Name))
 		}
 	}
 	return diffs
 }
 
+// goField finds the Go field of a proto field, among the struct's own
+// and those an embedded struct promotes. A time.Duration or a time.Time
+// may have "_ms" after its name: it is sent in milliseconds.
 func goField(gt reflect.Type, protoName string) (reflect.StructField, bool) {
 	name := strings.ReplaceAll(protoName, "_", "")
-	for i := range gt.NumField() {
-		sf := gt.Field(i)
-		if !sf.IsExported() {
+	for _, sf := range reflect.VisibleFields(gt) {
+		if !sf.IsExported() || sf.Anonymous {
 			continue
 		}
 		n := strings.ToLower(sf.Name)
-		if n == name || (sf.Type == reflect.TypeFor[time.Duration]() && n+"ms" == name) {
+		timed := sf.Type == reflect.TypeFor[time.Duration]() || sf.Type == reflect.TypeFor[time.Time]()
+		if n == name || (timed && n+"ms" == name) {
 			return sf, true
 		}
 	}
@@ -291,9 +294,13 @@ func compareValue(path string, fd protoreflect.FieldDescriptor, pv protoreflect.
 	switch v := gv.Interface().(type) {
 	case time.Duration: // whole milliseconds, rounded up
 		want = uint64((v + time.Millisecond - 1) / time.Millisecond)
-	case time.Time: // Unix seconds, 0 for none
+	case time.Time: // Unix seconds, or milliseconds for a *_ms field; 0 for none
 		want = uint64(0)
-		if !v.IsZero() {
+		switch {
+		case v.IsZero():
+		case strings.HasSuffix(string(fd.Name()), "_ms"):
+			want = uint64(v.UnixMilli())
+		default:
 			want = uint64(v.Unix())
 		}
 	case []byte:
