@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -111,15 +112,20 @@ func ioOf(open *wire.TunnelOpen) streamsWanted {
 // first size before its command starts.
 const firstSizeWait = time.Second
 
+// stdinQueue is how many chunks of stdin (each at most wire.MaxChunk) a
+// tunnel holds for a command that does not read them yet.
+const stdinQueue = 8
+
 // runFunc runs what an exec or attach tunnel serves, until it ends or
 // ctx is done.
 type runFunc func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, resize <-chan runtime.TermSize) (int, error)
 
 // serveChunks serves an exec or attach tunnel on st: the hub's stdin and
 // resize chunks go to run, run's output goes back in chunks, then its
-// exit. Stdin is passed through a pipe, so the stream's flow control
-// bounds what is buffered; a process that does not read its stdin holds
-// the hub's chunks back, its resizes too.
+// exit. Stdin goes through a pipe behind a queue of stdinQueue chunks, so
+// that a resize is read while the command does not read its stdin yet,
+// and what is buffered stays bounded: a full queue holds the hub's
+// chunks back by the stream's flow control.
 func (s *Server) serveChunks(ctx context.Context, st wire.TunnelStream, want streamsWanted, run runFunc) {
 	defer st.Close()
 	ctx, cancel := streamContext(ctx, st)
@@ -127,31 +133,40 @@ func (s *Server) serveChunks(ctx context.Context, st wire.TunnelStream, want str
 	cw := wire.NewChunkWriter(st)
 	var stdin io.Reader
 	var pr *io.PipeReader
-	var pw *io.PipeWriter
+	var stdinq chan []byte // nil: the command gets no stdin; closed: its end
+	var wg sync.WaitGroup
 	if want.stdin {
+		var pw *io.PipeWriter
 		pr, pw = io.Pipe()
 		stdin = pr
+		stdinq = make(chan []byte, stdinQueue)
+		wg.Go(func() {
+			for b := range stdinq {
+				// An error: the command is done with its stdin; the
+				// rest is dropped.
+				pw.Write(b)
+			}
+			pw.Close()
+		})
 	}
+	endStdin := sync.OnceFunc(func() {
+		if stdinq != nil {
+			close(stdinq)
+		}
+	})
 	resize := make(chan runtime.TermSize, 1)
-	// first is closed once the first chunk from the hub was handled (or
-	// none will come), so that a terminal's first size, which kubectl
-	// sends as it starts, can be the command's from its start.
+	// first is closed once the hub sent a terminal size, or will send
+	// none, so that the first size, which kubectl sends as it starts, can
+	// be the command's from its start.
 	first := make(chan struct{})
-	var firstOnce sync.Once
-	var wg sync.WaitGroup
+	firstSize := sync.OnceFunc(func() { close(first) })
 	wg.Go(func() {
 		cr := wire.NewChunkReader(st)
 		for {
 			ch, data, err := cr.Next()
-			if err != nil || ch != wire.ChanResize {
-				// Stdin may block on the pipe until the command runs:
-				// it must not hold the start back.
-				firstOnce.Do(func() { close(first) })
-			}
 			if err != nil {
-				if pw != nil {
-					pw.Close() // the hub sends no more: the end of stdin
-				}
+				firstSize()
+				endStdin() // the hub sends no more: the end of stdin
 				if !errors.Is(err, io.EOF) {
 					cancel() // the stream broke or the hub closed it
 				}
@@ -159,15 +174,16 @@ func (s *Server) serveChunks(ctx context.Context, st wire.TunnelStream, want str
 			}
 			switch ch {
 			case wire.ChanStdin:
-				if pw == nil {
+				if stdinq == nil {
 					continue
 				}
 				if len(data) == 0 {
-					pw.Close()
+					endStdin()
 					continue
 				}
-				if _, err := pw.Write(data); err != nil {
-					continue // the command is done with its stdin
+				select {
+				case stdinq <- bytes.Clone(data):
+				case <-ctx.Done():
 				}
 			case wire.ChanResize:
 				w, h, err := wire.ParseResize(data)
@@ -179,7 +195,7 @@ func (s *Server) serveChunks(ctx context.Context, st wire.TunnelStream, want str
 				default:
 				}
 				resize <- runtime.TermSize{Width: w, Height: h}
-				firstOnce.Do(func() { close(first) })
+				firstSize()
 			}
 		}
 	})

@@ -121,11 +121,12 @@ func enterContainerdTest(t *testing.T) bool {
 }
 
 // startContainerdNode starts node name of site on its own containerd,
-// dialing h through relay (nil: directly), puts image on it with
+// dialing h through relay (nil: directly), with the agent's extra flags,
+// puts image on it with
 // `outpost image import`, and returns the Node once it is Ready with a
 // pod CIDR. The test's cleanup stops the agent and removes what the node
 // left on the machine.
-func startContainerdNode(f *fleet, h *syncHub, site, name, image string, relay *netem.Relay) *corev1.Node {
+func startContainerdNode(f *fleet, h *syncHub, site, name, image string, relay *netem.Relay, extra ...string) *corev1.Node {
 	t := f.t
 	t.Helper()
 	token, caHash := h.createToken(site)
@@ -148,6 +149,7 @@ func startContainerdNode(f *fleet, h *syncHub, site, name, image string, relay *
 		"--node-name", name, "--data-dir", dir, "--runtime", "containerd", "--bridge", "br-" + name,
 		// The test machine's disk may be under kubelet's disk thresholds.
 		"--eviction-hard", "memory.available<100Mi"}}
+	e.args = append(e.args, extra...)
 	t.Cleanup(e.shutdown)
 	e.start()
 

@@ -44,7 +44,8 @@ func TestContainerdStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { relay.Close() })
-	startContainerdNode(f, h, site, name, image, relay)
+	// Usage every second, of this node's pods only: kubectl top below.
+	startContainerdNode(f, h, site, name, image, relay, "--usage-interval", "1s", "--node-usage", "agent-cgroup")
 
 	const ns = "streams"
 	ctx, cancel := h.ctx()
@@ -101,6 +102,7 @@ func TestContainerdStreams(t *testing.T) {
 			testExec(t, k)
 			testCopy(t, k)
 			testPortForward(t, k)
+			testTop(t, f, k, name)
 		})
 	}
 
@@ -137,6 +139,25 @@ func TestContainerdStreams(t *testing.T) {
 	if got := countStarts(f, name); got != starts {
 		t.Errorf("the agent started %d times, want %d: the link's cut must not restart it", got, starts)
 	}
+}
+
+// topRow matches a row of kubectl top: name, CPU in millicores, memory.
+var topRow = regexp.MustCompile(`(?m)^(\S+)\s+(\d+)m\s+(\d+)Mi\s*$`)
+
+// testTop checks kubectl top nodes and pods against the node's real
+// cgroups: the burner, held to 300m, shows near its limit while the web
+// pod idles.
+func testTop(t *testing.T, f *fleet, k *kubectl, node string) {
+	r := k.run(t, "top", "nodes")
+	wantMatch(t, r, r.stdout, `(?m)^`+node+`\s+\d+m\s+\d+%\s+\d+Mi\s+\d+%\s*$`)
+	f.eventually(waitTimeout, "kubectl top pods: the burner busy, web idle", func() (bool, string) {
+		r = k.exec(t, "top", "pods", "--no-headers")
+		cpu := map[string]int{}
+		for _, m := range topRow.FindAllStringSubmatch(r.stdout, -1) {
+			cpu[m[1]], _ = strconv.Atoi(m[2])
+		}
+		return r.err == nil && cpu["burner"] >= 200 && cpu["burner"] <= 330 && cpu["web"] < 50, r.String()
+	})
 }
 
 // countStarts returns how many times node name's agent was started.
