@@ -441,7 +441,9 @@ func (s *Server) wsStreams(w http.ResponseWriter, r *http.Request, o rcOptions) 
 		ch(o.stdin, wsstream.ReadChannel),
 		ch(o.stdout, wsstream.WriteChannel),
 		ch(o.stderr, wsstream.WriteChannel),
-		wsstream.WriteChannel,
+		// The error channel is read too, though clients send nothing on
+		// it: its end says that the connection ended.
+		wsstream.ReadWriteChannel,
 		ch(o.tty, wsstream.ReadChannel),
 	}
 	protocols := wsstream.NewDefaultChannelProtocols(channels)
@@ -464,7 +466,12 @@ func (s *Server) wsStreams(w http.ResponseWriter, r *http.Request, o rcOptions) 
 	default:
 		streams[remotecommand.StreamErr].Write(nil)
 	}
-	c := &clientStreams{closeWriters: func() {}}
+	gone := make(chan bool)
+	go func() { // ends when the connection does (c.close or the client)
+		io.Copy(io.Discard, streams[remotecommand.StreamErr])
+		close(gone)
+	}()
+	c := &clientStreams{closeWriters: func() {}, gone: gone}
 	if o.stdin {
 		c.stdin = streams[remotecommand.StreamStdIn]
 	}

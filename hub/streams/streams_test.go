@@ -142,6 +142,18 @@ func TestExec(t *testing.T) {
 			if out, _, err := run("exec", execQuery(true, false, "size"), nil, true, &sizes{{Width: 120, Height: 40}}); err != nil || out != "120x40\n" {
 				t.Errorf("exec -t size = %q, %v; want %q", out, err, "120x40\n")
 			}
+			// A client that goes away ends the command on the node.
+			x, err := ex.new(e.hub.Config, e.podURL("web", "exec", execQuery(false, false, "sleep")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			ended := make(chan error, 1)
+			go func() { ended <- x.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: io.Discard, Stderr: io.Discard}) }()
+			wait.For(t, 10*time.Second, "the sleep's tunnel open", func() (bool, string) { return e.node.openCount() == 1, "" })
+			cancel()
+			<-ended
+			waitNoTunnels(t, e.node)
 			// attach: the container's stdin and stdout.
 			q := url.Values{"stdin": {"true"}, "stdout": {"true"}, "stderr": {"true"}}
 			if out, _, err := run("attach", q, strings.NewReader("attached\n"), false, nil); err != nil || out != "attached\n" {
