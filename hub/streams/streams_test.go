@@ -149,7 +149,9 @@ func TestExec(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			ended := make(chan error, 1)
-			go func() { ended <- x.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: io.Discard, Stderr: io.Discard}) }()
+			go func() {
+				ended <- x.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: io.Discard, Stderr: io.Discard})
+			}()
 			wait.For(t, 10*time.Second, "the sleep's tunnel open", func() (bool, string) { return e.node.openCount() == 1, "" })
 			cancel()
 			<-ended
