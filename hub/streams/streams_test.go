@@ -499,3 +499,28 @@ func TestDiscovery(t *testing.T) {
 		t.Errorf("discovery lacks %v", want)
 	}
 }
+
+// TestSyncEndpoint checks the wiring to the real sync endpoint: a pod on a
+// node with no session is answered at once, for logs, exec and
+// port-forward alike.
+func TestSyncEndpoint(t *testing.T) {
+	h := hubtest.Start(t, func(c *hubd.Config) {
+		c.Controllers = false
+		c.SyncAddr = "127.0.0.1:0"
+	})
+	e := &env{hub: h, node: newFakeNode()} // the fake only records pods here
+	e.createPod(t, "web", "edge-9", "main")
+	const msg = "node edge-9 is not connected to the hub"
+	if _, err := readLogs(h.Client, "web", &corev1.PodLogOptions{}); !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), msg) {
+		t.Errorf("logs = %v, want 503 %q", err, msg)
+	}
+	x, _ := remotecommand.NewSPDYExecutor(h.Config, "POST", e.podURL("web", "exec", execQuery(false, false, "echo")))
+	if err := x.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdout: io.Discard, Stderr: io.Discard}); err == nil || !strings.Contains(err.Error(), msg) {
+		t.Errorf("exec = %v, want %q", err, msg)
+	}
+	for _, d := range dialers(t, e) {
+		if _, _, err := d.dial.Dial("portforward.k8s.io"); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("port-forward over %s = %v, want %q", d.name, err, msg)
+		}
+	}
+}
