@@ -398,7 +398,8 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		}
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		api.Shutdown() // end watches, or Shutdown would wait for them
+		api.Shutdown()     // end watches, or Shutdown would wait for them
+		podStreams.Close() // and streams of pods
 		if err := srv.Shutdown(shutdownCtx); err != nil {
 			log.Warn("api server did not drain in time; closing connections", "err", err)
 			srv.Close()

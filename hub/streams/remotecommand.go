@@ -196,16 +196,9 @@ func (s *Server) pump(t *tunnel, c *clientStreams, o rcOptions, sub string) {
 	}
 	if c.resize != nil && o.tty {
 		wg.Go(func() {
-			dec := json.NewDecoder(io.LimitReader(c.resize, 1<<20))
-			for {
-				var size struct{ Width, Height uint16 }
-				if err := dec.Decode(&size); err != nil {
-					return
-				}
-				if err := cw.Write(wire.ChanResize, wire.AppendResize(nil, size.Width, size.Height)); err != nil {
-					return
-				}
-			}
+			_ = readResizes(c.resize, func(width, height uint16) error {
+				return cw.Write(wire.ChanResize, wire.AppendResize(nil, width, height))
+			})
 		})
 	}
 	if c.gone != nil {
@@ -261,6 +254,48 @@ func (s *Server) relay(t *tunnel, c *clientStreams, o rcOptions, sub string) *me
 			return nil // the client is gone; nobody reads a status
 		}
 	}
+}
+
+// maxResize bounds the bytes of one terminal size message from a client,
+// so that an endless JSON value cannot make the hub buffer it.
+const maxResize = 4 << 10
+
+// readResizes calls fn with each terminal size of r, JSON objects
+// {"Width":W,"Height":H} one after another as kubectl sends them, until r
+// ends, a message is not one or is over maxResize, or fn fails.
+func readResizes(r io.Reader, fn func(width, height uint16) error) error {
+	lr := &valueLimit{r: r}
+	dec := json.NewDecoder(lr)
+	for {
+		lr.n = 0
+		var size struct{ Width, Height uint16 }
+		if err := dec.Decode(&size); err != nil {
+			return err
+		}
+		if err := fn(size.Width, size.Height); err != nil {
+			return err
+		}
+	}
+}
+
+// valueLimit fails a read once n passes maxResize.
+type valueLimit struct {
+	r io.Reader
+	n int
+}
+
+var errResizeTooLarge = errors.New("terminal size message over the limit")
+
+func (l *valueLimit) Read(p []byte) (int, error) {
+	if l.n > maxResize {
+		return 0, errResizeTooLarge
+	}
+	if len(p) > maxResize {
+		p = p[:maxResize]
+	}
+	n, err := l.r.Read(p)
+	l.n += n
+	return n, err
 }
 
 // exitStatus is the status kubelet reports for a command that ended with
@@ -441,7 +476,9 @@ func (s *Server) wsStreams(w http.ResponseWriter, r *http.Request, o rcOptions) 
 		ch(o.stdin, wsstream.ReadChannel),
 		ch(o.stdout, wsstream.WriteChannel),
 		ch(o.stderr, wsstream.WriteChannel),
-		wsstream.WriteChannel,
+		// The error channel is read too, though clients send nothing on
+		// it: its end says that the connection ended.
+		wsstream.ReadWriteChannel,
 		ch(o.tty, wsstream.ReadChannel),
 	}
 	protocols := wsstream.NewDefaultChannelProtocols(channels)
@@ -464,7 +501,12 @@ func (s *Server) wsStreams(w http.ResponseWriter, r *http.Request, o rcOptions) 
 	default:
 		streams[remotecommand.StreamErr].Write(nil)
 	}
-	c := &clientStreams{closeWriters: func() {}}
+	gone := make(chan bool)
+	go func() { // ends when the connection does (c.close or the client)
+		io.Copy(io.Discard, streams[remotecommand.StreamErr])
+		close(gone)
+	}()
+	c := &clientStreams{closeWriters: func() {}, gone: gone}
 	if o.stdin {
 		c.stdin = streams[remotecommand.StreamStdIn]
 	}

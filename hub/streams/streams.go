@@ -74,6 +74,25 @@ type Server struct {
 	mu sync.Mutex
 	// open counts the tunnels open to each node.
 	open map[string]int
+	// tunnels are the open tunnels, for Close.
+	tunnels map[*tunnel]struct{}
+	closed  bool
+}
+
+// Close ends every open stream (their clients see them end) and refuses
+// new ones with 503, so that an HTTP server's Shutdown does not wait for
+// them. Safe to call more than once.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	ts := make([]*tunnel, 0, len(s.tunnels))
+	for t := range s.tunnels {
+		ts = append(ts, t)
+	}
+	s.mu.Unlock()
+	for _, t := range ts {
+		t.Close()
+	}
 }
 
 // New checks cfg and returns a server; it starts nothing.
@@ -94,7 +113,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, open: map[string]int{}}, nil
+	return &Server{cfg: cfg, log: cfg.Logger, open: map[string]int{}, tunnels: map[*tunnel]struct{}{}}, nil
 }
 
 // ServePodStream serves subresource (log, exec, attach or portforward) of
@@ -147,6 +166,7 @@ func (t *tunnel) Close() error {
 		if t.s.open[t.node]--; t.s.open[t.node] <= 0 {
 			delete(t.s.open, t.node)
 		}
+		delete(t.s.tunnels, t)
 		t.s.mu.Unlock()
 	})
 	return err
@@ -164,6 +184,10 @@ func (s *Server) openTunnel(ctx context.Context, pod *corev1.Pod, kind string, p
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", pod.Name))
 	}
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, apierrors.NewServiceUnavailable("the hub is shutting down")
+	}
 	if s.open[node] >= s.cfg.MaxPerNode {
 		s.mu.Unlock()
 		// No Retry-After: clients would retry for seconds and then hide
@@ -188,6 +212,14 @@ func (s *Server) openTunnel(ctx context.Context, pod *corev1.Pod, kind string, p
 	}
 	t := &tunnel{TunnelStream: st, s: s, node: node, last: new(atomic.Int64), ended: make(chan struct{})}
 	t.last.Store(time.Now().UnixNano())
+	s.mu.Lock()
+	s.tunnels[t] = struct{}{}
+	closed := s.closed
+	s.mu.Unlock()
+	if closed { // Close ran while the tunnel opened
+		t.Close()
+		return nil, apierrors.NewServiceUnavailable("the hub is shutting down")
+	}
 	go s.watchIdle(t, onIdle)
 	return t, nil
 }

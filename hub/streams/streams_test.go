@@ -142,6 +142,20 @@ func TestExec(t *testing.T) {
 			if out, _, err := run("exec", execQuery(true, false, "size"), nil, true, &sizes{{Width: 120, Height: 40}}); err != nil || out != "120x40\n" {
 				t.Errorf("exec -t size = %q, %v; want %q", out, err, "120x40\n")
 			}
+			// A client that goes away ends the command on the node.
+			x, err := ex.new(e.hub.Config, e.podURL("web", "exec", execQuery(false, false, "sleep")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			ended := make(chan error, 1)
+			go func() {
+				ended <- x.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: io.Discard, Stderr: io.Discard})
+			}()
+			wait.For(t, 10*time.Second, "the sleep's tunnel open", func() (bool, string) { return e.node.openCount() == 1, "" })
+			cancel()
+			<-ended
+			waitNoTunnels(t, e.node)
 			// attach: the container's stdin and stdout.
 			q := url.Values{"stdin": {"true"}, "stdout": {"true"}, "stderr": {"true"}}
 			if out, _, err := run("attach", q, strings.NewReader("attached\n"), false, nil); err != nil || out != "attached\n" {
@@ -483,5 +497,30 @@ func TestDiscovery(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("discovery lacks %v", want)
+	}
+}
+
+// TestSyncEndpoint checks the wiring to the real sync endpoint: a pod on a
+// node with no session is answered at once, for logs, exec and
+// port-forward alike.
+func TestSyncEndpoint(t *testing.T) {
+	h := hubtest.Start(t, func(c *hubd.Config) {
+		c.Controllers = false
+		c.SyncAddr = "127.0.0.1:0"
+	})
+	e := &env{hub: h, node: newFakeNode()} // the fake only records pods here
+	e.createPod(t, "web", "edge-9", "main")
+	const msg = "node edge-9 is not connected to the hub"
+	if _, err := readLogs(h.Client, "web", &corev1.PodLogOptions{}); !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), msg) {
+		t.Errorf("logs = %v, want 503 %q", err, msg)
+	}
+	x, _ := remotecommand.NewSPDYExecutor(h.Config, "POST", e.podURL("web", "exec", execQuery(false, false, "echo")))
+	if err := x.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdout: io.Discard, Stderr: io.Discard}); err == nil || !strings.Contains(err.Error(), msg) {
+		t.Errorf("exec = %v, want %q", err, msg)
+	}
+	for _, d := range dialers(t, e) {
+		if _, _, err := d.dial.Dial("portforward.k8s.io"); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("port-forward over %s = %v, want %q", d.name, err, msg)
+		}
 	}
 }
