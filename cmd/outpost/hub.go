@@ -68,6 +68,8 @@ Once the API server is up it prints an export line for KUBECONFIG on stdout.`,
 	f.IntVar(&cfg.NodeCIDRMaskSize, "node-cidr-mask-size", cfg.NodeCIDRMaskSize, "prefix length of each node's block of --cluster-cidr: longer than the cluster CIDR's by at most 16, and at most 30 for IPv4")
 	f.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", cfg.NodeMonitorGracePeriod, "how long a node may go without renewing its Lease before it is marked Ready=Unknown and tainted unreachable; its pods keep running unless its Node has the annotation outpost.dev/offline-tolerance")
 	f.DurationVar(&cfg.IdleMemoryReturn, "idle-memory-return", cfg.IdleMemoryReturn, "after this long without API requests, give the memory a spell of work left behind back to the OS; 0 never")
+	f.DurationVar(&cfg.Streams.IdleTimeout, "streaming-connection-idle-timeout", cfg.Streams.IdleTimeout, "how long a kubectl logs, exec, attach or port-forward stream may pass no byte either way before it is cut, as kubelet's flag of that name")
+	f.IntVar(&cfg.Streams.MaxPerNode, "max-streams-per-node", cfg.Streams.MaxPerNode, "the most streams open at once to one node (kubectl logs, exec, attach, and each port-forwarded connection); more are answered 429")
 	cmd.MarkFlagRequired("data-dir")
 	return cmd
 }

@@ -140,6 +140,9 @@ func runUp(ctx context.Context, c upConfig, out io.Writer, log *slog.Logger) err
 		f.DataDir, f.Runtime = filepath.Join(dir, name), rt
 		f.Bridge = fmt.Sprintf("outpost%d", i)
 		f.EvictionHard = c.evictionHard
+		// The nodes share this machine: each counts its own pods in
+		// kubectl top nodes, not the machine's whole usage.
+		f.NodeUsage = "agent-cgroup"
 		acfg, err := f.Config(log.With("node", name))
 		if err != nil {
 			cancel()
