@@ -18,42 +18,9 @@ import (
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
 	"github.com/outpost-mesh/outpost/edge/streams"
+	"github.com/outpost-mesh/outpost/internal/tunneltest"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
-
-// end is one end of an in-memory tunnel stream: two pipes, one each way.
-// Like a QUIC stream's, its Context ends when the peer stops reading:
-// the peer closed it.
-type end struct {
-	r          *io.PipeReader
-	w          *io.PipeWriter
-	ctx        context.Context
-	cancel     context.CancelFunc
-	peerCancel context.CancelFunc
-}
-
-func (e *end) Context() context.Context { return e.ctx }
-
-func (e *end) Read(p []byte) (int, error)  { return e.r.Read(p) }
-func (e *end) Write(p []byte) (int, error) { return e.w.Write(p) }
-func (e *end) CloseWrite() error           { return e.w.Close() }
-func (e *end) Close() error {
-	e.w.Close()
-	e.r.CloseWithError(io.ErrClosedPipe)
-	e.peerCancel()
-	return nil
-}
-
-// streamPair returns the hub's and the node's ends of a tunnel stream.
-func streamPair() (hub, node *end) {
-	r1, w1 := io.Pipe()
-	r2, w2 := io.Pipe()
-	hub, node = &end{r: r2, w: w1}, &end{r: r1, w: w2}
-	hub.ctx, hub.cancel = context.WithCancel(context.Background())
-	node.ctx, node.cancel = context.WithCancel(context.Background())
-	hub.peerCancel, node.peerCancel = node.cancel, hub.cancel
-	return hub, node
-}
 
 // nodePods is the node's pods for the tests: specs by namespace/name,
 // the runtime's state from the fake.
@@ -154,7 +121,7 @@ func open(kind, name, uid string, params ...string) *wire.TunnelOpen {
 
 // start opens a tunnel and serves it in the background; it returns the
 // hub's end, or the refusal.
-func (e *env) start(o *wire.TunnelOpen) (*end, error) {
+func (e *env) start(o *wire.TunnelOpen) (*tunneltest.End, error) {
 	e.t.Helper()
 	h := e.h[o.Kind]
 	if h == nil {
@@ -164,7 +131,7 @@ func (e *env) start(o *wire.TunnelOpen) (*end, error) {
 	if err != nil {
 		return nil, err
 	}
-	hub, node := streamPair()
+	hub, node := tunneltest.Pair()
 	done := make(chan struct{})
 	go func() { defer close(done); serve(node) }()
 	e.t.Cleanup(func() {

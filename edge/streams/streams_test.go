@@ -16,6 +16,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/logs"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/streams"
+	"github.com/outpost-mesh/outpost/internal/tunneltest"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
@@ -385,7 +386,7 @@ func TestPortForward(t *testing.T) {
 	e := newEnv(t, nil)
 	e.addPod("web", "u1")
 	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
-	var hubs []*end
+	var hubs []*tunneltest.End
 	for range 2 {
 		hub, err := e.start(open("portforward", "web", "u1", "port", port))
 		if err != nil {

@@ -2,13 +2,12 @@ package streams_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"sync"
-	"time"
 
+	"github.com/outpost-mesh/outpost/internal/tunneltest"
 	"github.com/outpost-mesh/outpost/sync/server"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
@@ -91,7 +90,7 @@ func (f *fakeNode) OpenTunnel(ctx context.Context, node string, open *wire.Tunne
 	default:
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "unknown kind " + open.Kind}
 	}
-	hub, nodeSide := pipePair()
+	hub, nodeSide := tunneltest.Pair()
 	f.opened++
 	f.open++
 	f.wg.Add(1)
@@ -211,31 +210,3 @@ func serveFakeCommand(open *wire.TunnelOpen, st wire.TunnelStream) {
 		exit(-1, fmt.Sprintf("exec: %q: executable file not found in $PATH", argv[0]))
 	}
 }
-
-// pipeEnd is one end of an in-memory tunnel stream with half-close.
-type pipeEnd struct {
-	r    *io.PipeReader
-	w    *io.PipeWriter
-	once sync.Once
-}
-
-var errClosed = errors.New("tunnel closed")
-
-func pipePair() (*pipeEnd, *pipeEnd) {
-	ar, bw := io.Pipe()
-	br, aw := io.Pipe()
-	return &pipeEnd{r: ar, w: aw}, &pipeEnd{r: br, w: bw}
-}
-
-func (p *pipeEnd) Read(b []byte) (int, error)  { return p.r.Read(b) }
-func (p *pipeEnd) Write(b []byte) (int, error) { return p.w.Write(b) }
-func (p *pipeEnd) CloseWrite() error           { return p.w.Close() }
-func (p *pipeEnd) Close() error {
-	p.once.Do(func() {
-		p.r.CloseWithError(errClosed)
-		p.w.CloseWithError(errClosed)
-	})
-	return nil
-}
-
-var _ = time.Second

@@ -23,6 +23,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/streams"
 	"github.com/outpost-mesh/outpost/internal/netnstest"
+	"github.com/outpost-mesh/outpost/internal/tunneltest"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
@@ -31,37 +32,6 @@ import (
 // containers: exec, attach, logs and port-forward of a busybox pod on
 // the host's network (the test's own network namespace), driven through
 // in-memory tunnel streams as the sync client would hand them over.
-
-// pipeEnd is one end of an in-memory tunnel stream; its Context ends
-// when the peer closed it, as a QUIC stream's.
-type pipeEnd struct {
-	r          *io.PipeReader
-	w          *io.PipeWriter
-	ctx        context.Context
-	cancel     context.CancelFunc
-	peerCancel context.CancelFunc
-}
-
-func (e *pipeEnd) Context() context.Context    { return e.ctx }
-func (e *pipeEnd) Read(p []byte) (int, error)  { return e.r.Read(p) }
-func (e *pipeEnd) Write(p []byte) (int, error) { return e.w.Write(p) }
-func (e *pipeEnd) CloseWrite() error           { return e.w.Close() }
-func (e *pipeEnd) Close() error {
-	e.w.Close()
-	e.r.CloseWithError(io.ErrClosedPipe)
-	e.peerCancel()
-	return nil
-}
-
-func tunnelPair() (hub, node *pipeEnd) {
-	r1, w1 := io.Pipe()
-	r2, w2 := io.Pipe()
-	hub, node = &pipeEnd{r: r2, w: w1}, &pipeEnd{r: r1, w: w2}
-	hub.ctx, hub.cancel = context.WithCancel(context.Background())
-	node.ctx, node.cancel = context.WithCancel(context.Background())
-	hub.peerCancel, node.peerCancel = node.cancel, hub.cancel
-	return hub, node
-}
 
 // onePod is streams.Pods of one pod on the host's network.
 type onePod struct {
@@ -116,7 +86,7 @@ func TestStreams(t *testing.T) {
 	handlers := srv.Handlers()
 	var served sync.WaitGroup
 	t.Cleanup(served.Wait) // after the tunnels are closed
-	start := func(kind string, params ...string) (*pipeEnd, error) {
+	start := func(kind string, params ...string) (*tunneltest.End, error) {
 		t.Helper()
 		o := &wire.TunnelOpen{Kind: kind, Params: []wire.Param{{Name: "namespace", Value: p.Namespace}, {Name: "name", Value: p.Name}, {Name: "uid", Value: p.UID}}}
 		for i := 0; i+1 < len(params); i += 2 {
@@ -126,7 +96,7 @@ func TestStreams(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		hub, node := tunnelPair()
+		hub, node := tunneltest.Pair()
 		served.Go(func() { serve(node) })
 		t.Cleanup(func() { hub.Close() })
 		return hub, nil
@@ -270,7 +240,7 @@ func TestStreams(t *testing.T) {
 		port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 		ln.Close()
 		startC(sh("web", "mkdir -p /tmp/www && echo hello > /tmp/www/index.html && exec httpd -f -p 127.0.0.1:"+port+" -h /tmp/www"), 0)
-		var hubs []*pipeEnd
+		var hubs []*tunneltest.End
 		wait.For(t, 10*time.Second, "httpd to listen", func() (bool, string) {
 			hub, err := start("portforward", "port", port)
 			if err != nil {
@@ -283,7 +253,7 @@ func TestStreams(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, hub := range []*pipeEnd{hubs[0], hub2} {
+		for _, hub := range []*tunneltest.End{hubs[0], hub2} {
 			go fmt.Fprintf(hub, "GET /index.html HTTP/1.0\r\nHost: pod\r\n\r\n")
 			resp, err := http.ReadResponse(bufio.NewReader(hub), nil)
 			if err != nil {
