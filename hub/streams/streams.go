@@ -51,6 +51,10 @@ type Config struct {
 	// StreamCreationTimeout bounds the wait for a SPDY client's streams
 	// after the upgrade, as kubelet's. Default 30s.
 	StreamCreationTimeout time.Duration
+	// OpenTimeout bounds the wait for a node to answer a tunnel's open:
+	// a node whose link just went dark is still connected until the sync
+	// endpoint's idle timeout says otherwise. Default 10s.
+	OpenTimeout time.Duration
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -61,6 +65,7 @@ func DefaultConfig() Config {
 		MaxPerNode:            32,
 		IdleTimeout:           4 * time.Hour,
 		StreamCreationTimeout: 30 * time.Second,
+		OpenTimeout:           10 * time.Second,
 	}
 }
 
@@ -109,6 +114,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.StreamCreationTimeout <= 0 {
 		cfg.StreamCreationTimeout = def.StreamCreationTimeout
+	}
+	if cfg.OpenTimeout <= 0 {
+		cfg.OpenTimeout = def.OpenTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -201,13 +209,21 @@ func (s *Server) openTunnel(ctx context.Context, pod *corev1.Pod, kind string, p
 		{Name: "name", Value: pod.Name},
 		{Name: "uid", Value: string(pod.UID)},
 	}, params...)}
-	st, err := s.cfg.Tunnels.OpenTunnel(ctx, node, open)
+	octx, cancel := context.WithTimeout(ctx, s.cfg.OpenTimeout)
+	st, err := s.cfg.Tunnels.OpenTunnel(octx, node, open)
+	cancel()
 	if err != nil {
 		s.mu.Lock()
 		if s.open[node]--; s.open[node] <= 0 {
 			delete(s.open, node)
 		}
 		s.mu.Unlock()
+		if ctx.Err() == nil && errors.Is(octx.Err(), context.DeadlineExceeded) {
+			return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+				Status: metav1.StatusFailure, Code: http.StatusServiceUnavailable, Reason: metav1.StatusReasonServiceUnavailable,
+				Message: fmt.Sprintf("node %s did not answer within %v: its link to the hub may be down", node, s.cfg.OpenTimeout),
+			}}
+		}
 		return nil, tunnelError(node, err)
 	}
 	t := &tunnel{TunnelStream: st, s: s, node: node, last: new(atomic.Int64), ended: make(chan struct{})}

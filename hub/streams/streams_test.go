@@ -28,6 +28,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/internal/wait"
+	"github.com/outpost-mesh/outpost/sync/wire"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
 
@@ -272,6 +273,34 @@ func TestNotConnected(t *testing.T) {
 	e.node.setDown("edge-1", false)
 	if got, err := readLogs(e.hub.Client, "web", &corev1.PodLogOptions{}); err != nil || got != fakeLog {
 		t.Errorf("logs after the node is back = %q, %v", got, err)
+	}
+}
+
+// silentNode is a node whose link went dark before the hub noticed: it
+// is still connected, and never answers an open.
+type silentNode struct{}
+
+func (silentNode) OpenTunnel(ctx context.Context, node string, open *wire.TunnelOpen) (wire.TunnelStream, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestSilentNode: a node that does not answer the open is given up after
+// OpenTimeout with a clear error, not waited for as long as the client
+// waits.
+func TestSilentNode(t *testing.T) {
+	e := start(t, func(c *hubd.Config) {
+		c.Streams.Tunnels = silentNode{}
+		c.Streams.OpenTimeout = 300 * time.Millisecond
+	})
+	const msg = "node edge-1 did not answer within 300ms: its link to the hub may be down"
+	begin := time.Now()
+	_, err := readLogs(e.hub.Client, "web", &corev1.PodLogOptions{})
+	if !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), msg) {
+		t.Errorf("logs = %v, want 503 %q", err, msg)
+	}
+	if took := time.Since(begin); took > 10*time.Second {
+		t.Errorf("the refusal took %v, want it after the open timeout", took)
 	}
 }
 
