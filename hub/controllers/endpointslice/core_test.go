@@ -274,14 +274,14 @@ func TestReconcile(t *testing.T) {
 			"create[p000..p099(100)] create[p100..p199(100)] create[p200..p249(50)]"},
 		{"max lowered: the excess moves to a new slice", big, []*discoveryv1.EndpointSlice{existingSlice("web-a", svc, gBig, names(250, "p")...)}, 0,
 			"create[p100..p199(100)] create[p200..p249(50)] update web-a[p000..p099(100)]"},
-		{"ports changed: old group's slices deleted after the new are made", all, []*discoveryv1.EndpointSlice{other}, 0,
-			"create[p000,p001,p002,p003,p004] delete web-old"},
+		{"ports changed: the old group's slice takes the new ports, as upstream", all, []*discoveryv1.EndpointSlice{other}, 0,
+			"update web-old[p000,p001,p002,p003,p004]"},
 		{"no pods: a placeholder", nil, nil, 0, "create[]"},
-		{"no pods any more: the last slice goes, a placeholder comes", nil,
-			[]*discoveryv1.EndpointSlice{existingSlice("web-a", svc, g5, "p000")}, 0, "create[] delete web-a"},
+		{"no pods any more: the last slice becomes the placeholder", nil,
+			[]*discoveryv1.EndpointSlice{existingSlice("web-a", svc, g5, "p000")}, 0, "update web-a[]"},
 		{"placeholder kept", nil, []*discoveryv1.EndpointSlice{emptyPlaceholder}, 0, ""},
-		{"placeholder replaced once pods come", all, []*discoveryv1.EndpointSlice{emptyPlaceholder}, 0,
-			"create[p000,p001,p002,p003,p004] delete web-empty"},
+		{"placeholder reused once pods come", all, []*discoveryv1.EndpointSlice{emptyPlaceholder}, 0,
+			"update web-empty[p000,p001,p002,p003,p004]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var groups []Group

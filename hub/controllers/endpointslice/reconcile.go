@@ -65,6 +65,24 @@ func Reconcile(svc *corev1.Service, groups []Group, existing []*discoveryv1.Endp
 			p.Create = append(p.Create, placeholder)
 		}
 	}
+
+	// As upstream's reconciler: a slice to create takes the place of one
+	// to delete of its address type, as an update, so that a service's
+	// slices are not replaced when their ports change (its placeholder
+	// when the first endpoint comes) and never seen two at once.
+	for i := 0; i < len(p.Create); i++ {
+		j := slices.IndexFunc(p.Delete, func(d *discoveryv1.EndpointSlice) bool { return d.AddressType == p.Create[i].AddressType })
+		if j < 0 {
+			continue
+		}
+		c, d := p.Create[i], p.Delete[j]
+		u := withMeta(d, c.ObjectMeta)
+		u.Ports, u.Endpoints = c.Ports, c.Endpoints
+		p.Update = append(p.Update, u)
+		p.Create = slices.Delete(p.Create, i, i+1)
+		p.Delete = slices.Delete(p.Delete, j, j+1)
+		i--
+	}
 	return p
 }
 
