@@ -162,6 +162,7 @@ func (s *Server) serveChunks(ctx context.Context, st wire.TunnelStream, want str
 	firstSize := sync.OnceFunc(func() { close(first) })
 	wg.Go(func() {
 		cr := wire.NewChunkReader(st)
+		stdinOpen := stdinq != nil // stdin after its end is dropped
 		for {
 			ch, data, err := cr.Next()
 			if err != nil {
@@ -174,10 +175,11 @@ func (s *Server) serveChunks(ctx context.Context, st wire.TunnelStream, want str
 			}
 			switch ch {
 			case wire.ChanStdin:
-				if stdinq == nil {
+				if !stdinOpen {
 					continue
 				}
 				if len(data) == 0 {
+					stdinOpen = false
 					endStdin()
 					continue
 				}

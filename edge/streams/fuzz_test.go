@@ -1,9 +1,13 @@
 package streams_test
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"testing"
 	"time"
 
+	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/streams"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
@@ -26,5 +30,39 @@ func FuzzParseLogOptions(f *testing.F) {
 		if opt.TailLines < -1 || opt.LimitBytes < 0 || opt.Container == "" {
 			t.Errorf("ParseLogOptions(%v) = %+v", o.Params, opt)
 		}
+	})
+}
+
+// FuzzExecChunks: whatever bytes the hub sends on an exec tunnel, with a
+// terminal or without, the node serves it to its end without a panic.
+func FuzzExecChunks(f *testing.F) {
+	var good bytes.Buffer
+	cw := wire.NewChunkWriter(&good)
+	cw.Write(wire.ChanResize, wire.AppendResize(nil, 80, 24))
+	cw.Write(wire.ChanStdin, []byte("hello"))
+	cw.End(wire.ChanStdin)
+	cw.Write(wire.ChanStdin, []byte("late"))
+	f.Add(good.Bytes(), false)
+	f.Add(good.Bytes(), true)
+	f.Add([]byte{wire.ChanResize, 1, 0x80}, true)
+	f.Fuzz(func(t *testing.T, in []byte, tty bool) {
+		e := newEnv(t, func(ctx context.Context, pod runtime.PodRef, c string, opts runtime.ExecOptions) (int, error) {
+			_, err := io.Copy(opts.Stdout, opts.Stdin)
+			return 0, err
+		})
+		e.addPod("web", "u1")
+		params := []string{"container", "c", "command", "cat", "stdin", "true", "stdout", "true"}
+		if tty {
+			params = append(params, "tty", "true")
+		}
+		hub, err := e.start(open("exec", "web", "u1", params...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			hub.Write(in)
+			hub.CloseWrite()
+		}()
+		io.Copy(io.Discard, hub) // to the node's end of the tunnel
 	})
 }

@@ -300,6 +300,10 @@ func TestExec(t *testing.T) {
 			cw.Write(wire.ChanStdin, []byte("hello\n"))
 			cw.Write(wire.ChanStdin, bytes.Repeat([]byte("y"), 100<<10))
 			cw.End(wire.ChanStdin)
+			// A hub that breaks the contract: stdin after its end, and
+			// its end again, are dropped.
+			cw.Write(wire.ChanStdin, []byte("late"))
+			cw.End(wire.ChanStdin)
 		}()
 		res := readChunks(t, hub)
 		if want := "hello\n" + strings.Repeat("y", 100<<10); res.stdout.String() != want || res.code != 0 {
