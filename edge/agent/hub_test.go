@@ -130,6 +130,20 @@ type testHub struct {
 	stop         func()
 }
 
+// runWeb puts pod default/web (one nginx container) in node's view, at
+// revision 1, and waits for rt to run it.
+func (h *testHub) runWeb(t *testing.T, rt *fake.Runtime, node string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web"},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "nginx:1.27"}}},
+	}
+	if err := h.x.Apply([]view.Event{{Revision: 1, Key: podKey("web"), Raw: encode(t, pod)}}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, waitLong, "web running", running(t, rt, "web"))
+}
+
 func startHub(t *testing.T) *testHub {
 	t.Helper()
 	return startHubWith(t, func(*server.Config) {})
@@ -215,14 +229,7 @@ func TestJoinLoseHub(t *testing.T) {
 		}
 	}
 
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web"},
-		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "nginx:1.27"}}},
-	}
-	if err := h.x.Apply([]view.Event{{Revision: 1, Key: podKey("web"), Raw: encode(t, pod)}}); err != nil {
-		t.Fatal(err)
-	}
-	wait.For(t, waitLong, "web running", running(t, rt, "web"))
+	h.runWeb(t, rt, node)
 	wait.For(t, waitLong, "web reported Running", func() (bool, string) {
 		p := h.sink.phase("web")
 		return p == corev1.PodRunning, string(p)

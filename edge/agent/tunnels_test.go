@@ -9,14 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/outpost-mesh/outpost/edge/agent"
 	edgeruntime "github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
 	"github.com/outpost-mesh/outpost/internal/wait"
-	"github.com/outpost-mesh/outpost/sync/view"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -42,14 +38,7 @@ func TestTunnels(t *testing.T) {
 			t.Errorf("Run = %v", err)
 		}
 	}()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web"},
-		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "nginx:1.27"}}},
-	}
-	if err := h.x.Apply([]view.Event{{Revision: 1, Key: podKey("web"), Raw: encode(t, pod)}}); err != nil {
-		t.Fatal(err)
-	}
-	wait.For(t, waitLong, "web running", running(t, rt, "web"))
+	h.runWeb(t, rt, node)
 	wait.For(t, waitLong, "connected", func() (bool, string) { return a.Connected(), "" })
 
 	open := func(uid string) *wire.TunnelOpen {
