@@ -98,7 +98,7 @@ func TestContainerdStreams(t *testing.T) {
 			k := newKubectl(t, version)
 			k.kubeconfig = filepath.Join(h.dataDir, "admin.kubeconfig")
 			k.namespace = ns
-			testLogs(t, k)
+			testLogs(t, f, k)
 			testExec(t, k)
 			testCopy(t, k)
 			testPortForward(t, k)
@@ -135,7 +135,7 @@ func TestContainerdStreams(t *testing.T) {
 		r := k.exec(t, "exec", "web", "--", "echo", "back")
 		return r.err == nil && r.stdout == "back\n", r.String()
 	})
-	testLogs(t, k)
+	testLogs(t, f, k)
 	if got := countStarts(f, name); got != starts {
 		t.Errorf("the agent started %d times, want %d: the link's cut must not restart it", got, starts)
 	}
@@ -175,7 +175,7 @@ func countStarts(f *fleet, name string) int {
 
 // testLogs reads the talker's and the crasher's logs as `kubectl logs`
 // does with its main options.
-func testLogs(t *testing.T, k *kubectl) {
+func testLogs(t *testing.T, f *fleet, k *kubectl) {
 	r := k.run(t, "logs", "talker")
 	wantContains(t, r, r.stdout, "line 0\nline 1\n")
 	r = k.run(t, "logs", "talker", "--tail=1")
@@ -186,6 +186,12 @@ func testLogs(t *testing.T, k *kubectl) {
 	wantMatch(t, r, r.stdout, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z line \d+\n\S+ line \d+\n$`)
 	r = k.run(t, "logs", "talker", "--limit-bytes=4")
 	wantEqual(t, "--limit-bytes=4 output", r.stdout, "line")
+	// --since=2s must leave out line 0, so wait until the talker has
+	// written for longer than that: 20 lines at 5 a second.
+	f.eventually(waitTimeout, "the talker has written for 4s", func() (bool, string) {
+		r := k.exec(t, "logs", "talker", "--tail=1")
+		return r.err == nil && lastLogLineOf(r.stdout) >= 20, r.String()
+	})
 	r = k.run(t, "logs", "talker", "--since=2s")
 	if l := r.lines(); len(l) == 0 || len(l) > 15 || l[0] == "line 0" {
 		t.Errorf("--since=2s printed %d lines from %q, want the last 2s (about 10)\n%s", len(l), l, r)
@@ -202,12 +208,23 @@ func testLogs(t *testing.T, k *kubectl) {
 	p.stop(5 * time.Second)
 }
 
+var lastLineRE = regexp.MustCompile(`line (\d+)\n$`)
+
 // lastLogLine returns the number of the last "line N" of out.
 func lastLogLine(t *testing.T, out string) int {
 	t.Helper()
-	m := regexp.MustCompile(`line (\d+)\n$`).FindStringSubmatch(out)
-	if m == nil {
+	n := lastLogLineOf(out)
+	if n < 0 {
 		t.Fatalf("no last line in %q", out)
+	}
+	return n
+}
+
+// lastLogLineOf returns the number of the last "line N" of out, or -1.
+func lastLogLineOf(out string) int {
+	m := lastLineRE.FindStringSubmatch(out)
+	if m == nil {
+		return -1
 	}
 	n, _ := strconv.Atoi(m[1])
 	return n
