@@ -16,6 +16,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/outpost-mesh/outpost/bench/edgenode"
 	"github.com/outpost-mesh/outpost/edge/cgroups"
 	"github.com/outpost-mesh/outpost/internal/ociimage"
 )
@@ -128,9 +129,8 @@ func QuickConfig() Config {
 	return c
 }
 
-// maxPods bounds the pod counts: a node's pod CIDR is a /24 of 254
-// addresses, one the bridge's.
-const maxPods = 250
+// maxPods bounds the pod counts: the node's.
+const maxPods = edgenode.MaxPods
 
 // Validate reports the first invalid field.
 func (c Config) Validate() error {

@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/outpost-mesh/outpost/bench/edgenode"
 	"github.com/outpost-mesh/outpost/edge/agent"
 	"github.com/outpost-mesh/outpost/edge/runtime/containerd"
 )
@@ -64,11 +65,11 @@ func runningPods(want map[string]string, containerPod map[string]string, tasks [
 // start) until every pod of ips (pod IP by UID, as the hub last saw them)
 // has a running task and its network namespace holds its IP, or until
 // timeout.
-func watchRecovery(ctx context.Context, n *node, ips map[string]string, start time.Time, timeout time.Duration) (Reboot, error) {
+func watchRecovery(ctx context.Context, n *edgenode.Node, ips map[string]string, start time.Time, timeout time.Duration) (Reboot, error) {
 	r := Reboot{Pods: len(ips)}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ctx = namespaces.WithNamespace(ctx, n.namespace())
+	ctx = namespaces.WithNamespace(ctx, n.Namespace())
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var c *client.Client
@@ -78,12 +79,12 @@ func watchRecovery(ctx context.Context, n *node, ips map[string]string, start ti
 		}
 	}()
 	for {
-		if err := n.running(); err != nil {
+		if err := n.Running(); err != nil {
 			return r, err
 		}
 		if c == nil {
-			if _, err := os.Stat(n.sock()); err == nil {
-				c, _ = client.New(n.sock(), client.WithTimeout(time.Second))
+			if _, err := os.Stat(n.Sock()); err == nil {
+				c, _ = client.New(n.Sock(), client.WithTimeout(time.Second))
 			}
 		}
 		if c != nil {
@@ -107,7 +108,7 @@ func watchRecovery(ctx context.Context, n *node, ips map[string]string, start ti
 
 // look takes one look at the node's tasks, and, once every pod runs, at
 // the pods' IPs.
-func (r *Reboot) look(ctx context.Context, c *client.Client, n *node, ips map[string]string, start time.Time) (bool, error) {
+func (r *Reboot) look(ctx context.Context, c *client.Client, n *edgenode.Node, ips map[string]string, start time.Time) (bool, error) {
 	cs, err := c.ContainerService().List(ctx)
 	if err != nil {
 		return false, err
@@ -133,7 +134,7 @@ func (r *Reboot) look(ctx context.Context, c *client.Client, n *node, ips map[st
 	}
 	r.SameIP, r.Mismatch = 0, ""
 	for uid, want := range ips {
-		got, err := netnsIP(filepath.Join(n.dir, agent.NetNSDir, uid))
+		got, err := netnsIP(filepath.Join(n.Dir, agent.NetNSDir, uid))
 		switch {
 		case err != nil:
 			r.Mismatch = fmt.Sprintf("pod %s: %v", uid, err)

@@ -1,33 +1,22 @@
 package densitybench
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/containerd/containerd/v2/client"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/outpost-mesh/outpost/bench/edgenode"
 	"github.com/outpost-mesh/outpost/bench/internal/childhub"
 	"github.com/outpost-mesh/outpost/bench/report"
-	"github.com/outpost-mesh/outpost/edge/images"
-	"github.com/outpost-mesh/outpost/hub/auth"
-	"github.com/outpost-mesh/outpost/internal/ociimage"
-	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // Run measures the node as cfg says and returns the report. It must run
@@ -49,7 +38,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if err := Check(cfg); err != nil {
 		return nil, err
 	}
-	if err := checkIsolated(); err != nil {
+	if err := edgenode.CheckIsolated(); err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp(cfg.Dir, "density")
@@ -151,7 +140,7 @@ type session struct {
 	label  string
 	hub    *childhub.Hub
 	client kubernetes.Interface
-	node   *node
+	node   *edgenode.Node
 	pods   *tracker
 	tasks  *taskStarts        // the node's containerd's task starts
 	stop   context.CancelFunc // ends the watch and the task starts' stream
@@ -171,7 +160,7 @@ func (r *runner) start(ctx context.Context, label, mode, ociRuntime string) (*se
 	r.logf("%s: starting the hub", label)
 	hubDir := filepath.Join(r.dir, label+"-hub")
 	if s.hub, err = childhub.Start(r.cfg.Binary, hubDir, "127.0.0.1:0", syncAddr,
-		"--controllers", "--allocate-node-cidrs", "--cluster-cidr", clusterCIDR); err != nil {
+		"--controllers", "--allocate-node-cidrs", "--cluster-cidr", edgenode.ClusterCIDR); err != nil {
 		return s, err
 	}
 	kubeconfig, err := s.hub.Kubeconfig(ctx, r.cfg.ReadyTimeout)
@@ -188,11 +177,11 @@ func (r *runner) start(ctx context.Context, label, mode, ociRuntime string) (*se
 		return s, err
 	}
 	s.client = cs
-	token, err := prepare(ctx, cs, r.cfg.Namespace)
+	token, err := edgenode.Prepare(ctx, cs, r.cfg.Namespace, "outpost bench density")
 	if err != nil {
 		return s, err
 	}
-	hash, err := caHash(rc)
+	hash, err := edgenode.CAHash(rc)
 	if err != nil {
 		return s, err
 	}
@@ -215,21 +204,26 @@ func (r *runner) start(ctx context.Context, label, mode, ociRuntime string) (*se
 	}
 	logPath := filepath.Join(logDir, "agent-"+label+".log")
 	_ = os.Remove(logPath)
-	s.node = newNode(r.cfg, name, filepath.Join(r.dir, label), "dens-"+label, mode, ociRuntime, logPath, syncAddr, token, hash)
+	s.node = edgenode.New(edgenode.Options{
+		Binary: r.cfg.EdgeBinary, ContainerdBinary: r.cfg.ContainerdBinary,
+		Name: name, Dir: filepath.Join(r.dir, label), Bridge: "dens-" + label, LogPath: logPath,
+		Hub: syncAddr, Token: token, CAHash: hash,
+		OCIRuntime: ociRuntime, ShimPerNode: mode == ModeNode,
+	})
 	r.logf("%s: starting agent %s (shim per %s, %s)", label, name, mode, ociRuntime)
 	started := time.Now()
-	if err := s.node.start(); err != nil {
+	if err := s.node.Start(); err != nil {
 		return s, err
 	}
-	if err := s.waitReady(ctx, r.cfg.JoinTimeout); err != nil {
+	if err := edgenode.WaitReady(ctx, s.client, s.node, r.cfg.JoinTimeout); err != nil {
 		return s, err
 	}
 	s.joined = time.Since(started)
 	r.logf("%s: node Ready with a pod CIDR after %s; importing %s", label, report.Duration(s.joined), image)
-	if err := importImage(ctx, s.node, r.cfg.JoinTimeout); err != nil {
+	if err := edgenode.ImportBusybox(ctx, s.node, image, r.cfg.JoinTimeout); err != nil {
 		return s, err
 	}
-	if s.tasks, err = watchTaskStarts(wctx, s.node.sock(), s.node.namespace()); err != nil {
+	if s.tasks, err = watchTaskStarts(wctx, s.node.Sock(), s.node.Namespace()); err != nil {
 		return s, err
 	}
 	return s, nil
@@ -243,7 +237,7 @@ func (r *runner) close(s *session) {
 		s.tasks.close()
 	}
 	if s.node != nil {
-		if err := s.node.remove(r.cfg.StopTimeout); err != nil {
+		if err := s.node.Remove(r.cfg.StopTimeout); err != nil {
 			r.logf("%s: clean up the node: %v", s.label, err)
 		}
 	}
@@ -252,48 +246,17 @@ func (r *runner) close(s *session) {
 	}
 }
 
-// waitReady waits for the node to be Ready with a pod CIDR.
-func (s *session) waitReady(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	last := "no Node yet"
-	for {
-		if err := s.node.running(); err != nil {
-			return err
-		}
-		nd, err := s.client.CoreV1().Nodes().Get(ctx, s.node.name, metav1.GetOptions{})
-		switch {
-		case err != nil:
-			last = err.Error()
-		case nd.Spec.PodCIDR == "":
-			last = "no pod CIDR"
-		default:
-			last = "not Ready"
-			for _, c := range nd.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					return nil
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s not Ready with a pod CIDR within %v: %s%s", s.node.name, timeout, last, s.node.logTail())
-		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return err
-		}
-	}
-}
-
 // create creates pods from..to-1 in batches of r.cfg.Batch, each run
 // before the next, and returns their times from Create to Ready, and
 // from Create to their task's start in the node's containerd.
 func (r *runner) create(ctx context.Context, s *session, from, to int) (ready, local []time.Duration, err error) {
 	for i := from; i < to; i += r.cfg.Batch {
-		names, d, err := createBatch(ctx, s.client, s.pods, r.cfg.Namespace, s.node.name, i, min(i+r.cfg.Batch, to), r.cfg.BatchTimeout)
+		names, d, err := createBatch(ctx, s.client, s.pods, r.cfg.Namespace, s.node.Name, i, min(i+r.cfg.Batch, to), r.cfg.BatchTimeout)
 		if err == nil {
-			err = s.node.running()
+			err = s.node.Running()
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("pods %d..%d: %w%s", i, min(i+r.cfg.Batch, to)-1, err, s.node.logTail())
+			return nil, nil, fmt.Errorf("pods %d..%d: %w%s", i, min(i+r.cfg.Batch, to)-1, err, s.node.LogTail())
 		}
 		ready = append(ready, d...)
 		l, err := s.localStarts(ctx, names)
@@ -338,16 +301,16 @@ func (r *runner) measure(ctx context.Context, s *session) (Memory, error) {
 	if err := sleep(ctx, r.cfg.Settle/2); err != nil {
 		return Memory{}, err
 	}
-	ctrd := s.node.containerdPID()
-	before, start := readCPU(s.node.pid(), ctrd, s.node.sock(), s.node.namespace()), time.Now()
+	ctrd := s.node.ContainerdPID()
+	before, start := readCPU(s.node.PID(), ctrd, s.node.Sock(), s.node.Namespace()), time.Now()
 	if err := sleep(ctx, r.cfg.Settle-r.cfg.Settle/2); err != nil {
 		return Memory{}, err
 	}
-	if err := s.node.running(); err != nil {
+	if err := s.node.Running(); err != nil {
 		return Memory{}, err
 	}
-	after, took := readCPU(s.node.pid(), ctrd, s.node.sock(), s.node.namespace()), time.Since(start)
-	m, err := readMemory(s.node.pid(), ctrd, s.node.sock(), s.node.namespace())
+	after, took := readCPU(s.node.PID(), ctrd, s.node.Sock(), s.node.Namespace()), time.Since(start)
+	m, err := readMemory(s.node.PID(), ctrd, s.node.Sock(), s.node.Namespace())
 	m.setCPU(before, after, took)
 	return m, err
 }
@@ -422,16 +385,16 @@ func (r *runner) runReboot(ctx context.Context) (*Reboot, error) {
 	s.stop()
 	s.hub.Kill()
 	s.hub = nil
-	s.node.kill()
-	if err := s.node.powerOff(); err != nil {
+	s.node.Kill()
+	if err := s.node.PowerOff(); err != nil {
 		return nil, fmt.Errorf("power the node off: %w", err)
 	}
-	if left := nodeProcesses(s.node.dir, s.node.sock(), s.node.cgroupRoot()); len(left) > 0 {
+	if left := s.node.Processes(); len(left) > 0 {
 		return nil, fmt.Errorf("node processes %v outlived the power-off", left)
 	}
 	r.logf("reboot: starting the agent again, the hub down")
 	start := time.Now()
-	if err := s.node.start(); err != nil {
+	if err := s.node.Start(); err != nil {
 		return nil, err
 	}
 	rb, err := watchRecovery(ctx, s.node, ips, start, r.cfg.RecoverTimeout)
@@ -446,93 +409,6 @@ func (r *runner) runReboot(ctx context.Context) (*Reboot, error) {
 		r.logf("reboot: not recovered within %v: %s", r.cfg.RecoverTimeout, rb.Mismatch)
 	}
 	return &rb, nil
-}
-
-// prepare creates the namespace and a bootstrap token valid for an hour,
-// and returns the token.
-func prepare(ctx context.Context, c kubernetes.Interface, namespace string) (string, error) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
-	if _, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("create namespace %s: %w", namespace, err)
-	}
-	id, secret := auth.GenerateToken()
-	s := auth.NewBootstrapTokenSecret(id, secret, "", time.Hour, time.Now())
-	s.Data[auth.BootstrapTokenDescriptionKey] = []byte("outpost bench density")
-	if _, err := c.CoreV1().Secrets(auth.BootstrapTokenNamespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("create bootstrap token: %w", err)
-	}
-	return id + "." + secret, nil
-}
-
-// caHash returns the pin of the hub CA the client config trusts.
-func caHash(cfg *rest.Config) (string, error) {
-	data := cfg.CAData
-	if len(data) == 0 && cfg.CAFile != "" {
-		var err error
-		if data, err = os.ReadFile(cfg.CAFile); err != nil {
-			return "", fmt.Errorf("read the hub CA: %w", err)
-		}
-	}
-	for len(data) > 0 {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err == nil && c.IsCA {
-			return wire.CAHash(c), nil
-		}
-	}
-	return "", errors.New("the hub's kubeconfig carries no CA certificate")
-}
-
-// importImage imports the pods' image, made from this machine's busybox,
-// into the node's containerd once the agent named it.
-func importImage(ctx context.Context, n *node, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var ep images.Endpoint
-	for {
-		var err error
-		if ep, err = images.ReadEndpoint(n.dir); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the agent named no containerd within %v: %w", timeout, err)
-		}
-		if err := n.running(); err != nil {
-			return err
-		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return err
-		}
-	}
-	im, err := ociimage.Busybox(image)
-	if err != nil {
-		return fmt.Errorf("build the pods' image: %w", err)
-	}
-	var b bytes.Buffer
-	if err := im.WriteOCI(&b); err != nil {
-		return fmt.Errorf("build the pods' image: %w", err)
-	}
-	c, err := client.New(ep.Address, client.WithDefaultNamespace(ep.Namespace))
-	if err != nil {
-		return fmt.Errorf("connect to containerd at %s: %w", ep.Address, err)
-	}
-	defer c.Close()
-	icfg := images.DefaultConfig()
-	icfg.Client, icfg.Namespace = c, ep.Namespace
-	if ep.Snapshotter != "" {
-		icfg.Snapshotter = ep.Snapshotter
-	}
-	svc, err := images.New(icfg)
-	if err != nil {
-		return err
-	}
-	if _, err := svc.Import(ctx, &b); err != nil {
-		return fmt.Errorf("import the pods' image: %w", err)
-	}
-	return nil
 }
 
 // sleep waits d or until ctx ends.

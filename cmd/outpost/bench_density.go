@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outpost-mesh/outpost/bench/densitybench"
+	"github.com/outpost-mesh/outpost/bench/edgenode"
 	"github.com/outpost-mesh/outpost/bench/report"
 )
 
@@ -103,9 +104,9 @@ pods, a reboot of 20) about one.`,
 				return err
 			}
 			if os.Getenv(densityNetNSEnv) == "" {
-				return densitybench.Isolate(ctx, exe, os.Args[1:], densityNetNSEnv, cmd.OutOrStdout(), cmd.ErrOrStderr(), 3*cfg.StopTimeout+time.Minute)
+				return edgenode.Isolate(ctx, exe, os.Args[1:], densityNetNSEnv, cmd.OutOrStdout(), cmd.ErrOrStderr(), 3*cfg.StopTimeout+time.Minute)
 			}
-			if err := densitybench.LoopbackUp(); err != nil {
+			if err := edgenode.LoopbackUp(); err != nil {
 				return err
 			}
 			rep, err := densitybench.Run(ctx, cfg, cmd.ErrOrStderr())

@@ -1,4 +1,4 @@
-package densitybench
+package edgenode
 
 import (
 	"bytes"
@@ -20,11 +20,13 @@ import (
 	"github.com/outpost-mesh/outpost/edge/runtime/containerd"
 )
 
-// node is one edge agent run as a child process on a data dir of its own.
-type node struct {
-	name    string // the Node's name
-	dir     string // the agent's data dir
-	bridge  string // the pods' bridge, netd's
+// Node is one edge agent run as a child process on a data dir of its
+// own, with a containerd it manages.
+type Node struct {
+	// Name is the Node's name; Dir the agent's data dir; Bridge the
+	// pods' bridge, netd's.
+	Name, Dir, Bridge string
+
 	args    []string
 	binary  string
 	logPath string
@@ -35,32 +37,65 @@ type node struct {
 	err    error         // Wait's result, set before exited is closed
 }
 
-// newNode returns the node of an agent on dir; start starts it.
-func newNode(cfg Config, name, dir, bridge, mode, ociRuntime, logPath, hub, token, caHash string) *node {
+// Options are what an agent is started with.
+type Options struct {
+	// Binary is the outpost-edge binary. Required.
+	Binary string
+	// ContainerdBinary is the containerd the agent starts and manages.
+	ContainerdBinary string
+	// Name is the Node's name; Dir the agent's data dir; Bridge the name
+	// of the pods' bridge; LogPath the file the agent's output is
+	// appended to.
+	Name, Dir, Bridge, LogPath string
+	// Hub is the hub's sync address; Token a bootstrap token (see
+	// Prepare) and CAHash the pin of the hub's CA (see CAHash).
+	Hub, Token, CAHash string
+	// MaxPods is the agent's --max-pods; 0 keeps MaxPods.
+	MaxPods int
+	// OCIRuntime is the agent's --oci-runtime; "" keeps its default.
+	OCIRuntime string
+	// ShimPerNode runs every pod of the node under one shim.
+	ShimPerNode bool
+	// Extra are more flags of outpost-edge, after the others.
+	Extra []string
+}
+
+// MaxPods is the default Options.MaxPods: a node's pod CIDR is a /24 of
+// 254 addresses, one the bridge's.
+const MaxPods = 250
+
+// New returns the node of an agent as o says; Start starts it.
+func New(o Options) *Node {
+	if o.MaxPods == 0 {
+		o.MaxPods = MaxPods
+	}
 	args := []string{
-		"--hub", hub, "--token", token, "--ca-cert-hash", caHash,
-		"--node-name", name, "--data-dir", dir,
-		"--containerd", "managed", "--containerd-binary", cfg.ContainerdBinary,
-		"--bridge", bridge, "--cluster-cidr", clusterCIDR,
-		"--max-pods", strconv.Itoa(maxPods),
+		"--hub", o.Hub, "--token", o.Token, "--ca-cert-hash", o.CAHash,
+		"--node-name", o.Name, "--data-dir", o.Dir,
+		"--containerd", "managed", "--containerd-binary", o.ContainerdBinary,
+		"--bridge", o.Bridge, "--cluster-cidr", ClusterCIDR,
+		"--max-pods", strconv.Itoa(o.MaxPods),
 		// The node shares the machine's disk, which kubelet's disk
 		// thresholds may find under pressure: memory alone, as
 		// `outpost up`.
 		"--eviction-hard", "memory.available<100Mi",
-		"--oci-runtime", ociRuntime,
 	}
-	if mode == ModeNode {
+	if o.OCIRuntime != "" {
+		args = append(args, "--oci-runtime", o.OCIRuntime)
+	}
+	if o.ShimPerNode {
 		args = append(args, "--shim-per-node")
 	}
-	return &node{name: name, dir: dir, bridge: bridge, args: args, binary: cfg.EdgeBinary, logPath: logPath}
+	args = append(args, o.Extra...)
+	return &Node{Name: o.Name, Dir: o.Dir, Bridge: o.Bridge, args: args, binary: o.Binary, logPath: o.LogPath}
 }
 
-// clusterCIDR is the pods' range, given to the hub and the agent alike.
-const clusterCIDR = "10.42.0.0/16"
+// ClusterCIDR is the pods' range, given to the hub and the agent alike.
+const ClusterCIDR = "10.42.0.0/16"
 
-// start starts the agent, its output appended to n.logPath. It returns
+// Start starts the agent, its output appended to n.logPath. It returns
 // once the process runs.
-func (n *node) start() error {
+func (n *Node) Start() error {
 	f, err := os.OpenFile(n.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("open agent log: %w", err)
@@ -83,25 +118,25 @@ func (n *node) start() error {
 	return nil
 }
 
-// pid returns the agent's process ID.
-func (n *node) pid() int { return n.cmd.Process.Pid }
+// PID returns the agent's process ID.
+func (n *Node) PID() int { return n.cmd.Process.Pid }
 
-// running returns an error, with the end of the agent's log, if it has
+// Running returns an error, with the end of the agent's log, if it has
 // exited.
-func (n *node) running() error {
+func (n *Node) Running() error {
 	if n.cmd == nil {
 		return errors.New("agent not started")
 	}
 	select {
 	case <-n.exited:
-		return fmt.Errorf("agent exited: %v%s", n.err, n.logTail())
+		return fmt.Errorf("agent exited: %v%s", n.err, n.LogTail())
 	default:
 		return nil
 	}
 }
 
-// kill ends the agent with SIGKILL and waits for it to be gone.
-func (n *node) kill() {
+// Kill ends the agent with SIGKILL and waits for it to be gone.
+func (n *Node) Kill() {
 	if n.cmd == nil {
 		return
 	}
@@ -109,9 +144,9 @@ func (n *node) kill() {
 	<-n.exited
 }
 
-// stop sends SIGTERM and waits at most timeout for the agent to exit,
+// Stop sends SIGTERM and waits at most timeout for the agent to exit,
 // then kills it. It is safe to call after it exited and more than once.
-func (n *node) stop(timeout time.Duration) {
+func (n *Node) Stop(timeout time.Duration) {
 	if n.cmd == nil {
 		return
 	}
@@ -121,13 +156,13 @@ func (n *node) stop(timeout time.Duration) {
 	select {
 	case <-n.exited:
 	case <-t.C:
-		n.kill()
+		n.Kill()
 	}
 }
 
-// logTail returns the last lines of the agent's log, indented after a
+// LogTail returns the last lines of the agent's log, indented after a
 // newline, or "".
-func (n *node) logTail() string {
+func (n *Node) LogTail() string {
 	b, err := os.ReadFile(n.logPath)
 	if err != nil || len(b) == 0 {
 		return ""
@@ -137,21 +172,22 @@ func (n *node) logTail() string {
 	return "\n    " + strings.Join(lines, "\n    ") + "\n  (agent log: " + n.logPath + ")"
 }
 
-func (n *node) sock() string {
-	return filepath.Join(n.dir, agent.ContainerdDir, "containerd.sock")
+// Sock is the agent's containerd's socket.
+func (n *Node) Sock() string {
+	return filepath.Join(n.Dir, agent.ContainerdDir, "containerd.sock")
 }
 
-// namespace is the node's containerd namespace, the agent's default.
-func (n *node) namespace() string { return "outpost-" + n.name }
+// Namespace is the node's containerd namespace, the agent's default.
+func (n *Node) Namespace() string { return "outpost-" + n.Name }
 
-// cgroupRoot is the parent of the node's pod cgroups in every hierarchy.
-func (n *node) cgroupRoot() string { return "/outpost-" + n.name }
+// CgroupRoot is the parent of the node's pod cgroups in every hierarchy.
+func (n *Node) CgroupRoot() string { return "/outpost-" + n.Name }
 
-// containerdPID returns the PID of the agent's containerd, from the
+// ContainerdPID returns the PID of the agent's containerd, from the
 // supervisor's pid file, checked against the process's command line; 0
 // when it does not run.
-func (n *node) containerdPID() int {
-	dir := filepath.Join(n.dir, agent.ContainerdDir)
+func (n *Node) ContainerdPID() int {
+	dir := filepath.Join(n.Dir, agent.ContainerdDir)
 	b, err := os.ReadFile(filepath.Join(dir, "containerd.pid"))
 	if err != nil {
 		return 0
@@ -167,46 +203,46 @@ func (n *node) containerdPID() int {
 	return pid
 }
 
-// powerOff does to the node what a power cut does, with the agent already
+// PowerOff does to the node what a power cut does, with the agent already
 // dead: it kills every process of the node (containerd, shims,
 // containers), removes the shims' sockets (under /run, a tmpfs a reboot
 // empties), unmounts everything under the data dir (rootfs, volumes, the
 // pods' network namespaces), removes the network namespaces' files, the
 // node's cgroups, its bridge and veths. What a reboot leaves on disk stays:
 // the checkpoint, containerd's root and state, runc's state.
-func (n *node) powerOff() error {
+func (n *Node) PowerOff() error {
 	var errs []error
 	if err := n.killProcesses(); err != nil {
 		errs = append(errs, err)
 	}
-	for _, s := range containerd.ShimSockets(filepath.Join(n.dir, agent.ContainerdDir, "state")) {
+	for _, s := range containerd.ShimSockets(filepath.Join(n.Dir, agent.ContainerdDir, "state")) {
 		_ = os.Remove(s)
 	}
-	errs = append(errs, unmountUnder(n.dir))
-	if ents, err := os.ReadDir(filepath.Join(n.dir, agent.NetNSDir)); err == nil {
+	errs = append(errs, unmountUnder(n.Dir))
+	if ents, err := os.ReadDir(filepath.Join(n.Dir, agent.NetNSDir)); err == nil {
 		for _, e := range ents {
-			if err := os.Remove(filepath.Join(n.dir, agent.NetNSDir, e.Name())); err != nil {
+			if err := os.Remove(filepath.Join(n.Dir, agent.NetNSDir, e.Name())); err != nil {
 				errs = append(errs, fmt.Errorf("remove netns: %w", err))
 			}
 		}
 	}
-	errs = append(errs, removeCgroups(n.cgroupRoot()), deleteLinks(n.bridge))
+	errs = append(errs, removeCgroups(n.CgroupRoot()), deleteLinks(n.Bridge))
 	return errors.Join(errs...)
 }
 
-// remove stops the agent if it runs, does what powerOff does and removes
+// Remove stops the agent if it runs, does what PowerOff does and removes
 // the data dir: nothing of the node is left.
-func (n *node) remove(stopTimeout time.Duration) error {
-	n.stop(stopTimeout)
-	return errors.Join(n.powerOff(), os.RemoveAll(n.dir))
+func (n *Node) Remove(stopTimeout time.Duration) error {
+	n.Stop(stopTimeout)
+	return errors.Join(n.PowerOff(), os.RemoveAll(n.Dir))
 }
 
 // killProcesses kills the node's processes until none is left, or
 // returns those that would not die.
-func (n *node) killProcesses() error {
+func (n *Node) killProcesses() error {
 	var pids []int
 	for range 250 { // 5s: the kernel reaps them, with no event to wait on
-		pids = nodeProcesses(n.dir, n.sock(), n.cgroupRoot())
+		pids = n.Processes()
 		if len(pids) == 0 {
 			return nil
 		}

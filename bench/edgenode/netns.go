@@ -1,4 +1,4 @@
-package densitybench
+package edgenode
 
 import (
 	"context"
@@ -14,10 +14,11 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// ErrNotIsolated is returned by Run when it is not in a network namespace
-// of its own: every packet of the benchmark's pods must stay on the
-// machine, and its bridge and veths off the host's namespace.
-var ErrNotIsolated = errors.New("the density benchmark must run in a network namespace holding only a loopback (outpost bench density makes one itself)")
+// ErrNotIsolated is returned by CheckIsolated when the benchmark is not in
+// a network namespace of its own: every packet of the benchmark's pods
+// must stay on the machine, and its bridge and veths off the host's
+// namespace.
+var ErrNotIsolated = errors.New("the benchmark must run in a network namespace holding only a loopback (outpost bench makes one itself)")
 
 // Isolate runs exe with args in a new network namespace of its own, with
 // env=1 added to its environment so that it knows it is there, its
@@ -79,9 +80,9 @@ func LoopbackUp() error {
 	return nil
 }
 
-// checkIsolated returns ErrNotIsolated unless this process's network
+// CheckIsolated returns ErrNotIsolated unless this process's network
 // namespace holds only a loopback, and that up.
-func checkIsolated() error {
+func CheckIsolated() error {
 	ifs, err := net.Interfaces()
 	if err != nil {
 		return fmt.Errorf("list interfaces: %w", err)
