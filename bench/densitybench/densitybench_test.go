@@ -82,18 +82,6 @@ func TestPerPodOverhead(t *testing.T) {
 	}
 }
 
-func TestParseLoadAvg(t *testing.T) {
-	got, err := parseLoadAvg([]byte("1.25 0.50 2.00 3/456 7890\n"))
-	if err != nil || got != [3]float64{1.25, 0.5, 2} {
-		t.Errorf("parseLoadAvg = %v, %v", got, err)
-	}
-	for _, bad := range []string{"", "1 2", "1 x 3"} {
-		if _, err := parseLoadAvg([]byte(bad)); err == nil {
-			t.Errorf("parseLoadAvg(%q) = nil error", bad)
-		}
-	}
-}
-
 func TestRunningPods(t *testing.T) {
 	want := map[string]string{"u1": "10.42.0.2", "u2": "10.42.0.3", "u3": "10.42.0.4"}
 	containerPod := map[string]string{"c1": "u1", "c1-old": "u1", "c2": "u2", "c3": "u3", "other": "u9"}
@@ -172,7 +160,7 @@ func sampleResult() *Result {
 				Start: report.Latency{Count: 200, P99: 2 * time.Second}},
 		},
 		Reboot: &Reboot{Mode: ModePod, Pods: 100, Recovered: true, RecoverySeconds: 12.5, ContainerdSeconds: 1, FirstPodSeconds: 2, Running: 100, SameIP: 100},
-		Load:   []LoadAvg{{Phase: "start", Load: [3]float64{1, 2, 3}}},
+		Load:   []report.LoadAvg{{Phase: "start", Load: [3]float64{1, 2, 3}}},
 	}
 }
 

@@ -2,9 +2,7 @@ package densitybench
 
 import (
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/outpost-mesh/outpost/bench/internal/childhub"
@@ -118,35 +116,4 @@ func readMemory(agentPID, ctrdPID int, sock, namespace string) (Memory, error) {
 		m.ShimPSS += sh.PSS
 	}
 	return m, nil
-}
-
-// LoadAvg is the machine's load averages over 1, 5 and 15 minutes, from
-// /proc/loadavg, at a phase of the run: the machine may be shared.
-type LoadAvg struct {
-	Phase string     `json:"phase"`
-	Load  [3]float64 `json:"load"`
-}
-
-// parseLoadAvg parses the first three fields of /proc/loadavg.
-func parseLoadAvg(b []byte) ([3]float64, error) {
-	var l [3]float64
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return l, fmt.Errorf("parse /proc/loadavg: %d fields", len(f))
-	}
-	for i := range l {
-		v, err := strconv.ParseFloat(f[i], 64)
-		if err != nil {
-			return l, fmt.Errorf("parse /proc/loadavg: %w", err)
-		}
-		l[i] = v
-	}
-	return l, nil
-}
-
-// readLoadAvg reads /proc/loadavg for phase; it is zero where unreadable.
-func readLoadAvg(phase string) LoadAvg {
-	b, _ := os.ReadFile("/proc/loadavg")
-	l, _ := parseLoadAvg(b)
-	return LoadAvg{Phase: phase, Load: l}
 }

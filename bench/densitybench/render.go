@@ -167,10 +167,7 @@ func (r *Report) Render(w io.Writer) error {
 	for _, ref := range r.References {
 		fmt.Fprintf(&b, "  %s\n", ref)
 	}
-	b.WriteString("\nload average (1, 5, 15 min)\n")
-	for _, l := range r.Result.Load {
-		fmt.Fprintf(&b, "  %-14s %.2f %.2f %.2f\n", l.Phase, l.Load[0], l.Load[1], l.Load[2])
-	}
+	report.WriteLoad(&b, r.Result.Load)
 	report.WriteEnd(&b, r.Targets, r.Machine)
 	_, err := io.WriteString(w, b.String())
 	return err

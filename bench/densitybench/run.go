@@ -81,7 +81,7 @@ type Result struct {
 	Reboot *Reboot      `json:"reboot,omitempty"`
 	// Load is the machine's load average at the start and end of each
 	// phase.
-	Load []LoadAvg `json:"load"`
+	Load []report.LoadAvg `json:"load"`
 }
 
 // ModeResult is one shim mode's run with one OCI runtime.
@@ -133,7 +133,7 @@ func (r *runner) logf(format string, args ...any) {
 	fmt.Fprintf(r.progress, time.Now().Format("15:04:05 ")+format+"\n", args...)
 }
 
-func (r *runner) load(phase string) { r.res.Load = append(r.res.Load, readLoadAvg(phase)) }
+func (r *runner) load(phase string) { r.res.Load = append(r.res.Load, report.ReadLoadAvg(phase)) }
 
 // session is a hub and one node on it.
 type session struct {
