@@ -146,6 +146,18 @@ func (s *Server) Logs(ctx context.Context, open *wire.TunnelOpen) (func(wire.Tun
 	}, nil
 }
 
+// sleepCtx waits d, or until ctx is done and returns its error.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // errLimit ends a log that reached its limitBytes.
 var errLimit = errors.New("log limit reached")
 
@@ -163,8 +175,8 @@ func (s *Server) copyLog(ctx context.Context, lw *logWriter, f **os.File, path s
 	if !opt.Follow {
 		return lr.each(lw.entry, true)
 	}
-	t := time.NewTicker(s.cfg.FollowPoll)
-	defer t.Stop()
+	w := newFileWatch(path)
+	defer func() { w.close() }()
 	var lastCheck time.Time
 	for {
 		if err := lr.each(lw.entry, false); err != nil {
@@ -173,10 +185,8 @@ func (s *Server) copyLog(ctx context.Context, lw *logWriter, f **os.File, path s
 		if err := lw.w.Flush(); err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
+		if err := w.wait(ctx, s.cfg.FollowPoll); err != nil {
+			return err
 		}
 		// A rotation renamed the file: what is left of it is read,
 		// then the new one from its start.
@@ -192,6 +202,8 @@ func (s *Server) copyLog(ctx context.Context, lw *logWriter, f **os.File, path s
 				(*f).Close()
 				*f = nf
 				lr = &lineReader{r: bufio.NewReaderSize(nf, 64<<10)}
+				w.close()
+				w = newFileWatch(path)
 				continue
 			}
 		}

@@ -60,8 +60,10 @@ type Config struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// DialTimeout bounds a port-forward's dial: 10s.
 	DialTimeout time.Duration
-	// FollowPoll is how often a followed log is looked at for more
-	// lines, a rotation, and whether its container still runs: 250ms.
+	// FollowPoll is the longest a followed log waits before it looks
+	// for more lines, a rotation, and whether its container still runs:
+	// 250ms. A write to the file ends the wait at once (inotify, where
+	// the kernel gives it).
 	FollowPoll time.Duration
 	// MaxStreams bounds the tunnels served at once; one more is refused
 	// with CodeUnavailable: 64.

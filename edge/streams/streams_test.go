@@ -231,6 +231,32 @@ func TestLogsFollow(t *testing.T) {
 	}
 }
 
+// A followed log hands on a line as soon as it is written, not at the
+// next look: with looks an hour apart, the line still comes through.
+func TestLogsFollowWakesOnWrite(t *testing.T) {
+	e := newEnv(t, nil, func(c *streams.Config) { c.FollowPoll = time.Hour })
+	ref := e.addPod("web", "u1")
+	f, err := logs.Open(e.logs.LogPath(ref, "c", 0), logs.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := f.Stream(logs.Stdout)
+	w.Write([]byte("first\n"))
+	hub, err := e.start(open("logs", "web", "u1", "container", "c", "follow", "true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := collect(hub)
+	wait.For(t, 5*time.Second, "the first line", func() (bool, string) { return got.String() == "first\n", got.String() })
+	w.Write([]byte("second\n"))
+	wait.For(t, 5*time.Second, "a line written while followed, before the next look", func() (bool, string) {
+		return got.String() == "first\nsecond\n", got.String()
+	})
+	hub.Close()
+	wait.For(t, 5*time.Second, "the follow to end with its stream", func() (bool, string) { return got.ended(), "" })
+}
+
 func TestExec(t *testing.T) {
 	var mu sync.Mutex
 	var sizes []runtime.TermSize
