@@ -85,6 +85,7 @@ bench: build
 	bin/outpost bench fleet --out $(BENCH_DIR)/fleet.json
 	bin/outpost bench controllers --out $(BENCH_DIR)/controllers.json
 	bin/outpost bench density --out $(BENCH_DIR)/density.json
+	bin/outpost bench streams --out $(BENCH_DIR)/streams.json
 
 # Edge gateways are ARM; the binaries are static (CGO_ENABLED=0) and
 # stripped.

@@ -26,5 +26,6 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(newBenchFleetCmd())       // bench_fleet.go: outpost bench fleet
 	cmd.AddCommand(newBenchControllersCmd()) // bench_controllers.go: outpost bench controllers
 	cmd.AddCommand(newBenchDensityCmd())     // bench_density.go: outpost bench density
+	cmd.AddCommand(newBenchStreamsCmd())     // bench_streams.go: outpost bench streams
 	return cmd
 }
