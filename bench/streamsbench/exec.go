@@ -7,18 +7,26 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/outpost-mesh/outpost/bench/report"
+	"github.com/outpost-mesh/outpost/edge/runtime/containerd"
 )
 
-// ExecResult is what exec measured over one protocol.
+// ExecResult is what exec measured over one protocol, or, with
+// Protocol "", straight on the node's containerd.
 type ExecResult struct {
 	Protocol string `json:"protocol"`
 	// Run is `exec true`, from the request to its exit code.
@@ -42,12 +50,23 @@ func (r *runner) executor(proto string, stdin bool, command ...string) (remoteco
 	return nil, fmt.Errorf("unknown protocol %q", proto)
 }
 
-// measureExec runs `exec true` cfg.Execs times and echoes cfg.Keystrokes
-// lines through an `exec -i cat` per protocol, the protocols taking
-// turns.
+// measureExec runs `exec true` cfg.Execs times per protocol and straight
+// on the node's containerd, and echoes cfg.Keystrokes lines through an
+// `exec -i cat` per protocol, the protocols taking turns.
 func (r *runner) measureExec(ctx context.Context) ([]ExecResult, error) {
+	node, err := r.nodeExec(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer node.close()
+	var direct []time.Duration
 	runs := make([][]time.Duration, len(r.cfg.Protocols))
 	for i := range r.cfg.Execs {
+		d, err := node.execTrue(ctx, r.cfg.OpTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("exec true on the node's containerd: %w", err)
+		}
+		direct = append(direct, d)
 		for pi, proto := range r.cfg.Protocols {
 			d, err := r.execTrue(ctx, proto)
 			if err != nil {
@@ -88,9 +107,9 @@ func (r *runner) measureExec(ctx context.Context) ([]ExecResult, error) {
 			echoes[pi] = append(echoes[pi], d)
 		}
 	}
-	out := make([]ExecResult, len(r.cfg.Protocols))
+	out := []ExecResult{{Run: report.Summarize(direct)}}
 	for pi, proto := range r.cfg.Protocols {
-		out[pi] = ExecResult{Protocol: proto, Run: report.Summarize(runs[pi]), Echo: report.Summarize(echoes[pi])}
+		out = append(out, ExecResult{Protocol: proto, Run: report.Summarize(runs[pi]), Echo: report.Summarize(echoes[pi])})
 	}
 	r.logf("exec measured")
 	return out, nil
@@ -214,3 +233,83 @@ func (l *lineNotifier) Write(p []byte) (int, error) {
 		}
 	}
 }
+
+// nodeExec runs processes in the server pod's container straight on the
+// node's containerd, as crictl exec would there: the baseline of exec
+// through the hub, the agent and the tunnel.
+type nodeExec struct {
+	client  *client.Client
+	task    client.Task
+	process specs.Process
+	fifoDir string
+	ns      string
+	n       int
+}
+
+func (r *runner) nodeExec(ctx context.Context) (*nodeExec, error) {
+	pod, err := r.client.CoreV1().Pods(r.cfg.Namespace).Get(ctx, serverPod, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(r.node.Sock())
+	if err != nil {
+		return nil, fmt.Errorf("connect to the node's containerd: %w", err)
+	}
+	ns := r.node.Namespace()
+	ctx = namespaces.WithNamespace(ctx, ns)
+	ctrs, err := c.Containers(ctx, fmt.Sprintf("labels.%q==%s,labels.%q==%s",
+		containerd.LabelPodUID, pod.UID, containerd.LabelContainerName, container))
+	if err == nil && len(ctrs) == 0 {
+		err = errors.New("not found")
+	}
+	var task client.Task
+	var spec *specs.Spec
+	if err == nil {
+		task, err = ctrs[0].Task(ctx, nil)
+	}
+	if err == nil {
+		spec, err = ctrs[0].Spec(ctx)
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("the server's container in the node's containerd: %w", err)
+	}
+	p := *spec.Process
+	p.Args, p.Terminal, p.ConsoleSize = []string{"true"}, false, nil
+	return &nodeExec{client: c, task: task, process: p, fifoDir: filepath.Join(r.dir, "exec-fifos"), ns: ns}, nil
+}
+
+// execTrue runs true in the container, its output through FIFOs as the
+// agent's are, and returns how long it took to its exit.
+func (e *nodeExec) execTrue(ctx context.Context, timeout time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(ctx, e.ns), timeout)
+	defer cancel()
+	start := time.Now()
+	e.n++
+	var stdout, stderr bytes.Buffer
+	p, err := e.task.Exec(ctx, "bench-"+strconv.Itoa(e.n), &e.process,
+		cio.NewCreator(cio.WithStreams(nil, &stdout, &stderr), cio.WithFIFODir(e.fifoDir)))
+	if err != nil {
+		return 0, err
+	}
+	defer p.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
+	exited, err := p.Wait(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := p.Start(ctx); err != nil {
+		return 0, err
+	}
+	select {
+	case st := <-exited:
+		p.IO().Wait()
+		if code := st.ExitCode(); code != 0 {
+			return 0, fmt.Errorf("exit code %d: %s%s", code, stdout.String(), stderr.String())
+		}
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return time.Since(start), nil
+}
+
+func (e *nodeExec) close() { e.client.Close() }
