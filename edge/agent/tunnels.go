@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -58,6 +59,16 @@ func (p streamPods) Pod(ctx context.Context, namespace, name string) (*streams.P
 	if pod.Spec.NodeName != a.cfg.NodeName || pod.UID == "" {
 		return nil, nil
 	}
+	if pod.Annotations[wire.AnnotationMirror] != "" {
+		// The hub's mirror of a static pod: what runs is the static
+		// pod of the manifest, by the UID the mirror's annotation
+		// carries.
+		static := a.staticPod(namespace, name)
+		if static == nil {
+			return nil, nil
+		}
+		pod = *static
+	}
 	list, err := a.rt.List(ctx)
 	if err != nil {
 		return nil, err
@@ -81,4 +92,16 @@ type logPaths struct{ rp *realPods }
 
 func (l logPaths) LogPath(pod runtime.PodRef, container string, attempt int) string {
 	return l.rp.sandbox.LogPath(pod.Namespace, pod.Name, pod.UID, container, attempt)
+}
+
+// staticPod returns the static pod namespace/name of the node's manifests,
+// or nil.
+func (a *Agent) staticPod(namespace, name string) *corev1.Pod {
+	ms, _ := readManifests(filepath.Join(a.cfg.DataDir, ManifestsDir), a.cfg.NodeName)
+	for _, m := range ms {
+		if m.err == nil && m.pod.Namespace == namespace && m.pod.Name == name {
+			return m.pod
+		}
+	}
+	return nil
 }

@@ -180,6 +180,17 @@ func (t *tunnel) Close() error {
 	return err
 }
 
+// nodeUID returns the UID the pod's node knows it by: a mirror pod, the
+// hub's copy of a static pod, stands for the node's static pod, whose UID
+// the mirror annotation carries (kubelet finds the static pod of a
+// mirror the same way); any other pod, its own.
+func nodeUID(pod *corev1.Pod) string {
+	if h := pod.Annotations[wire.AnnotationMirror]; h != "" {
+		return h
+	}
+	return string(pod.UID)
+}
+
 // openTunnel opens a tunnel of kind to pod's node with params after the
 // pod's namespace, name and uid. Its errors are API errors: 400 for a pod
 // on no node, 503 for a node not connected, 429 past MaxPerNode, and a
@@ -207,7 +218,7 @@ func (s *Server) openTunnel(ctx context.Context, pod *corev1.Pod, kind string, p
 	open := &wire.TunnelOpen{Kind: kind, Params: append([]wire.Param{
 		{Name: "namespace", Value: pod.Namespace},
 		{Name: "name", Value: pod.Name},
-		{Name: "uid", Value: string(pod.UID)},
+		{Name: "uid", Value: nodeUID(pod)},
 	}, params...)}
 	octx, cancel := context.WithTimeout(ctx, s.cfg.OpenTimeout)
 	st, err := s.cfg.Tunnels.OpenTunnel(octx, node, open)

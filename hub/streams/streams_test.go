@@ -243,6 +243,24 @@ func TestLogs(t *testing.T) {
 	waitNoTunnels(t, e.node)
 }
 
+// A mirror pod's streams go to the static pod it stands for, by the UID
+// its annotation carries: the node knows the pod by that one.
+func TestMirrorPod(t *testing.T) {
+	e := start(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "static-edge-1", Namespace: "default", Annotations: map[string]string{wire.AnnotationMirror: "hash-1"}},
+		Spec:       corev1.PodSpec{NodeName: "edge-1", Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+	}
+	if _, err := e.hub.Client.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.node.addPod("edge-1", "default", pod.Name, "hash-1")
+	if got, err := readLogs(e.hub.Client, pod.Name, &corev1.PodLogOptions{}); err != nil || got != fakeLog {
+		t.Errorf("logs of a mirror pod = %q, %v; want the static pod's", got, err)
+	}
+	waitNoTunnels(t, e.node)
+}
+
 // TestNotConnected checks that a pod on a node without a session is
 // answered at once with a clear error, and served again once it is back.
 func TestNotConnected(t *testing.T) {
