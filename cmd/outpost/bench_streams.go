@@ -51,7 +51,7 @@ Then, as kubectl does it with client-go, over each protocol of --protocols
 
 Results are printed as tables next to the target (port-forward at least 50%
 of the direct path's throughput) and written as JSON to --out. A full run
-takes about two minutes on two CPUs; --quick about one.`,
+takes about half a minute on two CPUs; --quick about 15 seconds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context() // canceled on SIGINT and SIGTERM by main
