@@ -26,26 +26,12 @@ import (
 func TestTunnels(t *testing.T) {
 	h := startHub(t)
 	dir := t.TempDir()
-	rt := fake.New(fake.Config{Exec: func(ctx context.Context, pod edgeruntime.PodRef, c string, opts edgeruntime.ExecOptions) (int, error) {
-		fmt.Fprintf(opts.Stdout, "%s in %s/%s", strings.Join(opts.Command, " "), pod.Name, c)
-		return 3, nil
-	}})
-	ta := newAgentConfig(t, dir, rt)
-	ta.cfg.HubAddr, ta.cfg.Token, ta.cfg.CAHash = h.addr, h.auth.token, h.caHash
-	a, err := agent.New(ta.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bg := wait.Start(t, waitLong, "agent Run", a.Run)
-	defer func() {
-		if err := bg.Stop(); err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	}()
+	rt, a := startEchoAgent(t, h, dir, 3)
 	h.runWeb(t, rt, node)
 	wait.For(t, waitLong, "connected", func() (bool, string) { return a.Connected(), "" })
 
 	var st wire.TunnelStream
+	var err error
 	wait.For(t, waitLong, "an exec tunnel", func() (bool, string) {
 		// The session may still be starting.
 		st, err = h.srv.OpenTunnel(context.Background(), node, execOpen("web", "uid-web"))
@@ -69,22 +55,7 @@ func TestTunnelsStaticPod(t *testing.T) {
 	h := startHub(t)
 	dir := t.TempDir()
 	writeManifest(t, dir, "web.yaml", webManifest)
-	rt := fake.New(fake.Config{Exec: func(ctx context.Context, pod edgeruntime.PodRef, c string, opts edgeruntime.ExecOptions) (int, error) {
-		fmt.Fprintf(opts.Stdout, "%s in %s/%s", strings.Join(opts.Command, " "), pod.Name, c)
-		return 0, nil
-	}})
-	ta := newAgentConfig(t, dir, rt)
-	ta.cfg.HubAddr, ta.cfg.Token, ta.cfg.CAHash = h.addr, h.auth.token, h.caHash
-	a, err := agent.New(ta.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bg := wait.Start(t, waitLong, "agent Run", a.Run)
-	defer func() {
-		if err := bg.Stop(); err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	}()
+	rt, _ := startEchoAgent(t, h, dir, 0)
 	name := "web-" + node
 	wait.For(t, waitLong, "static pod running", running(t, rt, name))
 	static := runtimePod(t, rt, name)
@@ -99,6 +70,7 @@ func TestTunnelsStaticPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st wire.TunnelStream
+	var err error
 	wait.For(t, waitLong, "an exec tunnel to the static pod", func() (bool, string) {
 		st, err = h.srv.OpenTunnel(context.Background(), node, execOpen(name, static.Pod.UID))
 		return err == nil, fmt.Sprint(err)
@@ -111,6 +83,30 @@ func TestTunnelsStaticPod(t *testing.T) {
 	if !errors.As(err, &we) || we.Code != wire.CodeNotFound {
 		t.Errorf("exec by the mirror's own UID = %v, want NotFound: the hub sends the static pod's", err)
 	}
+}
+
+// startEchoAgent runs an agent on dir joined to h, on a fake runtime
+// whose exec prints "COMMAND in POD/CONTAINER" and exits code, until the
+// test ends.
+func startEchoAgent(t *testing.T, h *testHub, dir string, code int) (*fake.Runtime, *agent.Agent) {
+	t.Helper()
+	rt := fake.New(fake.Config{Exec: func(ctx context.Context, pod edgeruntime.PodRef, c string, opts edgeruntime.ExecOptions) (int, error) {
+		fmt.Fprintf(opts.Stdout, "%s in %s/%s", strings.Join(opts.Command, " "), pod.Name, c)
+		return code, nil
+	}})
+	ta := newAgentConfig(t, dir, rt)
+	ta.cfg.HubAddr, ta.cfg.Token, ta.cfg.CAHash = h.addr, h.auth.token, h.caHash
+	a, err := agent.New(ta.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := wait.Start(t, waitLong, "agent Run", a.Run)
+	t.Cleanup(func() {
+		if err := bg.Stop(); err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+	return rt, a
 }
 
 // execOpen opens `echo hi` in container main of pod name by uid.
