@@ -487,7 +487,7 @@ func (s *Server) wsStreams(w http.ResponseWriter, r *http.Request, o rcOptions) 
 	protocols[wsV5Binary] = wsstream.ChannelProtocolConfig{Binary: true, Channels: channels}
 	conn := wsstream.NewConn(protocols)
 	conn.SetIdleTimeout(s.cfg.IdleTimeout)
-	protocol, streams, err := conn.Open(hijacker{w}, r)
+	protocol, streams, err := conn.Open(hijacker{w}, s.withWSLogger(r))
 	if err != nil {
 		return nil, err
 	}
