@@ -5,5 +5,5 @@
 // in a network namespace of its own first, imports a busybox image into
 // the node's containerd, and removes every process, mount, network
 // namespace, link and cgroup of the node at the end, or as a power cut
-// would for a reboot. Only the benchmarks import it.
+// would for a reboot. Only the benchmarks and `outpost bench` import it.
 package edgenode
