@@ -181,6 +181,46 @@ func TestAttachStdinOnce(t *testing.T) {
 	if st.ExitCode != 7 {
 		t.Errorf("once = %+v, want exit 7", st)
 	}
+
+	// An attach cut off by its context closes the stdin all the same,
+	// for good: a new Runtime does not open it again, and its attach
+	// goes on with the output alone.
+	c = sh("cut", `cat; echo eof; while [ ! -e /tmp/go ]; do sleep 0.05; done; echo go; exit 3`)
+	c.Stdin, c.LogPath = true, filepath.Join(t.TempDir(), "cut.log")
+	if err := r.StartContainer(bg, p, c, 0); err != nil {
+		t.Fatal(err)
+	}
+	st = waitState(t, r, p, "cut", runtime.StateRunning)
+	a = startAttach(t, r, p, "cut", true)
+	a.send(t, "y\n")
+	a.waitOut(t, "y\n")
+	a.cancel()
+	if _, err := a.wait(t); !errors.Is(err, context.Canceled) {
+		t.Errorf("Attach after its context's end = %v, want context.Canceled", err)
+	}
+	waitLog(t, c.LogPath, "stdout:y", "stdout:eof")
+	r.Close()
+	r2, err := New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	waitState(t, r2, p, "cut", runtime.StateRunning)
+	id := strings.TrimPrefix(st.ID, "containerd://")
+	r2.mu.Lock()
+	l := r2.ios[id]
+	r2.mu.Unlock()
+	if l == nil || l.stdin == nil || !l.stdin.isClosed() {
+		t.Errorf("the new Runtime's stdin of cut = %+v, want one closed", l)
+	}
+	a = startAttach(t, r2, p, "cut", true)
+	wait.For(t, 10*time.Second, "the attach", func() (bool, string) { return attachers(r2, id) == 1, "" })
+	if code, err := r2.Exec(bg, p, "cut", runtime.ExecOptions{Command: []string{"touch", "/tmp/go"}}); code != 0 || err != nil {
+		t.Fatalf("touch = %d, %v", code, err)
+	}
+	if code, err := a.wait(t); code != 3 || err != nil || a.out.String() != "go\n" {
+		t.Errorf("Attach with a stdin to a closed stdin = %d, %v, output %q; want 3, go", code, err, a.out.String())
+	}
 }
 
 // TestAttachResize: a resize sent to the attach of a container with a

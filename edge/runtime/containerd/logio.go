@@ -106,8 +106,9 @@ func (r *Runtime) finishLog(id string) {
 
 // reattach starts copying the log of a running container started by an
 // earlier Runtime, once, and opens its stdin FIFO again for its
-// attachers unless an attach closed it for good (labelStdinClosed): the
-// FIFO's path is the task's, as containerd keeps it.
+// attachers unless an attach closed it for good (labelStdinClosed; its
+// feed is then closed): the FIFO's path is the task's, as containerd
+// keeps it.
 func (r *Runtime) reattach(ctx context.Context, info containers.Container) {
 	path := info.Labels[labelLogPath]
 	if path == "" {
@@ -146,10 +147,11 @@ func (r *Runtime) attach(ctx context.Context, info containers.Container, path st
 		return nil, err
 	}
 	l, stdout, stderr := newFileIO(f)
-	var stdin io.Reader
-	if info.Labels[labelStdinClosed] == "" {
-		l.stdin = newStdinFeed()
-		stdin = l.stdin // cio opens no FIFO for a task created without one
+	l.stdin = newStdinFeed()
+	var stdin io.Reader = l.stdin // cio opens no FIFO for a task created without one
+	if info.Labels[labelStdinClosed] != "" {
+		l.stdin.close() // attachers' input is not read, as before
+		stdin = nil
 	}
 	ctr, err := r.c.LoadContainer(ctx, info.ID)
 	if err == nil {
@@ -159,7 +161,7 @@ func (r *Runtime) attach(ctx context.Context, info containers.Container, path st
 			l.io = t.IO()
 			cfg := l.io.Config()
 			l.tty = cfg.Terminal
-			if cfg.Stdin == "" && l.stdin != nil {
+			if cfg.Stdin == "" && stdin != nil {
 				l.stdin.close()
 				l.stdin = nil
 			}
