@@ -255,3 +255,43 @@ func TestAttachResize(t *testing.T) {
 	a.send(t, "again\n")
 	a.waitOut(t, "24 80")
 }
+
+// TestAttachWhileListing: Lists while containers start (the agent lists
+// on each task event) leave each container's output to the copiers of
+// its start: an attacher gets all of it.
+func TestAttachWhileListing(t *testing.T) {
+	r := newRuntime(t, nil)
+	p := pod("listed")
+	ctx, cancel := context.WithCancel(bg)
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		for ctx.Err() == nil {
+			_, _ = r.List(ctx)
+		}
+	}()
+	const n = 4
+	for i := range n {
+		c := sh(fmt.Sprint("echo", i), `while read l; do echo "got $l"; done`)
+		c.Stdin, c.LogPath = true, filepath.Join(t.TempDir(), "echo.log")
+		if err := r.StartContainer(bg, p, c, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	<-listed
+	for i := range n {
+		name := fmt.Sprint("echo", i)
+		waitState(t, r, p, name, runtime.StateRunning)
+		a := startAttach(t, r, p, name, false)
+		for j := range 5 {
+			l := fmt.Sprint("line", j)
+			a.send(t, l+"\n")
+			a.waitOut(t, "got "+l+"\n")
+		}
+		a.in.Close()
+		if code, err := a.wait(t); code != 0 || err != nil {
+			t.Errorf("Attach to %s = %d, %v; want 0, nil", name, code, err)
+		}
+	}
+}

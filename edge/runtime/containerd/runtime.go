@@ -831,6 +831,24 @@ func (r *Runtime) start(ctx context.Context, ctr client.Container, info containe
 	if err != nil {
 		return fmt.Errorf("start container %q: %w", spec.Name, err)
 	}
+	// A placeholder holds the container's place until its copiers are
+	// in: a List meanwhile (the task's start event prompts one) must not
+	// take the running task for one an earlier agent started and attach
+	// copiers of its own to the FIFOs, which would take part of the
+	// output from the log and the attachers.
+	placeholder := &logIO{pending: true}
+	r.mu.Lock()
+	if !r.closed {
+		r.ios[info.ID] = placeholder
+	}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if r.ios[info.ID] == placeholder {
+			delete(r.ios, info.ID)
+		}
+		r.mu.Unlock()
+	}()
 	fail := func(err error) error {
 		err = native(err)
 		in := &instance{info: info}
