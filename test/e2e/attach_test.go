@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,7 +19,8 @@ import (
 // container with stdin: true reads what kubectl attach -i sends and the
 // end of kubectl's stdin ends the attach, the container going on; a
 // stdinOnce container reads EOF when kubectl's stdin ends, and the
-// attach ends when it exits.
+// attach ends when it exits; kubectl attach -it gives a container with a
+// TTY the size of kubectl's terminal.
 func TestContainerdAttach(t *testing.T) {
 	if !enterContainerdTest(t) {
 		return
@@ -53,8 +55,14 @@ func TestContainerdAttach(t *testing.T) {
 		}
 	}
 	pods := []*corev1.Pod{pod("echo", false, `while read l; do echo "got $l"; done`)}
-	for _, v := range versions { // stdinOnce: one attach each
-		pods = append(pods, pod("once-"+strings.ReplaceAll(v, ".", ""), true, `while read l; do echo "got $l"; done; echo bye`))
+	for _, v := range versions { // they exit: one attach each
+		v = strings.ReplaceAll(v, ".", "")
+		pods = append(pods, pod("once-"+v, true, `while read l; do echo "got $l"; done; echo bye`))
+		// A terminal: once it has read a line, it asks until its size
+		// is what kubectl's terminal has, which comes beside the line.
+		term := pod("term-"+v, true, `read l; for i in $(seq 50); do s=$(stty size); [ "$s" = "33 101" ] && break; sleep 0.1; done; echo "size $s"`)
+		term.Spec.Containers[0].TTY = true
+		pods = append(pods, term)
 	}
 	for _, p := range pods {
 		if _, err := h.cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -109,6 +117,25 @@ func TestContainerdAttach(t *testing.T) {
 				phase := k.jsonpath(t, "{.status.phase}", "pod", once)
 				return phase == "Succeeded", phase
 			})
+
+			// A terminal: script(1) gives kubectl one of a size set
+			// beforehand; the container's terminal gets that size.
+			if _, err := exec.LookPath("script"); err != nil {
+				t.Logf("no script(1): the TTY attach is left out")
+				return
+			}
+			term := "term-" + strings.ReplaceAll(version, ".", "")
+			inner := k.bin + " --namespace=" + k.namespace + " attach -it " + term
+			ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "script", "-qec", "stty rows 33 cols 101; "+inner, "/dev/null")
+			cmd.Env = []string{"HOME=" + k.home, "KUBECONFIG=" + k.kubeconfig, "PATH=/usr/bin:/bin", "TERM=dumb"}
+			cmd.Stdin = strings.NewReader("\n")
+			dieWithTest(cmd)
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "size 33 101") {
+				t.Errorf("kubectl attach -it to a container printing its terminal's size = %q, %v; want size 33 101", out, err)
+			}
 		})
 	}
 }
