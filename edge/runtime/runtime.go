@@ -352,14 +352,16 @@ type Execer interface {
 type AttachOptions struct {
 	// Stdin is copied into the process's stdin, for a container started
 	// with Stdin; nil for none. Its end does what it does under
-	// containerd's CRI plugin: with StdinOnce on a container without a TTY, the end of
-	// Stdin (or of the attach) closes the process's stdin for good (it
-	// reads EOF) and the attach goes on until the container exits;
-	// otherwise the end of Stdin ends the attach (Attach returns 0 and
-	// the container goes on with its stdin open for the next attacher).
-	// Attach may return while a Read of Stdin is in progress: a Stdin
-	// still open then is read until that Read returns, and what it
-	// returns is dropped.
+	// containerd's CRI plugin: with StdinOnce on a container without a
+	// TTY, the end of Stdin (or of the attach) closes the process's
+	// stdin for good (it reads EOF) and the attach goes on until the
+	// container exits; otherwise the end of Stdin ends the attach
+	// (Attach returns 0 and the container goes on, its stdin open for
+	// the next attacher). A stdin closed for good takes no more input:
+	// Stdin is not read and the attach goes on with the output. Attach
+	// may return while a Read of Stdin is in progress: a Stdin still
+	// open then is read until that Read returns, and what it returns is
+	// dropped.
 	Stdin io.Reader
 	// StdinOnce is the container's stdinOnce.
 	StdinOnce bool

@@ -67,6 +67,9 @@ func (f *stdinFeed) copyFrom(ctx context.Context, src io.Reader) error {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if ctx.Err() != nil {
+			return ctx.Err() // what a late Read returned is dropped
+		}
 		if n > 0 {
 			select {
 			case f.ch <- bytes.Clone(buf[:n]):
@@ -80,9 +83,6 @@ func (f *stdinFeed) copyFrom(ctx context.Context, src io.Reader) error {
 			return nil
 		}
 		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
 			return err
 		}
 	}
