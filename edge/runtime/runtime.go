@@ -347,22 +347,49 @@ type Execer interface {
 	Exec(ctx context.Context, pod PodRef, container string, opts ExecOptions) (exitCode int, err error)
 }
 
-// AttachOptions is where Attach copies a container's output to.
+// AttachOptions is what Attach hands a container's main process and
+// where it copies the process's output to.
 type AttachOptions struct {
-	Stdout io.Writer // nil discards
-	Stderr io.Writer // nil discards; a container with a TTY has none
+	// Stdin is copied into the process's stdin, for a container started
+	// with Stdin; nil for none. Its end does what it does under
+	// containerd's CRI plugin: with StdinOnce on a container without a
+	// TTY, the end of Stdin (or of the attach) closes the process's
+	// stdin for good (it reads EOF) and the attach goes on until the
+	// container exits; otherwise the end of Stdin ends the attach
+	// (Attach returns 0 and the container goes on, its stdin open for
+	// the next attacher). A stdin closed for good takes no more input:
+	// Stdin is not read and the attach goes on with the output. Attach
+	// may return while a Read of Stdin is in progress: a Stdin still
+	// open then is read until that Read returns, and what it returns is
+	// dropped.
+	Stdin io.Reader
+	// StdinOnce is the container's stdinOnce.
+	StdinOnce bool
+	Stdout    io.Writer // nil discards
+	Stderr    io.Writer // nil discards; a container with a TTY has none
+	// Resize carries the terminal's sizes, applied as they come to a
+	// container with a TTY and ignored for one without; nil for none.
+	// Attach never closes it; the sender may close it when it has no
+	// more.
+	Resize <-chan TermSize
 }
 
-// Attacher is implemented by a Runtime that can hand out the live output
-// of a container's main process: kubectl attach.
+// ErrNoStdin is returned by Attach for an attach with a Stdin to a
+// container that has none (one not started with Stdin).
+var ErrNoStdin = errors.New("the container has no stdin")
+
+// Attacher is implemented by a Runtime that can attach to the main
+// process of a container: kubectl attach.
 type Attacher interface {
 	// Attach copies what the named running container writes from now on
-	// to opts, and returns its exit code once it has exited and its
-	// output has been copied; when ctx is done it returns ctx's error and
-	// the container goes on. A writer that blocks never delays the
-	// container or its log: an attacher that falls behind by more than
-	// the runtime buffers for it is cut off with ErrAttachBehind. An
-	// unknown pod or container, or one not running, is ErrNotFound.
+	// to opts, and opts.Stdin to its stdin as AttachOptions says, and
+	// returns its exit code once it has exited and its output has been
+	// copied; when ctx is done it returns ctx's error and the container
+	// goes on. A writer that blocks never delays the container or its
+	// log: an attacher that falls behind by more than the runtime
+	// buffers for it is cut off with ErrAttachBehind. An unknown pod or
+	// container, or one not running, is ErrNotFound; a Stdin for a
+	// container without one is ErrNoStdin.
 	Attach(ctx context.Context, pod PodRef, container string, opts AttachOptions) (exitCode int, err error)
 }
 

@@ -47,8 +47,13 @@ func (s *Server) ExecTunnel(ctx context.Context, open *wire.TunnelOpen) (func(wi
 }
 
 // AttachTunnel handles an attach tunnel: the output of the pod's running
-// container from now on, ended by its exit code when it exits.
-// Attaching to a container's stdin is not supported yet: it is refused.
+// container from now on, ended by its exit code when it exits; the hub's
+// stdin goes to the container's stdin, for a container with stdin: true
+// (refused otherwise), and its resizes to the container's terminal. The
+// end of the hub's stdin does what runtime.AttachOptions says: with
+// stdinOnce on a container without a TTY it closes the container's stdin
+// and the attach goes on until the container exits; otherwise it ends
+// the attach with exit code 0 and the container goes on.
 func (s *Server) AttachTunnel(ctx context.Context, open *wire.TunnelOpen) (func(wire.TunnelStream), error) {
 	if s.cfg.Attach == nil {
 		return nil, refuse(wire.CodeNotFound, "this node serves no attach")
@@ -58,17 +63,19 @@ func (s *Server) AttachTunnel(ctx context.Context, open *wire.TunnelOpen) (func(
 		return nil, err
 	}
 	want := ioOf(open)
-	if want.stdin {
-		if !c.Stdin {
-			return nil, refuse(wire.CodeBadRequest, "container %s in pod %s was not started with stdin: true", c.Name, pod.Spec.Name)
-		}
-		return nil, refuse(wire.CodeBadRequest, "attaching to the stdin of container %s in pod %s is not supported by this node", c.Name, pod.Spec.Name)
+	if want.stdin && !c.Stdin {
+		return nil, refuse(wire.CodeBadRequest, "container %s in pod %s was not started with stdin: true", c.Name, pod.Spec.Name)
 	}
 	want.tty = c.TTY // the container's terminal merges its stderr
-	ref, name := pod.ref(), c.Name
+	// The process runs already: a resize is applied whenever it comes,
+	// there is no first size to wait for.
+	want.noFirstSize = true
+	ref, name, once := pod.ref(), c.Name, c.StdinOnce
 	return func(st wire.TunnelStream) {
-		s.serveChunks(ctx, st, want, func(ctx context.Context, _ io.Reader, stdout, stderr io.Writer, _ <-chan runtime.TermSize) (int, error) {
-			return s.cfg.Attach.Attach(ctx, ref, name, runtime.AttachOptions{Stdout: stdout, Stderr: stderr})
+		s.serveChunks(ctx, st, want, func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, resize <-chan runtime.TermSize) (int, error) {
+			return s.cfg.Attach.Attach(ctx, ref, name, runtime.AttachOptions{
+				Stdin: stdin, StdinOnce: once, Stdout: stdout, Stderr: stderr, Resize: resize,
+			})
 		})
 	}, nil
 }
@@ -97,6 +104,9 @@ func (s *Server) runningContainer(ctx context.Context, open *wire.TunnelOpen) (*
 // streamsWanted is which streams an exec or attach asks for.
 type streamsWanted struct {
 	stdin, stdout, stderr, tty bool
+	// noFirstSize starts at once with a TTY, without waiting for the
+	// terminal's first size.
+	noFirstSize bool
 }
 
 func ioOf(open *wire.TunnelOpen) streamsWanted {
@@ -208,7 +218,7 @@ func (s *Server) serveChunks(ctx context.Context, st wire.TunnelStream, want str
 	if want.stderr && !want.tty {
 		stderr = &cancelWriter{w: cw.ChannelWriter(wire.ChanStderr), cancel: cancel}
 	}
-	if want.tty {
+	if want.tty && !want.noFirstSize {
 		// Wait a little for the terminal's first size; a client that
 		// sends none starts the command all the same.
 		t := time.NewTimer(firstSizeWait)

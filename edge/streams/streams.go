@@ -54,7 +54,8 @@ type Config struct {
 	Logs LogPaths
 	// Exec runs commands in containers; nil serves no exec tunnels.
 	Exec runtime.Execer
-	// Attach hands out containers' output; nil serves no attach tunnels.
+	// Attach attaches to containers' main processes (output, stdin and
+	// terminal); nil serves no attach tunnels.
 	Attach runtime.Attacher
 	// Dial dials a pod's port for port-forward; nil for a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)

@@ -2,6 +2,7 @@ package containerd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -24,7 +25,10 @@ const attachBuffer = 64
 // to the attacher by the copying of its log, through a buffer of
 // attachBuffer pieces, so that a slow attacher never delays the log. A
 // container started without a log file has no output to attach to
-// (ErrNotSupported).
+// (ErrNotSupported). opts.Stdin goes into the stdin FIFO whose write end
+// the Runtime keeps, as CRI's ContainerIO does (see stdinFeed); a
+// stdinOnce stdin closed by an earlier attach takes no more input, and
+// the attach goes on with the output alone. A resize is the main task's.
 func (r *Runtime) Attach(ctx context.Context, pod runtime.PodRef, container string, opts runtime.AttachOptions) (int, error) {
 	nctx := r.nsctx(ctx)
 	cs, err := r.find(nctx, pod.UID, container)
@@ -52,6 +56,9 @@ func (r *Runtime) Attach(ctx context.Context, pod runtime.PodRef, container stri
 	if l == nil || l.pending || l.fan == nil {
 		return -1, fmt.Errorf("attach to %q of pod %s: no output copied by this agent: %w", container, pod, runtime.ErrNotSupported)
 	}
+	if opts.Stdin != nil && l.stdin == nil {
+		return -1, fmt.Errorf("attach to %q of pod %s: %w", container, pod, runtime.ErrNoStdin)
+	}
 	sub := l.fan.subscribe()
 	if sub == nil {
 		return -1, fmt.Errorf("attach to %q of pod %s: not running: %w", container, pod, runtime.ErrNotFound)
@@ -67,6 +74,23 @@ func (r *Runtime) Attach(ctx context.Context, pod runtime.PodRef, container stri
 	}
 	if stderr == nil {
 		stderr = io.Discard
+	}
+	// once: the end of this attacher's stdin closes the container's.
+	once := opts.StdinOnce && !l.tty
+	var stdinEnd chan error // the end of the copying of opts.Stdin
+	if opts.Stdin != nil && !l.stdin.isClosed() {
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stdinEnd = make(chan error, 1)
+		go func() { stdinEnd <- l.stdin.copyFrom(cctx, opts.Stdin) }()
+		if once {
+			// However the attach ends, as CRI's.
+			defer r.closeStdin(ctx, id, task, l.stdin)
+		}
+	}
+	resize := opts.Resize
+	if !l.tty {
+		resize = nil
 	}
 	var (
 		es     *client.ExitStatus
@@ -91,6 +115,25 @@ func (r *Runtime) Attach(ctx context.Context, pod runtime.PodRef, container stri
 			if _, err := w.Write(c.data); err != nil {
 				return -1, fmt.Errorf("attach to %q of pod %s: %w", container, pod, err)
 			}
+		case err := <-stdinEnd:
+			stdinEnd = nil
+			switch {
+			case errors.Is(err, errStdinClosed) || ctx.Err() != nil:
+				// The container's IO is finished: its exit comes.
+			case once:
+				r.closeStdin(ctx, id, task, l.stdin)
+			default:
+				// The attacher is done: the container goes on.
+				return 0, nil
+			}
+		case sz, ok := <-resize:
+			if !ok {
+				resize = nil
+				continue
+			}
+			if err := task.Resize(nctx, uint32(sz.Width), uint32(sz.Height)); err != nil && !errdefs.IsNotFound(err) {
+				r.cfg.Logger.Warn("attach: resize terminal", "container", id, "err", err)
+			}
 		case s := <-exited:
 			es, exited = &s, nil
 			// The output ends when the exit has been reaped and the
@@ -110,6 +153,24 @@ func (r *Runtime) Attach(ctx context.Context, pod runtime.PodRef, container stri
 		return -1, fmt.Errorf("attach to %q of pod %s: %w", container, pod, native(err))
 	}
 	return int(code), nil
+}
+
+// closeStdin closes a container's stdin for good: the feed, then the
+// shim's own end of the FIFO, so that the process reads EOF once what
+// was sent is read; a label keeps a later agent from opening it again.
+// It is safe to call twice.
+func (r *Runtime) closeStdin(ctx context.Context, id string, task client.Task, f *stdinFeed) {
+	if f.isClosed() {
+		return
+	}
+	f.close()
+	bg := r.nsctx(context.WithoutCancel(ctx))
+	if err := task.CloseIO(bg, client.WithStdinCloser); err != nil && !errdefs.IsNotFound(err) {
+		r.cfg.Logger.Warn("attach: close stdin", "container", id, "err", err)
+	}
+	if err := r.setLabels(bg, id, map[string]string{labelStdinClosed: "true"}); err != nil && !errors.Is(err, runtime.ErrNotFound) && !errdefs.IsNotFound(err) {
+		r.cfg.Logger.Warn("attach: record closed stdin", "container", id, "err", err)
+	}
 }
 
 const (

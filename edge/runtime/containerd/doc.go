@@ -20,4 +20,12 @@
 // pipe from the container, per stream), after which the container's
 // writes block until an agent reattaches (List does) and drains them;
 // those lines get the time they were read.
+//
+// Stdin: a container started with Stdin (and a log) has a stdin FIFO
+// beside them, whose write end the Runtime keeps open between attachers,
+// as the CRI plugin's ContainerIO does; the shim holds one too, so the
+// process reads EOF only when an attach of a stdinOnce container closes
+// it (both ends, recorded in a label), never when an agent goes away. A
+// restarted agent opens the FIFO again from the path containerd keeps
+// with the task. Without Stdin the process's stdin is /dev/null.
 package containerd

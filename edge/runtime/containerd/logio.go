@@ -19,11 +19,16 @@ type logIO struct {
 	file     *logs.File
 	out, err *logs.StreamWriter
 	fan      *fanout // the attachers of the container's live output; nil without a log
-	pending  bool    // a placeholder while being attached
+	// stdin is the main process's stdin, for a container started with
+	// Stdin and a log; nil for none.
+	stdin   *stdinFeed
+	tty     bool // the container has a terminal
+	pending bool // a placeholder while being attached
 }
 
 // newFileIO returns the logIO of log file f, and the writers of its
-// stdout and stderr for cio: each writes the log, then the attachers.
+// stdout and stderr for cio: each writes the log, then the attachers. Its
+// stdin and tty are the caller's to set.
 func newFileIO(f *logs.File) (l *logIO, stdout, stderr io.Writer) {
 	l = &logIO{file: f, out: f.Stream(logs.Stdout), err: f.Stream(logs.Stderr), fan: &fanout{}}
 	return l, teeWriter{l.out, logs.Stdout, l.fan}, teeWriter{l.err, logs.Stderr, l.fan}
@@ -36,6 +41,9 @@ const drainTimeout = 2 * time.Second
 // closes the FIFOs once the process has exited), then closes the log and
 // removes the FIFOs.
 func (l *logIO) finish(timeout time.Duration) {
+	if l.stdin != nil {
+		l.stdin.close()
+	}
 	if l.io != nil {
 		done := make(chan struct{})
 		go func() { l.io.Wait(); close(done) }()
@@ -53,6 +61,11 @@ func (l *logIO) finish(timeout time.Duration) {
 // detach stops copying and closes the log, leaving the FIFOs for the
 // next agent. A line being written is ended where it was cut.
 func (l *logIO) detach() {
+	if l.stdin != nil {
+		// The shim holds its own end of the stdin FIFO: the process
+		// does not read EOF, and the next agent opens the FIFO again.
+		l.stdin.close()
+	}
 	if l.io != nil {
 		l.io.Cancel()
 		l.io.Wait()
@@ -61,6 +74,9 @@ func (l *logIO) detach() {
 }
 
 func (l *logIO) closeFile() {
+	if l.stdin != nil {
+		l.stdin.close()
+	}
 	if l.fan != nil {
 		l.fan.close()
 	}
@@ -89,7 +105,10 @@ func (r *Runtime) finishLog(id string) {
 }
 
 // reattach starts copying the log of a running container started by an
-// earlier Runtime, once.
+// earlier Runtime, once, and opens its stdin FIFO again for its
+// attachers unless an attach closed it for good (labelStdinClosed; its
+// feed is then closed): the FIFO's path is the task's, as containerd
+// keeps it.
 func (r *Runtime) reattach(ctx context.Context, info containers.Container) {
 	path := info.Labels[labelLogPath]
 	if path == "" {
@@ -128,12 +147,24 @@ func (r *Runtime) attach(ctx context.Context, info containers.Container, path st
 		return nil, err
 	}
 	l, stdout, stderr := newFileIO(f)
+	l.stdin = newStdinFeed()
+	var stdin io.Reader = l.stdin // cio opens no FIFO for a task created without one
+	if info.Labels[labelStdinClosed] != "" {
+		l.stdin.close() // attachers' input is not read, as before
+		stdin = nil
+	}
 	ctr, err := r.c.LoadContainer(ctx, info.ID)
 	if err == nil {
 		var t client.Task
-		t, err = ctr.Task(ctx, cio.NewAttach(cio.WithStreams(nil, stdout, stderr)))
+		t, err = ctr.Task(ctx, cio.NewAttach(cio.WithStreams(stdin, stdout, stderr)))
 		if err == nil {
 			l.io = t.IO()
+			cfg := l.io.Config()
+			l.tty = cfg.Terminal
+			if cfg.Stdin == "" && stdin != nil {
+				l.stdin.close()
+				l.stdin = nil
+			}
 		}
 	}
 	if err != nil {

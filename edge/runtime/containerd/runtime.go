@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -62,6 +63,9 @@ const (
 	labelMessage    = "outpost.dev/message"
 	labelOOM        = "outpost.dev/oom" // "true" once the task was OOM-killed
 	labelCreatedAt  = "outpost.dev/created-at"
+	// labelStdinClosed is "true" once an attach to a stdinOnce container
+	// closed its stdin, so that a later agent does not open it again.
+	labelStdinClosed = "outpost.dev/stdin-closed"
 
 	leasePrefix = "outpost-pod-"
 )
@@ -823,10 +827,28 @@ func (e createError) Unwrap() []error { return []error{runtime.ErrCreateContaine
 // start creates and starts the container's task with its log copiers,
 // recording a failure on the container.
 func (r *Runtime) start(ctx context.Context, ctr client.Container, info containers.Container, spec *runtime.ContainerSpec) error {
-	lio, creator, err := r.newLogIO(info.Labels[LabelPodUID], spec.LogPath, spec.TTY)
+	lio, creator, err := r.newLogIO(info.Labels[LabelPodUID], spec)
 	if err != nil {
 		return fmt.Errorf("start container %q: %w", spec.Name, err)
 	}
+	// A placeholder holds the container's place until its copiers are
+	// in: a List meanwhile (the task's start event prompts one) must not
+	// take the running task for one an earlier agent started and attach
+	// copiers of its own to the FIFOs, which would take part of the
+	// output from the log and the attachers.
+	placeholder := &logIO{pending: true}
+	r.mu.Lock()
+	if !r.closed {
+		r.ios[info.ID] = placeholder
+	}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if r.ios[info.ID] == placeholder {
+			delete(r.ios, info.ID)
+		}
+		r.mu.Unlock()
+	}()
 	fail := func(err error) error {
 		err = native(err)
 		in := &instance{info: info}
@@ -1077,19 +1099,28 @@ func (r *Runtime) RemovePod(ctx context.Context, pod runtime.PodRef) error {
 
 func (r *Runtime) fifoDir(uid string) string { return filepath.Join(r.cfg.StateDir, uid) }
 
-// newLogIO opens the log at path (nil if ""), returning it with the IO
-// creator of a task writing to it. Its io is set once the task exists.
-func (r *Runtime) newLogIO(uid, path string, tty bool) (*logIO, cio.Creator, error) {
-	if path == "" {
+// newLogIO opens the container's log (none if its LogPath is ""),
+// returning it with the IO creator of a task writing to it and, for a
+// container with Stdin, reading its stdin from its attachers; without a
+// log the container has neither, its stdin is /dev/null. Its io is set
+// once the task exists.
+func (r *Runtime) newLogIO(uid string, spec *runtime.ContainerSpec) (*logIO, cio.Creator, error) {
+	if spec.LogPath == "" {
 		return &logIO{}, cio.NullIO, nil
 	}
-	f, err := logs.Open(path, r.cfg.Logs)
+	f, err := logs.Open(spec.LogPath, r.cfg.Logs)
 	if err != nil {
 		return nil, nil, err
 	}
 	l, stdout, stderr := newFileIO(f)
-	opts := []cio.Opt{cio.WithStreams(nil, stdout, stderr), cio.WithFIFODir(r.fifoDir(uid))}
-	if tty {
+	l.tty = spec.TTY
+	var stdin io.Reader
+	if spec.Stdin {
+		l.stdin = newStdinFeed()
+		stdin = l.stdin
+	}
+	opts := []cio.Opt{cio.WithStreams(stdin, stdout, stderr), cio.WithFIFODir(r.fifoDir(uid))}
+	if spec.TTY {
 		opts = append(opts, cio.WithTerminal)
 	}
 	return l, cio.NewCreator(opts...), nil

@@ -2,6 +2,7 @@ package fake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -64,39 +65,48 @@ func (a *attacher) end(code int) {
 }
 
 // Attach implements runtime.Attacher: the attacher gets what Output
-// writes for the container from now on, and its exit code.
+// writes for the container from now on, and its exit code. Its Stdin is
+// read in a goroutine and kept for Stdin to return; it ends as
+// runtime.AttachOptions says: with StdinOnce on a container without a
+// TTY, the attach's end closes the container's stdin (Stdin reports it
+// closed, later input is not read); otherwise the end of Stdin ends the
+// attach with 0. Sizes from Resize are kept, for a container with a TTY,
+// for Resizes to return.
 func (r *Runtime) Attach(ctx context.Context, pod runtime.PodRef, container string, opts runtime.AttachOptions) (int, error) {
 	a := &attacher{out: make(chan piece, attachBuffer), code: -1}
-	err := func() error {
-		defer r.flush()
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.settle(r.now())
-		c, err := r.find(pod.UID, container)
-		if err != nil {
-			return err
-		}
-		if c.State != runtime.StateRunning {
-			return fmt.Errorf("not running: %w", runtime.ErrNotFound)
-		}
-		if c.attached == nil {
-			c.attached = map[*attacher]struct{}{}
-		}
-		c.attached[a] = struct{}{}
-		return nil
-	}()
+	c, err := r.register(pod.UID, container, a, opts.Stdin != nil)
 	if err != nil {
 		return -1, fmt.Errorf("attach to %q of pod %s: %w", container, pod, err)
 	}
 	detach := func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if c, err := r.find(pod.UID, container); err == nil && c.attached != nil {
+		if c.attached != nil {
 			if _, ok := c.attached[a]; ok {
 				delete(c.attached, a)
 				close(a.out)
 			}
 		}
+	}
+	once := opts.StdinOnce && !c.tty
+	var stdinEnd chan error
+	if opts.Stdin != nil {
+		r.mu.Lock()
+		closed := c.stdinClosed
+		r.mu.Unlock()
+		if !closed {
+			done := make(chan struct{})
+			defer close(done)
+			stdinEnd = make(chan error, 1)
+			go func() { stdinEnd <- r.readStdin(c, opts.Stdin, done) }()
+			if once {
+				defer r.closeStdin(c)
+			}
+		}
+	}
+	resize := opts.Resize
+	if !c.tty {
+		resize = nil
 	}
 	for {
 		select {
@@ -121,11 +131,118 @@ func (r *Runtime) Attach(ctx context.Context, pod runtime.PodRef, container stri
 				detach()
 				return -1, fmt.Errorf("attach to %q of pod %s: %w", container, pod, err)
 			}
+		case err := <-stdinEnd:
+			stdinEnd = nil
+			if errors.Is(err, errStdinClosed) {
+				continue // the output goes on, as containerd's
+			}
+			if once {
+				r.closeStdin(c)
+				continue
+			}
+			detach()
+			return 0, nil
+		case sz, ok := <-resize:
+			if !ok {
+				resize = nil
+				continue
+			}
+			r.mu.Lock()
+			c.resizes = append(c.resizes, sz)
+			r.mu.Unlock()
 		case <-ctx.Done():
 			detach()
 			return -1, ctx.Err()
 		}
 	}
+}
+
+// register adds a to the attachers of the named running container and
+// returns it.
+func (r *Runtime) register(uid, name string, a *attacher, stdin bool) (*container, error) {
+	defer r.flush()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.settle(r.now())
+	c, err := r.find(uid, name)
+	if err != nil {
+		return nil, err
+	}
+	if c.State != runtime.StateRunning {
+		return nil, fmt.Errorf("not running: %w", runtime.ErrNotFound)
+	}
+	if stdin && !c.stdin {
+		return nil, runtime.ErrNoStdin
+	}
+	if c.attached == nil {
+		c.attached = map[*attacher]struct{}{}
+	}
+	c.attached[a] = struct{}{}
+	return c, nil
+}
+
+// errStdinClosed ends the reading of an attacher's stdin once another
+// attach closed the container's.
+var errStdinClosed = errors.New("the container's stdin is closed")
+
+// readStdin appends what in holds to c's stdin until it ends, c's stdin
+// is closed (errStdinClosed) or done is closed; what a Read returns after
+// that is dropped.
+func (r *Runtime) readStdin(c *container, in io.Reader, done <-chan struct{}) error {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := in.Read(buf)
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		r.mu.Lock()
+		closed := c.stdinClosed
+		if !closed {
+			c.stdinData = append(c.stdinData, buf[:n]...)
+		}
+		r.mu.Unlock()
+		if closed {
+			return errStdinClosed
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// closeStdin closes c's stdin for good.
+func (r *Runtime) closeStdin(c *container) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c.stdinClosed = true
+}
+
+// Stdin returns what attachers wrote to the stdin of the named container
+// of the pod so far, and whether an attach closed it (StdinOnce). It
+// returns an error wrapping runtime.ErrNotFound for an unknown
+// container.
+func (r *Runtime) Stdin(uid, name string) (data []byte, closed bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, err := r.find(uid, name)
+	if err != nil {
+		return nil, false, fmt.Errorf("stdin of %q of pod %s: %w", name, uid, err)
+	}
+	return append([]byte(nil), c.stdinData...), c.stdinClosed, nil
+}
+
+// Resizes returns the terminal sizes attaches applied to the named
+// container of the pod, oldest first; nil for an unknown container.
+func (r *Runtime) Resizes(uid, name string) []runtime.TermSize {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, err := r.find(uid, name)
+	if err != nil {
+		return nil
+	}
+	return append([]runtime.TermSize(nil), c.resizes...)
 }
 
 // Output writes data as the named running container's output on stdout

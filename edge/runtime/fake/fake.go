@@ -2,8 +2,8 @@
 // simulation, not a container runtime: nothing runs; containers are map
 // entries that change when a test says so or when an injected clock says.
 //
-// It starts no goroutines, and no timers but Watch's, in its caller's
-// goroutine, so thousands of them fit in one process. Only tests and simulations import it, never the agent's binary.
+// It starts no goroutines but one per Attach with a Stdin, which reads
+// it, and no timers but Watch's, in its caller's goroutine, so thousands of them fit in one process. Only tests and simulations import it, never the agent's binary.
 package fake
 
 import (
@@ -162,6 +162,11 @@ type container struct {
 	exitCode int32     // its code then
 	behavior Behavior
 	attached map[*attacher]struct{} // the Attach calls in progress
+
+	stdin, tty  bool               // as its spec says
+	stdinData   []byte             // what its attachers wrote to its stdin
+	stdinClosed bool               // an attach to it with StdinOnce ended
+	resizes     []runtime.TermSize // applied to its terminal, oldest first
 }
 
 // New returns an empty fake runtime.
@@ -243,7 +248,7 @@ func (r *Runtime) StartContainer(ctx context.Context, ref runtime.PodRef, spec r
 	}
 
 	r.seq++
-	c := &container{behavior: b}
+	c := &container{behavior: b, stdin: spec.Stdin, tty: spec.TTY}
 	c.ContainerStatus = runtime.ContainerStatus{
 		Name:      spec.Name,
 		ID:        fmt.Sprintf("fake://%016x", r.seq),
