@@ -479,6 +479,55 @@ func TestTunnelFraming(t *testing.T) {
 	}
 }
 
+// TestOnlyTheHubOpensStreams: the node serves tunnels on the connection
+// it made to its hub, and nothing else reaches its handlers. A peer that
+// dials the node's own address, even one holding the hub's certificate,
+// finds no listener there: nothing listens on the node, so no stream can
+// be opened to it but by the hub's end of the session.
+func TestOnlyTheHubOpensStreams(t *testing.T) {
+	p := newPKI(t, "edge-1")
+	h := listen(t, p)
+	cfg := config(t, p, h.addr, &store{})
+	var served atomic.Int32
+	cfg.Tunnels = map[string]client.TunnelHandler{
+		"echo": func(ctx context.Context, open *wire.TunnelOpen) (func(wire.TunnelStream), error) {
+			served.Add(1)
+			return func(rw wire.TunnelStream) {
+				defer rw.Close()
+				io.Copy(rw, rw)
+			}, nil
+		},
+	}
+	run(t, cfg)
+	conn := h.accept()
+	s := acceptStream(t, conn)
+	s.recv(t) // Hello
+	s.send(t, &wire.Welcome{CapabilityVersion: wire.CapabilityVersion, HubRevision: 1})
+	ts := openStream(t, conn)
+	ts.send(t, &wire.TunnelOpen{Kind: "echo"})
+	if m := ts.recv(t); m.Type() != wire.TypeTunnelReply {
+		t.Fatalf("the hub's stream: got %#v, want a TunnelReply", m)
+	}
+	ts.Close()
+
+	// The node's address, as the hub sees it: its one UDP socket.
+	node := conn.RemoteAddr().String()
+	tlsConf := &tls.Config{
+		Certificates: []tls.Certificate{p.serving}, RootCAs: p.pool, ServerName: "localhost",
+		NextProtos: []string{wire.ALPN}, MinVersion: tls.VersionTLS13,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	rogue, err := quic.DialAddr(ctx, node, tlsConf, &quic.Config{HandshakeIdleTimeout: time.Second})
+	if err == nil {
+		rogue.CloseWithError(0, "")
+		t.Fatalf("a peer dialled the node at %s and got a connection: something listens on the node", node)
+	}
+	if got := served.Load(); got != 1 {
+		t.Errorf("the handler ran %d times, want once: for the hub's stream alone", got)
+	}
+}
+
 // silentConn is a hub's socket that, once armed, goes silent at the next
 // new connection (a QUIC Initial): from then on it drops everything, and
 // reports the first byte of every datagram that comes.
