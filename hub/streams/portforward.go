@@ -221,7 +221,7 @@ func (pf *portForward) forward(p *streamPair) {
 	port, err := strconv.ParseUint(portText, 10, 16)
 	if err != nil || port == 0 {
 		fmt.Fprintf(p.error, "invalid port %q", portText)
-		p.data.Reset()
+		p.data.Close()
 		return
 	}
 	t, err := pf.s.openTunnel(pf.ctx, pf.pod, "portforward", []wire.Param{{Name: "port", Value: portText}}, func() { p.data.Reset() })
@@ -231,7 +231,11 @@ func (pf *portForward) forward(p *streamPair) {
 			msg = st.Status().Message
 		}
 		fmt.Fprintf(p.error, "error forwarding port %d to pod %s, uid %v: %s", port, pf.pod.Name, pf.pod.UID, msg)
-		p.data.Reset()
+		// Closed, as kubelet closes it, not reset: a reset may reach
+		// the client before the reply to its stream's creation, which
+		// spdystream then reports as a failed creation, the error
+		// stream's message unread.
+		p.data.Close()
 		return
 	}
 	defer t.Close()
