@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -538,6 +539,9 @@ func (a *Agent) build() error {
 	}
 	scfg := status.DefaultConfig()
 	scfg.NodeName, scfg.Site = a.cfg.NodeName, a.cfg.Site
+	if p := a.cfg.Pods; p != nil {
+		scfg.NotNodeAddresses = []netip.Prefix{p.ClusterCIDR, p.ServiceCIDR}
+	}
 	scfg.Capacity, scfg.RuntimeVersion = a.cfg.Capacity, a.cfg.RuntimeVersion
 	if a.pressure != nil {
 		scfg.Machine = a.pressure

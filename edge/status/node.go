@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"slices"
@@ -285,20 +286,39 @@ func nodeCondition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondi
 	return nil
 }
 
-// hostAddresses returns the node's hostname and its first non-loopback
-// IPv4 address, or 127.0.0.1 when it has none.
-func hostAddresses(name string) []corev1.NodeAddress {
+// hostAddresses returns the node's hostname and its first IPv4 address
+// that is neither loopback nor in one of the ranges of not, or 127.0.0.1
+// when it has none.
+func hostAddresses(name string, not []netip.Prefix) []corev1.NodeAddress {
 	addrs := []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}
-	ip := "127.0.0.1"
+	var ips []net.IP
 	if ifaces, err := net.InterfaceAddrs(); err == nil {
 		for _, a := range ifaces {
-			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
-				ip = n.IP.String()
-				break
+			if n, ok := a.(*net.IPNet); ok {
+				ips = append(ips, n.IP)
 			}
 		}
 	}
-	return append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	return append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: internalIP(ips, not)})
+}
+
+// internalIP returns the first of ips that is IPv4, not loopback and not
+// in a range of not; 127.0.0.1 if none is.
+func internalIP(ips []net.IP, not []netip.Prefix) string {
+next:
+	for _, ip := range ips {
+		a, ok := netip.AddrFromSlice(ip.To4())
+		if !ok || a.IsLoopback() {
+			continue
+		}
+		for _, p := range not {
+			if p.Contains(a) {
+				continue next
+			}
+		}
+		return a.String()
+	}
+	return "127.0.0.1"
 }
 
 // machineInfo is what the node's info says of the machine.
@@ -366,7 +386,7 @@ func (r *Reporter) reportNode(now time.Time) time.Time {
 		}
 		r.log.Info("node status on the hub differs from the agent's; reporting it again")
 	}
-	addrs := hostAddresses(r.cfg.NodeName)
+	addrs := hostAddresses(r.cfg.NodeName, r.cfg.NotNodeAddresses)
 	r.addrs.Store(&addrs)
 	n := nodeObject(r.cfg.NodeName, r.cfg.Site, r.facts(addrs), r.node, now)
 	raw, err := objects.Encode(n)

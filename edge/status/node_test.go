@@ -2,6 +2,8 @@ package status
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -161,5 +163,28 @@ func TestContainerImages(t *testing.T) {
 	}
 	if got := ContainerImages(nil); len(got) != 0 {
 		t.Errorf("ContainerImages(nil) = %v", got)
+	}
+}
+
+// A pod bridge's address, of this node or of another agent's on the same
+// machine, is not the node's InternalIP.
+func TestInternalIP(t *testing.T) {
+	not := []netip.Prefix{netip.MustParsePrefix("10.42.0.0/16"), netip.MustParsePrefix("10.43.0.0/16")}
+	for _, tc := range []struct {
+		ips  []string
+		want string
+	}{
+		{[]string{"127.0.0.1", "10.42.0.1", "192.168.1.20"}, "192.168.1.20"},
+		{[]string{"10.42.1.1", "10.42.0.1"}, "127.0.0.1"},
+		{[]string{"fe80::1", "10.0.3.15"}, "10.0.3.15"},
+		{nil, "127.0.0.1"},
+	} {
+		var ips []net.IP
+		for _, s := range tc.ips {
+			ips = append(ips, net.ParseIP(s))
+		}
+		if got := internalIP(ips, not); got != tc.want {
+			t.Errorf("internalIP(%v) = %s, want %s", tc.ips, got, tc.want)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,11 @@ var _ Store = (*checkpoint.Store)(nil)
 type Config struct {
 	NodeName string // required
 	Site     string
+	// NotNodeAddresses are ranges whose addresses are not the node's
+	// own, though an interface of its may hold one: the pods' (a
+	// bridge's gateway, this node's or, on a machine of several agents,
+	// another's) and the services'.
+	NotNodeAddresses []netip.Prefix
 	// Capacity is what the node offers to pods, reported in its status
 	// as its capacity and allocatable when Machine is nil.
 	Capacity Capacity
@@ -610,7 +616,7 @@ func (r *Reporter) addresses() []corev1.NodeAddress {
 	if p := r.addrs.Load(); p != nil {
 		return *p
 	}
-	addrs := hostAddresses(r.cfg.NodeName)
+	addrs := hostAddresses(r.cfg.NodeName, r.cfg.NotNodeAddresses)
 	r.addrs.Store(&addrs)
 	return addrs
 }
