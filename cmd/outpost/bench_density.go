@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outpost-mesh/outpost/bench/densitybench"
-	"github.com/outpost-mesh/outpost/bench/edgenode"
 	"github.com/outpost-mesh/outpost/bench/report"
 )
 
@@ -89,13 +86,8 @@ pods, a reboot of 20) about one.`,
 					cfg.CrunSkipped = err.Error()
 				}
 			}
-			exe, err := os.Executable()
-			if err != nil {
-				return fmt.Errorf("find own binary to run the hub: %w", err)
-			}
-			cfg.Binary = exe
-			if cfg.EdgeBinary == "" {
-				cfg.EdgeBinary = filepath.Join(filepath.Dir(exe), "outpost-edge")
+			if cfg.Binary, cfg.EdgeBinary, err = nodeBenchBinaries(cfg.EdgeBinary); err != nil {
+				return err
 			}
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("invalid flags: %w", err)
@@ -103,10 +95,7 @@ pods, a reboot of 20) about one.`,
 			if err := densitybench.Check(cfg); err != nil {
 				return err
 			}
-			if os.Getenv(densityNetNSEnv) == "" {
-				return edgenode.Isolate(ctx, exe, os.Args[1:], densityNetNSEnv, cmd.OutOrStdout(), cmd.ErrOrStderr(), 3*cfg.StopTimeout+time.Minute)
-			}
-			if err := edgenode.LoopbackUp(); err != nil {
+			if done, err := isolateNodeBench(cmd, cfg.Binary, densityNetNSEnv, 3*cfg.StopTimeout+time.Minute); done || err != nil {
 				return err
 			}
 			rep, err := densitybench.Run(ctx, cfg, cmd.ErrOrStderr())

@@ -2,14 +2,11 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/outpost-mesh/outpost/bench/edgenode"
 	"github.com/outpost-mesh/outpost/bench/report"
 	"github.com/outpost-mesh/outpost/bench/streamsbench"
 )
@@ -69,13 +66,9 @@ takes about half a minute on two CPUs; --quick about 15 seconds.`,
 			if protocols != "" {
 				cfg.Protocols = strings.Split(protocols, ",")
 			}
-			exe, err := os.Executable()
-			if err != nil {
-				return fmt.Errorf("find own binary to run the hub: %w", err)
-			}
-			cfg.Binary = exe
-			if cfg.EdgeBinary == "" {
-				cfg.EdgeBinary = filepath.Join(filepath.Dir(exe), "outpost-edge")
+			var err error
+			if cfg.Binary, cfg.EdgeBinary, err = nodeBenchBinaries(cfg.EdgeBinary); err != nil {
+				return err
 			}
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("invalid flags: %w", err)
@@ -83,10 +76,7 @@ takes about half a minute on two CPUs; --quick about 15 seconds.`,
 			if err := streamsbench.Check(cfg); err != nil {
 				return err
 			}
-			if os.Getenv(streamsNetNSEnv) == "" {
-				return edgenode.Isolate(ctx, exe, os.Args[1:], streamsNetNSEnv, cmd.OutOrStdout(), cmd.ErrOrStderr(), 2*cfg.StopTimeout+time.Minute)
-			}
-			if err := edgenode.LoopbackUp(); err != nil {
+			if done, err := isolateNodeBench(cmd, cfg.Binary, streamsNetNSEnv, 2*cfg.StopTimeout+time.Minute); done || err != nil {
 				return err
 			}
 			rep, err := streamsbench.Run(ctx, cfg, cmd.ErrOrStderr())
