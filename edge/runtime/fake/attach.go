@@ -31,15 +31,22 @@ func (r *Runtime) running(uid, name string) error {
 	defer r.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	_, err := r.runningLocked(uid, name)
+	return err
+}
+
+// runningLocked returns the named container of the pod, settled now, if
+// it runs. r.mu is held.
+func (r *Runtime) runningLocked(uid, name string) (*container, error) {
 	r.settle(r.now())
 	c, err := r.find(uid, name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if c.State != runtime.StateRunning {
-		return fmt.Errorf("not running: %w", runtime.ErrNotFound)
+		return nil, fmt.Errorf("not running: %w", runtime.ErrNotFound)
 	}
-	return nil
+	return c, nil
 }
 
 // attachBuffer is how many pieces of output an attacher may fall behind
@@ -163,13 +170,9 @@ func (r *Runtime) register(uid, name string, a *attacher, stdin bool) (*containe
 	defer r.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.settle(r.now())
-	c, err := r.find(uid, name)
+	c, err := r.runningLocked(uid, name)
 	if err != nil {
 		return nil, err
-	}
-	if c.State != runtime.StateRunning {
-		return nil, fmt.Errorf("not running: %w", runtime.ErrNotFound)
 	}
 	if stdin && !c.stdin {
 		return nil, runtime.ErrNoStdin
