@@ -421,15 +421,18 @@ func TestHubRefusesSession(t *testing.T) {
 	}
 }
 
-// TestTunnelFraming: the client answers the streams the hub opens: an
-// unknown kind or a stream that is not a tunnel is refused, and bytes the
-// hub sent with its TunnelOpen reach the handler.
-func TestTunnelFraming(t *testing.T) {
+// echoSession runs a client serving "echo" tunnels, which echo their
+// bytes, in a session with a scripted hub, and returns the hub's end of
+// its connection, the PKI of both, and how many tunnels the handler took.
+func echoSession(t *testing.T) (*quic.Conn, *pki, *atomic.Int32) {
+	t.Helper()
 	p := newPKI(t, "edge-1")
 	h := listen(t, p)
 	cfg := config(t, p, h.addr, &store{})
+	served := new(atomic.Int32)
 	cfg.Tunnels = map[string]client.TunnelHandler{
 		"echo": func(ctx context.Context, open *wire.TunnelOpen) (func(wire.TunnelStream), error) {
+			served.Add(1)
 			return func(rw wire.TunnelStream) {
 				defer rw.Close()
 				io.Copy(rw, rw)
@@ -441,6 +444,14 @@ func TestTunnelFraming(t *testing.T) {
 	s := acceptStream(t, conn)
 	s.recv(t) // Hello
 	s.send(t, &wire.Welcome{CapabilityVersion: wire.CapabilityVersion, HubRevision: 1})
+	return conn, p, served
+}
+
+// TestTunnelFraming: the client answers the streams the hub opens: an
+// unknown kind or a stream that is not a tunnel is refused, and bytes the
+// hub sent with its TunnelOpen reach the handler.
+func TestTunnelFraming(t *testing.T) {
+	conn, _, _ := echoSession(t)
 
 	for _, tc := range []struct {
 		first wire.Message
@@ -485,24 +496,7 @@ func TestTunnelFraming(t *testing.T) {
 // finds no listener there: nothing listens on the node, so no stream can
 // be opened to it but by the hub's end of the session.
 func TestOnlyTheHubOpensStreams(t *testing.T) {
-	p := newPKI(t, "edge-1")
-	h := listen(t, p)
-	cfg := config(t, p, h.addr, &store{})
-	var served atomic.Int32
-	cfg.Tunnels = map[string]client.TunnelHandler{
-		"echo": func(ctx context.Context, open *wire.TunnelOpen) (func(wire.TunnelStream), error) {
-			served.Add(1)
-			return func(rw wire.TunnelStream) {
-				defer rw.Close()
-				io.Copy(rw, rw)
-			}, nil
-		},
-	}
-	run(t, cfg)
-	conn := h.accept()
-	s := acceptStream(t, conn)
-	s.recv(t) // Hello
-	s.send(t, &wire.Welcome{CapabilityVersion: wire.CapabilityVersion, HubRevision: 1})
+	conn, p, served := echoSession(t)
 	ts := openStream(t, conn)
 	ts.send(t, &wire.TunnelOpen{Kind: "echo"})
 	if m := ts.recv(t); m.Type() != wire.TypeTunnelReply {
