@@ -181,25 +181,34 @@ func (b *buffer) ended() bool {
 	}
 }
 
-func TestLogsFollow(t *testing.T) {
-	e := newEnv(t, nil)
+// followWeb runs pod web of container c, its log file opened with cfg
+// and "first" written to it, follows the log through a tunnel until that
+// line came, and returns the log's stdout, the hub's end of the tunnel
+// and what it received. The file is closed when the test ends.
+func followWeb(t *testing.T, e *env, cfg logs.Config) (io.Writer, *tunneltest.End, *buffer) {
+	t.Helper()
 	ref := e.addPod("web", "u1")
-	cfg := logs.DefaultConfig()
-	cfg.MaxSize = 1024
 	f, err := logs.Open(e.logs.LogPath(ref, "c", 0), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
 	w := f.Stream(logs.Stdout)
 	w.Write([]byte("first\n"))
-
 	hub, err := e.start(open("logs", "web", "u1", "container", "c", "follow", "true"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := collect(hub)
 	wait.For(t, 5*time.Second, "the first line", func() (bool, string) { return got.String() == "first\n", got.String() })
+	return w, hub, got
+}
+
+func TestLogsFollow(t *testing.T) {
+	e := newEnv(t, nil)
+	cfg := logs.DefaultConfig()
+	cfg.MaxSize = 1024
+	w, _, got := followWeb(t, e, cfg)
 	w.Write([]byte("second\n"))
 	wait.For(t, 5*time.Second, "a line written while followed", func() (bool, string) { return got.String() == "first\nsecond\n", got.String() })
 
@@ -214,6 +223,7 @@ func TestLogsFollow(t *testing.T) {
 			wait.For(t, 5*time.Second, "the follow to catch up", func() (bool, string) { return got.String() == want.String(), "" })
 		}
 	}
+	ref := runtime.PodRef{UID: "u1", Namespace: "default", Name: "web"} // followWeb's pod
 	if rot, _ := logs.Rotated(e.logs.LogPath(ref, "c", 0)); len(rot) < 2 {
 		t.Fatalf("rotated files %v, want at least 2", rot)
 	}
@@ -235,20 +245,7 @@ func TestLogsFollow(t *testing.T) {
 // next look: with looks an hour apart, the line still comes through.
 func TestLogsFollowWakesOnWrite(t *testing.T) {
 	e := newEnv(t, nil, func(c *streams.Config) { c.FollowPoll = time.Hour })
-	ref := e.addPod("web", "u1")
-	f, err := logs.Open(e.logs.LogPath(ref, "c", 0), logs.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w := f.Stream(logs.Stdout)
-	w.Write([]byte("first\n"))
-	hub, err := e.start(open("logs", "web", "u1", "container", "c", "follow", "true"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := collect(hub)
-	wait.For(t, 5*time.Second, "the first line", func() (bool, string) { return got.String() == "first\n", got.String() })
+	w, hub, got := followWeb(t, e, logs.DefaultConfig())
 	w.Write([]byte("second\n"))
 	wait.For(t, 5*time.Second, "a line written while followed, before the next look", func() (bool, string) {
 		return got.String() == "first\nsecond\n", got.String()
