@@ -4,8 +4,9 @@
 // times pod starts at growing pod counts, reads the memory of the agent,
 // its containerd and the runc shims, per shim-per-pod and shim-per-node
 // mode and per OCI runtime, and times the
-// recovery of every pod after a simulated reboot with the hub away. It
-// backs `outpost bench density`.
+// recovery of every pod after a simulated reboot with the hub away; the
+// same containers started on containerd alone are the floor it reads
+// those times against. It backs `outpost bench density`.
 package densitybench
 
 import (
@@ -78,6 +79,10 @@ type Config struct {
 	// RebootMode is the shim mode of the rebooted node: pod, the agent's
 	// default.
 	RebootMode string `json:"reboot_mode"`
+	// Baseline measures containerd and each OCI runtime alone beside
+	// the agent, the same containers started with no agent, hub or pod
+	// network (see Baseline): true.
+	Baseline bool `json:"baseline"`
 	// Settle is the pause before each memory reading, once the node is
 	// Ready or a step's pods run: 10s.
 	Settle time.Duration `json:"settle_ns"`
@@ -109,6 +114,7 @@ func DefaultConfig() Config {
 		OCIRuntimes:      []string{RuntimeRunc, RuntimeCrun},
 		RebootPods:       100,
 		RebootMode:       ModePod,
+		Baseline:         true,
 		Settle:           10 * time.Second,
 		ReadyTimeout:     60 * time.Second,
 		JoinTimeout:      2 * time.Minute,

@@ -85,8 +85,12 @@ func evaluate(cfg Config, res *Result) []report.Target {
 			fmt.Sprintf("%s at %d pods", signedBytes(last.PerPodOverhead), last.Pods), na, last.PerPodOverhead < limit))
 	}
 	for _, m := range res.Modes {
+		detail := fmt.Sprintf("%s over %d pods", report.Duration(m.Start.P99), m.Start.Count)
+		if b := res.baseline(m.OCIRuntime); b != nil && b.Start.Count > 0 {
+			detail += fmt.Sprintf(" (%s alone: %s)", floorName(b.OCIRuntime), report.Duration(b.Start.P99))
+		}
 		out = append(out, judge(fmt.Sprintf("pod start p99 < %s (%s)", report.Duration(targetStartP99), m.Label()),
-			fmt.Sprintf("%s over %d pods", report.Duration(m.Start.P99), m.Start.Count), "", m.Start.Count > 0 && m.Start.P99 < targetStartP99))
+			detail, "", m.Start.Count > 0 && m.Start.P99 < targetStartP99))
 	}
 	if rb := res.Reboot; rb != nil {
 		na := ""
@@ -97,11 +101,27 @@ func evaluate(cfg Config, res *Result) []report.Target {
 		if !rb.Recovered {
 			detail = fmt.Sprintf("not within %v: %s", cfg.RecoverTimeout, rb.Mismatch)
 		}
+		if b := res.baseline(RuntimeRunc); b != nil && b.Reboot != nil {
+			detail += fmt.Sprintf(" (%s alone: %.2fs)", floorName(RuntimeRunc), b.Reboot.Seconds)
+		}
 		out = append(out, judge(fmt.Sprintf("reboot recovery of %d pods < %s", targetRebootPods, report.Duration(targetRecovery)),
 			detail, na, rb.Recovered && rb.RecoverySeconds < targetRecovery.Seconds()))
 	}
 	return out
 }
+
+// baseline returns the baseline of ociRuntime, or nil.
+func (res *Result) baseline(ociRuntime string) *Baseline {
+	for i := range res.Baselines {
+		if res.Baselines[i].OCIRuntime == ociRuntime {
+			return &res.Baselines[i]
+		}
+	}
+	return nil
+}
+
+// floorName names a baseline in tables: "containerd and runc".
+func floorName(ociRuntime string) string { return "containerd and " + ociRuntime }
 
 // signedBytes formats a signed byte count as report.Bytes does.
 func signedBytes(n int64) string {
@@ -158,6 +178,33 @@ func (r *Report) Render(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
+	if len(r.Result.Baselines) > 0 {
+		bt := report.NewTable("the floor: containerd and the OCI runtime alone (same containerd, image and batches, a shim per container; no agent, hub or pod network)",
+			"runtime", "containers", "start p50", "start p99", "agent's p99", "agent / floor")
+		for _, b := range r.Result.Baselines {
+			for _, st := range b.Steps {
+				agentP99, ratio := "-", "-"
+				if m := r.Result.mode(ModePod, b.OCIRuntime); m != nil {
+					for _, ms := range m.Steps {
+						if ms.Pods == st.Pods && st.Start.P99 > 0 {
+							agentP99 = report.Duration(ms.Start.P99)
+							ratio = fmt.Sprintf("%.2f", float64(ms.Start.P99)/float64(st.Start.P99))
+						}
+					}
+				}
+				bt.AddRow(b.OCIRuntime, strconv.Itoa(st.Pods), report.Duration(st.Start.P50), report.Duration(st.Start.P99), agentP99, ratio)
+			}
+		}
+		b.WriteString(bt.String())
+		b.WriteString("start: the container's Create to its task started, of the step's containers; agent's p99: shim per pod, Create of the pod to Running and Ready\n")
+		for _, bl := range r.Result.Baselines {
+			if rb := bl.Reboot; rb != nil {
+				fmt.Fprintf(&b, "reboot floor: containerd started afresh, then %d containers at once: all running %.2fs after containerd's start (it answered at %.2fs)\n",
+					rb.Containers, rb.Seconds, rb.ContainerdSeconds)
+			}
+		}
+		b.WriteString("\n")
+	}
 	tt := report.NewTable("targets", "goal", "measured", "status")
 	for _, tg := range r.Targets {
 		tt.AddRow(tg.Goal, tg.Detail, tg.Status)
@@ -171,6 +218,16 @@ func (r *Report) Render(w io.Writer) error {
 	report.WriteEnd(&b, r.Targets, r.Machine)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// mode returns the result of mode with ociRuntime, or nil.
+func (res *Result) mode(mode, ociRuntime string) *ModeResult {
+	for i := range res.Modes {
+		if res.Modes[i].Mode == mode && res.Modes[i].OCIRuntime == ociRuntime {
+			return &res.Modes[i]
+		}
+	}
+	return nil
 }
 
 // Chart plots the node's PSS against its pod count, agent, containerd,

@@ -64,6 +64,22 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 			r.res.Modes = append(r.res.Modes, *mr)
 		}
 	}
+	if cfg.Baseline {
+		for _, rt := range cfg.OCIRuntimes {
+			reboot := 0
+			if rt == RuntimeRunc {
+				reboot = cfg.RebootPods
+			}
+			if len(cfg.Pods) == 0 && reboot == 0 {
+				continue
+			}
+			b, err := r.runBaseline(ctx, rt, reboot)
+			if err != nil {
+				return nil, fmt.Errorf("baseline with %s: %w", rt, err)
+			}
+			r.res.Baselines = append(r.res.Baselines, *b)
+		}
+	}
 	if cfg.RebootPods > 0 {
 		rb, err := r.runReboot(ctx)
 		if err != nil {
@@ -79,6 +95,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 type Result struct {
 	Modes  []ModeResult `json:"modes"`
 	Reboot *Reboot      `json:"reboot,omitempty"`
+	// Baselines are containerd and each OCI runtime alone, unless
+	// Config.Baseline is false.
+	Baselines []Baseline `json:"baselines,omitempty"`
 	// Load is the machine's load average at the start and end of each
 	// phase.
 	Load []report.LoadAvg `json:"load"`

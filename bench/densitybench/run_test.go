@@ -65,13 +65,21 @@ func TestQuickRun(t *testing.T) {
 	if rb := rep.Result.Reboot; rb == nil || !rb.Recovered || rb.SameIP != cfg.RebootPods {
 		t.Errorf("reboot: %+v, want every pod back with its IP", rb)
 	}
+	if len(rep.Result.Baselines) != 1 {
+		t.Fatalf("%d baselines, want runc's", len(rep.Result.Baselines))
+	}
+	if b := rep.Result.Baselines[0]; b.Start.Count != 20 || b.Reboot == nil || b.Reboot.Containers != cfg.RebootPods || b.Reboot.Seconds <= 0 {
+		t.Errorf("baseline: %+v, want 20 starts and a reboot of %d", b, cfg.RebootPods)
+	}
 	for _, tg := range rep.Targets {
 		if tg.Status == "" {
 			t.Errorf("target %q not judged", tg.Goal)
 		}
 	}
 	// Nothing of the run is left: processes, cgroups, mounts.
-	if left, _ := filepath.Glob("/sys/fs/cgroup/*/outpost-density-*"); len(left) > 0 {
+	left, _ := filepath.Glob("/sys/fs/cgroup/*/outpost-density-*")
+	baseline, _ := filepath.Glob("/sys/fs/cgroup/*/outpost-baseline")
+	if left = append(left, baseline...); len(left) > 0 {
 		t.Errorf("cgroups left: %v", left)
 	}
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")

@@ -52,6 +52,11 @@ namespaces, veths, bridge and cgroups removed), starts the agent again with
 the hub still down and times its start to every pod's task running again
 with its old IP.
 
+Unless --baseline=false, it measures the floor under those start times in
+the same run: the same containerd, image and batches with each OCI runtime
+alone (a shim per container, no agent, hub or pod network), and, with the
+reboot, containerd started afresh and as many containers started at once.
+
 Results are printed as tables next to the targets (agent idle under 35 MB
 RSS and 20 MB anonymous; per-pod overhead under 1 MB PSS with a shim per
 node, 4 MB with a shim per pod; pod start p99 under 1s; 100 pods back
@@ -130,6 +135,7 @@ pods, a reboot of 20) about one.`,
 	f.StringVar(&modes, "modes", modes, "shim modes, comma-separated: pod (a shim per pod) and node (--shim-per-node)")
 	f.StringVar(&ociRuntimes, "oci-runtimes", ociRuntimes, "OCI runtimes each mode runs with, comma-separated: runc and crun (the agent's --oci-runtime)")
 	f.IntVar(&cfg.RebootPods, "reboot-pods", cfg.RebootPods, "pods running when the node is rebooted offline (0: no reboot)")
+	f.BoolVar(&cfg.Baseline, "baseline", cfg.Baseline, "measure containerd and each OCI runtime alone beside the agent, the floor under its start times")
 	f.StringVar(&cfg.RebootMode, "reboot-mode", cfg.RebootMode, "shim mode of the rebooted node: pod or node")
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause before each memory reading")
 	f.DurationVar(&cfg.BatchTimeout, "batch-timeout", cfg.BatchTimeout, "longest wait for a batch's pods to run")
