@@ -87,6 +87,31 @@ func ensureKubernetesService(ctx context.Context, api *apiserver.Server, kip net
 	})
 }
 
+// DNSService names the cluster DNS Service, in kube-system: its cluster
+// IP is what pods' resolv.conf names, and every node routes it to the DNS
+// server the node runs itself, so names resolve while the hub is away.
+// It has no selector, so no endpoints: the nodes are its servers.
+const DNSService = "kube-dns"
+
+// ensureDNSService creates kube-system's kube-dns Service with cluster IP
+// ip (see core.ServiceConfig.DNSIP), ports 53 over UDP and TCP, as
+// upstream clusters name it. An existing one is left as it is.
+func ensureDNSService(ctx context.Context, api *apiserver.Server, ip netip.Addr) error {
+	s := ip.String()
+	return api.Ensure(ctx, &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: DNSService, Namespace: "kube-system",
+			Labels: map[string]string{"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS", "kubernetes.io/cluster-service": "true"}},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: s, ClusterIPs: []string{s},
+			Ports: []corev1.ServicePort{
+				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
+				{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},
+			},
+		},
+	})
+}
+
 // compactInterval is how often the hub drops old store history, as
 // kube-apiserver does every five minutes: each round compacts to the
 // revision current at the previous round, so clients always have at least

@@ -345,6 +345,13 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err := ensureKubernetesService(ctx, api, h.cfg.Services.KubernetesIP(), int32(ln.Addr().(*net.TCPAddr).Port)); err != nil {
 		return err
 	}
+	if ip := h.cfg.Services.DNSIP(); !ip.IsValid() {
+		log.Warn("the service CIDR is too small for a cluster DNS address: pods resolve through their nodes' resolvers", "service_cidr", h.cfg.Services.CIDR)
+	} else if err := ensureDNSService(ctx, api, ip); err != nil {
+		// A Service of the user's holding the address must not keep
+		// the hub from starting.
+		log.Warn("cluster DNS service not created: pods resolve through their nodes' resolvers", "address", ip, "err", err)
+	}
 	server := "https://" + clientAddr(h.cfg.APIAddr, ln.Addr())
 	if err := pki.WriteKubeconfig(h.kubeconfig, certs.AdminKubeconfig(server)); err != nil {
 		return err

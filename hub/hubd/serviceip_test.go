@@ -15,7 +15,8 @@ import (
 
 // TestServiceClusterIPs: services get distinct cluster IPs from the
 // service CIDR, a taken IP is refused, a deleted service's IP is free
-// again, and the kubernetes service holds the first address.
+// again, the kubernetes service holds the first address and kube-dns the
+// tenth, with port 53 over UDP and TCP and no selector.
 func TestServiceClusterIPs(t *testing.T) {
 	h, _ := startHub(t, t.TempDir())
 	cs := kubernetes.NewForConfigOrDie(adminConfig(t, h))
@@ -24,6 +25,11 @@ func TestServiceClusterIPs(t *testing.T) {
 	k, err := svcs.Get(ctx, "kubernetes", metav1.GetOptions{})
 	if err != nil || k.Spec.ClusterIP != "10.43.0.1" {
 		t.Fatalf("kubernetes service = %v, %v; want cluster IP 10.43.0.1", k.Spec.ClusterIP, err)
+	}
+	dns, err := cs.CoreV1().Services("kube-system").Get(ctx, DNSService, metav1.GetOptions{})
+	if err != nil || dns.Spec.ClusterIP != "10.43.0.10" || len(dns.Spec.Ports) != 2 || dns.Spec.Selector != nil ||
+		dns.Spec.Ports[0].Port != 53 || dns.Spec.Ports[0].Protocol != corev1.ProtocolUDP || dns.Spec.Ports[1].Protocol != corev1.ProtocolTCP {
+		t.Fatalf("kube-dns service = %+v, %v; want 10.43.0.10, port 53 over UDP and TCP, no selector", dns.Spec, err)
 	}
 	svc := func(name, ip string) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{

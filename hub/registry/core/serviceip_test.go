@@ -411,3 +411,23 @@ func TestServiceIPv6Range(t *testing.T) {
 		t.Fatalf("IPv6 service: %s %v", svc.Spec.ClusterIP, svc.Spec.IPFamilies)
 	}
 }
+
+func TestDNSIP(t *testing.T) {
+	for cidr, want := range map[string]string{
+		"10.43.0.0/16":  "10.43.0.10",
+		"10.96.0.0/12":  "10.96.0.10",
+		"10.0.0.16/28":  "10.0.0.26",
+		"10.0.0.8/29":   "", // eight addresses: the tenth is outside
+		"10.0.0.0/28":   "10.0.0.10",
+		"fd00:43::/108": "fd00:43::a",
+	} {
+		c := ServiceConfig{CIDR: netip.MustParsePrefix(cidr)}
+		got := ""
+		if ip := c.DNSIP(); ip.IsValid() {
+			got = ip.String()
+		}
+		if got != want {
+			t.Errorf("DNSIP of %s = %q, want %q", cidr, got, want)
+		}
+	}
+}
