@@ -212,3 +212,45 @@ func TestFillIPs(t *testing.T) {
 		t.Errorf("no node IP: %+v", none)
 	}
 }
+
+// TestPodAddrs: the node's pod IPs and their readiness, as last reported,
+// once a round was observed; a pod whose container exited is not ready.
+func TestPodAddrs(t *testing.T) {
+	rn := newRoundNode(t, 2)
+	if _, ok := rn.PodAddrs(); ok {
+		t.Error("the pods are known before a round was observed")
+	}
+	observe := func() {
+		actual, err := rn.rt.List(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rn.Observe(Round{Desired: rn.desired, Actual: actual, Records: maps.Clone(rn.records), Now: time.Now()})
+	}
+	observe()
+	ready, ok := rn.PodAddrs()
+	if !ok || len(ready) != 2 {
+		t.Fatalf("PodAddrs = %v, %v; want both pods", ready, ok)
+	}
+	for a, r := range ready {
+		if !r {
+			t.Errorf("pod %s not ready, want ready", a)
+		}
+	}
+	rn.desired[0].Spec.RestartPolicy = corev1.RestartPolicyNever
+	if err := rn.rt.Exit("uid-000", "main", 1); err != nil {
+		t.Fatal(err)
+	}
+	rn.round(t)
+	observe()
+	ready, _ = rn.PodAddrs()
+	n := 0
+	for _, r := range ready {
+		if r {
+			n++
+		}
+	}
+	if len(ready) != 2 || n != 1 {
+		t.Errorf("PodAddrs after an exit = %v, want one of two ready", ready)
+	}
+}

@@ -175,6 +175,10 @@ type Reporter struct {
 	// loop last compared it with the last report.
 	nodeDue    atomic.Bool
 	nodeViewed atomic.Bool
+	// observed is set once a round was reported since the start: the
+	// statuses then say what this agent saw, not what an earlier one
+	// reported.
+	observed atomic.Bool
 }
 
 // New checks cfg and returns a Reporter; it starts nothing.
@@ -259,6 +263,43 @@ func (r *Reporter) Observe(rd Round) {
 	defer r.loopMu.Unlock()
 	r.last = rd
 	r.reportLocked(rd, rd.Now)
+	r.observed.Store(true)
+}
+
+// PodAddrs returns, for each IP of the node's pods as last reported,
+// whether the pod is ready (its Ready condition True): for the service
+// proxy, which drops the node's own endpoints that do not serve at once,
+// while the hub is away too. ok is false until the first round since the
+// start was reported. Pods on the host's network are left out: their
+// address is the node's, which other pods share.
+func (r *Reporter) PodAddrs() (ready map[netip.Addr]bool, ok bool) {
+	if !r.observed.Load() {
+		return nil, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ready = make(map[netip.Addr]bool, len(r.reported))
+	for _, s := range r.reported {
+		st := &s.status
+		if st.HostIP != "" && st.PodIP == st.HostIP {
+			continue
+		}
+		isReady := false
+		for _, c := range st.Conditions {
+			if c.Type == corev1.PodReady {
+				isReady = c.Status == corev1.ConditionTrue
+			}
+		}
+		for _, ip := range st.PodIPs {
+			if a, err := netip.ParseAddr(ip.IP); err == nil {
+				ready[a] = ready[a] || isReady
+			}
+		}
+		if a, err := netip.ParseAddr(st.PodIP); err == nil {
+			ready[a] = ready[a] || isReady
+		}
+	}
+	return ready, true
 }
 
 // reportLocked reports rd's pods and the node as of now, and arms the
