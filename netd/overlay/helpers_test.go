@@ -381,6 +381,52 @@ func txPackets(t *testing.T, path, name string) uint64 {
 	return n
 }
 
+// rxPackets returns the packets received by the link name in the
+// namespace at path.
+func rxPackets(t *testing.T, path, name string) uint64 {
+	t.Helper()
+	var n uint64
+	withNL(t, path, func(h *netlink.Handle) {
+		l, err := h.LinkByName(name)
+		must(t, err)
+		n = l.Attrs().Statistics.RxPackets
+	})
+	return n
+}
+
+// udpInDatagrams returns the UDP datagrams the namespace at path has
+// received (InDatagrams in its /proc/net/snmp).
+func udpInDatagrams(t *testing.T, path string) uint64 {
+	t.Helper()
+	var b []byte
+	must(t, in(t, path, func() (err error) {
+		b, err = os.ReadFile("/proc/thread-self/net/snmp")
+		return err
+	}))
+	var names []string
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Udp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, name := range names {
+			if name == "InDatagrams" && i < len(f) {
+				var n uint64
+				if _, err := fmt.Sscan(f[i], &n); err != nil {
+					t.Fatalf("snmp Udp InDatagrams %q: %v", f[i], err)
+				}
+				return n
+			}
+		}
+	}
+	t.Fatalf("no Udp InDatagrams in /proc/net/snmp:\n%s", b)
+	return 0
+}
+
 // overlayState describes the device and what is on it in n's namespace,
 // or "no device".
 func overlayState(t *testing.T, n *testNode) string {

@@ -282,13 +282,20 @@ func (o *Overlay) Sync(ctx context.Context, peers []Peer) error {
 	if err != nil {
 		return fmt.Errorf("overlay sync: find device %s (Setup makes it): %w", o.cfg.Device, err)
 	}
+	if link.Type() != "vxlan" {
+		return fmt.Errorf("overlay sync: link %s is a %s, not the overlay's VXLAN device", o.cfg.Device, link.Type())
+	}
 	idx := link.Attrs().Index
 	have, err := readState(h, idx)
 	if err != nil {
 		return fmt.Errorf("overlay sync: %w", err)
 	}
 	c := diff(have, want)
-	if err := o.apply(h, idx, c); err != nil {
+	nodes := map[netip.Prefix]string{} // for the logs
+	for _, p := range peers {
+		nodes[p.PodCIDR] = p.Node
+	}
+	if err := o.apply(h, idx, c, nodes); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -351,14 +358,14 @@ func readState(h *netlink.Handle, idx int) (state, error) {
 // apply carries out c on the device with index idx, in the order of the
 // fields of changes. It goes on past a failed change, so that one bad
 // entry does not hold back the others, and returns every error.
-func (o *Overlay) apply(h *netlink.Handle, idx int, c changes) error {
+func (o *Overlay) apply(h *netlink.Handle, idx int, c changes, nodes map[netip.Prefix]string) error {
 	var errs []error
 	for _, e := range c.setFDB {
 		if err := h.NeighSet(fdbNeigh(idx, e)); err != nil {
 			errs = append(errs, fmt.Errorf("set forwarding entry %s to %s: %w", e.mac, e.dst, err))
 			continue
 		}
-		o.log.Info("overlay peer forwarding set", "mac", e.mac, "underlay", e.dst)
+		o.log.Info("overlay peer VTEP set", "mac", e.mac, "underlay", e.dst)
 	}
 	for _, e := range c.setNeigh {
 		if err := h.NeighSet(neighNeigh(idx, e)); err != nil {
@@ -370,14 +377,14 @@ func (o *Overlay) apply(h *netlink.Handle, idx int, c changes) error {
 			errs = append(errs, fmt.Errorf("set route to %s via %s: %w", e.dst, e.gw, err))
 			continue
 		}
-		o.log.Info("overlay route set", "pod_cidr", e.dst, "via", e.gw)
+		o.log.Info("overlay peer routed", "node", nodes[e.dst], "pod_cidr", e.dst, "via", e.gw)
 	}
 	for _, e := range c.delRoutes {
 		if err := h.RouteDel(route(idx, e)); err != nil && !errors.Is(err, unix.ESRCH) {
 			errs = append(errs, fmt.Errorf("delete route to %s: %w", e.dst, err))
 			continue
 		}
-		o.log.Info("overlay route deleted", "pod_cidr", e.dst)
+		o.log.Info("overlay peer unrouted", "pod_cidr", e.dst)
 	}
 	for _, e := range c.delNeigh {
 		if err := h.NeighDel(neighNeigh(idx, e)); err != nil && !errors.Is(err, unix.ENOENT) {

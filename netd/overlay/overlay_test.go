@@ -108,6 +108,23 @@ func TestSitePods(t *testing.T) {
 	if vxSent < 3 || lanSent < vxSent {
 		t.Errorf("node A sent %d packets into the VXLAN device and %d onto the LAN, want at least 3, and each on the LAN", vxSent, lanSent)
 	}
+	// What crossed the LAN reached node B as UDP datagrams (B itself
+	// runs no UDP socket but the VXLAN device's) and came out of its
+	// VXLAN device.
+	udpIn, vxRx := udpInDatagrams(t, b.ns), rxPackets(t, b.ns, b.cfg.Device)
+	mustReach(t, a, b, port)
+	if got, gotRx := udpInDatagrams(t, b.ns)-udpIn, rxPackets(t, b.ns, b.cfg.Device)-vxRx; got < 3 || gotRx < 3 {
+		t.Errorf("node B received %d UDP datagrams and %d packets from its VXLAN device, want at least 3 of each", got, gotRx)
+	}
+
+	// The node itself reaches the other node's pod, from its device's
+	// address, which the other node routes back through the overlay.
+	for _, network := range []string{"tcp", "udp"} {
+		got, err := dial(t, a.ns, network, netip.AddrPortFrom(b.podIP, port))
+		if want := "node-b 10.42.1.0:"; err != nil || !strings.HasPrefix(got, want) {
+			t.Errorf("%s from node A to pod of B: %q, %v, want %q...", network, got, err, want)
+		}
+	}
 
 	want := strings.Join([]string{
 		"device IDX 0a:58:0a:2a:01:00",
@@ -476,6 +493,14 @@ func TestSetupRemakes(t *testing.T) {
 	n.start(t, lanA)
 	idx := deviceIndex(t, n)
 
+	// Another MTU is set in place.
+	n.cfg.MTU = 1400
+	n.Overlay = n.restart(t)
+	must(t, n.Setup(t.Context()))
+	if got, mtu := deviceIndex(t, n), linkMTU(t, n.ns, n.cfg.Device); got != idx || mtu != 1400 {
+		t.Errorf("device %d MTU %d, want %d with MTU 1400", got, mtu, idx)
+	}
+
 	n.cfg.VNI = 7
 	n.Overlay = n.restart(t)
 	must(t, n.Setup(t.Context()))
@@ -492,6 +517,9 @@ func TestSetupRemakes(t *testing.T) {
 	})
 	if err := n.Setup(t.Context()); err == nil || !strings.Contains(err.Error(), "not a VXLAN device") {
 		t.Errorf("Setup over a bridge: %v, want refused", err)
+	}
+	if err := n.Sync(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "not the overlay's VXLAN device") {
+		t.Errorf("Sync on a bridge: %v, want refused", err)
 	}
 	if err := n.Teardown(t.Context()); err == nil {
 		t.Error("Teardown removed a bridge")
