@@ -50,7 +50,9 @@ func ports(p ...corev1.ServicePort) []corev1.ServicePort { return p }
 
 func typ(t corev1.ServiceType) svcOpt { return func(s *corev1.Service) { s.Spec.Type = t } }
 
-func eTPLocal(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal }
+func eTPLocal(s *corev1.Service) {
+	s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+}
 
 func iTPLocal(s *corev1.Service) {
 	p := corev1.ServiceInternalTrafficPolicyLocal
@@ -138,9 +140,11 @@ func ep(addr string, opts ...epOpt) discoveryv1.Endpoint {
 
 func on(node string) epOpt { return func(e *discoveryv1.Endpoint) { e.NodeName = &node } }
 
-func ready(v bool) epOpt       { return func(e *discoveryv1.Endpoint) { e.Conditions.Ready = &v } }
-func serving(v bool) epOpt     { return func(e *discoveryv1.Endpoint) { e.Conditions.Serving = &v } }
-func terminating(v bool) epOpt { return func(e *discoveryv1.Endpoint) { e.Conditions.Terminating = &v } }
+func ready(v bool) epOpt   { return func(e *discoveryv1.Endpoint) { e.Conditions.Ready = &v } }
+func serving(v bool) epOpt { return func(e *discoveryv1.Endpoint) { e.Conditions.Serving = &v } }
+func terminating(v bool) epOpt {
+	return func(e *discoveryv1.Endpoint) { e.Conditions.Terminating = &v }
+}
 
 // term is a terminating endpoint still serving, as the EndpointSlice
 // controller writes it.
@@ -269,4 +273,3 @@ func checkTable(t Table, lim limits) error {
 	}
 	return nil
 }
-
