@@ -149,11 +149,14 @@ func TestBuildEndpointChoice(t *testing.T) {
 	}, {
 		name: "named ports and protocols",
 		services: []*corev1.Service{svc("dns", ips("10.43.0.10"),
-			ports(udp("dns", 53), tcp("dns-tcp", 53), tcp("metrics", 9153)))},
+			ports(udp("dns", 53), tcp("dns-tcp", 53), tcp("metrics", 9153),
+				corev1.ServicePort{Name: "sctp", Port: 53, Protocol: corev1.ProtocolSCTP}))},
 		slices: []*discoveryv1.EndpointSlice{v4("dns", "dns-1",
-			sports(sportUDP("dns", 5353), sport("dns-tcp", 5353), sport("metrics", 9154), sport("unused", 1)),
+			sports(sportUDP("dns", 5353), sport("dns-tcp", 5353), sport("metrics", 9154), sport("unused", 1),
+				discoveryv1.EndpointPort{Name: ptr("sctp"), Port: ptr(int32(5354)), Protocol: ptr(corev1.ProtocolSCTP)}),
 			ep("10.42.0.2"))},
 		want: []string{
+			"10.43.0.10:53/SCTP ClusterIP default/dns:sctp [10.42.0.2:5354]",
 			"10.43.0.10:53/TCP ClusterIP default/dns:dns-tcp [10.42.0.2:5353]",
 			"10.43.0.10:53/UDP ClusterIP default/dns:dns [10.42.0.2:5353]",
 			"10.43.0.10:9153/TCP ClusterIP default/dns:metrics [10.42.0.2:9154]",
@@ -475,6 +478,18 @@ func TestBuildDualStack(t *testing.T) {
 		}()},
 		slices: []*discoveryv1.EndpointSlice{both},
 		want:   []string{"10.43.0.1:80/TCP ClusterIP default/web:http [10.42.0.2:8080L 10.42.0.3:8080]"},
+	}, {
+		name: "only spec.clusterIPs set",
+		services: []*corev1.Service{func() *corev1.Service {
+			s := svc("web", ips("fd43::1", "10.43.0.1"), ports(tcp("http", 80)))
+			s.Spec.ClusterIP = ""
+			return s
+		}()},
+		slices: []*discoveryv1.EndpointSlice{both},
+		want: []string{
+			"10.43.0.1:80/TCP ClusterIP default/web:http [10.42.0.2:8080L 10.42.0.3:8080]",
+			"[fd43::1]:80/TCP ClusterIP default/web:http []",
+		},
 	}, {
 		name:     "an endpoint of the other family in a slice: left out",
 		services: []*corev1.Service{svc("web", ips("10.43.0.1"), ports(tcp("http", 80)))},
