@@ -130,12 +130,15 @@ func build(in Input, lim limits) (Table, []Problem) {
 		b.slices[k] = append(b.slices[k], s)
 	}
 
-	svcs := make([]*service, 0, len(in.Services))
+	store := make([]service, 0, len(in.Services))
 	for _, s := range in.Services {
-		if s == nil {
-			continue
+		if s != nil {
+			store = append(store, service{svc: s, name: s.Namespace + "/" + s.Name, created: s.CreationTimestamp.Time})
 		}
-		svcs = append(svcs, &service{svc: s, name: s.Namespace + "/" + s.Name, created: s.CreationTimestamp.Time})
+	}
+	svcs := make([]*service, len(store))
+	for i := range store {
+		svcs[i] = &store[i]
 	}
 	slices.SortFunc(svcs, func(a, b *service) int {
 		return cmp.Or(cmp.Compare(a.svc.Namespace, b.svc.Namespace), cmp.Compare(a.svc.Name, b.svc.Name))
@@ -191,11 +194,12 @@ func build(in Input, lim limits) (Table, []Problem) {
 				fronts = append(fronts, f)
 			case o.s != s:
 				b.problem(s.name, fmt.Sprintf("%s %s is already used by the older Service %s; left out", f.Kind, f.Key, o.s.name))
-			case o.f.Kind != f.Kind || o.f.PortName != f.PortName:
+			default:
+				// An address listed twice in externalIPs and ingress
+				// was merged before: this is its clusterIP or a node
+				// address as an externalIP.
 				b.problem(s.name, fmt.Sprintf("%s %s is already its %s of port %q; left out", f.Kind, f.Key, o.f.Kind, o.f.PortName))
 			}
-			// Else the same address listed twice (in externalIPs, or
-			// there and in the load-balancer ingress): one frontend.
 		}
 		clear(s.fronts[len(fronts):])
 		s.fronts = fronts
