@@ -90,7 +90,36 @@ type service struct {
 	fronts  []*Frontend
 	// nodePorts are the nodePorts and protocols the Service claims, even
 	// where the node has no address to make a frontend of them.
-	nodePorts []Key // Addr unset
+	nodePorts keySet // Addr unset
+	// over says the Service alone is past the limits, and why.
+	over string
+}
+
+// keySet is a set of Keys in the order they were added, with a map once
+// it is too long to search.
+type keySet struct {
+	list []Key
+	m    map[Key]struct{}
+}
+
+func (s *keySet) has(k Key) bool {
+	if s.m != nil {
+		_, ok := s.m[k]
+		return ok
+	}
+	return slices.Contains(s.list, k)
+}
+
+func (s *keySet) add(k Key) {
+	s.list = append(s.list, k)
+	if s.m == nil && len(s.list) > 8 {
+		s.m = make(map[Key]struct{}, 2*len(s.list))
+		for _, k := range s.list {
+			s.m[k] = struct{}{}
+		}
+	} else if s.m != nil {
+		s.m[k] = struct{}{}
+	}
 }
 
 type builder struct {
@@ -102,6 +131,7 @@ type builder struct {
 
 	// scratch, reused from one Service port to the next
 	eps   []parsedSlice
+	ports []portRef
 	cands []candidate
 }
 
@@ -112,10 +142,11 @@ func build(in Input, lim limits) (Table, []Problem) {
 		if !a.IsValid() || a.Zone() != "" || !usable(a) {
 			continue
 		}
-		f := family(a)
-		if !slices.Contains(b.node[f], a) {
-			b.node[f] = append(b.node[f], a)
-		}
+		b.node[family(a)] = append(b.node[family(a)], a)
+	}
+	for f := range b.node {
+		slices.SortFunc(b.node[f], netip.Addr.Compare)
+		b.node[f] = slices.Compact(b.node[f])
 	}
 	b.slices = make(map[nsName][]*discoveryv1.EndpointSlice, len(in.Slices))
 	for _, s := range in.Slices {
@@ -173,10 +204,10 @@ func build(in Input, lim limits) (Table, []Problem) {
 	keys := make(map[Key]owner, len(svcs))
 	nodePorts := make(map[Key]*service)
 	for _, s := range byAge {
-		var lost []Key
-		for _, np := range s.nodePorts {
+		var lost keySet
+		for _, np := range s.nodePorts.list {
 			if o, ok := nodePorts[np]; ok {
-				lost = append(lost, np)
+				lost.add(np)
 				b.problem(s.name, fmt.Sprintf("nodePort %d/%s is already used by the older Service %s; left out", np.Port, np.Proto, o.name))
 				continue
 			}
@@ -184,7 +215,7 @@ func build(in Input, lim limits) (Table, []Problem) {
 		}
 		fronts := s.fronts[:0]
 		for _, f := range s.fronts {
-			if f.Kind == NodePort && slices.Contains(lost, Key{Port: f.Key.Port, Proto: f.Key.Proto}) {
+			if f.Kind == NodePort && lost.has(Key{Port: f.Key.Port, Proto: f.Key.Proto}) {
 				continue
 			}
 			o, ok := keys[f.Key]
@@ -212,6 +243,10 @@ func build(in Input, lim limits) (Table, []Problem) {
 		sb := 0
 		for _, f := range s.fronts {
 			sb += len(f.Backends) + len(f.ExternalBackends)
+		}
+		if s.over != "" {
+			b.problem(s.name, s.over)
+			continue
 		}
 		if len(s.fronts) == 0 {
 			continue
@@ -310,9 +345,7 @@ func (b *builder) service(s *service) {
 			b.problem(s.name, fmt.Sprintf("%s %s left out: the Service has no %s clusterIP", what, a, familyName(f)))
 			return
 		}
-		if !slices.Contains(extIPs[f], a) {
-			extIPs[f] = append(extIPs[f], a)
-		}
+		extIPs[f] = append(extIPs[f], a)
 	}
 	for _, str := range spec.ExternalIPs {
 		addExt("externalIP", str)
@@ -325,11 +358,16 @@ func (b *builder) service(s *service) {
 		}
 		addExt("load-balancer ingress IP", ing.IP)
 	}
+	// An address in both, or twice, is one frontend.
+	for f := range extIPs {
+		slices.SortFunc(extIPs[f], netip.Addr.Compare)
+		extIPs[f] = slices.Compact(extIPs[f])
+	}
 
 	topology := wantsTopology(s.svc)
 	b.parseSlices(s, clusterIP)
 
-	var seen []Key // port and protocol of the ports so far (Addr unset)
+	var seen keySet // port and protocol of the ports so far (Addr unset)
 	for i := range spec.Ports {
 		p := &spec.Ports[i]
 		proto, ok := parseProto(p.Protocol)
@@ -342,11 +380,11 @@ func (b *builder) service(s *service) {
 			continue
 		}
 		pk := Key{Port: uint16(p.Port), Proto: proto}
-		if slices.Contains(seen, pk) {
+		if seen.has(pk) {
 			b.problem(s.name, fmt.Sprintf("port %q: %d/%s is listed twice; left out", p.Name, p.Port, proto))
 			continue
 		}
-		seen = append(seen, pk)
+		seen.add(pk)
 		var nodePort uint16
 		switch {
 		case p.NodePort == 0:
@@ -354,16 +392,26 @@ func (b *builder) service(s *service) {
 			b.problem(s.name, fmt.Sprintf("port %q: nodePort %d on a Service of type %q; ignored", p.Name, p.NodePort, spec.Type))
 		case p.NodePort < 1 || p.NodePort > 65535:
 			b.problem(s.name, fmt.Sprintf("port %q: nodePort %d is outside 1..65535; left out", p.Name, p.NodePort))
-		case slices.Contains(s.nodePorts, Key{Port: uint16(p.NodePort), Proto: proto}):
+		case s.nodePorts.has(Key{Port: uint16(p.NodePort), Proto: proto}):
 			b.problem(s.name, fmt.Sprintf("port %q: nodePort %d/%s is already another port's; left out", p.Name, p.NodePort, proto))
 		default:
 			nodePort = uint16(p.NodePort)
-			s.nodePorts = append(s.nodePorts, Key{Port: nodePort, Proto: proto})
+			s.nodePorts.add(Key{Port: nodePort, Proto: proto})
 		}
 
 		for f := range 2 {
 			if !clusterIP[f].IsValid() {
 				continue
+			}
+			n := 1 + len(extIPs[f])
+			if nodePort != 0 {
+				n += len(b.node[f])
+			}
+			if len(s.fronts)+n > b.lim.frontends {
+				// Stop before a hostile Service takes the memory.
+				s.over = fmt.Sprintf("left out: it alone has more than %d frontends", b.lim.frontends)
+				s.fronts, s.nodePorts = nil, keySet{}
+				return
 			}
 			// kube-proxy's UsesClusterEndpoints and UsesLocalEndpoints.
 			needCluster := !intLocal || len(extIPs[f]) > 0 || (nodePort != 0 && len(b.node[f]) > 0)

@@ -1,6 +1,7 @@
 package services
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -762,7 +763,7 @@ func TestBuildMaxFrontends(t *testing.T) {
 	if len(tab) != 1 || tab[Key{netip.MustParseAddr("10.43.0.2"), 80, TCP}] == nil {
 		t.Errorf("Build: %d frontends, want only b's", len(tab))
 	}
-	want := []Problem{{"default/a", "left out: its 65537 frontends would take the node past 65536"}}
+	want := []Problem{{"default/a", "left out: it alone has more than 65536 frontends"}}
 	if !slices.Equal(probs, want) {
 		t.Errorf("Build problems %v, want %v", probs, want)
 	}
@@ -794,6 +795,41 @@ func TestParseIP(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("parseIP(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestBuildManyPorts checks each of many ports finds its own slice port,
+// and that so many are not quadratic (the test would time out).
+func TestBuildManyPorts(t *testing.T) {
+	const n = 5000
+	var sps []corev1.ServicePort
+	var eps1, eps2 []discoveryv1.EndpointPort
+	for i := range n {
+		name := fmt.Sprintf("p%d", i)
+		sps = append(sps, tcp(name, int32(1+i)))
+		if i%2 == 0 {
+			eps1 = append(eps1, sport(name, int32(10000+i)))
+		} else {
+			eps2 = append(eps2, sport(name, int32(10000+i)))
+		}
+	}
+	s := svc("many", ips("10.43.0.1"), sps)
+	tab, probs := Build(Input{
+		Services: []*corev1.Service{s},
+		Slices: []*discoveryv1.EndpointSlice{
+			v4("many", "many-1", eps1, ep("10.42.0.1")),
+			v4("many", "many-2", eps2, ep("10.42.0.2")),
+		},
+	})
+	if len(tab) != n || len(probs) != 0 {
+		t.Fatalf("Build: %d frontends, %d problems, want %d and none", len(tab), len(probs), n)
+	}
+	for i := range n {
+		f := tab[Key{netip.MustParseAddr("10.43.0.1"), uint16(1 + i), TCP}]
+		want := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 42, 0, byte(1 + i%2)}), uint16(10000+i))
+		if f == nil || len(f.Backends) != 1 || f.Backends[0].Addr != want {
+			t.Fatalf("port %d: %+v, want one backend %s", 1+i, f, want)
 		}
 	}
 }

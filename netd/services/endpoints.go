@@ -23,6 +23,20 @@ type slicePort struct {
 	port  uint16
 }
 
+// portRef is a port of one of b.eps, indexed by family, name and
+// protocol so a Service of many ports is not quadratic in them.
+type portRef struct {
+	fam   int
+	name  string
+	proto Proto
+	port  uint16
+	slice int // in b.eps
+}
+
+func (r *portRef) compare(fam int, name string, proto Proto) int {
+	return cmp.Or(cmp.Compare(r.fam, fam), cmp.Compare(r.name, name), cmp.Compare(r.proto, proto))
+}
+
 // endpoint is what kube-proxy's endpoint slice cache keeps of an
 // endpoint, with its hints already matched against the node's zone.
 type endpoint struct {
@@ -150,6 +164,16 @@ func (b *builder) parseSlices(s *service, clusterIP [2]netip.Addr) {
 			ps.eps = append(ps.eps, ep)
 		}
 	}
+
+	b.ports = b.ports[:0]
+	for i := range b.eps {
+		for _, sp := range b.eps[i].ports {
+			b.ports = append(b.ports, portRef{b.eps[i].fam, sp.name, sp.proto, sp.port, i})
+		}
+	}
+	slices.SortFunc(b.ports, func(x, y portRef) int {
+		return cmp.Or(x.compare(y.fam, y.name, y.proto), cmp.Compare(x.slice, y.slice), cmp.Compare(x.port, y.port))
+	})
 }
 
 // endpoints returns the backends of the Service port named name with
@@ -161,18 +185,11 @@ func (b *builder) parseSlices(s *service, clusterIP [2]netip.Addr) {
 // Only the sets asked for are made, and said to be cut.
 func (b *builder) endpoints(s *service, name string, proto Proto, fam int, topology, needCluster, needLocal bool) (cluster, local []Backend) {
 	c := b.cands[:0]
-	for i := range b.eps {
-		ps := &b.eps[i]
-		if ps.fam != fam {
-			continue
-		}
-		for _, sp := range ps.ports {
-			if sp.name != name || sp.proto != proto {
-				continue
-			}
-			for _, e := range ps.eps {
-				c = append(c, candidate{netip.AddrPortFrom(e.addr, sp.port), e})
-			}
+	i, _ := slices.BinarySearchFunc(b.ports, 0, func(r portRef, _ int) int { return r.compare(fam, name, proto) })
+	for ; i < len(b.ports) && b.ports[i].compare(fam, name, proto) == 0; i++ {
+		r := &b.ports[i]
+		for _, e := range b.eps[r.slice].eps {
+			c = append(c, candidate{netip.AddrPortFrom(e.addr, r.port), e})
 		}
 	}
 	b.cands = c
