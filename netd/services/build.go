@@ -367,7 +367,7 @@ func (b *builder) service(s *service) {
 	topology := wantsTopology(s.svc)
 	b.parseSlices(s, clusterIP)
 
-	var seen keySet // port and protocol of the ports so far (Addr unset)
+	var seen keySet // port and protocol of the ports so far (Addr unset), when many
 	for i := range spec.Ports {
 		p := &spec.Ports[i]
 		proto, ok := parseProto(p.Protocol)
@@ -380,11 +380,13 @@ func (b *builder) service(s *service) {
 			continue
 		}
 		pk := Key{Port: uint16(p.Port), Proto: proto}
-		if seen.has(pk) {
+		if dup := len(spec.Ports) > 8 && seen.has(pk) || len(spec.Ports) <= 8 && listedBefore(spec.Ports[:i], pk); dup {
 			b.problem(s.name, fmt.Sprintf("port %q: %d/%s is listed twice; left out", p.Name, p.Port, proto))
 			continue
 		}
-		seen.add(pk)
+		if len(spec.Ports) > 8 {
+			seen.add(pk)
+		}
 		var nodePort uint16
 		switch {
 		case p.NodePort == 0:
@@ -449,6 +451,17 @@ func (b *builder) service(s *service) {
 			}
 		}
 	}
+}
+
+// listedBefore reports whether one of ports has k's port and protocol:
+// seen without a set, for the few ports most Services have.
+func listedBefore(ports []corev1.ServicePort, k Key) bool {
+	for i := range ports {
+		if proto, ok := parseProto(ports[i].Protocol); ok && proto == k.Proto && ports[i].Port == int32(k.Port) {
+			return true
+		}
+	}
+	return false
 }
 
 // frontAddr parses a frontend address of s, saying why it is left out if

@@ -814,7 +814,7 @@ func TestBuildManyPorts(t *testing.T) {
 			eps2 = append(eps2, sport(name, int32(10000+i)))
 		}
 	}
-	s := svc("many", ips("10.43.0.1"), sps)
+	s := svc("many", ips("10.43.0.1"), append(sps, tcp("dup", 1)))
 	tab, probs := Build(Input{
 		Services: []*corev1.Service{s},
 		Slices: []*discoveryv1.EndpointSlice{
@@ -822,8 +822,9 @@ func TestBuildManyPorts(t *testing.T) {
 			v4("many", "many-2", eps2, ep("10.42.0.2")),
 		},
 	})
-	if len(tab) != n || len(probs) != 0 {
-		t.Fatalf("Build: %d frontends, %d problems, want %d and none", len(tab), len(probs), n)
+	want := []Problem{{"default/many", `port "dup": 1/TCP is listed twice; left out`}}
+	if len(tab) != n || !slices.Equal(probs, want) {
+		t.Fatalf("Build: %d frontends, problems %v; want %d and %v", len(tab), probs, n, want)
 	}
 	for i := range n {
 		f := tab[Key{netip.MustParseAddr("10.43.0.1"), uint16(1 + i), TCP}]
