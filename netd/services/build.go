@@ -71,10 +71,13 @@ type limits struct {
 // MaxBackends in the table's order. Services are then added in
 // namespace/name order; one that would take the table past MaxFrontends
 // or MaxBackendsTotal (counting Backends and ExternalBackends) is left out
-// whole, and the next ones still tried.
+// whole, and the next ones still tried. Claims are settled before the
+// limits: a Service left out for them still kept what it claimed from a
+// younger one.
 //
 // Frontends of the returned Table may share their Backends and
-// ExternalBackends slices: callers treat them as read-only.
+// ExternalBackends slices: callers treat them as read-only. The Problems
+// are sorted by Service, then Reason.
 func Build(in Input) (Table, []Problem) {
 	return build(in, limits{MaxFrontends, MaxBackends, MaxBackendsTotal})
 }
