@@ -140,6 +140,14 @@ func TestBuildEndpointChoice(t *testing.T) {
 		},
 		want: []string{"10.43.0.1:80/TCP ClusterIP default/web:http [10.42.0.2:8080]"},
 	}, {
+		name:     "an endpoint in two slices, local in one: kept as that one says, as upstream favours local",
+		services: []*corev1.Service{web},
+		slices: []*discoveryv1.EndpointSlice{
+			v4("web", "web-1", http, ep("10.42.0.2"), ep("10.42.0.3")),
+			v4("web", "web-2", http, ep("10.42.0.2", on(node), ready(false))),
+		},
+		want: []string{"10.43.0.1:80/TCP ClusterIP default/web:http [10.42.0.3:8080]"},
+	}, {
 		name:     "same address on two target ports is two backends",
 		services: []*corev1.Service{web},
 		slices: []*discoveryv1.EndpointSlice{
