@@ -184,8 +184,8 @@ func storedObject(tb testing.TB, key wire.Key, spec *podSpec, gen int) []byte {
 
 // worldObj is one object of a world's store.
 type worldObj struct {
-	rev int64
-	raw []byte
+	rev  int64
+	raw  []byte
 	pod  *podSpec  // pods only
 	node *nodeSpec // Nodes only
 }
@@ -207,7 +207,7 @@ type world struct {
 	gen  int
 	objs map[wire.Key]worldObj
 	log  []Event
-	spec map[int64]map[wire.Key]*podSpec // the pods' specs by revision
+	spec map[int64]map[wire.Key]*podSpec  // the pods' specs by revision
 	node map[int64]map[wire.Key]*nodeSpec // the Nodes' specs by revision
 	st   *stored
 	// What edges did of the puts without their objects, over all.
