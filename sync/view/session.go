@@ -140,7 +140,7 @@ const unknownRev = -1
 // nothing) for ResumeFromInventory. The caller owns the returned slice but
 // not the objects in it, which it must not modify.
 func (x *Index) Resume(node string, lastRev int64) (*Session, []Change, int64, error) {
-	if err := (wire.Key{Resource: wire.ResourceNodes, Name: node}).Validate(); err != nil {
+	if err := nodeKey(node).Validate(); err != nil {
 		return nil, nil, 0, fmt.Errorf("resume node %q: %w", node, err)
 	}
 	x.mu.RLock()
@@ -179,7 +179,7 @@ func (x *Index) ResumeFromInventory(node string, inv []wire.InventoryEntry) (*Se
 }
 
 func (x *Index) newSession(node string) *Session {
-	s := &Session{x: x, node: node, nodeKey: wire.Key{Resource: wire.ResourceNodes, Name: node}, wakeup: make(chan struct{}, 1)}
+	s := &Session{x: x, node: node, nodeKey: nodeKey(node), wakeup: make(chan struct{}, 1)}
 	x.register(s)
 	return s
 }
