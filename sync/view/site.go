@@ -79,7 +79,8 @@ func (x *Index) placeNode(node, site string) *siteChange {
 	return c
 }
 
-// members returns the Nodes of site but but, sorted. x.mu is held.
+// members returns the Nodes of site other than but, sorted. x.mu is
+// held.
 func (x *Index) members(site, but string) []string {
 	ns := x.sites[site]
 	out := make([]string, 0, len(ns))
