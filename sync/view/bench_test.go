@@ -14,14 +14,16 @@ type benchFleet struct {
 	rev      int64
 	sessions []*Session
 	podRaw   map[wire.Key][]byte
-	raw      []byte // a secret, for any non-pod put
+	nodeRaw  map[string][]byte
+	raw      []byte // a secret, for any put but of a pod or Node
 }
 
-// newBenchFleet indexes nodes nodes of pods pods each; each pod references
-// one of three secrets and a configmap of its node, and the default
-// service account. There are 50 services and their slices.
-func newBenchFleet(b *testing.B, nodes, pods int) *benchFleet {
-	f := &benchFleet{podRaw: map[wire.Key][]byte{}}
+// newBenchFleet indexes nodes nodes of pods pods each, in sites sites
+// (node i in site i%sites; 0: no site); each pod references one of three
+// secrets and a configmap of its node, and the default service account.
+// There are 50 services and their slices.
+func newBenchFleet(b *testing.B, nodes, pods, sites int) *benchFleet {
+	f := &benchFleet{podRaw: map[wire.Key][]byte{}, nodeRaw: map[string][]byte{}}
 	f.x = NewIndex(DefaultConfig())
 	var objs []Object
 	add := func(k wire.Key, raw []byte) {
@@ -36,7 +38,12 @@ func newBenchFleet(b *testing.B, nodes, pods int) *benchFleet {
 	}
 	for n := range nodes {
 		node := fmt.Sprintf("edge-%04d", n)
-		add(wire.Key{Resource: wire.ResourceNodes, Name: node}, f.raw)
+		spec := &nodeSpec{}
+		if sites > 0 {
+			spec.site = fmt.Sprintf("site-%02d", n%sites)
+		}
+		f.nodeRaw[node] = storedNode(b, node, spec, 0)
+		add(nodeKey(node), f.nodeRaw[node])
 		add(wire.Key{Resource: wire.ResourceConfigMaps, Namespace: "default", Name: node}, f.raw)
 		for s := range 3 {
 			add(wire.Key{Resource: wire.ResourceSecrets, Namespace: "default", Name: fmt.Sprintf("%s-%d", node, s)}, f.raw)
@@ -62,14 +69,19 @@ func newBenchFleet(b *testing.B, nodes, pods int) *benchFleet {
 }
 
 // BenchmarkApplyWith1000Sessions measures one store change with 1,000
-// nodes of 10 pods connected: Apply, then Next on every session, as the
-// hub does on each change. A pod or secret concerns one node; a service
-// all of them; an event none.
+// nodes of 10 pods connected, in 100 sites of 10: Apply, then Next on
+// every session, as the hub does on each change. A pod or secret concerns
+// one node; a Node's status its site's 10 (node), or its own alone in a
+// fleet without sites (node-no-site); a service all of them; an event
+// none.
 func BenchmarkApplyWith1000Sessions(b *testing.B) {
-	const nodes, pods = 1000, 10
-	for _, tc := range []string{"pod", "secret", "service", "event"} {
+	const nodes, pods, sites = 1000, 10, 100
+	for _, tc := range []string{"pod", "secret", "node", "node-no-site", "service", "event"} {
 		b.Run(tc, func(b *testing.B) {
-			f := newBenchFleet(b, nodes, pods)
+			f := newBenchFleet(b, nodes, pods, sites)
+			if tc == "node-no-site" {
+				f = newBenchFleet(b, nodes, pods, 0)
+			}
 			changes, i := 0, 0
 			for b.Loop() {
 				i++
@@ -81,6 +93,8 @@ func BenchmarkApplyWith1000Sessions(b *testing.B) {
 					ev.Raw = f.podRaw[ev.Key]
 				case "secret":
 					ev.Key = wire.Key{Resource: wire.ResourceSecrets, Namespace: "default", Name: node + "-1"}
+				case "node", "node-no-site":
+					ev.Key, ev.Raw = nodeKey(node), f.nodeRaw[node]
 				case "service":
 					ev.Key = wire.Key{Resource: wire.ResourceServices, Namespace: "default", Name: fmt.Sprintf("svc-%d", i%50)}
 				case "event":
@@ -108,7 +122,7 @@ func BenchmarkApplyWith1000Sessions(b *testing.B) {
 // changes ago (that of other nodes' pods, mostly).
 func BenchmarkResume(b *testing.B) {
 	const nodes, pods, back = 1000, 10, 1000
-	f := newBenchFleet(b, nodes, pods)
+	f := newBenchFleet(b, nodes, pods, 100)
 	from := f.rev
 	for i := range back {
 		k := wire.Key{Resource: wire.ResourcePods, Namespace: "default", Name: fmt.Sprintf("edge-%04d-%d", i%nodes, i%pods)}
@@ -132,7 +146,7 @@ func BenchmarkResume(b *testing.B) {
 // session alone, which last ran 1,000 changes (of other nodes) ago.
 func BenchmarkNextOfWokenSession(b *testing.B) {
 	const nodes, pods = 1000, 10
-	f := newBenchFleet(b, nodes, pods)
+	f := newBenchFleet(b, nodes, pods, 100)
 	i := 0
 	for b.Loop() {
 		i++

@@ -18,6 +18,9 @@ type record struct {
 	// prevPod and newPod are a pod's podInfo before and after the change,
 	// nil where the pod does not exist; nil for other resources.
 	prevPod, newPod *podInfo
+	// site is what a change of a Node did to sites, nil if the Node was
+	// and is in none; nil for other resources.
+	site *siteChange
 }
 
 // history is a ring of the latest records, oldest first, in revision order.

@@ -1,8 +1,9 @@
 // Package view indexes, for every edge node, the objects of its view (its
-// Node, its pods and what they reference, all services and endpoint slices)
-// and computes what to send the node, live and on resume; and it decides
-// when the service account tokens of the node's pods, which the hub mints
-// into the view, are minted again (Tokens). No I/O, no clock.
+// Node, the Nodes of its site, its pods and what they reference, all
+// services and endpoint slices) and computes what to send the node, live
+// and on resume; and it decides when the service account tokens of the
+// node's pods, which the hub mints into the view, are minted again
+// (Tokens). No I/O, no clock.
 package view
 
 import (
@@ -145,21 +146,28 @@ type Index struct {
 	floor   int64 // the oldest revision a resume may replay from; never decreases
 	changed chan struct{}
 
-	undecodable uint64       // pod versions that did not decode
-	sessions    atomic.Int64 // sessions not closed
-	bytes       int64        // the length of the raws of objs, guarded by mu
-	unheld      int          // the objects of objs without their raw, guarded by mu
+	undecodable      uint64       // pod versions that did not decode
+	undecodableNodes uint64       // Node versions that did not decode, guarded by mu
+	sessions         atomic.Int64 // sessions not closed
+	bytes            int64        // the length of the raws of objs, guarded by mu
+	unheld           int          // the objects of objs without their raw, guarded by mu
 
 	// refNodes lists, for each configmap, secret and service account,
 	// the nodes whose pods reference it: with nodes, it tells which
 	// sessions a change concerns. Guarded by mu.
 	refNodes map[wire.Key]map[string]struct{}
+	// siteOf holds the site of each Node that has one (see site.go), and
+	// sites the Nodes of each site: with nodes and refNodes, they tell
+	// which sessions a change concerns. Guarded by mu.
+	siteOf map[string]string
+	sites  map[string]map[string]struct{}
 	// concern lists, for each node, the records of the history that may
-	// change its view: its Node's, those of the pods that were or are
-	// bound to it, and those of the objects its pods referenced then.
-	// allConcern lists the records that may change every view: services,
-	// endpoint slices, and objects referenced on more than
-	// maxRefConcern nodes. Sessions replay only these. Guarded by mu.
+	// change its view: its Node's, those of the Nodes of its site then,
+	// those of the pods that were or are bound to it, and those of the
+	// objects its pods referenced then. allConcern lists the records that
+	// may change every view: services, endpoint slices, and objects
+	// referenced on more than maxRefConcern nodes, or Nodes of sites that
+	// large. Sessions replay only these. Guarded by mu.
 	concern    map[string]*seqs
 	allConcern seqs
 	refConcern int // maxRefConcern, but in tests
@@ -199,16 +207,19 @@ func NewIndex(cfg Config) *Index {
 		changed: make(chan struct{}),
 
 		refNodes:   make(map[wire.Key]map[string]struct{}),
+		siteOf:     make(map[string]string),
+		sites:      make(map[string]map[string]struct{}),
 		concern:    make(map[string]*seqs),
 		refConcern: maxRefConcern,
 		open:       make(map[string]map[*Session]struct{}),
 	}
 }
 
-// maxRefConcern is the number of nodes referencing an object above which a
-// change of it goes to allConcern rather than to each node's list: a
-// configmap on every node of a large fleet would otherwise cost a number
-// per node per change. Sessions check their references anyway.
+// maxRefConcern is the number of nodes referencing an object (or in the
+// sites of a Node) above which a change of it goes to allConcern rather
+// than to each node's list: a configmap on every node of a large fleet
+// would otherwise cost a number per node per change. Sessions check their
+// references (and sites) anyway.
 const maxRefConcern = 64
 
 // addConcern lists the record of sequence number seq, r, for the sessions
@@ -236,7 +247,12 @@ func (x *Index) addConcern(seq uint64, r *record) {
 	case kindShared:
 		x.allConcern.add(seq, oldest)
 	case kindNode:
+		if x.peers(r.site) > x.refConcern {
+			x.allConcern.add(seq, oldest)
+			return
+		}
 		add(r.key.Name)
+		x.eachPeer(r.site, r.key.Name, add)
 	case kindRef:
 		nodes := x.refNodes[r.key]
 		if len(nodes) > x.refConcern {
@@ -261,7 +277,7 @@ type kind uint8
 
 const (
 	kindNone   kind = iota // not part of any view
-	kindNode               // a node's own Node
+	kindNode               // a node's own Node, and those of its site
 	kindPod                // pods bound to the node
 	kindRef                // referenced by the node's pods
 	kindShared             // in every view
@@ -291,7 +307,8 @@ func (x *Index) Reset(rev int64, objects []Object) error {
 		return fmt.Errorf("reset to revision %d: negative", rev)
 	}
 	objs := make(map[wire.Key]*object, len(objects))
-	var undecodable uint64
+	siteOf := make(map[string]string)
+	var undecodable, undecodableNodes uint64
 	for _, o := range objects {
 		k := kindOf(o.Key.Resource)
 		if k == kindNone {
@@ -308,7 +325,8 @@ func (x *Index) Reset(rev int64, objects []Object) error {
 			return fmt.Errorf("reset to revision %d: %w", rev, err)
 		}
 		obj := &object{rev: o.Revision, raw: o.Raw, size: n}
-		if k == kindPod {
+		switch k {
+		case kindPod:
 			if old := x.lookup(o.Key); old != nil && old.rev == o.Revision && string(old.raw) == string(o.Raw) {
 				obj.pod = old.pod
 			} else {
@@ -316,6 +334,17 @@ func (x *Index) Reset(rev int64, objects []Object) error {
 				if obj.pod, ok = decodePod(o.Key.Namespace, o.Raw); !ok {
 					undecodable++
 				}
+			}
+		case kindNode:
+			site, same := x.lookupSite(o.Key, o.Revision, o.Raw)
+			if !same {
+				var ok bool
+				if site, ok = decodeNode(o.Raw); !ok {
+					undecodableNodes++
+				}
+			}
+			if site != "" {
+				siteOf[o.Key.Name] = site
 			}
 		}
 		objs[o.Key] = obj
@@ -327,6 +356,16 @@ func (x *Index) Reset(rev int64, objects []Object) error {
 	x.shared = make(map[wire.Key]*object)
 	x.nodes = make(map[string]*nodeState)
 	x.refNodes = make(map[wire.Key]map[string]struct{})
+	x.siteOf = siteOf
+	x.sites = make(map[string]map[string]struct{})
+	for node, site := range siteOf {
+		ns := x.sites[site]
+		if ns == nil {
+			ns = make(map[string]struct{})
+			x.sites[site] = ns
+		}
+		ns[node] = struct{}{}
+	}
 	for key, o := range objs {
 		switch kindOf(key.Resource) {
 		case kindShared:
@@ -350,6 +389,7 @@ func (x *Index) Reset(rev int64, objects []Object) error {
 	x.concern, x.allConcern = make(map[string]*seqs), nil
 	x.floor = max(x.floor, rev)
 	x.undecodable += undecodable
+	x.undecodableNodes += undecodableNodes
 	x.wake()
 	x.notify(true, nil)
 	return nil
@@ -361,6 +401,18 @@ func (x *Index) lookup(key wire.Key) *object {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.objs[key]
+}
+
+// lookupSite returns the site of Node key now, and whether its object is
+// at rev and raw now, so that the site holds for raw.
+func (x *Index) lookupSite(key wire.Key, rev int64, raw []byte) (string, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	old := x.objs[key]
+	if old == nil || old.rev != rev || string(old.raw) != string(raw) {
+		return "", false
+	}
+	return x.siteOf[key.Name], true
 }
 
 // Apply applies changes of the store, in revision order, all after the
@@ -376,9 +428,10 @@ func (x *Index) Apply(events []Event) error {
 	// Check and decode before taking the lock: sessions keep reading
 	// meanwhile. Only this goroutine writes x.rev.
 	pods := make([]*podInfo, len(events))
+	sites := make([]string, len(events)) // of Nodes
 	sizes := make([]int, len(events))
 	last := x.rev
-	var undecodable uint64
+	var undecodable, undecodableNodes uint64
 	for i, ev := range events {
 		switch {
 		case ev.Revision <= x.rev:
@@ -402,12 +455,19 @@ func (x *Index) Apply(events []Event) error {
 			return fmt.Errorf("apply revision %d: put of %s without an object (size %d, %d bytes)", ev.Revision, ev.Key, ev.Size, len(ev.Raw))
 		}
 		sizes[i] = n
-		if k == kindPod {
+		switch k {
+		case kindPod:
 			pi, ok := decodePod(ev.Key.Namespace, ev.Raw)
 			if !ok {
 				undecodable++
 			}
 			pods[i] = pi
+		case kindNode:
+			site, ok := decodeNode(ev.Raw)
+			if !ok {
+				undecodableNodes++
+			}
+			sites[i] = site
 		}
 	}
 
@@ -456,6 +516,10 @@ func (x *Index) Apply(events []Event) error {
 				r.newPod = obj.pod
 			}
 		}
+		if k == kindNode {
+			r.site = x.placeNode(ev.Key.Name, sites[i]) // "" when deleted
+			x.eachPeer(r.site, ev.Key.Name, func(n string) { touched[n] = struct{}{} })
+		}
 		if k == kindPod {
 			for _, pi := range []*podInfo{r.prevPod, r.newPod} {
 				if pi != nil && pi.node != "" {
@@ -478,6 +542,7 @@ func (x *Index) Apply(events []Event) error {
 	}
 	x.rev = last
 	x.undecodable += undecodable
+	x.undecodableNodes += undecodableNodes
 	x.wake()
 	x.notify(all, touched)
 	return nil
@@ -661,6 +726,9 @@ func (x *Index) Changed() <-chan struct{} {
 
 // View returns the node's view now: its objects and their revisions,
 // sorted by resource, namespace and name. The caller owns the slice.
+// The view holds the node's Node, the Nodes of its site (see
+// wire.SiteLabel), its pods, the configmaps, secrets and service accounts
+// they reference, and all services and endpoint slices.
 func (x *Index) View(node string) []wire.InventoryEntry {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -672,12 +740,20 @@ func (x *Index) View(node string) []wire.InventoryEntry {
 	return out
 }
 
-// eachInView calls f for every object of the node's view now, in no
-// particular order. x.mu is held.
+// eachInView calls f for every object of the node's view now (see View),
+// in no particular order. x.mu is held.
 func (x *Index) eachInView(node string, f func(wire.Key, *object)) {
-	nodeKey := wire.Key{Resource: wire.ResourceNodes, Name: node}
-	if o := x.objs[nodeKey]; o != nil {
-		f(nodeKey, o)
+	own := nodeKey(node)
+	if o := x.objs[own]; o != nil {
+		f(own, o)
+	}
+	if site := x.siteOf[node]; site != "" {
+		for n := range x.sites[site] {
+			if n != node {
+				k := nodeKey(n)
+				f(k, x.objs[k])
+			}
+		}
 	}
 	if n := x.nodes[node]; n != nil {
 		for key := range n.pods {
@@ -709,11 +785,18 @@ type Stats struct {
 	Unheld      int
 	// Nodes is the number of nodes with pods bound to them.
 	Nodes int
+	// Sites is the number of sites with Nodes in them, SiteNodes the
+	// number of Nodes in a site.
+	Sites     int
+	SiteNodes int
 	// Sessions is the number of sessions not yet closed.
 	Sessions int
 	// UndecodablePods counts the pod versions, since NewIndex, that did
 	// not decode; each was taken as bound to no node.
 	UndecodablePods uint64
+	// UndecodableNodes counts the Node versions, since NewIndex, that did
+	// not decode; each was taken as in no site.
+	UndecodableNodes uint64
 }
 
 // Stats returns the index's figures now.
@@ -721,14 +804,17 @@ func (x *Index) Stats() Stats {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return Stats{
-		Revision:        x.rev,
-		ResumeFrom:      x.floor,
-		History:         x.hist.n,
-		Objects:         len(x.objs),
-		ObjectBytes:     x.bytes,
-		Unheld:          x.unheld,
-		Nodes:           len(x.nodes),
-		Sessions:        int(x.sessions.Load()),
-		UndecodablePods: x.undecodable,
+		Revision:         x.rev,
+		ResumeFrom:       x.floor,
+		History:          x.hist.n,
+		Objects:          len(x.objs),
+		ObjectBytes:      x.bytes,
+		Unheld:           x.unheld,
+		Nodes:            len(x.nodes),
+		Sessions:         int(x.sessions.Load()),
+		UndecodablePods:  x.undecodable,
+		UndecodableNodes: x.undecodableNodes,
+		Sites:            len(x.sites),
+		SiteNodes:        len(x.siteOf),
 	}
 }

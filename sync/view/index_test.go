@@ -84,6 +84,25 @@ func TestViewMembership(t *testing.T) {
 			{key: key("secrets/default/s1")},
 		},
 	}, {
+		name: "Nodes of its site, not of others nor unlabelled",
+		changes: []change{
+			{key: key("nodes//n1"), node: &nodeSpec{site: "east"}}, {key: key("nodes//n2"), node: &nodeSpec{site: "east"}},
+			{key: key("nodes//n3"), node: &nodeSpec{site: "west"}}, {key: key("nodes//n4")},
+			{key: key("nodes//n5"), node: &nodeSpec{site: "east", garbage: true}},
+		},
+		want: []string{"nodes//n1", "nodes//n2"},
+	}, {
+		name: "no site of its own",
+		changes: []change{
+			{key: key("nodes//n1")}, {key: key("nodes//n2"), node: &nodeSpec{site: "east"}}, {key: key("nodes//n3")},
+		},
+		want: []string{"nodes//n1"},
+	}, {
+		name: "no Node of its own",
+		changes: []change{
+			{key: key("nodes//n2"), node: &nodeSpec{site: "east"}}, {key: key("nodes//n3"), node: &nodeSpec{site: "east"}},
+		},
+	}, {
 		name: "objects of no view",
 		changes: []change{
 			{key: key("events/default/e1")},

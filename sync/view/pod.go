@@ -37,9 +37,9 @@ type podTokens struct {
 // node and references nothing.
 var unbound = &podInfo{}
 
-// podCodec decodes stored pods. Its scheme holds core/v1 only: the index
-// decodes nothing else.
-var podCodec = func() *protobuf.Serializer {
+// codec decodes stored pods and Nodes. Its scheme holds core/v1 only: the
+// index decodes nothing else.
+var codec = func() *protobuf.Serializer {
 	s := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(s))
 	return protobuf.NewSerializer(s, s)
@@ -48,7 +48,7 @@ var podCodec = func() *protobuf.Serializer {
 // decodePod returns the podInfo of a pod in namespace ns stored as raw
 // (Kubernetes protobuf), and false with unbound if raw is not a Pod.
 func decodePod(ns string, raw []byte) (*podInfo, bool) {
-	obj, _, err := podCodec.Decode(raw, nil, &corev1.Pod{})
+	obj, _, err := codec.Decode(raw, nil, &corev1.Pod{})
 	if err != nil {
 		return unbound, false
 	}

@@ -13,15 +13,17 @@ import (
 )
 
 // gen makes random writes over a few nodes, pods and referenced objects,
-// so that pods move, references come and go, and objects are created
-// before and after the pods that reference them.
+// so that pods move, references come and go, objects are created before
+// and after the pods that reference them, and Nodes join, leave and move
+// between sites, are deleted and created again.
 type gen struct {
 	rng *rand.Rand
 	w   *world
 }
 
 var (
-	genNodes   = []string{"n1", "n2", "n3"}
+	genNodes   = []string{"n1", "n2", "n3", "n4"}
+	genSites   = []string{"", "east", "west"}
 	genPods    = []string{"p1", "p2", "p3", "p4", "p5", "p6"}
 	genSecrets = []string{"s1", "s2", "s3", "s4"}
 	genCMs     = []string{"c1", "c2", "c3"}
@@ -48,7 +50,7 @@ func (g *gen) change() change {
 	}
 	k := func(res, name string) wire.Key { return wire.Key{Resource: res, Namespace: ns, Name: name} }
 	del := g.rng.IntN(4) == 0
-	switch g.rng.IntN(12) {
+	switch g.rng.IntN(13) {
 	case 0, 1, 2, 3, 4:
 		key := k(wire.ResourcePods, g.pick(genPods))
 		if g.rng.IntN(5) == 0 {
@@ -74,11 +76,13 @@ func (g *gen) change() change {
 		return change{key: k(wire.ResourceServices, g.pick([]string{"a", "b"})), deleted: del}
 	case 10:
 		return change{key: k(wire.ResourceEndpointSlices, g.pick([]string{"a-1", "b-1"})), deleted: del}
+	case 11:
+		if g.rng.IntN(3) == 0 {
+			return change{key: k(wire.ResourceEvents, "e")}
+		}
 	}
-	if g.rng.IntN(3) == 0 {
-		return change{key: k(wire.ResourceEvents, "e")}
-	}
-	return change{key: wire.Key{Resource: wire.ResourceNodes, Name: g.pick(genNodes)}, deleted: del}
+	node := &nodeSpec{site: g.pick(genSites), garbage: g.rng.IntN(25) == 0}
+	return change{key: wire.Key{Resource: wire.ResourceNodes, Name: g.pick(genNodes)}, node: node, deleted: del}
 }
 
 // step writes one revision: one change, sometimes a few.
@@ -313,6 +317,8 @@ func TestResumeFromInventory(t *testing.T) {
 func TestFleet(t *testing.T) {
 	var parts, interrupted, inventories, resets, lost int // the paths taken, over all seeds
 	var loads, founds, drops int64                        // of the puts without their objects
+	moves := map[string]int{}                             // of Nodes between sites
+	var nodeless int                                      // sessions opened before the node's Node exists
 	for seed := range uint64(100) {
 		rng := rand.New(rand.NewPCG(seed, 3))
 		cfg := Config{
@@ -330,6 +336,9 @@ func TestFleet(t *testing.T) {
 			edges[n] = w.newEdge(n)
 		}
 		connect := func(e *edge) {
+			if _, ok := w.objs[nodeKey(e.node)]; !ok {
+				nodeless++
+			}
 			what := fmt.Sprintf("seed %d: Resume(%s, %d)", seed, e.node, e.rev)
 			s, changes, rev, err := w.x.Resume(e.node, e.rev)
 			if errors.Is(err, ErrNeedInventory) {
@@ -434,7 +443,19 @@ func TestFleet(t *testing.T) {
 			t.Errorf("seed %d: Stats().Sessions = %d, want %d", seed, got, open)
 		}
 		loads, founds, drops = loads+w.loads.Load(), founds+w.founds.Load(), drops+w.drops.Load()
+		for m, n := range w.moves {
+			moves[m] += n
+		}
 	}
+	for _, m := range []string{"create in a site", "re-create in a site", "join a site", "leave a site", "move between sites", "delete from a site"} {
+		if moves[m] == 0 {
+			t.Errorf("no Node did %s: want each path taken", m)
+		}
+	}
+	if nodeless == 0 {
+		t.Errorf("no session opened before its node's Node existed: want each path taken")
+	}
+	t.Logf("Nodes' moves %v; sessions opened before their Node %d", moves, nodeless)
 	if parts == 0 || interrupted == 0 || inventories == 0 || resets == 0 || lost == 0 || loads == 0 || founds == 0 || drops == 0 {
 		t.Errorf("parts %d, interrupted batches %d, resumes from inventory %d, resets %d, sessions lost %d, objects loaded %d, found %d, dropped %d: want each path taken",
 			parts, interrupted, inventories, resets, lost, loads, founds, drops)

@@ -165,6 +165,7 @@ func (r *scriptRun) config(args []string) {
 //
 //	config [history=N] [changes=N] [bytes=N]  a new, empty world
 //	node|secret|configmap|sa|service|slice|event NAME  put an object
+//	node NAME [site=S] [garbage]  put a Node, in site S (the label) or none
 //	pod NS/NAME [node=N] [secret=a,b] [cm=] [proj-secret=] [proj-cm=]
 //	    [env-secret=] [env-cm=] [from-secret=] [from-cm=] [pull=] [sa=] [garbage]
 //	delete RESOURCE/NS/NAME
@@ -297,6 +298,9 @@ func (r *scriptRun) run(line string) bool {
 		s := r.w.x.Stats()
 		r.printf("revision %d, resume from %d, history %d, objects %d, nodes %d, sessions %d, undecodable pods %d",
 			s.Revision, s.ResumeFrom, s.History, s.Objects, s.Nodes, s.Sessions, s.UndecodablePods)
+		if s.Sites+s.SiteNodes > 0 || s.UndecodableNodes > 0 {
+			r.printf("sites %d of %d Nodes, undecodable Nodes %d", s.Sites, s.SiteNodes, s.UndecodableNodes)
+		}
 	case "held":
 		s := r.w.x.Stats()
 		r.printf("%d objects, %d bytes held; %d without their bytes", s.Objects, s.ObjectBytes, s.Unheld)
@@ -356,6 +360,20 @@ func (r *scriptRun) change(f []string) change {
 		ns, name = "", f[1]
 	}
 	c := change{key: wire.Key{Resource: res, Namespace: ns, Name: name}}
+	if res == wire.ResourceNodes {
+		c.node = &nodeSpec{}
+		for _, a := range f[2:] {
+			switch v, ok := strings.CutPrefix(a, "site="); {
+			case ok:
+				c.node.site = v
+			case a == "garbage":
+				c.node.garbage = true
+			default:
+				r.t.Fatalf("node: unknown %q", a)
+			}
+		}
+		return c
+	}
 	if res != wire.ResourcePods {
 		return c
 	}

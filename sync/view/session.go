@@ -87,9 +87,10 @@ type Session struct {
 	mu     sync.Mutex
 	closed bool
 	epoch  uint64 // the index's at rev
-	// rev is the revision of pods, refs and held: the node is at rev once
-	// pending is sent.
+	// rev is the revision of site, pods, refs and held: the node is at
+	// rev once pending is sent.
 	rev     int64
+	site    string                // the site of the node's Node at rev, "" for none
 	pods    map[wire.Key]*podInfo // the node's pods at rev
 	refs    map[wire.Key]int32    // how many of pods reference each key
 	held    map[wire.Key]int64    // what the node holds: key -> revision, or unknownRev
@@ -139,7 +140,7 @@ const unknownRev = -1
 // nothing) for ResumeFromInventory. The caller owns the returned slice but
 // not the objects in it, which it must not modify.
 func (x *Index) Resume(node string, lastRev int64) (*Session, []Change, int64, error) {
-	if err := (wire.Key{Resource: wire.ResourceNodes, Name: node}).Validate(); err != nil {
+	if err := nodeKey(node).Validate(); err != nil {
 		return nil, nil, 0, fmt.Errorf("resume node %q: %w", node, err)
 	}
 	x.mu.RLock()
@@ -178,7 +179,7 @@ func (x *Index) ResumeFromInventory(node string, inv []wire.InventoryEntry) (*Se
 }
 
 func (x *Index) newSession(node string) *Session {
-	s := &Session{x: x, node: node, nodeKey: wire.Key{Resource: wire.ResourceNodes, Name: node}, wakeup: make(chan struct{}, 1)}
+	s := &Session{x: x, node: node, nodeKey: nodeKey(node), wakeup: make(chan struct{}, 1)}
 	x.register(s)
 	return s
 }
@@ -312,9 +313,7 @@ func (s *Session) replay() {
 func (s *Session) apply(r *record, b *builder) {
 	switch r.kind {
 	case kindNode:
-		if r.key == s.nodeKey {
-			s.sync(r.key, r.rev, !r.deleted, b)
-		}
+		s.applyNode(r, b)
 	case kindShared:
 		s.sync(r.key, r.rev, !r.deleted, b)
 	case kindRef:
@@ -323,6 +322,35 @@ func (s *Session) apply(r *record, b *builder) {
 		}
 	case kindPod:
 		s.applyPod(r, b)
+	}
+}
+
+// applyNode brings s over a change of a Node: the node's own, which may
+// move it to another site (or to none), or another's, which may join,
+// stay in or leave its site.
+func (s *Session) applyNode(r *record, b *builder) {
+	c := r.site
+	if r.key == s.nodeKey {
+		s.sync(r.key, r.rev, !r.deleted, b)
+		if c != nil && c.prev != c.next {
+			for _, n := range c.left {
+				s.sync(nodeKey(n), r.rev, false, b)
+			}
+			for _, n := range c.joined {
+				s.sync(nodeKey(n), r.rev, true, b)
+			}
+		}
+		s.site = ""
+		if c != nil {
+			s.site = c.next
+		}
+		return
+	}
+	if c == nil || s.site == "" {
+		return
+	}
+	if was, is := c.prev == s.site, c.next == s.site; was || is {
+		s.sync(r.key, r.rev, is, b)
 	}
 }
 
@@ -455,6 +483,7 @@ func (s *Session) resync(have map[wire.Key]int64) {
 	})
 	s.pending = append(dels, puts...)
 	s.held = held
+	s.site = x.siteOf[s.node]
 	s.podsGen++
 	if n := x.nodes[s.node]; n != nil {
 		s.pods, s.refs = maps.Clone(n.pods), maps.Clone(n.refs)
@@ -473,10 +502,11 @@ func (s *Session) startAt(rev int64) {
 	h := &x.hist
 	from := h.after(rev)
 	cur := x.nodes[s.node]
-	// first holds the first change after rev of the node's Node, of the
-	// services and slices, and of the pods that were, are or have been on
-	// the node. For a pod, the first change that involves the node will
-	// do: if an earlier one exists, the pod was elsewhere before both.
+	// first holds the first change after rev of every Node (the node's
+	// own, and those that may have been of its site), of the services and
+	// slices, and of the pods that were, are or have been on the node. For
+	// a pod, the first change that involves the node will do: if an
+	// earlier one exists, the pod was elsewhere before both.
 	first := make(map[wire.Key]*record)
 	for i := from; i < h.n; i++ {
 		r := h.at(i)
@@ -485,16 +515,20 @@ func (s *Session) startAt(rev int64) {
 			if !onNode(r.prevPod, s.node) && !onNode(r.newPod, s.node) && (cur == nil || cur.pods[r.key] == nil) {
 				continue
 			}
-		case kindShared:
-		case kindNode:
-			if r.key != s.nodeKey {
-				continue
-			}
+		case kindShared, kindNode:
 		default:
 			continue
 		}
 		if _, ok := first[r.key]; !ok {
 			first[r.key] = r
+		}
+	}
+	// The node's site at rev: that of its Node then.
+	s.site = x.siteOf[s.node]
+	if r := first[s.nodeKey]; r != nil {
+		s.site = ""
+		if r.site != nil {
+			s.site = r.site.prev
 		}
 	}
 	s.pods = make(map[wire.Key]*podInfo)
@@ -523,6 +557,14 @@ func (s *Session) startAt(rev int64) {
 	if o := x.objs[s.nodeKey]; o != nil && first[s.nodeKey] == nil {
 		s.held[s.nodeKey] = o.rev
 	}
+	if s.site != "" {
+		// The Nodes of the site now that have not changed since.
+		for n := range x.sites[s.site] {
+			if k := nodeKey(n); k != s.nodeKey && first[k] == nil {
+				s.held[k] = x.objs[k].rev
+			}
+		}
+	}
 	for key, r := range first {
 		switch {
 		case r.prevRev == 0:
@@ -530,6 +572,10 @@ func (s *Session) startAt(rev int64) {
 		case r.kind == kindPod:
 			if onNode(r.prevPod, s.node) {
 				bind(key, r.prevPod, r.prevRev)
+			}
+		case r.kind == kindNode && key != s.nodeKey:
+			if s.site != "" && r.site != nil && r.site.prev == s.site {
+				s.held[key] = r.prevRev // of the site then
 			}
 		default:
 			s.held[key] = r.prevRev

@@ -133,8 +133,27 @@ func (p *podSpec) pod(ns, name string, gen int) *corev1.Pod {
 	return pod
 }
 
+// nodeSpec describes a test Node: its site label ("" for none).
+type nodeSpec struct {
+	site    string
+	garbage bool // stored as bytes that do not decode
+}
+
+// storedNode returns the stored form of Node name, at generation gen.
+func storedNode(tb testing.TB, name string, spec *nodeSpec, gen int) []byte {
+	tb.Helper()
+	if spec.garbage {
+		return []byte("k8s\x00\xff\xff not a node " + strconv.Itoa(gen))
+	}
+	meta := metav1.ObjectMeta{Name: name, Labels: map[string]string{"gen": strconv.Itoa(gen)}}
+	if spec.site != "" {
+		meta.Labels[wire.SiteLabel] = spec.site
+	}
+	return encode(tb, &corev1.Node{ObjectMeta: meta})
+}
+
 // storedObject returns the stored form of the object of key, at generation gen;
-// spec is for pods only.
+// spec is for pods only. A Node has no site.
 func storedObject(tb testing.TB, key wire.Key, spec *podSpec, gen int) []byte {
 	tb.Helper()
 	meta := metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{"gen": strconv.Itoa(gen)}}
@@ -165,9 +184,18 @@ func storedObject(tb testing.TB, key wire.Key, spec *podSpec, gen int) []byte {
 
 // worldObj is one object of a world's store.
 type worldObj struct {
-	rev int64
-	raw []byte
-	pod *podSpec // pods only
+	rev  int64
+	raw  []byte
+	pod  *podSpec  // pods only
+	node *nodeSpec // Nodes only
+}
+
+// site returns the site of a Node, "" for none.
+func (o worldObj) site() string {
+	if o.node == nil || o.node.garbage {
+		return ""
+	}
+	return o.node.site
 }
 
 // world is a store in miniature that feeds an Index and remembers every
@@ -179,17 +207,22 @@ type world struct {
 	gen  int
 	objs map[wire.Key]worldObj
 	log  []Event
-	spec map[int64]map[wire.Key]*podSpec // the pods' specs by revision
+	spec map[int64]map[wire.Key]*podSpec  // the pods' specs by revision
+	node map[int64]map[wire.Key]*nodeSpec // the Nodes' specs by revision
 	st   *stored
 	// What edges did of the puts without their objects, over all.
 	loads, founds, drops atomic.Int64
 	// resetRaw: reset gives Reset the bytes of every object, or (false)
 	// none of the OnDemand resources', as the hub does.
 	resetRaw bool
+	// moves counts the changes of Nodes by what they did to sites (see
+	// siteMove), to check that the tests take each path.
+	moves map[string]int
 }
 
 func newWorld(tb testing.TB, cfg Config) *world {
-	return &world{tb: tb, x: NewIndex(cfg), objs: map[wire.Key]worldObj{}, spec: map[int64]map[wire.Key]*podSpec{}, st: newStored(), resetRaw: true}
+	return &world{tb: tb, x: NewIndex(cfg), objs: map[wire.Key]worldObj{}, spec: map[int64]map[wire.Key]*podSpec{},
+		node: map[int64]map[wire.Key]*nodeSpec{}, st: newStored(), resetRaw: true, moves: map[string]int{}}
 }
 
 // stored is the world's store as edges read it: every version of every
@@ -222,6 +255,13 @@ func (st *stored) del(key wire.Key) {
 	st.latest[key] = 0
 }
 
+// ever reports whether key was ever written.
+func (st *stored) ever(key wire.Key) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.versions[key] != nil
+}
+
 // version returns key at rev, as it was written.
 func (st *stored) version(key wire.Key, rev int64) ([]byte, bool) {
 	st.mu.Lock()
@@ -242,11 +282,34 @@ func (st *stored) read(key wire.Key, rev int64) ([]byte, bool) {
 }
 
 // change is one change of a world transaction: a put of key (with spec for
-// a pod) or its deletion.
+// a pod, node for a Node: none for no site) or its deletion.
 type change struct {
 	key     wire.Key
 	spec    *podSpec
+	node    *nodeSpec
 	deleted bool
+}
+
+// siteMove names what a change of a Node from prev to next (had, has:
+// whether they exist) does to sites, "" if nothing; before, whether the
+// Node existed before prev.
+func siteMove(prev, next worldObj, had, has, before bool) string {
+	a, b := prev.site(), next.site()
+	switch {
+	case a == b && (a == "" || had == has):
+		return ""
+	case !had && before:
+		return "re-create in a site"
+	case !had:
+		return "create in a site"
+	case !has:
+		return "delete from a site"
+	case a == "":
+		return "join a site"
+	case b == "":
+		return "leave a site"
+	}
+	return "move between sites"
 }
 
 // commit writes changes at the next revision and applies them to the
@@ -257,6 +320,8 @@ func (w *world) commit(changes ...change) {
 	var events []Event
 	for _, c := range changes {
 		ev := Event{Revision: w.rev, Key: c.key, Deleted: c.deleted}
+		prev, had := w.objs[c.key]
+		before := w.st.ever(c.key)
 		if c.deleted {
 			delete(w.objs, c.key)
 			w.st.del(c.key)
@@ -266,14 +331,34 @@ func (w *world) commit(changes ...change) {
 			if c.key.Resource == wire.ResourcePods && spec == nil {
 				spec = &podSpec{}
 			}
-			ev.Raw = storedObject(w.tb, c.key, spec, w.gen)
-			w.objs[c.key] = worldObj{rev: w.rev, raw: ev.Raw, pod: spec}
+			node := c.node
+			if c.key.Resource == wire.ResourceNodes && node == nil {
+				node = &nodeSpec{}
+			}
+			if node != nil {
+				ev.Raw = storedNode(w.tb, c.key.Name, node, w.gen)
+			} else {
+				ev.Raw = storedObject(w.tb, c.key, spec, w.gen)
+			}
+			w.objs[c.key] = worldObj{rev: w.rev, raw: ev.Raw, pod: spec, node: node}
 			w.st.put(c.key, w.rev, ev.Raw)
 			if spec != nil {
 				if w.spec[w.rev] == nil {
 					w.spec[w.rev] = map[wire.Key]*podSpec{}
 				}
 				w.spec[w.rev][c.key] = spec
+			}
+			if node != nil {
+				if w.node[w.rev] == nil {
+					w.node[w.rev] = map[wire.Key]*nodeSpec{}
+				}
+				w.node[w.rev][c.key] = node
+			}
+		}
+		if c.key.Resource == wire.ResourceNodes {
+			next, has := w.objs[c.key]
+			if m := siteMove(prev, next, had, has, before); m != "" {
+				w.moves[m]++
 			}
 		}
 		events = append(events, ev)
@@ -311,18 +396,24 @@ func (w *world) at(rev int64) map[wire.Key]worldObj {
 			delete(objs, ev.Key)
 			continue
 		}
-		objs[ev.Key] = worldObj{rev: ev.Revision, raw: ev.Raw, pod: w.spec[ev.Revision][ev.Key]}
+		objs[ev.Key] = worldObj{rev: ev.Revision, raw: ev.Raw, pod: w.spec[ev.Revision][ev.Key], node: w.node[ev.Revision][ev.Key]}
 	}
 	return objs
 }
 
-// viewOf computes the view of node in objs from scratch.
+// viewOf computes the view of node in objs from scratch: its Node and
+// those of its site (the same non-empty label as its own Node's), its pods
+// and the objects they reference, services and endpoint slices.
 func viewOf(objs map[wire.Key]worldObj, node string) map[wire.Key]int64 {
 	v := map[wire.Key]int64{}
+	site := ""
+	if o, ok := objs[wire.Key{Resource: wire.ResourceNodes, Name: node}]; ok {
+		site = o.site()
+	}
 	for k, o := range objs {
 		switch k.Resource {
 		case wire.ResourceNodes:
-			if k.Name == node {
+			if k.Name == node || site != "" && o.site() == site {
 				v[k] = o.rev
 			}
 		case wire.ResourceServices, wire.ResourceEndpointSlices:
