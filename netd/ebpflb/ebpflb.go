@@ -207,6 +207,10 @@ func (d *Dataplane) openLink(h hook) (link.Link, error) {
 	path := filepath.Join(d.cfg.PinDir, "link_"+h.name)
 	l, err := link.LoadPinnedLink(path, nil)
 	if err == nil {
+		if err := d.onCgroup(l); err != nil {
+			l.Close()
+			return nil, err
+		}
 		same, err := runs(l, programSpec(h).Instructions)
 		if err == nil && !same {
 			err = d.replace(l, h)
@@ -243,6 +247,26 @@ func (d *Dataplane) openLink(h hook) (link.Link, error) {
 		return nil, fmt.Errorf("pin link: %w", err)
 	}
 	return l, nil
+}
+
+// onCgroup checks that the pinned link l is attached to the configured
+// cgroup: a dataplane moves to another cgroup only through Remove.
+func (d *Dataplane) onCgroup(l link.Link) error {
+	info, err := l.Info()
+	if err != nil {
+		return fmt.Errorf("link info: %w", err)
+	}
+	cg := info.Cgroup()
+	var st unix.Stat_t
+	if err := unix.Stat(d.cfg.Cgroup, &st); err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	// A cgroup's id is its directory's inode number (on 32-bit
+	// machines, with a generation above the low 32 bits).
+	if cg == nil || uint32(cg.CgroupId) != uint32(st.Ino) {
+		return fmt.Errorf("pinned link is attached to another cgroup than %s (Remove the dataplane to move it)", d.cfg.Cgroup)
+	}
+	return nil
 }
 
 // runs reports whether l runs the program insns.

@@ -3,9 +3,11 @@ package ebpflb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -248,15 +250,13 @@ func TestAffinity(t *testing.T) {
 	b := stuck()
 
 	// Swap another backend for a new one: the client stays.
-	f2 := frontend("10.96.0.10:80", tcp)
+	f2 := frontend("10.96.0.10:80", tcp, b, all[3])
 	f2.Affinity = f.Affinity
-	for _, a := range all {
-		if a == b || len(f2.Backends) < 2 {
+	for _, a := range backends4 {
+		if a != b {
 			f2.Backends = append(f2.Backends, services.Backend{Addr: netip.MustParseAddrPort(a)})
+			break
 		}
-	}
-	if !slices.ContainsFunc(f2.Backends, func(x services.Backend) bool { return x.Addr.String() == b }) || len(f2.Backends) != 3 {
-		t.Fatalf("test table wrong: %v", f2.Backends)
 	}
 	sync_(t, d, table(f2))
 	if got := stuck(); got != b {
@@ -301,7 +301,8 @@ func TestAffinity(t *testing.T) {
 }
 
 // TestScope: a second network namespace with the same ClusterIP, whose
-// sockets the same cgroup programs see, is left alone.
+// sockets the same cgroup programs see, is left alone until it is
+// included (as a pod's namespace would be), and again once excluded.
 func TestScope(t *testing.T) {
 	if !inNetns(t) {
 		return
@@ -309,47 +310,78 @@ func TestScope(t *testing.T) {
 	cfg := setup(t)
 	tcpServer(t, backends4[0])
 	d := open(t, cfg)
-	sync_(t, d, table(frontend("10.96.0.10:80", tcp, backends4[0])))
+	// 127.0.0.9 answers only in the other namespace.
+	sync_(t, d, table(frontend("10.96.0.10:80", tcp, backends4[0]), frontend("10.96.0.20:80", tcp, "127.0.0.9:8080")))
 
-	name, err := func() (string, error) {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			t.Fatal(err)
-		}
-		defer orig.Close()
-		other, err := netns.New()
-		if err != nil {
-			runtime.UnlockOSThread()
-			t.Fatal(err)
-		}
-		defer other.Close()
-		defer func() {
-			// Back in the test's namespace, or the thread must die.
-			if netns.Set(orig) == nil {
-				runtime.UnlockOSThread()
-			}
-		}()
+	inOtherNetns(t, func() {
 		lo, err := netlink.LinkByName("lo")
 		if err != nil {
-			return "", err
+			t.Fatal(err)
 		}
 		if err := netlink.LinkSetUp(lo); err != nil {
-			return "", err
+			t.Fatal(err)
 		}
 		addAddrs(t, "10.96.0.10/32")
-		// A server of its own on the ClusterIP, made on this thread,
-		// in the other namespace.
+		// Servers of its own, made on this thread, so in this
+		// namespace: one on the ClusterIP itself.
 		tcpServer(t, "10.96.0.10:80")
-		return dialName("10.96.0.10:80")
-	}()
-	if err != nil || name != "10.96.0.10:80" {
-		t.Errorf("in another namespace, connect to 10.96.0.10:80 reached %q, %v; want its own server", name, err)
-	}
+		tcpServer(t, "127.0.0.9:8080")
+		if name, err := dialName("10.96.0.10:80"); err != nil || name != "10.96.0.10:80" {
+			t.Errorf("in another namespace, 10.96.0.10:80 reached %q, %v; want its own server", name, err)
+		}
+		if _, err := dialName("10.96.0.20:80"); !errors.Is(err, syscall.ENETUNREACH) {
+			t.Errorf("in another namespace, 10.96.0.20:80: %v, want ENETUNREACH", err)
+		}
+		cookie, err := NetnsCookie()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cookie == cfg.NetnsCookie {
+			t.Fatal("two namespaces with one cookie")
+		}
+		if err := d.Include(cookie); err != nil {
+			t.Fatal(err)
+		}
+		if name, err := dialName("10.96.0.20:80"); err != nil || name != "127.0.0.9:8080" {
+			t.Errorf("included, 10.96.0.20:80 reached %q, %v; want the backend", name, err)
+		}
+		if err := d.Exclude(cookie); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dialName("10.96.0.20:80"); !errors.Is(err, syscall.ENETUNREACH) {
+			t.Errorf("excluded again, 10.96.0.20:80: %v, want ENETUNREACH", err)
+		}
+	})
 	if name, err := dialName("10.96.0.10:80"); err != nil || name != backends4[0] {
 		t.Errorf("in the node's namespace, reached %q, %v; want %s", name, err, backends4[0])
 	}
+}
+
+// inOtherNetns runs fn on a thread in a new network namespace, gone when
+// fn returns and its sockets are closed.
+func inOtherNetns(t *testing.T, fn func()) {
+	t.Helper()
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	other, err := netns.New()
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatal(err)
+	}
+	defer other.Close()
+	defer func() {
+		// Back in the test's namespace, or the thread must die with
+		// its goroutine.
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+	}()
+	fn()
 }
 
 // TestUpdateNoGap: connects made while the backends change all succeed.
@@ -503,6 +535,22 @@ func TestAdoptUpgradeRemove(t *testing.T) {
 	echo(t, conn)
 	if _, err := dialName("10.96.0.10:80"); err != nil {
 		t.Fatalf("after upgrade: %v", err)
+	}
+
+	// Adopting pins attached elsewhere is refused, and changes nothing.
+	child := filepath.Join(cfg.Cgroup, fmt.Sprintf("outpost-ebpflb-test-%d", os.Getpid()))
+	if err := os.Mkdir(child, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(child)
+	moved := cfg
+	moved.Cgroup = child
+	if d, err := New(moved); err == nil {
+		d.Close()
+		t.Error("New adopted links pinned on another cgroup")
+	}
+	if _, err := dialName("10.96.0.10:80"); err != nil {
+		t.Fatalf("after a refused adoption: %v", err)
 	}
 
 	mapIDs := map[string]ebpf.MapID{}

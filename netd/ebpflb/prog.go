@@ -198,8 +198,8 @@ func setUser(h hook, src asm.Register, off int16) asm.Instructions {
 func forward(h hook) asm.Instructions {
 	insns := asm.Instructions{
 		zero64(stSvcKey),
-		zero64(stSvcKey+8),
-		zero64(stSvcKey+16),
+		zero64(stSvcKey + 8),
+		zero64(stSvcKey + 16),
 	}
 	insns = append(insns, userAddr(h, stSvcKey)...)
 	insns = append(insns,
@@ -327,9 +327,9 @@ func reverse(h hook) asm.Instructions {
 		asm.Mov.Reg(asm.R1, asm.R6),
 		asm.FnGetSocketCookie.Call(),
 		asm.StoreMem(asm.RFP, stRevKey, asm.R0, asm.DWord),
-		zero64(stRevKey+8),
-		zero64(stRevKey+16),
-		zero64(stRevKey+24),
+		zero64(stRevKey + 8),
+		zero64(stRevKey + 16),
+		zero64(stRevKey + 24),
 	}
 	insns = append(insns, userAddr(h, stRevKey+8)...)
 	insns = append(insns, lookup(mapRevNAT, stRevKey)...)
