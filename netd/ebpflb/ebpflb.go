@@ -541,6 +541,23 @@ func Supported() error {
 	if err := features.HaveMapType(ebpf.LRUHash); err != nil {
 		return fmt.Errorf("LRU hash maps: %w", err)
 	}
+	// The getpeername hooks (5.8) are the newest the dataplane uses.
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type:         ebpf.CGroupSockAddr,
+		AttachType:   ebpf.AttachCgroupInet4GetPeername,
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 1), asm.Return()},
+		License:      "Dual BSD/GPL",
+	})
+	if errors.Is(err, unix.EINVAL) {
+		err = fmt.Errorf("%w: %w", err, ebpf.ErrNotSupported)
+	}
+	if err != nil {
+		return fmt.Errorf("getpeername hooks: %w", err)
+	}
+	p.Close()
+	if _, err := NetnsCookie(); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -159,7 +159,9 @@ func TestIPv6(t *testing.T) {
 		frontend("[fd96::10]:53", udp, b6...),
 		frontend("[fd96::11]:80", tcp),
 		frontend("10.96.0.10:80", tcp, backends4[0]),
+		frontend("10.96.0.10:53", udp, "127.0.0.2:5353"),
 	))
+	udpServer(t, "127.0.0.2:5353")
 	seen := map[string]bool{}
 	for range 40 {
 		name, c, err := dial("[fd96::10]:80")
@@ -194,7 +196,21 @@ func TestIPv6(t *testing.T) {
 		t.Errorf("reply %q from %s, %v; want a backend's from [fd96::10]:53", buf[:n], from, err)
 	}
 
-	// ::ffff:10.96.0.10 on an IPv6 socket.
+	// ::ffff:10.96.0.10 on an IPv6 socket, UDP then TCP.
+	dual, err := net.ListenUDP("udp", nil) // AF_INET6, v4 as v4-mapped
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dual.Close()
+	if _, err := dual.WriteToUDPAddrPort([]byte("q"), netip.MustParseAddrPort("[::ffff:10.96.0.10]:53")); err != nil {
+		t.Fatalf("sendto ::ffff:10.96.0.10: %v", err)
+	}
+	dual.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, from, err = dual.ReadFromUDPAddrPort(buf)
+	if err != nil || from.Addr().Unmap().String() != "10.96.0.10" || from.Port() != 53 || string(buf[:n]) != "127.0.0.2:5353" {
+		t.Errorf("v4-mapped UDP reply %q from %s, %v; want 127.0.0.2:5353's from 10.96.0.10:53", buf[:n], from, err)
+	}
+
 	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)

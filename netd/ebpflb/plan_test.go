@@ -1,6 +1,7 @@
 package ebpflb
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/outpost-mesh/outpost/netd/services"
 )
@@ -308,4 +310,47 @@ func (m *model) applyUnchecked(p *plan, limit int) error {
 		m.svcs[k] = p.svcs.vals[i]
 	}
 	return nil
+}
+
+// TestLayout: the Go types are the sizes the map specs say, and their
+// fields where the programs read them.
+func TestLayout(t *testing.T) {
+	cfg := DefaultConfig()
+	specs := mapSpecs(&cfg)
+	for _, tc := range []struct {
+		name       string
+		key, value any
+	}{
+		{mapServices, svcKey{}, svcVal{}},
+		{mapBackends, slotKey{}, beVal{}},
+		{mapAffinity, affKey{}, affVal{}},
+		{mapRevNAT, revKey{}, svcKey{}},
+	} {
+		s := specs[tc.name]
+		if k, v := binary.Size(tc.key), binary.Size(tc.value); k != int(s.KeySize) || v != int(s.ValueSize) {
+			t.Errorf("%s: Go key and value are %d and %d bytes, map's %d and %d", tc.name, k, v, s.KeySize, s.ValueSize)
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"svcVal.ID", unsafe.Offsetof(svcVal{}.ID), svcID},
+		{"svcVal.Count", unsafe.Offsetof(svcVal{}.Count), svcCount},
+		{"svcVal.Affinity", unsafe.Offsetof(svcVal{}.Affinity), svcAffinity},
+		{"beVal.Addr", unsafe.Offsetof(beVal{}.Addr), beAddr},
+		{"beVal.Port", unsafe.Offsetof(beVal{}.Port), bePort},
+		{"affVal.Last", unsafe.Offsetof(affVal{}.Last), affLast},
+		{"affVal.Slot", unsafe.Offsetof(affVal{}.Slot), affSlot},
+		{"affVal.Port", unsafe.Offsetof(affVal{}.Port), affPort},
+		{"affVal.Addr", unsafe.Offsetof(affVal{}.Addr), affAddr},
+		{"svcKey.Port", unsafe.Offsetof(svcKey{}.Port), 16},
+		{"svcKey.Proto", unsafe.Offsetof(svcKey{}.Proto), 18},
+		{"revKey.Addr", unsafe.Offsetof(revKey{}.Addr), 8},
+		{"revKey.Port", unsafe.Offsetof(revKey{}.Port), 24},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s at %d, programs read it at %d", tc.name, tc.got, tc.want)
+		}
+	}
 }

@@ -57,6 +57,10 @@ const (
 	stCount    = -132 // u32 backend count
 	stAffinity = -144 // u32 affinity seconds
 	stSlot     = -140 // u32 chosen slot
+	// stRetried, a u64 whether the services entry was read again, is
+	// spilled from a register as a whole 8-byte slot, so that the
+	// verifier knows its value and that the retry loop ends.
+	stRetried = -152
 )
 
 // Offsets in the map values (maps.go).
@@ -205,8 +209,12 @@ func forward(h hook) asm.Instructions {
 	insns = append(insns,
 		asm.LoadMem(asm.R1, asm.R6, ctxProtocol, asm.Word),
 		asm.StoreMem(asm.RFP, stSvcKey+18, asm.R1, asm.Byte),
+		asm.Mov.Imm(asm.R1, 0),
+		asm.StoreMem(asm.RFP, stRetried, asm.R1, asm.DWord),
 	)
-	insns = append(insns, lookup(mapServices, stSvcKey)...)
+	svc := lookup(mapServices, stSvcKey)
+	svc[0] = svc[0].WithSymbol("service")
+	insns = append(insns, svc...)
 	insns = append(insns,
 		asm.JEq.Imm(asm.R0, 0, "allow"),
 		// Copy the entry out at once: Sync may replace it meanwhile.
@@ -270,8 +278,9 @@ func forward(h hook) asm.Instructions {
 		asm.Ja.Label("remember"),
 
 		// A random backend. Sync keeps Count no greater than the
-		// slots filled, so the slot exists; if it does not, refuse
-		// rather than send the connect to the ClusterIP.
+		// slots filled, so the slot exists but for the race below; if
+		// it still does not, refuse rather than send the connect to
+		// the ClusterIP.
 		asm.FnGetPrandomU32.Call().WithSymbol("pick"),
 		asm.LoadMem(asm.R1, asm.RFP, stCount, asm.Word),
 		asm.Mod.Reg32(asm.R0, asm.R1),
@@ -282,8 +291,16 @@ func forward(h hook) asm.Instructions {
 	)
 	insns = append(insns, lookup(mapBackends, stSlotKey)...)
 	insns = append(insns,
-		asm.JEq.Imm(asm.R0, 0, "refuse"),
-		asm.Mov.Reg(asm.R7, asm.R0),
+		asm.JNE.Imm(asm.R0, 0, "picked"),
+		// The slot is gone: Sync lowered Count and deleted the slots
+		// above it between our reading Count and the slot. Read the
+		// services entry again, once; the verifier sees the loop end.
+		asm.LoadMem(asm.R1, asm.RFP, stRetried, asm.DWord),
+		asm.JNE.Imm(asm.R1, 0, "refuse"),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.StoreMem(asm.RFP, stRetried, asm.R1, asm.DWord),
+		asm.Ja.Label("service"),
+		asm.Mov.Reg(asm.R7, asm.R0).WithSymbol("picked"),
 
 		// Record (or refresh) the client's affinity.
 		asm.LoadMem(asm.R1, asm.RFP, stAffinity, asm.Word).WithSymbol("remember"),
