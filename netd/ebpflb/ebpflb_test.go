@@ -685,3 +685,82 @@ func TestLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestRepair: maps left inconsistent (by a Sync cut short, or an older
+// agent) are brought to exactly the table by the next dataplane's first
+// Sync: a frontend counting more slots than it has, slots of no
+// frontend, two frontends sharing an id.
+func TestRepair(t *testing.T) {
+	if !inNetns(t) {
+		return
+	}
+	cfg := setup(t)
+	for _, b := range backends4 {
+		tcpServer(t, b)
+	}
+	d1 := open(t, cfg)
+	be := func(s string) beVal { return beOf(services.Backend{Addr: netip.MustParseAddrPort(s)}) }
+	k1 := keyOf(frontend("10.96.0.10:80", tcp).Key)
+	k2 := keyOf(frontend("10.96.0.11:80", tcp).Key)
+	k3 := keyOf(frontend("10.96.0.12:80", tcp).Key)
+	svcs, slots := d1.maps[mapServices], d1.maps[mapBackends]
+	for _, e := range []struct {
+		k svcKey
+		v svcVal
+	}{
+		{k1, svcVal{ID: 7, Count: 3}}, // slot 2 missing
+		{k2, svcVal{ID: 7, Count: 1}}, // 7 again
+		{k3, svcVal{ID: 9, Count: 1}}, // not in the table
+	} {
+		if err := svcs.Put(e.k, e.v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range []struct {
+		k slotKey
+		v beVal
+	}{
+		{slotKey{7, 0}, be(backends4[0])},
+		{slotKey{7, 1}, be(backends4[1])},
+		{slotKey{7, 5}, be(backends4[1])}, // beyond Count
+		{slotKey{9, 0}, be(backends4[2])},
+		{slotKey{40, 0}, be(backends4[2])}, // no frontend's
+	} {
+		if err := slots.Put(e.k, e.v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d1.Close()
+
+	d2 := open(t, cfg)
+	tab := table(frontend("10.96.0.10:80", tcp, backends4...), frontend("10.96.0.11:80", tcp, backends4[2]))
+	sync_(t, d2, tab)
+	m := newModel()
+	var sk svcKey
+	var sv svcVal
+	for it := d2.maps[mapServices].Iterate(); it.Next(&sk, &sv); {
+		m.svcs[sk] = sv
+	}
+	var bk slotKey
+	var bv beVal
+	for it := d2.maps[mapBackends].Iterate(); it.Next(&bk, &bv); {
+		m.slots[bk] = bv
+	}
+	if err := m.equal(tab); err != nil {
+		t.Fatalf("after the first Sync: %v", err)
+	}
+	seen := map[string]bool{}
+	for range 60 {
+		name, err := dialName("10.96.0.10:80")
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[name] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("reached %v, want all three", seen)
+	}
+	if name, err := dialName("10.96.0.11:80"); err != nil || name != backends4[2] {
+		t.Errorf("10.96.0.11:80 reached %q, %v", name, err)
+	}
+}
