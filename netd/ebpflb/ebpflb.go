@@ -140,76 +140,106 @@ func New(cfg Config) (*Dataplane, error) {
 		}
 		cfg.NetnsCookie = c
 	}
-	if err := os.MkdirAll(cfg.PinDir, 0o700); err != nil {
-		return nil, fmt.Errorf("pin dir: %w", err)
+	// Check the file system before making directories on it.
+	dir := cfg.PinDir
+	for {
+		if _, err := os.Stat(dir); err == nil || dir == "/" {
+			break
+		}
+		dir = filepath.Dir(dir)
 	}
-	if ok, err := isBPFFS(cfg.PinDir); err != nil {
+	if ok, err := isBPFFS(dir); err != nil {
 		return nil, err
 	} else if !ok {
 		return nil, fmt.Errorf("pin dir %s: not on a bpffs mount", cfg.PinDir)
 	}
+	if err := os.MkdirAll(cfg.PinDir, 0o700); err != nil {
+		return nil, fmt.Errorf("pin dir: %w", err)
+	}
 	d := &Dataplane{cfg: cfg, maps: map[string]*ebpf.Map{}, links: map[string]link.Link{}}
-	if err := d.open(); err != nil {
+	var made []pinner
+	if err := d.open(&made); err != nil {
+		// Take back what this call pinned, so that a failed first New
+		// (a kernel without one of the hooks, say) leaves no program
+		// attached while the agent falls back to nftables; what was
+		// adopted stays.
+		for _, p := range slices.Backward(made) {
+			p.Unpin()
+		}
 		d.closeHandles()
+		if len(made) > 0 {
+			os.Remove(cfg.PinDir) // if empty
+		}
 		return nil, err
 	}
 	return d, nil
 }
 
-func (d *Dataplane) open() error {
+// pinner is a map or link pinned by New.
+type pinner interface{ Unpin() error }
+
+// open opens or makes the maps and links, adding to made those it pins.
+func (d *Dataplane) open(made *[]pinner) error {
 	for name, spec := range mapSpecs(&d.cfg) {
-		m, err := openMap(filepath.Join(d.cfg.PinDir, name), spec)
+		m, pinned, err := openMap(filepath.Join(d.cfg.PinDir, name), spec)
 		if err != nil {
 			return fmt.Errorf("map %s: %w", name, err)
 		}
 		d.maps[name] = m
+		if pinned {
+			*made = append(*made, m)
+		}
 	}
 	if err := d.maps[mapScope].Put(d.cfg.NetnsCookie, uint32(1)); err != nil {
 		return fmt.Errorf("scope: %w", err)
 	}
 	for _, h := range hooks {
-		l, err := d.openLink(h)
+		l, pinned, err := d.openLink(h)
 		if err != nil {
 			return fmt.Errorf("hook %s: %w", h.name, err)
 		}
 		d.links[h.name] = l
+		if pinned {
+			*made = append(*made, l)
+		}
 	}
 	return d.readState()
 }
 
-// openMap loads the map pinned at path, or makes and pins it.
-func openMap(path string, spec *ebpf.MapSpec) (*ebpf.Map, error) {
-	m, err := ebpf.LoadPinnedMap(path, nil)
+// openMap loads the map pinned at path, or makes and pins it (pinned
+// true).
+func openMap(path string, spec *ebpf.MapSpec) (m *ebpf.Map, pinned bool, err error) {
+	m, err = ebpf.LoadPinnedMap(path, nil)
 	if err == nil {
 		if err := spec.Compatible(m); err != nil {
 			m.Close()
-			return nil, fmt.Errorf("pinned at %s: %w (Remove the dataplane to change its layout or sizes)", path, err)
+			return nil, false, fmt.Errorf("pinned at %s: %w (Remove the dataplane to change its layout or sizes)", path, err)
 		}
-		return m, nil
+		return m, false, nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("load pinned: %w", err)
+		return nil, false, fmt.Errorf("load pinned: %w", err)
 	}
 	m, err = ebpf.NewMap(spec)
 	if err != nil {
-		return nil, fmt.Errorf("create: %w", err)
+		return nil, false, fmt.Errorf("create: %w", err)
 	}
 	if err := m.Pin(path); err != nil {
 		m.Close()
-		return nil, fmt.Errorf("pin: %w", err)
+		return nil, false, fmt.Errorf("pin: %w", err)
 	}
-	return m, nil
+	return m, true, nil
 }
 
 // openLink adopts h's pinned link, replacing its program if it is not
-// this version's, or attaches and pins a new one.
-func (d *Dataplane) openLink(h hook) (link.Link, error) {
+// this version's, or attaches and pins a new one (pinned true).
+func (d *Dataplane) openLink(h hook) (l link.Link, pinned bool, err error) {
 	path := filepath.Join(d.cfg.PinDir, "link_"+h.name)
-	l, err := link.LoadPinnedLink(path, nil)
+	l, err = link.LoadPinnedLink(path, nil)
 	if err == nil {
 		if err := d.onCgroup(l); err != nil {
 			l.Close()
-			return nil, err
+			return nil, false, err
 		}
 		same, err := runs(l, programSpec(h).Instructions)
 		if err == nil && !same {
@@ -217,21 +247,21 @@ func (d *Dataplane) openLink(h hook) (link.Link, error) {
 		}
 		if err != nil {
 			l.Close()
-			return nil, err
+			return nil, false, err
 		}
-		return l, nil
+		return l, false, nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("load pinned link: %w", err)
+		return nil, false, fmt.Errorf("load pinned link: %w", err)
 	}
 	prog, err := load(h, d.maps)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer prog.Close() // the link holds the program
 	cg, err := os.Open(d.cfg.Cgroup)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: %w", err)
+		return nil, false, fmt.Errorf("cgroup: %w", err)
 	}
 	defer cg.Close()
 	// A bpf_link (BPF_LINK_CREATE), not link.AttachCgroup's fallback
@@ -240,13 +270,13 @@ func (d *Dataplane) openLink(h hook) (link.Link, error) {
 	// they are, and only a link can be pinned to outlive the agent.
 	l, err = link.AttachRawLink(link.RawLinkOptions{Target: int(cg.Fd()), Program: prog, Attach: h.attach})
 	if err != nil {
-		return nil, fmt.Errorf("attach to %s: %w", d.cfg.Cgroup, err)
+		return nil, false, fmt.Errorf("attach to %s: %w", d.cfg.Cgroup, err)
 	}
 	if err := l.Pin(path); err != nil {
 		l.Close()
-		return nil, fmt.Errorf("pin link: %w", err)
+		return nil, false, fmt.Errorf("pin link: %w", err)
 	}
-	return l, nil
+	return l, true, nil
 }
 
 // onCgroup checks that the pinned link l is attached to the configured

@@ -764,3 +764,30 @@ func TestRepair(t *testing.T) {
 		t.Errorf("10.96.0.11:80 reached %q, %v", name, err)
 	}
 }
+
+// TestNewFailsClean: a New that fails leaves nothing pinned or made, and
+// a pin dir off bpffs is refused before anything is made.
+func TestNewFailsClean(t *testing.T) {
+	if !inNetns(t) {
+		return
+	}
+	cfg := setup(t)
+	bad := cfg
+	bad.Cgroup = filepath.Join(cfg.Cgroup, "outpost-ebpflb-no-such-cgroup")
+	if d, err := New(bad); err == nil {
+		d.Close()
+		t.Fatal("New attached to a missing cgroup")
+	}
+	if _, err := os.Stat(cfg.PinDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pin dir after a failed New: %v", err)
+	}
+	off := cfg
+	off.PinDir = filepath.Join(t.TempDir(), "a", "b")
+	if d, err := New(off); err == nil {
+		d.Close()
+		t.Fatal("New pinned off bpffs")
+	}
+	if _, err := os.Stat(filepath.Dir(off.PinDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("New made directories off bpffs: %v", err)
+	}
+}
