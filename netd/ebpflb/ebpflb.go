@@ -557,6 +557,40 @@ func (d *Dataplane) Remove(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// RemovePins takes away the routing of a node whose dataplane is not
+// open (the agent gave up eBPF, say): it removes the pins New makes under
+// pinDir, links first, then pinDir if that leaves it empty. With no
+// handle left open, the links detach and the maps are freed.
+func RemovePins(ctx context.Context, pinDir string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ok, err := isBPFFS(pinDir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("pin dir %s: not on a bpffs mount", pinDir)
+	}
+	var names []string
+	for _, h := range hooks {
+		names = append(names, "link_"+h.name)
+	}
+	for name := range mapSpecs(&Config{}) {
+		names = append(names, name)
+	}
+	var errs []error
+	for _, name := range names {
+		if err := os.Remove(filepath.Join(pinDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.Remove(pinDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("pin dir: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
 // Supported returns nil if the kernel can run the dataplane, or an error
 // wrapping ebpf.ErrNotSupported naming what it lacks (the agent then
 // routes Services with nftables); other errors say the probe itself

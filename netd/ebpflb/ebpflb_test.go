@@ -581,6 +581,9 @@ func TestAdoptUpgradeRemove(t *testing.T) {
 	if err := d3.Remove(context.Background()); err != nil {
 		t.Fatalf("Remove: %v", err)
 	}
+	if err := d3.Sync(context.Background(), tab); !errors.Is(err, ErrClosed) {
+		t.Errorf("Sync after Remove = %v, want ErrClosed", err)
+	}
 	if _, err := os.Stat(cfg.PinDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("pin dir after Remove: %v", err)
 	}
@@ -789,5 +792,42 @@ func TestNewFailsClean(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Dir(off.PinDir)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("New made directories off bpffs: %v", err)
+	}
+}
+
+// TestRemovePins: the routing of a dataplane not open is taken away by
+// its pin dir alone.
+func TestRemovePins(t *testing.T) {
+	if !inNetns(t) {
+		return
+	}
+	cfg := setup(t)
+	tcpServer(t, backends4[0])
+	d := open(t, cfg)
+	sync_(t, d, table(frontend("10.96.0.10:80", tcp, backends4[0])))
+	d.Close()
+	if _, err := dialName("10.96.0.10:80"); err != nil {
+		t.Fatalf("with the dataplane closed: %v", err)
+	}
+	if err := RemovePins(context.Background(), cfg.PinDir); err != nil {
+		t.Fatalf("RemovePins: %v", err)
+	}
+	if _, err := os.Stat(cfg.PinDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pin dir after RemovePins: %v", err)
+	}
+	// Detaching follows the last reference, soon after.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := dialName("10.96.0.10:80")
+		if errors.Is(err, syscall.ENETUNREACH) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connect after RemovePins: %v, want ENETUNREACH", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := RemovePins(context.Background(), cfg.PinDir); err != nil {
+		t.Errorf("RemovePins again: %v", err)
 	}
 }
