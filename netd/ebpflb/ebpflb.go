@@ -1,0 +1,670 @@
+// Package ebpflb is the eBPF dataplane of the node's service routing: it
+// load-balances at the socket, as Cilium's socket LB does. Programs on
+// the cgroup v2 sock_addr hooks (connect, sendmsg, recvmsg and getpeername,
+// IPv4 and IPv6) send a connect or datagram to a Service's frontend
+// straight to one of its backends, so no packet ever carries the
+// ClusterIP, and show the frontend in its place to the socket's owner
+// (replies, peer name). It serves the sockets of the node's own processes
+// and of the pod namespaces added to it; connections arriving from outside
+// the node (NodePort, ExternalIP) are the nftables dataplane's.
+//
+// The programs are built in Go with cilium/ebpf's asm package (no C
+// compiler needed) and act only on sockets of the network namespaces in
+// their scope map, so several nodes can share a machine and its cgroup.
+// Maps and links are pinned on bpffs: the routing outlives the agent, and
+// a new agent adopts it without a gap. The edge agent drives a Dataplane
+// through services.Dataplane and falls back to nftables when Supported
+// says no.
+package ebpflb
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/outpost-mesh/outpost/netd/services"
+)
+
+// ErrClosed is returned by the methods of a Dataplane after Close or
+// Remove.
+var ErrClosed = errors.New("dataplane closed")
+
+// Config says where a node's dataplane lives.
+type Config struct {
+	// PinDir is a directory on a bpffs mount, one per node, holding the
+	// node's maps and links, e.g. /sys/fs/bpf/outpost/<node>. Required.
+	// It is made if missing (MountBPFFS mounts a bpffs).
+	PinDir string
+	// Cgroup is the cgroup v2 directory the programs are attached to:
+	// they see the sockets of its processes and its descendants'.
+	// Default /sys/fs/cgroup/unified, the cgroup2 root on machines with
+	// both hierarchies, under which runc puts containers.
+	Cgroup string
+	// NetnsCookie is the cookie of the node's network namespace (see
+	// NetnsCookie): only sockets made there, or in namespaces added with
+	// Include, are load-balanced. Zero means the namespace of the thread
+	// that calls New.
+	NetnsCookie uint64
+	// RevNATEntries is how many (socket, backend) pairs are remembered to
+	// show replies and peer names as the frontend; the least recently
+	// used are forgotten first (a UDP socket that sends again is
+	// remembered again). Default 32768, some 3.75 MiB of kernel memory
+	// (120 bytes each, allocated up front).
+	RevNATEntries int
+	// AffinityEntries is how many (client, Service) ClientIP affinities
+	// are remembered; the least recently used are forgotten first.
+	// Default 16384, some 1.75 MiB (112 bytes each, up front).
+	AffinityEntries int
+}
+
+// DefaultConfig returns the defaults, PinDir left for the caller.
+func DefaultConfig() Config {
+	return Config{
+		Cgroup:          "/sys/fs/cgroup/unified",
+		RevNATEntries:   32768,
+		AffinityEntries: 16384,
+	}
+}
+
+// Validate reports what is wrong with c.
+func (c *Config) Validate() error {
+	switch {
+	case c.PinDir == "" || !filepath.IsAbs(c.PinDir):
+		return fmt.Errorf("pin dir %q: not an absolute path", c.PinDir)
+	case c.Cgroup == "" || !filepath.IsAbs(c.Cgroup):
+		return fmt.Errorf("cgroup %q: not an absolute path", c.Cgroup)
+	case c.RevNATEntries < 1 || c.AffinityEntries < 1:
+		return errors.New("revnat and affinity entries must be positive")
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	d := DefaultConfig()
+	if c.Cgroup == "" {
+		c.Cgroup = d.Cgroup
+	}
+	if c.RevNATEntries == 0 {
+		c.RevNATEntries = d.RevNATEntries
+	}
+	if c.AffinityEntries == 0 {
+		c.AffinityEntries = d.AffinityEntries
+	}
+}
+
+// Dataplane is one node's socket load-balancer. Its methods may be called
+// concurrently.
+type Dataplane struct {
+	cfg Config
+
+	mu     sync.Mutex
+	closed bool
+	maps   map[string]*ebpf.Map
+	links  map[string]link.Link
+	// state is what the maps hold, nil when it must be read from them
+	// (after a Sync that failed part way). orphans are backend slots
+	// of no frontend, found when reading them.
+	state   map[svcKey]*svcState
+	orphans []slotKey
+	ids     *ids
+	// lastOps is how many map entries the last Sync wrote or deleted.
+	lastOps int
+}
+
+var _ services.Dataplane = (*Dataplane)(nil)
+
+// New opens the node's dataplane. What is pinned under cfg.PinDir is
+// adopted as it is: maps keep their entries and attached programs keep
+// running, so connections see no gap across an agent restart; a program
+// of another version is replaced in its link atomically (BPF_LINK_UPDATE).
+// What is missing is made, pinned and attached. New starts no goroutine.
+func New(cfg Config) (*Dataplane, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.NetnsCookie == 0 {
+		c, err := NetnsCookie()
+		if err != nil {
+			return nil, err
+		}
+		cfg.NetnsCookie = c
+	}
+	// Check the file system before making directories on it.
+	dir := cfg.PinDir
+	for {
+		if _, err := os.Stat(dir); err == nil || dir == "/" {
+			break
+		}
+		dir = filepath.Dir(dir)
+	}
+	if ok, err := isBPFFS(dir); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, fmt.Errorf("pin dir %s: not on a bpffs mount", cfg.PinDir)
+	}
+	if err := os.MkdirAll(cfg.PinDir, 0o700); err != nil {
+		return nil, fmt.Errorf("pin dir: %w", err)
+	}
+	d := &Dataplane{cfg: cfg, maps: map[string]*ebpf.Map{}, links: map[string]link.Link{}}
+	var made []pinner
+	if err := d.open(&made); err != nil {
+		// Take back what this call pinned, so that a failed first New
+		// (a kernel without one of the hooks, say) leaves no program
+		// attached while the agent falls back to nftables; what was
+		// adopted stays.
+		for _, p := range slices.Backward(made) {
+			p.Unpin()
+		}
+		d.closeHandles()
+		if len(made) > 0 {
+			os.Remove(cfg.PinDir) // if empty
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+// pinner is a map or link pinned by New.
+type pinner interface{ Unpin() error }
+
+// open opens or makes the maps and links, adding to made those it pins.
+func (d *Dataplane) open(made *[]pinner) error {
+	for name, spec := range mapSpecs(&d.cfg) {
+		m, pinned, err := openMap(filepath.Join(d.cfg.PinDir, name), spec)
+		if err != nil {
+			return fmt.Errorf("map %s: %w", name, err)
+		}
+		d.maps[name] = m
+		if pinned {
+			*made = append(*made, m)
+		}
+	}
+	if err := d.maps[mapScope].Put(d.cfg.NetnsCookie, uint32(1)); err != nil {
+		return fmt.Errorf("scope: %w", err)
+	}
+	for _, h := range hooks {
+		l, pinned, err := d.openLink(h)
+		if err != nil {
+			return fmt.Errorf("hook %s: %w", h.name, err)
+		}
+		d.links[h.name] = l
+		if pinned {
+			*made = append(*made, l)
+		}
+	}
+	return d.readState()
+}
+
+// openMap loads the map pinned at path, or makes and pins it (pinned
+// true).
+func openMap(path string, spec *ebpf.MapSpec) (m *ebpf.Map, pinned bool, err error) {
+	m, err = ebpf.LoadPinnedMap(path, nil)
+	if err == nil {
+		if err := spec.Compatible(m); err != nil {
+			m.Close()
+			return nil, false, fmt.Errorf("pinned at %s: %w (Remove the dataplane to change its layout or sizes)", path, err)
+		}
+		return m, false, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, false, fmt.Errorf("load pinned: %w", err)
+	}
+	m, err = ebpf.NewMap(spec)
+	if err != nil {
+		return nil, false, fmt.Errorf("create: %w", err)
+	}
+	if err := m.Pin(path); err != nil {
+		m.Close()
+		return nil, false, fmt.Errorf("pin: %w", err)
+	}
+	return m, true, nil
+}
+
+// openLink adopts h's pinned link, replacing its program if it is not
+// this version's, or attaches and pins a new one (pinned true).
+func (d *Dataplane) openLink(h hook) (l link.Link, pinned bool, err error) {
+	path := filepath.Join(d.cfg.PinDir, "link_"+h.name)
+	l, err = link.LoadPinnedLink(path, nil)
+	if err == nil {
+		if err := d.onCgroup(l); err != nil {
+			l.Close()
+			return nil, false, err
+		}
+		same, err := runs(l, programSpec(h).Instructions)
+		if err == nil && !same {
+			err = d.replace(l, h)
+		}
+		if err != nil {
+			l.Close()
+			return nil, false, err
+		}
+		return l, false, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, false, fmt.Errorf("load pinned link: %w", err)
+	}
+	prog, err := load(h, d.maps)
+	if err != nil {
+		return nil, false, err
+	}
+	defer prog.Close() // the link holds the program
+	cg, err := os.Open(d.cfg.Cgroup)
+	if err != nil {
+		return nil, false, fmt.Errorf("cgroup: %w", err)
+	}
+	defer cg.Close()
+	// A bpf_link (BPF_LINK_CREATE), not link.AttachCgroup's fallback
+	// to BPF_PROG_ATTACH: cgroup links are always in multi mode, so
+	// other nodes' programs and anyone else's on the cgroup stay as
+	// they are, and only a link can be pinned to outlive the agent.
+	l, err = link.AttachRawLink(link.RawLinkOptions{Target: int(cg.Fd()), Program: prog, Attach: h.attach})
+	if err != nil {
+		return nil, false, fmt.Errorf("attach to %s: %w", d.cfg.Cgroup, err)
+	}
+	if err := l.Pin(path); err != nil {
+		l.Close()
+		return nil, false, fmt.Errorf("pin link: %w", err)
+	}
+	return l, true, nil
+}
+
+// onCgroup checks that the pinned link l is attached to the configured
+// cgroup: a dataplane moves to another cgroup only through Remove.
+func (d *Dataplane) onCgroup(l link.Link) error {
+	info, err := l.Info()
+	if err != nil {
+		return fmt.Errorf("link info: %w", err)
+	}
+	cg := info.Cgroup()
+	var st unix.Stat_t
+	if err := unix.Stat(d.cfg.Cgroup, &st); err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	// A cgroup's id is its directory's inode number (on 32-bit
+	// machines, with a generation above the low 32 bits).
+	if cg == nil || uint32(cg.CgroupId) != uint32(st.Ino) {
+		return fmt.Errorf("pinned link is attached to another cgroup than %s (Remove the dataplane to move it)", d.cfg.Cgroup)
+	}
+	return nil
+}
+
+// runs reports whether l runs the program insns.
+func runs(l link.Link, insns asm.Instructions) (bool, error) {
+	info, err := l.Info()
+	if err != nil {
+		return false, fmt.Errorf("link info: %w", err)
+	}
+	p, err := ebpf.NewProgramFromID(info.Program)
+	if err != nil {
+		return false, fmt.Errorf("link's program: %w", err)
+	}
+	defer p.Close()
+	pinfo, err := p.Info()
+	if err != nil {
+		return false, fmt.Errorf("link's program info: %w", err)
+	}
+	// Marshalling resolves the jumps' offsets, which the tag covers.
+	insns = slices.Clone(insns)
+	if err := insns.Marshal(io.Discard, nativeEndian()); err != nil {
+		return false, fmt.Errorf("marshal program: %w", err)
+	}
+	return insns.HasTag(pinfo.Tag, nativeEndian())
+}
+
+// nativeEndian is the machine's byte order as one of the two values
+// asm's marshalling knows (it does not know binary.NativeEndian).
+func nativeEndian() binary.ByteOrder {
+	if binary.NativeEndian.Uint16([]byte{1, 0}) == 1 {
+		return binary.LittleEndian
+	}
+	return binary.BigEndian
+}
+
+// replace loads this version's program for h and swaps it into l in one
+// step: the hook never runs without a program.
+func (d *Dataplane) replace(l link.Link, h hook) error {
+	prog, err := load(h, d.maps)
+	if err != nil {
+		return err
+	}
+	defer prog.Close()
+	if err := l.Update(prog); err != nil {
+		return fmt.Errorf("update link: %w", err)
+	}
+	return nil
+}
+
+// readState reads what the service and backend maps hold.
+func (d *Dataplane) readState() error {
+	svcs := map[svcKey]svcVal{}
+	var k svcKey
+	var v svcVal
+	it := d.maps[mapServices].Iterate()
+	for it.Next(&k, &v) {
+		svcs[k] = v
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read services: %w", err)
+	}
+	slots := map[slotKey]beVal{}
+	var sk slotKey
+	var b beVal
+	it = d.maps[mapBackends].Iterate()
+	for it.Next(&sk, &b) {
+		slots[sk] = b
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read backends: %w", err)
+	}
+	d.state, d.orphans, d.ids = stateFrom(svcs, slots)
+	return nil
+}
+
+// Sync makes the node route exactly t. Only the entries that differ from
+// what the maps hold are written, in an order that never lets a connect
+// see a frontend with fewer backends filled in than its count. A t beyond
+// the limits or with a frontend that cannot be routed changes nothing and
+// returns an error wrapping ErrTooLarge or ErrInvalid.
+func (d *Dataplane) Sync(ctx context.Context, t services.Table) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validate(t); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if d.state == nil {
+		if err := d.readState(); err != nil {
+			return err
+		}
+	}
+	p := makePlan(d.state, t, d.ids)
+	p.slotDel = append(p.slotDel, d.orphans...)
+	if err := d.apply(p); err != nil {
+		// What the maps hold now is in between: read it again next time.
+		d.state = nil
+		return err
+	}
+	d.state, d.orphans = p.next, nil
+	d.ids.free = append(d.ids.free, p.freed...)
+	d.lastOps = p.ops()
+	return nil
+}
+
+func (d *Dataplane) apply(p *plan) error {
+	svcs, backends := d.maps[mapServices], d.maps[mapBackends]
+	if err := put(backends, p.holes); err != nil {
+		return fmt.Errorf("write backends: %w", err)
+	}
+	if err := del(svcs, p.svcDel); err != nil {
+		return fmt.Errorf("delete services: %w", err)
+	}
+	if err := put(svcs, p.svcShrink); err != nil {
+		return fmt.Errorf("write services: %w", err)
+	}
+	if err := del(backends, p.slotDel); err != nil {
+		return fmt.Errorf("delete backends: %w", err)
+	}
+	if err := put(backends, p.slots); err != nil {
+		return fmt.Errorf("write backends: %w", err)
+	}
+	if err := put(svcs, p.svcs); err != nil {
+		return fmt.Errorf("write services: %w", err)
+	}
+	return nil
+}
+
+// put writes b's entries, in one batch where the kernel has batch
+// operations (5.6).
+func put[K, V any](m *ebpf.Map, b batch[K, V]) error {
+	if len(b.keys) == 0 {
+		return nil
+	}
+	_, err := m.BatchUpdate(b.keys, b.vals, nil)
+	if !errors.Is(err, ebpf.ErrNotSupported) {
+		return err
+	}
+	for i := range b.keys {
+		if err := m.Put(b.keys[i], b.vals[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// del deletes keys, in one batch where the kernel can; a key already
+// gone is not an error.
+func del[K any](m *ebpf.Map, keys []K) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	n, err := m.BatchDelete(keys, nil)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, ebpf.ErrNotSupported) && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	// One at a time from where the batch stopped.
+	for _, k := range keys[min(max(n, 0), len(keys)):] {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Include adds the network namespace with the given cookie (a pod's, say)
+// to those whose sockets are load-balanced.
+func (d *Dataplane) Include(cookie uint64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if err := d.maps[mapScope].Put(cookie, uint32(1)); err != nil {
+		return fmt.Errorf("scope: %w", err)
+	}
+	return nil
+}
+
+// Exclude takes the network namespace with the given cookie out of those
+// whose sockets are load-balanced.
+func (d *Dataplane) Exclude(cookie uint64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if err := d.maps[mapScope].Delete(cookie); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("scope: %w", err)
+	}
+	return nil
+}
+
+// Close releases the dataplane's handles. The pinned maps and links stay,
+// and so does the routing; a later New adopts them. Close may be called
+// more than once.
+func (d *Dataplane) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	return d.closeHandles()
+}
+
+func (d *Dataplane) closeHandles() error {
+	var errs []error
+	for name, l := range d.links {
+		errs = append(errs, l.Close())
+		delete(d.links, name)
+	}
+	for name, m := range d.maps {
+		errs = append(errs, m.Close())
+		delete(d.maps, name)
+	}
+	return errors.Join(errs...)
+}
+
+// Remove takes the node's service routing away: it detaches the programs
+// and unpins and frees the maps, and removes PinDir. The Dataplane is
+// closed after.
+func (d *Dataplane) Remove(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	d.closed = true
+	var errs []error
+	// Links first: the programs stop before the maps they read go.
+	for _, h := range hooks {
+		if l := d.links[h.name]; l != nil {
+			if err := l.Unpin(); err != nil {
+				errs = append(errs, fmt.Errorf("unpin link %s: %w", h.name, err))
+			}
+		}
+	}
+	for name, m := range d.maps {
+		if err := m.Unpin(); err != nil {
+			errs = append(errs, fmt.Errorf("unpin map %s: %w", name, err))
+		}
+	}
+	// Closing the last handle of an unpinned link detaches it.
+	errs = append(errs, d.closeHandles())
+	if err := os.Remove(d.cfg.PinDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("pin dir: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// RemovePins takes away the routing of a node whose dataplane is not
+// open (the agent gave up eBPF, say): it removes the pins New makes under
+// pinDir, links first, then pinDir if that leaves it empty. With no
+// handle left open, the links detach and the maps are freed.
+func RemovePins(ctx context.Context, pinDir string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ok, err := isBPFFS(pinDir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("pin dir %s: not on a bpffs mount", pinDir)
+	}
+	var names []string
+	for _, h := range hooks {
+		names = append(names, "link_"+h.name)
+	}
+	for name := range mapSpecs(&Config{}) {
+		names = append(names, name)
+	}
+	var errs []error
+	for _, name := range names {
+		if err := os.Remove(filepath.Join(pinDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.Remove(pinDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("pin dir: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Supported returns nil if the kernel can run the dataplane, or an error
+// wrapping ebpf.ErrNotSupported naming what it lacks (the agent then
+// routes Services with nftables); other errors say the probe itself
+// failed (not root, say).
+func Supported() error {
+	if err := features.HaveProgramType(ebpf.CGroupSockAddr); err != nil {
+		return fmt.Errorf("cgroup sock_addr programs: %w", err)
+	}
+	for _, fn := range []asm.BuiltinFunc{asm.FnGetNetnsCookie, asm.FnGetSocketCookie, asm.FnGetPrandomU32, asm.FnKtimeGetNs} {
+		if err := features.HaveProgramHelper(ebpf.CGroupSockAddr, fn); err != nil {
+			return fmt.Errorf("helper %s in cgroup sock_addr programs: %w", fn, err)
+		}
+	}
+	if err := features.HaveMapType(ebpf.LRUHash); err != nil {
+		return fmt.Errorf("LRU hash maps: %w", err)
+	}
+	// The getpeername hooks (5.8) are the newest the dataplane uses.
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type:         ebpf.CGroupSockAddr,
+		AttachType:   ebpf.AttachCgroupInet4GetPeername,
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 1), asm.Return()},
+		License:      "Dual BSD/GPL",
+	})
+	if errors.Is(err, unix.EINVAL) {
+		err = fmt.Errorf("%w: %w", err, ebpf.ErrNotSupported)
+	}
+	if err != nil {
+		return fmt.Errorf("getpeername hooks: %w", err)
+	}
+	p.Close()
+	if _, err := NetnsCookie(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// NetnsCookie returns the cookie of the calling thread's network
+// namespace (SO_NETNS_COOKIE, Linux 5.14): lock the OS thread to ask about
+// another namespace than the process's.
+func NetnsCookie() (uint64, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("netns cookie: %w", err)
+	}
+	defer unix.Close(fd)
+	c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	if err != nil {
+		if errors.Is(err, unix.ENOPROTOOPT) {
+			err = fmt.Errorf("%w: %w", err, ebpf.ErrNotSupported)
+		}
+		return 0, fmt.Errorf("netns cookie: %w", err)
+	}
+	return c, nil
+}
+
+// MountBPFFS mounts a bpffs at path, made if missing, unless one is
+// there already.
+func MountBPFFS(path string) error {
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return fmt.Errorf("bpffs: %w", err)
+	}
+	if ok, err := isBPFFS(path); err != nil || ok {
+		return err
+	}
+	if err := unix.Mount("bpffs", path, "bpf", 0, "mode=0700"); err != nil {
+		return fmt.Errorf("mount bpffs at %s: %w", path, err)
+	}
+	return nil
+}
+
+func isBPFFS(path string) (bool, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return false, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return uint32(st.Type) == unix.BPF_FS_MAGIC, nil
+}

@@ -1,0 +1,356 @@
+package ebpflb
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/outpost-mesh/outpost/netd/services"
+)
+
+// model is the services and backends maps, in memory.
+type model struct {
+	svcs  map[svcKey]svcVal
+	slots map[slotKey]beVal
+}
+
+func newModel() *model {
+	return &model{svcs: map[svcKey]svcVal{}, slots: map[slotKey]beVal{}}
+}
+
+// check is what a connect may see at any moment: every frontend's Count
+// slots are there and hold backends of that frontend, as the table before
+// or after the Sync has them.
+func (m *model) check(prev, next services.Table) error {
+	for k, v := range m.svcs {
+		fk := k.key()
+		var allowed []beVal
+		for _, t := range []services.Table{prev, next} {
+			if f := t[fk]; f != nil {
+				allowed = append(allowed, desired(f)...)
+			}
+		}
+		for i := uint32(0); i < v.Count; i++ {
+			b, ok := m.slots[slotKey{v.ID, i}]
+			if !ok {
+				return fmt.Errorf("%s: count %d, slot %d empty", fk, v.Count, i)
+			}
+			if !slices.Contains(allowed, b) {
+				return fmt.Errorf("%s: slot %d holds %s, not one of its backends", fk, i, b.addrPort())
+			}
+		}
+	}
+	return nil
+}
+
+// apply carries p out one entry at a time, as the kernel does a batch,
+// checking what a connect may see after each, and that the backends
+// map never holds more than limit entries.
+func (m *model) apply(p *plan, prev, next services.Table, limit int) error {
+	var steps []func()
+	for i, k := range p.holes.keys {
+		steps = append(steps, func() { m.slots[k] = p.holes.vals[i] })
+	}
+	for _, k := range p.svcDel {
+		steps = append(steps, func() { delete(m.svcs, k) })
+	}
+	for i, k := range p.svcShrink.keys {
+		steps = append(steps, func() { m.svcs[k] = p.svcShrink.vals[i] })
+	}
+	for _, k := range p.slotDel {
+		steps = append(steps, func() { delete(m.slots, k) })
+	}
+	for i, k := range p.slots.keys {
+		steps = append(steps, func() { m.slots[k] = p.slots.vals[i] })
+	}
+	for i, k := range p.svcs.keys {
+		steps = append(steps, func() { m.svcs[k] = p.svcs.vals[i] })
+	}
+	for i, s := range steps {
+		s()
+		if err := m.check(prev, next); err != nil {
+			return fmt.Errorf("after step %d: %w", i, err)
+		}
+		if len(m.slots) > limit {
+			return fmt.Errorf("after step %d: %d backend entries, limit %d", i, len(m.slots), limit)
+		}
+	}
+	return nil
+}
+
+// equal checks that m routes exactly as t says and holds nothing else.
+func (m *model) equal(t services.Table) error {
+	if len(m.svcs) != len(t) {
+		return fmt.Errorf("%d frontends, want %d", len(m.svcs), len(t))
+	}
+	n := 0
+	for k, f := range t {
+		v, ok := m.svcs[keyOf(k)]
+		if !ok {
+			return fmt.Errorf("%s missing", k)
+		}
+		want := desired(f)
+		var got []beVal
+		for i := uint32(0); i < v.Count; i++ {
+			got = append(got, m.slots[slotKey{v.ID, i}])
+		}
+		n += len(got)
+		slices.SortFunc(want, cmpBe)
+		slices.SortFunc(got, cmpBe)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("%s: backends %v, want %v", k, got, want)
+		}
+		if v.Affinity != affinitySeconds(f.Affinity) {
+			return fmt.Errorf("%s: affinity %d", k, v.Affinity)
+		}
+	}
+	if len(m.slots) != n {
+		return fmt.Errorf("%d backend entries, want %d", len(m.slots), n)
+	}
+	return nil
+}
+
+func cmpBe(a, b beVal) int { return a.addrPort().Compare(b.addrPort()) }
+
+// randTable returns a table of up to nf frontends drawn from a small
+// space, so that consecutive tables share, change and drop frontends and
+// backends.
+func randTable(r *rand.Rand, nf int) services.Table {
+	t := services.Table{}
+	for range r.IntN(nf + 1) {
+		k := services.Key{Addr: netip.AddrFrom4([4]byte{10, 96, 0, byte(r.IntN(nf))}), Port: 80, Proto: services.TCP}
+		if r.IntN(4) == 0 {
+			k.Addr = netip.AddrFrom16([16]byte{0xfd, 0x96, 15: byte(r.IntN(nf))})
+		}
+		f := &services.Frontend{Key: k, Kind: services.ClusterIP}
+		if r.IntN(3) == 0 {
+			f.Affinity = time.Duration(r.IntN(3)) * time.Hour
+		}
+		for range r.IntN(7) {
+			a := netip.AddrFrom4([4]byte{10, 42, 0, byte(r.IntN(8))})
+			if k.Addr.Is6() {
+				a = netip.AddrFrom16([16]byte{0xfd, 0x42, 15: byte(r.IntN(8))})
+			}
+			f.Backends = append(f.Backends, services.Backend{Addr: netip.AddrPortFrom(a, 8080)})
+		}
+		t[k] = f
+	}
+	return t
+}
+
+// syncModel plans the move from state to t and carries it out on m,
+// checking it as it goes, as Sync does.
+func syncModel(m *model, state map[svcKey]*svcState, orphans []slotKey, a *ids, prev, t services.Table) (map[svcKey]*svcState, error) {
+	limit := len(m.slots)
+	n := 0
+	for _, f := range t {
+		n += len(desired(f))
+	}
+	limit = max(limit, n)
+	p := makePlan(state, t, a)
+	p.slotDel = append(p.slotDel, orphans...)
+	if err := m.apply(p, prev, t, limit); err != nil {
+		return nil, err
+	}
+	a.free = append(a.free, p.freed...)
+	return p.next, m.equal(t)
+}
+
+// TestPlanSequence moves the maps through random tables, checking after
+// every single map operation that no connect could see a missing slot or
+// another frontend's backend, and at the end of each Sync that the maps
+// hold exactly the table; and that reading the maps back gives a state
+// whose next plan is empty.
+func TestPlanSequence(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	m := newModel()
+	state, a := map[svcKey]*svcState{}, &ids{}
+	prev := services.Table{}
+	for i := range 500 {
+		next := randTable(r, 12)
+		var err error
+		if state, err = syncModel(m, state, nil, a, prev, next); err != nil {
+			t.Fatalf("sync %d: %v", i, err)
+		}
+		prev = next
+		st, orphans, _ := stateFrom(m.svcs, m.slots)
+		if p := makePlan(st, next, &ids{next: 1 << 20}); p.ops() != 0 || len(orphans) != 0 {
+			t.Fatalf("sync %d: read back, the same table needs %d operations, %d orphans", i, p.ops(), len(orphans))
+		}
+	}
+}
+
+func TestAssign(t *testing.T) {
+	be := func(n ...byte) []beVal {
+		var out []beVal
+		for _, b := range n {
+			out = append(out, beVal{Addr: [16]byte{15: b}, Port: port2(80)})
+		}
+		return out
+	}
+	for _, tc := range []struct{ old, want, got []beVal }{
+		{nil, be(1, 2), be(1, 2)},
+		{be(1, 2, 3), be(3, 2, 1), be(1, 2, 3)},    // kept where they are
+		{be(1, 2, 3), be(1, 3), be(1, 3)},          // 3 moves down into 2's slot
+		{be(1, 2, 3), be(4, 3, 2), be(4, 2, 3)},    // 4 takes 1's slot
+		{be(1, 2), be(2, 5, 6, 7), be(5, 2, 6, 7)}, // new ones fill from the lowest free slot
+		{be(1, 2), nil, []beVal{}},
+	} {
+		if got := assign(tc.old, tc.want); !slices.Equal(got, tc.got) {
+			t.Errorf("assign(%v, %v) = %v, want %v", tc.old, tc.want, got, tc.got)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	f := func(fe *services.Frontend) services.Table { return services.Table{fe.Key: fe} }
+	big := func(nf, nb int) services.Table {
+		t := services.Table{}
+		for i := range nf {
+			k := services.Key{Addr: netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), Port: 80, Proto: services.TCP}
+			fe := &services.Frontend{Key: k}
+			for j := range nb {
+				fe.Backends = append(fe.Backends, services.Backend{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 42, byte(j >> 8), byte(j)}), 80)})
+			}
+			t[k] = fe
+		}
+		return t
+	}
+	mapped := frontend("10.96.0.1:80", services.TCP)
+	mapped.Key.Addr = netip.AddrFrom16(mapped.Key.Addr.As16())
+	for _, tc := range []struct {
+		name string
+		t    services.Table
+		want error
+	}{
+		{"ok", f(frontend("10.96.0.1:80", services.TCP, "10.42.0.1:80")), nil},
+		{"too many frontends", big(services.MaxFrontends+1, 0), ErrTooLarge},
+		{"too many backends", big(1, services.MaxBackends+1), ErrTooLarge},
+		{"too many in all", big(services.MaxBackendsTotal/1000+1, 1000), ErrTooLarge},
+		{"other family", f(frontend("10.96.0.1:80", services.TCP, "[fd00::1]:80")), ErrInvalid},
+		{"mapped", f(mapped), ErrInvalid},
+		{"key", services.Table{{}: frontend("10.96.0.1:80", services.TCP)}, ErrInvalid},
+	} {
+		if err := validate(tc.t); !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Errorf("%s: validate = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// FuzzStateFrom reads arbitrary map contents, as a dataplane adopting
+// pinned maps left by a crashed or older agent might find them, and
+// checks that one Sync brings them to exactly the table without a
+// connect ever seeing an empty slot.
+func FuzzStateFrom(f *testing.F) {
+	f.Add([]byte{1, 0, 2, 1, 1, 3, 2, 2, 0, 1}, uint64(1))
+	f.Add([]byte{0, 0, 0, 5, 5, 5, 9, 9, 9}, uint64(7))
+	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
+		if len(data) > 3000 {
+			return
+		}
+		m := newModel()
+		// Entries from triples: kind, a, b.
+		for i := 0; i+2 < len(data); i += 3 {
+			a, b := data[i+1], data[i+2]
+			if data[i]%2 == 0 {
+				k := keyOf(services.Key{Addr: netip.AddrFrom4([4]byte{10, 96, 0, a % 16}), Port: 80, Proto: services.TCP})
+				m.svcs[k] = svcVal{ID: uint32(b % 8), Count: uint32(a>>4) % 5, Affinity: uint32(b >> 6)}
+			} else {
+				m.slots[slotKey{uint32(a % 8), uint32(b % 6)}] = beVal{Addr: addr16(netip.AddrFrom4([4]byte{10, 42, 0, b})), Port: port2(8080)}
+			}
+		}
+		state, orphans, a := stateFrom(m.svcs, m.slots)
+		next := randTable(rand.New(rand.NewPCG(seed, 0)), 16)
+		for k := range next {
+			if k.Addr.Is6() {
+				delete(next, k)
+			}
+		}
+		// What a connect sees during this Sync is not checked: the
+		// maps may have been inconsistent before it.
+		p := makePlan(state, next, a)
+		p.slotDel = append(p.slotDel, orphans...)
+		limit := max(len(m.slots), 16*6)
+		if err := m.applyUnchecked(p, limit); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.equal(next); err != nil {
+			t.Fatalf("after one Sync: %v", err)
+		}
+	})
+}
+
+// applyUnchecked carries p out, checking only the map limit.
+func (m *model) applyUnchecked(p *plan, limit int) error {
+	for i, k := range p.holes.keys {
+		m.slots[k] = p.holes.vals[i]
+	}
+	for _, k := range p.svcDel {
+		delete(m.svcs, k)
+	}
+	for i, k := range p.svcShrink.keys {
+		m.svcs[k] = p.svcShrink.vals[i]
+	}
+	for _, k := range p.slotDel {
+		delete(m.slots, k)
+	}
+	for i, k := range p.slots.keys {
+		m.slots[k] = p.slots.vals[i]
+		if len(m.slots) > limit {
+			return fmt.Errorf("%d backend entries, limit %d", len(m.slots), limit)
+		}
+	}
+	for i, k := range p.svcs.keys {
+		m.svcs[k] = p.svcs.vals[i]
+	}
+	return nil
+}
+
+// TestLayout: the Go types are the sizes the map specs say, and their
+// fields where the programs read them.
+func TestLayout(t *testing.T) {
+	cfg := DefaultConfig()
+	specs := mapSpecs(&cfg)
+	for _, tc := range []struct {
+		name       string
+		key, value any
+	}{
+		{mapServices, svcKey{}, svcVal{}},
+		{mapBackends, slotKey{}, beVal{}},
+		{mapAffinity, affKey{}, affVal{}},
+		{mapRevNAT, revKey{}, svcKey{}},
+	} {
+		s := specs[tc.name]
+		if k, v := binary.Size(tc.key), binary.Size(tc.value); k != int(s.KeySize) || v != int(s.ValueSize) {
+			t.Errorf("%s: Go key and value are %d and %d bytes, map's %d and %d", tc.name, k, v, s.KeySize, s.ValueSize)
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"svcVal.ID", unsafe.Offsetof(svcVal{}.ID), svcID},
+		{"svcVal.Count", unsafe.Offsetof(svcVal{}.Count), svcCount},
+		{"svcVal.Affinity", unsafe.Offsetof(svcVal{}.Affinity), svcAffinity},
+		{"beVal.Addr", unsafe.Offsetof(beVal{}.Addr), beAddr},
+		{"beVal.Port", unsafe.Offsetof(beVal{}.Port), bePort},
+		{"affVal.Last", unsafe.Offsetof(affVal{}.Last), affLast},
+		{"affVal.Slot", unsafe.Offsetof(affVal{}.Slot), affSlot},
+		{"affVal.Port", unsafe.Offsetof(affVal{}.Port), affPort},
+		{"affVal.Addr", unsafe.Offsetof(affVal{}.Addr), affAddr},
+		{"svcKey.Port", unsafe.Offsetof(svcKey{}.Port), 16},
+		{"svcKey.Proto", unsafe.Offsetof(svcKey{}.Proto), 18},
+		{"revKey.Addr", unsafe.Offsetof(revKey{}.Addr), 8},
+		{"revKey.Port", unsafe.Offsetof(revKey{}.Port), 24},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s at %d, programs read it at %d", tc.name, tc.got, tc.want)
+		}
+	}
+}
