@@ -1,0 +1,109 @@
+package dns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	miekg "github.com/miekg/dns"
+)
+
+// ErrNoUpstream is returned by a forward when there is no upstream to ask.
+var ErrNoUpstream = errors.New("no upstream")
+
+// upstreamUDPSize is the EDNS0 buffer size offered to upstreams, the DNS
+// flag day 2020 value that avoids IP fragmentation.
+const upstreamUDPSize = 1232
+
+// forwarder asks the node's upstream resolvers. It is safe for
+// concurrent use.
+type forwarder struct {
+	upstreams []string
+	timeout   time.Duration // of one exchange with one upstream
+	udp, tcp  *miekg.Client
+	// first is the index of the upstream to ask first: the last one that
+	// answered, so a dead first upstream costs one timeout, not one per
+	// query.
+	first atomic.Uint32
+}
+
+func newForwarder(upstreams []string, timeout time.Duration) *forwarder {
+	return &forwarder{
+		upstreams: upstreams,
+		timeout:   timeout,
+		udp:       &miekg.Client{Net: "udp", Timeout: timeout, UDPSize: upstreamUDPSize},
+		tcp:       &miekg.Client{Net: "tcp", Timeout: timeout},
+	}
+}
+
+// exchange asks the upstreams for q, one after the other, and returns the
+// first answer that is not a failure (SERVFAIL, REFUSED, NOTIMP, FORMERR).
+// A truncated UDP answer is asked again over TCP. The answer has no OPT
+// record; the caller owns it.
+func (f *forwarder) exchange(ctx context.Context, q miekg.Question) (*miekg.Msg, error) {
+	if len(f.upstreams) == 0 {
+		return nil, ErrNoUpstream
+	}
+	first := int(f.first.Load()) % len(f.upstreams)
+	var errs []error
+	for i := range f.upstreams {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
+		idx := (first + i) % len(f.upstreams)
+		up := f.upstreams[idx]
+		r, err := f.exchangeOne(ctx, q, up)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", up, err))
+			continue
+		}
+		f.first.Store(uint32(idx))
+		return r, nil
+	}
+	return nil, fmt.Errorf("forward %s %s: %w", q.Name, miekg.TypeToString[q.Qtype], errors.Join(errs...))
+}
+
+func (f *forwarder) exchangeOne(ctx context.Context, q miekg.Question, upstream string) (*miekg.Msg, error) {
+	req := new(miekg.Msg)
+	req.Id = miekg.Id()
+	req.RecursionDesired = true
+	req.Question = []miekg.Question{q}
+	req.SetEdns0(upstreamUDPSize, false)
+
+	ctx1, cancel := context.WithTimeout(ctx, f.timeout)
+	r, _, err := f.udp.ExchangeContext(ctx1, req, upstream)
+	cancel()
+	if err == nil && r.Truncated {
+		ctx1, cancel := context.WithTimeout(ctx, f.timeout)
+		r, _, err = f.tcp.ExchangeContext(ctx1, req, upstream)
+		cancel()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Question) != 1 || !strings.EqualFold(r.Question[0].Name, q.Name) ||
+		r.Question[0].Qtype != q.Qtype || r.Question[0].Qclass != q.Qclass {
+		return nil, errors.New("answer to another question")
+	}
+	switch r.Rcode {
+	case miekg.RcodeServerFailure, miekg.RcodeRefused, miekg.RcodeNotImplemented, miekg.RcodeFormatError:
+		return nil, fmt.Errorf("rcode %s", miekg.RcodeToString[r.Rcode])
+	}
+	r.Extra = dropOPT(r.Extra)
+	return r, nil
+}
+
+// dropOPT returns rrs without OPT records, in place.
+func dropOPT(rrs []miekg.RR) []miekg.RR {
+	out := rrs[:0]
+	for _, rr := range rrs {
+		if rr.Header().Rrtype != miekg.TypeOPT {
+			out = append(out, rr)
+		}
+	}
+	return out
+}
