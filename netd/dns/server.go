@@ -356,9 +356,10 @@ func (s *Server) serveTCP(ctx context.Context, ln net.Listener, wg *sync.WaitGro
 			return nil
 		}
 		wg.Go(func() {
-			defer func() { <-sem }()
-			defer s.untrack(c)
 			s.serveConn(ctx, c)
+			// Free the slot before the client sees the close.
+			<-sem
+			s.untrack(c)
 		})
 	}
 }
