@@ -74,13 +74,9 @@ func (f *forwarder) exchangeOne(ctx context.Context, q miekg.Question, upstream 
 	req.Question = []miekg.Question{q}
 	req.SetEdns0(upstreamUDPSize, false)
 
-	ctx1, cancel := context.WithTimeout(ctx, f.timeout)
-	r, _, err := f.udp.ExchangeContext(ctx1, req, upstream)
-	cancel()
+	r, err := exchangeCtx(ctx, f.udp, req, upstream, f.timeout)
 	if err == nil && r.Truncated {
-		ctx1, cancel := context.WithTimeout(ctx, f.timeout)
-		r, _, err = f.tcp.ExchangeContext(ctx1, req, upstream)
-		cancel()
+		r, err = exchangeCtx(ctx, f.tcp, req, upstream, f.timeout)
 	}
 	if err != nil {
 		return nil, err
@@ -106,4 +102,23 @@ func dropOPT(rrs []miekg.RR) []miekg.RR {
 		}
 	}
 	return out
+}
+
+// exchangeCtx is one exchange of c with upstream, within timeout, cut
+// short when ctx ends: miekg's client only takes the context's deadline.
+func exchangeCtx(ctx context.Context, c *miekg.Client, req *miekg.Msg, upstream string, timeout time.Duration) (*miekg.Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	co, err := c.DialContext(ctx, upstream)
+	if err != nil {
+		return nil, err
+	}
+	defer co.Close()
+	stop := context.AfterFunc(ctx, func() { co.SetDeadline(time.Now()) })
+	defer stop()
+	r, _, err := c.ExchangeWithConnContext(ctx, req, co)
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+	}
+	return r, err
 }

@@ -613,3 +613,50 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("New(Config{}) = nil error")
 	}
 }
+
+func TestForwardOverload(t *testing.T) {
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	r := startServer(t, func(c *Config) {
+		c.Upstreams = []string{silent.LocalAddr().String()}
+		c.ForwardTimeout = time.Minute // Run's end cuts it short
+		c.MaxForwards = 1
+	})
+	// The first query takes the one forwarding slot and waits on the
+	// silent upstream.
+	c, err := net.Dial("udp", r.udp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := new(miekg.Msg)
+	req.SetQuestion("slow.example.com.", miekg.TypeA)
+	raw, _ := req.Pack()
+	c.Write(raw)
+	deadline := time.Now().Add(10 * time.Second)
+	for r.s.Stats().CacheMisses == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first query never reached the forwarder")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The second gets SERVFAIL at once, not a wait for a slot.
+	start := time.Now()
+	m := exchange(t, "udp", r.udp, "other.example.com.", miekg.TypeA, 0)
+	if m.Rcode != miekg.RcodeServerFailure {
+		t.Errorf("query while overloaded = %s, want SERVFAIL", miekg.RcodeToString[m.Rcode])
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("query while overloaded took %v", d)
+	}
+	// Cluster names are answered regardless.
+	if m := exchange(t, "udp", r.udp, "kubernetes.default.svc.cluster.local.", miekg.TypeA, 0); len(m.Answer) != 1 {
+		t.Errorf("cluster name while overloaded = %v", m)
+	}
+	if st := r.s.Stats(); st.Overloaded != 1 {
+		t.Errorf("Stats().Overloaded = %d, want 1", st.Overloaded)
+	}
+}
