@@ -27,7 +27,9 @@ func TestCacheLRUBytes(t *testing.T) {
 	wire, _ := one.Pack()
 	cost := len(wire) + len("a0.example.") + entryOverhead
 	c := newCache(8*cost, time.Hour) // room for eight
-	key := func(i int) cacheKey { return keyOf(miekg.Question{Name: fmt.Sprintf("a%d.example.", i), Qtype: miekg.TypeA, Qclass: miekg.ClassINET}) }
+	key := func(i int) cacheKey {
+		return keyOf(miekg.Question{Name: fmt.Sprintf("a%d.example.", i), Qtype: miekg.TypeA, Qclass: miekg.ClassINET})
+	}
 	for i := range 8 {
 		c.put(key(i), answerMsg(t, fmt.Sprintf("a%d.example.", i), 60), time.Minute, now)
 	}
