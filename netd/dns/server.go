@@ -157,10 +157,13 @@ type Server struct {
 	domain       string // lowercase FQDN
 	reverseCIDRs []netip.Prefix
 	ttl          uint32
-	log          *slog.Logger
-	now          func() time.Time
-	fwd          *forwarder
-	cache        *cache
+	// self is the address the server listens on, the address of its name
+	// ns.dns.DOMAIN; invalid when it listens on an unspecified address.
+	self  netip.Addr
+	log   *slog.Logger
+	now   func() time.Time
+	fwd   *forwarder
+	cache *cache
 
 	zone    atomic.Pointer[zoneState]
 	running atomic.Bool
@@ -203,6 +206,16 @@ func New(cfg Config) (*Server, error) {
 		conns:  make(map[net.Conn]struct{}),
 	}
 	s.reverseCIDRs = append(append(s.reverseCIDRs, cfg.ServiceCIDRs...), cfg.ClusterCIDRs...)
+	if cfg.PacketConn != nil {
+		if ua, ok := cfg.PacketConn.LocalAddr().(*net.UDPAddr); ok {
+			s.self = ua.AddrPort().Addr().Unmap()
+		}
+	} else if ap, err := netip.ParseAddrPort(cfg.Addr); err == nil {
+		s.self = ap.Addr().Unmap()
+	}
+	if s.self.IsUnspecified() {
+		s.self = netip.Addr{}
+	}
 	s.zone.Store(&zoneState{z: NewZone(cfg.Domain, nil, nil)})
 	return s, nil
 }
@@ -579,6 +592,9 @@ func (s *Server) finish(ctx context.Context, j *job) []byte {
 			if r.Rcode == miekg.RcodeNameError {
 				m.Rcode = miekg.RcodeNameError
 			}
+			if len(r.Answer) == 0 {
+				m.Ns = r.Ns // the target's SOA, for a negative answer
+			}
 		}
 		return s.pack(j.req, m, j.size)
 	}
@@ -665,12 +681,33 @@ func (s *Server) negative(st *zoneState, m *miekg.Msg, apex string, exists bool)
 // it returns that name to chase upstream too.
 func (s *Server) answerZone(st *zoneState, req *miekg.Msg, q miekg.Question, lname string) (*miekg.Msg, string) {
 	m := s.reply(req)
-	if lname == s.domain {
+	nsName := "ns.dns." + s.domain
+	switch {
+	case lname == s.domain:
 		if q.Qtype == miekg.TypeSOA || q.Qtype == miekg.TypeANY {
 			m.Answer = []miekg.RR{s.soa(st, q.Name)}
-			return m, ""
 		}
-		return s.negative(st, m, s.domain, true), ""
+		if s.self.IsValid() && (q.Qtype == miekg.TypeNS || q.Qtype == miekg.TypeANY) {
+			m.Answer = append(m.Answer, &miekg.NS{
+				Hdr: miekg.RR_Header{Name: q.Name, Rrtype: miekg.TypeNS, Class: miekg.ClassINET, Ttl: s.ttl},
+				Ns:  nsName,
+			})
+			m.Extra = appendAddrs(m.Extra, []netip.Addr{s.self}, nsName, miekg.TypeANY, s.ttl)
+		}
+		if len(m.Answer) == 0 {
+			return s.negative(st, m, s.domain, true), ""
+		}
+		return m, ""
+	case s.self.IsValid() && (lname == nsName || lname == "dns."+s.domain):
+		// The server's own name, which the SOA and NS records give, as
+		// CoreDNS answers it when it is not a Service's endpoint.
+		if lname == nsName {
+			m.Answer = appendAddrs(nil, []netip.Addr{s.self}, q.Name, q.Qtype, s.ttl)
+		}
+		if len(m.Answer) == 0 {
+			return s.negative(st, m, s.domain, true), ""
+		}
+		return m, ""
 	}
 	owner, qname := q.Name, lname
 	// Follow CNAMEs inside the domain, a few at most; ExternalNames

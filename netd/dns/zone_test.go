@@ -128,7 +128,7 @@ func testZone() *Zone {
 func testServer(t testing.TB, mod func(*Config)) *Server {
 	t.Helper()
 	cfg := DefaultConfig()
-	cfg.Addr = "127.0.0.1:53"
+	cfg.Addr = "10.42.0.1:53"
 	cfg.Logger = discard()
 	cfg.ServiceCIDRs = []netip.Prefix{pfx("10.43.0.0/16"), pfx("fd00:43::/112")}
 	cfg.ClusterCIDRs = []netip.Prefix{pfx("10.42.0.0/16"), pfx("fd00:42::/56")}
@@ -259,7 +259,11 @@ func TestZoneAnswers(t *testing.T) {
 		{"svc.cluster.local.", miekg.TypeA, noerror, nil, nil, "cluster.local."},
 		{"pod.cluster.local.", miekg.TypeA, noerror, nil, nil, "cluster.local."},
 		{"cluster.local.", miekg.TypeA, noerror, nil, nil, "cluster.local."},
-		{"cluster.local.", miekg.TypeNS, noerror, nil, nil, "cluster.local."},
+		{"cluster.local.", miekg.TypeNS, noerror, []string{"NS ns.dns.cluster.local."}, []string{"A 10.42.0.1"}, ""},
+		{"ns.dns.cluster.local.", miekg.TypeA, noerror, []string{"A 10.42.0.1"}, nil, ""},
+		{"ns.dns.cluster.local.", miekg.TypeAAAA, noerror, nil, nil, "cluster.local."},
+		{"dns.cluster.local.", miekg.TypeA, noerror, nil, nil, "cluster.local."},
+		{"x.dns.cluster.local.", miekg.TypeA, nx, nil, nil, "cluster.local."},
 		{"other.cluster.local.", miekg.TypeA, nx, nil, nil, "cluster.local."},
 		// 2.2: the schema version.
 		{"dns-version.cluster.local.", miekg.TypeTXT, noerror, []string{`TXT "1.1.0"`}, nil, ""},
