@@ -15,6 +15,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -169,7 +170,10 @@ type Server struct {
 	running atomic.Bool
 	stats   counters
 	badLog  rateLimit
-	fwdLog  rateLimit
+	ioLog   rateLimit
+
+	flightMu sync.Mutex
+	flights  map[cacheKey]*flight
 
 	connMu sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -196,14 +200,15 @@ func New(cfg Config) (*Server, error) {
 		cfg.Clock = time.Now
 	}
 	s := &Server{
-		cfg:    cfg,
-		domain: canonicalDomain(cfg.Domain),
-		ttl:    uint32(cfg.TTL / time.Second),
-		log:    cfg.Logger,
-		now:    cfg.Clock,
-		fwd:    newForwarder(cfg.Upstreams, cfg.ForwardTimeout),
-		cache:  newCache(cfg.CacheBytes, cfg.MaxStale),
-		conns:  make(map[net.Conn]struct{}),
+		cfg:     cfg,
+		domain:  canonicalDomain(cfg.Domain),
+		ttl:     uint32(cfg.TTL / time.Second),
+		log:     cfg.Logger,
+		now:     cfg.Clock,
+		fwd:     newForwarder(cfg.Upstreams, cfg.ForwardTimeout),
+		cache:   newCache(cfg.CacheBytes, cfg.MaxStale),
+		conns:   make(map[net.Conn]struct{}),
+		flights: make(map[cacheKey]*flight),
 	}
 	s.reverseCIDRs = append(append(s.reverseCIDRs, cfg.ServiceCIDRs...), cfg.ClusterCIDRs...)
 	if cfg.PacketConn != nil {
@@ -295,17 +300,23 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) serveUDP(ctx context.Context, pc net.PacketConn, wg *sync.WaitGroup) error {
 	buf := make([]byte, s.cfg.MaxUDPSize+1)
 	sem := make(chan struct{}, s.cfg.MaxForwards)
+	var delay time.Duration
 	for {
 		n, addr, err := pc.ReadFrom(buf)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("dns udp: %w", err)
 			}
-			return fmt.Errorf("dns udp: %w", err)
+			s.logBad(&s.ioLog, "dns udp read", "err", err)
+			if !s.backoff(ctx, &delay) {
+				return nil
+			}
+			continue
 		}
+		delay = 0
 		out, j := s.begin(buf[:n], true)
 		if j == nil {
 			if out != nil {
@@ -332,7 +343,7 @@ func (s *Server) serveUDP(ctx context.Context, pc net.PacketConn, wg *sync.WaitG
 
 func (s *Server) serveTCP(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) error {
 	sem := make(chan struct{}, s.cfg.MaxTCPConns)
-	backoff := 5 * time.Millisecond
+	var delay time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -342,20 +353,13 @@ func (s *Server) serveTCP(ctx context.Context, ln net.Listener, wg *sync.WaitGro
 			if errors.Is(err, net.ErrClosed) {
 				return fmt.Errorf("dns tcp: %w", err)
 			}
-			// Out of file descriptors and the like: wait, as net/http's
-			// server does, rather than spin.
-			s.logBad(&s.fwdLog, "dns tcp accept", "err", err)
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			s.logBad(&s.ioLog, "dns tcp accept", "err", err)
+			if !s.backoff(ctx, &delay) {
 				return nil
-			case <-t.C:
 			}
-			backoff = min(2*backoff, time.Second)
 			continue
 		}
-		backoff = 5 * time.Millisecond
+		delay = 0
 		select {
 		case sem <- struct{}{}:
 		default:
@@ -374,6 +378,21 @@ func (s *Server) serveTCP(ctx context.Context, ln net.Listener, wg *sync.WaitGro
 			<-sem
 			s.untrack(c)
 		})
+	}
+}
+
+// backoff waits after a failed read or accept (out of file descriptors
+// and the like), as net/http's server does, rather than spin: 5 ms, then
+// twice as long each time up to a second. It reports false when ctx ends.
+func (s *Server) backoff(ctx context.Context, delay *time.Duration) bool {
+	*delay = min(max(2**delay, 5*time.Millisecond), time.Second)
+	t := time.NewTimer(*delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -411,7 +430,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	var lenBuf [2]byte
 	for {
 		c.SetReadDeadline(time.Now().Add(s.cfg.TCPIdleTimeout))
-		if _, err := readFull(c, lenBuf[:]); err != nil {
+		if _, err := io.ReadFull(c, lenBuf[:]); err != nil {
 			return
 		}
 		n := int(binary.BigEndian.Uint16(lenBuf[:]))
@@ -422,7 +441,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 			return
 		}
 		buf := make([]byte, n)
-		if _, err := readFull(c, buf); err != nil {
+		if _, err := io.ReadFull(c, buf); err != nil {
 			return
 		}
 		out := s.answer(ctx, buf, false)
@@ -437,18 +456,6 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 			return
 		}
 	}
-}
-
-func readFull(c net.Conn, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := c.Read(b[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // answer returns the response to the raw query that came over UDP (udp)
@@ -476,10 +483,8 @@ type job struct {
 
 const headerLen = 12
 
-// Header bits, for a message that does not unpack.
-const (
-	flagQR = 1 << 15
-)
+// flagQR is the header's response bit, read before a message unpacks.
+const flagQR = 1 << 15
 
 // begin decodes raw and answers it when it can without an upstream: it
 // returns the response (nil to drop) or a job for finish.
@@ -628,20 +633,60 @@ func (s *Server) resolve(ctx context.Context, q miekg.Question) *miekg.Msg {
 	}
 	s.stats.cacheMisses.Add(1)
 	if ctx != nil {
-		r, err := s.fwd.exchange(ctx, q)
-		if err == nil {
-			s.stats.forwarded.Add(1)
-			s.cache.put(k, r, cacheTTL(r, s.cfg.MaxCacheTTL), s.now())
+		if r, err := s.forwardShared(ctx, k, q); err == nil {
 			return r
 		}
-		s.stats.forwardErrors.Add(1)
-		s.logBad(&s.fwdLog, "dns forward failed", "err", err)
 	}
 	if ok {
 		s.stats.staleServed.Add(1)
 		return cached
 	}
 	return nil
+}
+
+// flight is one question on its way upstream, which the queries asking
+// the same question meanwhile wait for instead of asking again.
+type flight struct {
+	done chan struct{}
+	r    *miekg.Msg // read-only once done is closed
+	err  error
+}
+
+// forwardShared asks upstream for q, or waits for the same question
+// already asked, and caches the answer. The caller owns the answer.
+func (s *Server) forwardShared(ctx context.Context, k cacheKey, q miekg.Question) (*miekg.Msg, error) {
+	s.flightMu.Lock()
+	if f, ok := s.flights[k]; ok {
+		s.flightMu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+		return f.r.Copy(), nil
+	}
+	f := &flight{done: make(chan struct{})}
+	s.flights[k] = f
+	s.flightMu.Unlock()
+
+	r, err := s.fwd.exchange(ctx, q)
+	if err == nil {
+		s.stats.forwarded.Add(1)
+		s.cache.put(k, r, cacheTTL(r, s.cfg.MaxCacheTTL), s.now())
+		f.r = r.Copy()
+	} else {
+		s.stats.forwardErrors.Add(1)
+		s.logBad(&s.ioLog, "dns forward failed", "err", err)
+	}
+	f.err = err
+	s.flightMu.Lock()
+	delete(s.flights, k)
+	s.flightMu.Unlock()
+	close(f.done)
+	return r, err
 }
 
 // reply returns an authoritative NOERROR response to req.
@@ -807,7 +852,7 @@ func (s *Server) pack(req, m *miekg.Msg, size int) []byte {
 	if err != nil {
 		// Records from an upstream that do not pack again: give the
 		// client SERVFAIL rather than nothing.
-		s.logBad(&s.fwdLog, "dns pack response", "err", err)
+		s.logBad(&s.ioLog, "dns pack response", "err", err)
 		f := &miekg.Msg{MsgHdr: m.MsgHdr, Question: m.Question}
 		f.Rcode = miekg.RcodeServerFailure
 		f.Truncated = false

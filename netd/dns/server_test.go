@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -656,5 +657,67 @@ func TestForwardOverload(t *testing.T) {
 	}
 	if st := r.s.Stats(); st.Overloaded != 1 {
 		t.Errorf("Stats().Overloaded = %d, want 1", st.Overloaded)
+	}
+}
+
+func TestForwardShared(t *testing.T) {
+	// An upstream that answers only when told to.
+	up, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	r := startServer(t, func(c *Config) { c.Upstreams = []string{up.LocalAddr().String()} })
+
+	const n = 5
+	results := make(chan *miekg.Msg, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			req := new(miekg.Msg)
+			req.SetQuestion("shared.example.com.", miekg.TypeA)
+			c := &miekg.Client{Net: "udp", Timeout: 10 * time.Second}
+			m, _, err := c.Exchange(req, r.udp)
+			if err != nil {
+				t.Errorf("query: %v", err)
+			}
+			results <- m
+		})
+	}
+	buf := make([]byte, 2048)
+	up.SetReadDeadline(time.Now().Add(10 * time.Second))
+	k, from, err := up.ReadFrom(buf)
+	if err != nil {
+		t.Fatalf("upstream read: %v", err)
+	}
+	// Every query has missed the cache and so waits on the one question.
+	deadline := time.Now().Add(10 * time.Second)
+	for r.s.Stats().CacheMisses < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("Stats().CacheMisses = %d, want %d", r.s.Stats().CacheMisses, n)
+		}
+		runtime.Gosched()
+	}
+	q := new(miekg.Msg)
+	if err := q.Unpack(buf[:k]); err != nil {
+		t.Fatal(err)
+	}
+	resp := new(miekg.Msg)
+	resp.SetReply(q)
+	rr, _ := miekg.NewRR("shared.example.com. 60 IN A 192.0.2.7")
+	resp.Answer = []miekg.RR{rr}
+	out, _ := resp.Pack()
+	up.WriteTo(out, from)
+	wg.Wait()
+	close(results)
+	for m := range results {
+		if m == nil || len(m.Answer) != 1 {
+			t.Errorf("answer %v, want one A", m)
+		}
+	}
+	// Had any query asked upstream on its own, it would have got no
+	// answer and SERVFAIL after the forward timeout.
+	if st := r.s.Stats(); st.Forwarded != 1 {
+		t.Errorf("Stats().Forwarded = %d, want 1", st.Forwarded)
 	}
 }

@@ -23,8 +23,9 @@ type Stats struct {
 	// StaleServed counts the stale answers given as every upstream failed
 	// (or, when overloaded, without asking).
 	StaleServed uint64
-	// Forwarded counts the answers got from an upstream; ForwardErrors
-	// the questions no upstream answered.
+	// Forwarded counts the questions an upstream answered, ForwardErrors
+	// those no upstream answered; queries asking a question already on
+	// its way upstream wait for that answer and are not counted again.
 	Forwarded, ForwardErrors uint64
 	// Overloaded counts the UDP queries answered from the cache alone as
 	// MaxForwards were waiting on upstreams already.
