@@ -16,6 +16,8 @@ import (
 	"time"
 
 	miekg "github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -719,5 +721,34 @@ func TestForwardShared(t *testing.T) {
 	// answer and SERVFAIL after the forward timeout.
 	if st := r.s.Stats(); st.Forwarded != 1 {
 		t.Errorf("Stats().Forwarded = %d, want 1", st.Forwarded)
+	}
+}
+
+func TestServeTruncatesBigAnswers(t *testing.T) {
+	r := startServer(t, nil)
+	var eps []endpoint
+	for i := range 60 {
+		eps = append(eps, endpoint{addr: fmt.Sprintf("10.42.7.%d", i+1)})
+	}
+	r.s.SetZone(NewZone("cluster.local", []*corev1.Service{headless("prod", "many")},
+		[]*discoveryv1.EndpointSlice{slice("prod", "many", "many-a", discoveryv1.AddressTypeIPv4, nil, eps...)}))
+	const name = "many.prod.svc.cluster.local."
+	for _, tc := range []struct {
+		network string
+		edns    uint16
+		tc      bool
+	}{
+		{"udp", 0, true},     // 512 bytes hold about 30 A records
+		{"udp", 4096, false}, // 1232, the server's limit, holds sixty
+		{"tcp", 0, false},
+	} {
+		addr := r.udp
+		if tc.network == "tcp" {
+			addr = r.tcp
+		}
+		m := exchange(t, tc.network, addr, name, miekg.TypeA, tc.edns)
+		if m.Truncated != tc.tc || (!tc.tc && len(m.Answer) != 60) {
+			t.Errorf("%s EDNS %d: TC %v with %d records, want TC %v", tc.network, tc.edns, m.Truncated, len(m.Answer), tc.tc)
+		}
 	}
 }
