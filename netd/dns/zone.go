@@ -88,8 +88,8 @@ func NewZone(domain string, svcs []*corev1.Service, slices []*discoveryv1.Endpoi
 		}
 	}
 	// Sized for a service's name, an SRV name and its empty
-	// non-terminal, a namespace's name, and a name per endpoint: a map
-	// that does not grow builds in half the time.
+	// non-terminal, a namespace's name, and a name per endpoint, so that
+	// the maps do not grow while they fill.
 	b := zoneBuilder{
 		z: &Zone{
 			domain:    domain,
@@ -127,8 +127,9 @@ func NewZone(domain string, svcs []*corev1.Service, slices []*discoveryv1.Endpoi
 
 type zoneBuilder struct {
 	z *Zone
-	// slab hands out nodes a block at a time: a zone has tens of
-	// thousands and allocating each alone is most of the build's time.
+	// slab hands out nodes a block at a time: a zone holds tens of
+	// thousands, and one allocation each was a large share of the
+	// build's allocations.
 	slab []node
 }
 
