@@ -122,3 +122,71 @@ func exchangeCtx(ctx context.Context, c *miekg.Client, req *miekg.Msg, upstream 
 	}
 	return r, err
 }
+
+// resolve returns the answer to q from the cache or upstream, a stale
+// answer when every upstream fails, or nil. The caller owns the answer.
+// With a nil ctx it does not ask upstream.
+func (s *Server) resolve(ctx context.Context, q miekg.Question) *miekg.Msg {
+	k := keyOf(q)
+	cached, stale, ok := s.cache.get(k, s.now(), StaleTTL)
+	if ok && !stale {
+		s.stats.cacheHits.Add(1)
+		return cached
+	}
+	s.stats.cacheMisses.Add(1)
+	if ctx != nil {
+		if r, err := s.forwardShared(ctx, k, q); err == nil {
+			return r
+		}
+	}
+	if ok {
+		s.stats.staleServed.Add(1)
+		return cached
+	}
+	return nil
+}
+
+// flight is one question on its way upstream, which the queries asking
+// the same question meanwhile wait for instead of asking again.
+type flight struct {
+	done chan struct{}
+	r    *miekg.Msg // read-only once done is closed
+	err  error
+}
+
+// forwardShared asks upstream for q, or waits for the same question
+// already asked, and caches the answer. The caller owns the answer.
+func (s *Server) forwardShared(ctx context.Context, k cacheKey, q miekg.Question) (*miekg.Msg, error) {
+	s.flightMu.Lock()
+	if f, ok := s.flights[k]; ok {
+		s.flightMu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+		return f.r.Copy(), nil
+	}
+	f := &flight{done: make(chan struct{})}
+	s.flights[k] = f
+	s.flightMu.Unlock()
+
+	r, err := s.fwd.exchange(ctx, q)
+	if err == nil {
+		s.stats.forwarded.Add(1)
+		s.cache.put(k, r, cacheTTL(r, s.cfg.MaxCacheTTL), s.now())
+		f.r = r.Copy()
+	} else {
+		s.stats.forwardErrors.Add(1)
+		s.logBad(&s.ioLog, "dns forward failed", "err", err)
+	}
+	f.err = err
+	s.flightMu.Lock()
+	delete(s.flights, k)
+	s.flightMu.Unlock()
+	close(f.done)
+	return r, err
+}
