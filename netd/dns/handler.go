@@ -86,24 +86,31 @@ func (s *Server) begin(raw []byte, udp bool) ([]byte, *job) {
 		m.RecursionAvailable = true
 		return s.pack(req, m, size), nil
 	}
+	// reject answers a query the server does not take.
+	reject := func(rcode int, reason string) ([]byte, *job) {
+		s.logBad(&s.badLog, "dns query rejected", "reason", reason, "rcode", miekg.RcodeToString[rcode])
+		return fail(rcode)
+	}
 	switch {
 	case req.Opcode != miekg.OpcodeQuery:
-		return fail(miekg.RcodeNotImplemented)
-	case len(req.Question) != 1 || nopt > 1:
-		return fail(miekg.RcodeFormatError)
+		return reject(miekg.RcodeNotImplemented, "opcode "+miekg.OpcodeToString[req.Opcode])
+	case len(req.Question) != 1:
+		return reject(miekg.RcodeFormatError, "not one question")
+	case nopt > 1:
+		return reject(miekg.RcodeFormatError, "more than one OPT record")
 	case opt != nil && opt.Version() != 0:
-		return fail(miekg.RcodeBadVers)
+		return reject(miekg.RcodeBadVers, "EDNS version above 0")
 	case udp && opt == nil && len(raw) > miekg.MinMsgSize:
-		return fail(miekg.RcodeFormatError)
+		return reject(miekg.RcodeFormatError, "UDP query over 512 bytes without EDNS0")
 	}
 	q := req.Question[0]
 	switch {
 	case q.Qclass != miekg.ClassINET:
-		return fail(miekg.RcodeNotImplemented)
+		return reject(miekg.RcodeNotImplemented, "class "+miekg.ClassToString[q.Qclass])
 	case q.Qtype == miekg.TypeOPT:
-		return fail(miekg.RcodeFormatError)
+		return reject(miekg.RcodeFormatError, "question of type OPT")
 	case q.Qtype == miekg.TypeAXFR || q.Qtype == miekg.TypeIXFR:
-		return fail(miekg.RcodeRefused)
+		return reject(miekg.RcodeRefused, "zone transfer")
 	}
 
 	st := s.zone.Load()

@@ -752,3 +752,25 @@ func TestServeTruncatesBigAnswers(t *testing.T) {
 		}
 	}
 }
+
+func TestBadInputLogRateLimit(t *testing.T) {
+	var logs bytes.Buffer
+	clock := newFakeClock()
+	s := testServer(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		c.Clock = clock.Now
+	})
+	junk := []byte{1, 2, 3}
+	for range 3 {
+		s.answer(context.Background(), junk, true)
+	}
+	clock.Advance(logInterval)
+	s.answer(context.Background(), junk, true)
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], "suppressed=2") {
+		t.Errorf("logs = %q, want two lines, the second saying 2 were suppressed", lines)
+	}
+	if st := s.Stats(); st.Dropped != 4 {
+		t.Errorf("Stats().Dropped = %d, want 4", st.Dropped)
+	}
+}
