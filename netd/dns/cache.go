@@ -27,7 +27,16 @@ type cacheEntry struct {
 	wire   []byte
 	stored time.Time
 	expiry time.Time // stored plus the answer's smallest TTL
+	// failed is when every upstream last failed to refresh the expired
+	// entry; zero when none has.
+	failed time.Time
 }
+
+// failureRecheck is how long after every upstream failed to refresh an
+// expired answer that answer is served stale without asking again: RFC
+// 8767's failure recheck timer, so that a node whose uplink is down does
+// not make each query wait out the upstream timeouts.
+const failureRecheck = 30 * time.Second
 
 // entryOverhead is what an entry costs beyond its wire bytes, roughly: the
 // map slot, the list element and the entry.
@@ -85,31 +94,33 @@ func (c *cache) removeLocked(el *list.Element) {
 
 // get returns the answer to k with its TTLs lowered by the time it has
 // been cached, or with stale true and every TTL set to staleTTL once it
-// has expired (no later than maxStale after). The caller owns the
+// has expired (no later than maxStale after); recheck says the upstreams
+// failed to refresh it less than failureRecheck ago. The caller owns the
 // message.
-func (c *cache) get(k cacheKey, now time.Time, staleTTL uint32) (m *miekg.Msg, stale, ok bool) {
+func (c *cache) get(k cacheKey, now time.Time, staleTTL uint32) (m *miekg.Msg, stale, recheck, ok bool) {
 	c.mu.Lock()
 	el, ok := c.m[k]
 	if !ok {
 		c.mu.Unlock()
-		return nil, false, false
+		return nil, false, false, false
 	}
 	e := el.Value.(*cacheEntry)
 	if now.After(e.expiry.Add(c.maxStale)) {
 		c.removeLocked(el)
 		c.mu.Unlock()
-		return nil, false, false
+		return nil, false, false, false
 	}
 	c.lru.MoveToFront(el)
+	recheck = !e.failed.IsZero() && now.Sub(e.failed) < failureRecheck
 	c.mu.Unlock()
 
 	m = new(miekg.Msg)
 	if err := m.Unpack(e.wire); err != nil {
-		return nil, false, false
+		return nil, false, false, false
 	}
 	if !now.Before(e.expiry) {
 		setTTLs(m, func(uint32) uint32 { return staleTTL })
-		return m, true, true
+		return m, true, recheck, true
 	}
 	age := uint32(now.Sub(e.stored) / time.Second)
 	setTTLs(m, func(t uint32) uint32 {
@@ -118,7 +129,16 @@ func (c *cache) get(k cacheKey, now time.Time, staleTTL uint32) (m *miekg.Msg, s
 		}
 		return 0
 	})
-	return m, false, true
+	return m, false, false, true
+}
+
+// failed records that every upstream failed to refresh k's answer.
+func (c *cache) failed(k cacheKey, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.m[k]; ok {
+		el.Value.(*cacheEntry).failed = now
+	}
 }
 
 // len returns the number of entries and their cost in bytes.

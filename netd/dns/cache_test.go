@@ -34,18 +34,18 @@ func TestCacheLRUBytes(t *testing.T) {
 		c.put(key(i), answerMsg(t, fmt.Sprintf("a%d.example.", i), 60), time.Minute, now)
 	}
 	// Touch the first so the second is the least recently used.
-	if _, _, ok := c.get(key(0), now, StaleTTL); !ok {
+	if _, _, _, ok := c.get(key(0), now, StaleTTL); !ok {
 		t.Fatal("get(a0) missed")
 	}
 	c.put(key(8), answerMsg(t, "a8.example.", 60), time.Minute, now)
 	if n, b := c.len(); n != 8 || b > 8*cost {
 		t.Errorf("len() = %d entries, %d bytes; want 8, at most %d", n, b, 8*cost)
 	}
-	if _, _, ok := c.get(key(1), now, StaleTTL); ok {
+	if _, _, _, ok := c.get(key(1), now, StaleTTL); ok {
 		t.Errorf("get(a1) hit, want it evicted as least recently used")
 	}
 	for _, i := range []int{0, 2, 8} {
-		if _, _, ok := c.get(key(i), now, StaleTTL); !ok {
+		if _, _, _, ok := c.get(key(i), now, StaleTTL); !ok {
 			t.Errorf("get(a%d) missed", i)
 		}
 	}
@@ -73,7 +73,7 @@ func TestCacheExpiry(t *testing.T) {
 		{100*time.Second + time.Hour, StaleTTL, true, true},
 		{101*time.Second + time.Hour, 0, false, false},
 	} {
-		m, stale, ok := c.get(keyOf(miekg.Question{Name: "a.example.", Qtype: miekg.TypeA, Qclass: miekg.ClassINET}), now.Add(tc.after), StaleTTL)
+		m, stale, _, ok := c.get(keyOf(miekg.Question{Name: "a.example.", Qtype: miekg.TypeA, Qclass: miekg.ClassINET}), now.Add(tc.after), StaleTTL)
 		if ok != tc.ok || stale != tc.stale || (ok && m.Answer[0].Header().Ttl != tc.ttl) {
 			t.Errorf("get after %v = stale %v ok %v (%v), want TTL %d stale %v ok %v", tc.after, stale, ok, m, tc.ttl, tc.stale, tc.ok)
 		}

@@ -124,19 +124,28 @@ func exchangeCtx(ctx context.Context, c *miekg.Client, req *miekg.Msg, upstream 
 }
 
 // resolve returns the answer to q from the cache or upstream, a stale
-// answer when every upstream fails, or nil. The caller owns the answer.
+// answer when every upstream fails (or failed less than failureRecheck
+// ago), or nil. The caller owns the answer.
 // With a nil ctx it does not ask upstream.
 func (s *Server) resolve(ctx context.Context, q miekg.Question) *miekg.Msg {
 	k := keyOf(q)
-	cached, stale, ok := s.cache.get(k, s.now(), StaleTTL)
+	cached, stale, recheck, ok := s.cache.get(k, s.now(), StaleTTL)
 	if ok && !stale {
 		s.stats.cacheHits.Add(1)
 		return cached
 	}
+	if ok && recheck {
+		s.stats.staleServed.Add(1)
+		return cached
+	}
 	s.stats.cacheMisses.Add(1)
 	if ctx != nil {
-		if r, err := s.forwardShared(ctx, k, q); err == nil {
+		r, err := s.forwardShared(ctx, k, q)
+		if err == nil {
 			return r
+		}
+		if ok && ctx.Err() == nil {
+			s.cache.failed(k, s.now())
 		}
 	}
 	if ok {

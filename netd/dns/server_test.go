@@ -264,6 +264,16 @@ func TestForwardCacheStale(t *testing.T) {
 	up.stop()
 	clock.Advance(2 * time.Hour)
 	a(StaleTTL)
+	if st := r.s.Stats(); st.ForwardErrors != 1 || st.StaleServed != 1 {
+		t.Errorf("Stats() = %+v, want 1 forward error, 1 stale", st)
+	}
+	// For the next 30 s (RFC 8767's failure recheck timer) it is served
+	// without asking again.
+	clock.Advance(failureRecheck - time.Second)
+	a(StaleTTL)
+	if st := r.s.Stats(); st.ForwardErrors != 1 || st.StaleServed != 2 {
+		t.Errorf("Stats() = %+v, want still 1 forward error, 2 stale", st)
+	}
 	m = exchange(t, "tcp", r.tcp, "nx.example.com.", miekg.TypeA, 0)
 	if m.Rcode != miekg.RcodeNameError || len(m.Ns) != 1 || m.Ns[0].Header().Ttl != StaleTTL {
 		t.Errorf("stale nx.example.com = %v, want NXDOMAIN with its SOA at TTL %d", m, StaleTTL)
@@ -273,6 +283,9 @@ func TestForwardCacheStale(t *testing.T) {
 	if m.Rcode != miekg.RcodeServerFailure {
 		t.Errorf("never.example.org with the upstream down = %s, want SERVFAIL", miekg.RcodeToString[m.Rcode])
 	}
+	// After the recheck timer, the upstreams are asked again.
+	clock.Advance(time.Second)
+	a(StaleTTL)
 	// Past MaxStale the stale answer is gone.
 	clock.Advance(DefaultConfig().MaxStale)
 	m = exchange(t, "udp", r.udp, "example.com.", miekg.TypeA, 0)
@@ -286,8 +299,8 @@ func TestForwardCacheStale(t *testing.T) {
 	}
 
 	st := r.s.Stats()
-	if st.CacheHits != 2 || st.StaleServed != 2 || st.ForwardErrors != 4 || st.Forwarded != 3 || st.ServFail != 2 {
-		t.Errorf("Stats() = %+v, want 2 cache hits, 2 stale, 3 forwarded, 4 forward errors, 2 SERVFAIL", st)
+	if st.CacheHits != 2 || st.StaleServed != 4 || st.ForwardErrors != 5 || st.Forwarded != 3 || st.ServFail != 2 {
+		t.Errorf("Stats() = %+v, want 2 cache hits, 4 stale, 3 forwarded, 5 forward errors, 2 SERVFAIL", st)
 	}
 }
 

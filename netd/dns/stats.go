@@ -20,8 +20,9 @@ type Stats struct {
 	// CacheHits and CacheMisses count the questions for upstream names
 	// answered fresh from the cache, or not.
 	CacheHits, CacheMisses uint64
-	// StaleServed counts the stale answers given as every upstream failed
-	// (or, when overloaded, without asking).
+	// StaleServed counts the stale answers given as every upstream failed,
+	// or had failed less than 30 s before, or without asking when
+	// overloaded.
 	StaleServed uint64
 	// Forwarded counts the questions an upstream answered, ForwardErrors
 	// those no upstream answered; queries asking a question already on
