@@ -18,6 +18,7 @@ import (
 	miekg "github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -785,5 +786,59 @@ func TestBadInputLogRateLimit(t *testing.T) {
 	}
 	if st := s.Stats(); st.Dropped != 4 {
 		t.Errorf("Stats().Dropped = %d, want 4", st.Dropped)
+	}
+}
+
+func TestSetZoneWhileServing(t *testing.T) {
+	s := testServer(t, nil)
+	s.SetZone(testZone())
+	req := new(miekg.Msg)
+	req.SetQuestion("web.prod.svc.cluster.local.", miekg.TypeA)
+	raw, _ := req.Pack()
+	zones := []*Zone{
+		testZone(),
+		NewZone("cluster.local", []*corev1.Service{service("prod", "web", []string{"10.43.0.11"})}, nil),
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s.SetZone(zones[i%2])
+		}
+	})
+	for range 2000 {
+		m := new(miekg.Msg)
+		if err := m.Unpack(s.answer(context.Background(), raw, true)); err != nil {
+			t.Fatal(err)
+		}
+		// Either zone's answer, never a mix or nothing.
+		got := rrData(m.Answer)
+		if !slices.Equal(got, []string{"A 10.43.0.10"}) && !slices.Equal(got, []string{"A 10.43.0.11"}) {
+			t.Fatalf("answer during swaps = %q", got)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}
+
+func TestExternalNameToMissingName(t *testing.T) {
+	up := startUpstream(t)
+	r := startServer(t, func(c *Config) { c.Upstreams = []string{up.addr} })
+	r.s.SetZone(NewZone("cluster.local", []*corev1.Service{{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "gone"},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "nx.example.com"},
+	}}, nil))
+	m := exchange(t, "udp", r.udp, "gone.prod.svc.cluster.local.", miekg.TypeA, 0)
+	// RFC 6604: the rcode is the last name's, with its SOA.
+	if got := rrData(m.Answer); m.Rcode != miekg.RcodeNameError || !slices.Equal(got, []string{"CNAME nx.example.com."}) || len(m.Ns) != 1 {
+		t.Errorf("gone.prod = %s %q authority %v, want NXDOMAIN, the CNAME and the target's SOA", miekg.RcodeToString[m.Rcode], got, m.Ns)
+	}
+	if st := r.s.Stats(); st.CacheEntries != 1 || st.CacheBytes == 0 {
+		t.Errorf("Stats() = %+v, want the target's answer cached", st)
 	}
 }

@@ -6,7 +6,8 @@ import (
 	miekg "github.com/miekg/dns"
 )
 
-// Stats counts what a Server did since New. Counters only grow.
+// Stats counts what a Server did since New. Counters only grow; the
+// cache's size is a gauge.
 type Stats struct {
 	// Queries is every message received, decodable or not.
 	Queries uint64
@@ -34,6 +35,9 @@ type Stats struct {
 	// TCPRejected counts the connections closed at once as MaxTCPConns
 	// were open.
 	TCPRejected uint64
+	// CacheEntries and CacheBytes are what the cache holds now, stale
+	// answers included; CacheBytes counts toward Config.CacheBytes.
+	CacheEntries, CacheBytes int
 }
 
 type counters struct {
@@ -68,7 +72,10 @@ func (c *counters) countRcode(rcode int) {
 // they are not one snapshot.
 func (s *Server) Stats() Stats {
 	c := &s.stats
+	entries, bytes := s.cache.len()
 	return Stats{
+		CacheEntries:  entries,
+		CacheBytes:    bytes,
 		Queries:       c.queries.Load(),
 		Dropped:       c.dropped.Load(),
 		NoError:       c.noError.Load(),
