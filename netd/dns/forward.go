@@ -114,8 +114,16 @@ func exchangeCtx(ctx context.Context, c *miekg.Client, req *miekg.Msg, upstream 
 		return nil, err
 	}
 	defer co.Close()
-	stop := context.AfterFunc(ctx, func() { co.SetDeadline(time.Now()) })
-	defer stop()
+	cut := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		co.SetDeadline(time.Now())
+		close(cut)
+	})
+	defer func() {
+		if !stop() {
+			<-cut // so that no goroutine outlives the exchange
+		}
+	}()
 	r, _, err := c.ExchangeWithConnContext(ctx, req, co)
 	if err != nil && ctx.Err() != nil {
 		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
