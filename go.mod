@@ -21,6 +21,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/google/nftables v0.3.0
 	github.com/klauspost/compress v1.20.0
+	github.com/miekg/dns v1.1.73
 	github.com/moby/sys/signal v0.7.1
 	github.com/moby/sys/user v0.4.1
 	github.com/opencontainers/go-digest v1.0.0

@@ -1,0 +1,135 @@
+package dns
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	miekg "github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// bigCluster returns n Services in 100 namespaces, one in ten headless,
+// each with a slice of three ready endpoints and two named ports.
+func bigCluster(n int) ([]*corev1.Service, []*discoveryv1.EndpointSlice) {
+	svcs := make([]*corev1.Service, 0, n)
+	slices := make([]*discoveryv1.EndpointSlice, 0, n)
+	tcp := corev1.ProtocolTCP
+	ports := []port{{"http", 80, tcp}, {"metrics", 9090, tcp}}
+	for i := range n {
+		ns := fmt.Sprintf("ns-%d", i%100)
+		name := fmt.Sprintf("svc-%d", i)
+		if i%10 == 0 {
+			svcs = append(svcs, headless(ns, name, ports...))
+		} else {
+			svcs = append(svcs, service(ns, name, []string{fmt.Sprintf("10.43.%d.%d", i/256, i%256)}, ports...))
+		}
+		var eps []endpoint
+		for j := range 3 {
+			k := 3*i + j
+			eps = append(eps, endpoint{addr: fmt.Sprintf("10.42.%d.%d", k/256%256, k%256)})
+		}
+		slices = append(slices, slice(ns, name, name+"-a", discoveryv1.AddressTypeIPv4, ports, eps...))
+	}
+	return svcs, slices
+}
+
+func BenchmarkNewZone10k(b *testing.B) {
+	svcs, slices := bigCluster(10_000)
+	b.ReportAllocs()
+	var z *Zone
+	for b.Loop() {
+		z = NewZone("cluster.local", svcs, slices)
+	}
+	b.ReportMetric(float64(z.Len()), "names")
+}
+
+func TestNewZoneBig(t *testing.T) {
+	svcs, slices := bigCluster(10_000)
+	z := NewZone("cluster.local", svcs, slices)
+	for _, name := range []string{"svc-1.ns-1.svc.cluster.local.", "svc-10.ns-10.svc.cluster.local.", "_http._tcp.svc-10.ns-10.svc.cluster.local."} {
+		if n, ok := z.lookup(name); !ok || len(n.addrs)+len(n.srvs) == 0 {
+			t.Errorf("lookup(%s) = %v %v, want records", name, n, ok)
+		}
+	}
+}
+
+// BenchmarkAnswer is the handler alone: decode, look up, encode.
+func BenchmarkAnswer(b *testing.B) {
+	s := testServer(b, nil)
+	svcs, slices := bigCluster(10_000)
+	s.SetZone(NewZone("cluster.local", svcs, slices))
+	req := new(miekg.Msg)
+	req.SetQuestion("svc-1234.ns-34.svc.cluster.local.", miekg.TypeA)
+	raw, _ := req.Pack()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if s.answer(ctx, raw, true) == nil {
+			b.Fatal("no answer")
+		}
+	}
+}
+
+// BenchmarkServeUDP measures cluster-name queries a second over UDP on
+// loopback, from several clients at once.
+func BenchmarkServeUDP(b *testing.B) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := testServer(b, func(c *Config) { c.PacketConn, c.Listener = pc, ln })
+	svcs, slices := bigCluster(10_000)
+	s.SetZone(NewZone("cluster.local", svcs, slices))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+	}()
+	addr := pc.LocalAddr().String()
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(p *testing.PB) {
+		c, err := net.Dial("udp", addr)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer c.Close()
+		co := &miekg.Conn{Conn: c}
+		for p.Next() {
+			i := next.Add(1) % 10_000
+			req := new(miekg.Msg)
+			req.SetQuestion(fmt.Sprintf("svc-%d.ns-%d.svc.cluster.local.", i, i%100), miekg.TypeA)
+			if err := co.WriteMsg(req); err != nil {
+				b.Error(err)
+				return
+			}
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			m, err := co.ReadMsg()
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if len(m.Answer) == 0 {
+				b.Errorf("%s: no answer", req.Question[0].Name)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "queries/s")
+}
