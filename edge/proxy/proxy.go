@@ -1,0 +1,314 @@
+// Package proxy is the edge agent's service proxy: it keeps the node's
+// service routing (netd's dataplanes: eBPF socket load-balancing, or
+// nftables where the kernel lacks cgroup BPF) and its DNS server's zone in
+// step with the Services and EndpointSlices of the checkpoint and with the
+// node's own pods as the runtime sees them, with the hub or without it.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/outpost-mesh/outpost/edge/checkpoint"
+	"github.com/outpost-mesh/outpost/edge/objects"
+	"github.com/outpost-mesh/outpost/netd/dns"
+	"github.com/outpost-mesh/outpost/netd/services"
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+// View is the checkpoint as the proxy reads it.
+type View interface {
+	// ResourceGeneration changes whenever objects of resources may have.
+	ResourceGeneration(resources ...string) uint64
+	// List returns the view's objects of resource.
+	List(resource string) ([]checkpoint.Object, error)
+}
+
+var _ View = (*checkpoint.Store)(nil)
+
+// LocalPods tells the proxy how the node's own pods are, as its runtime
+// and probes see them now.
+type LocalPods interface {
+	// PodAddrs returns whether each pod IP of the node's pods serves
+	// (running and ready), and ok false while the node does not know
+	// yet (before its first look at the runtime).
+	PodAddrs() (ready map[netip.Addr]bool, ok bool)
+}
+
+// Zones takes the DNS zones the proxy builds: the node's DNS server.
+type Zones interface {
+	SetZone(*dns.Zone)
+}
+
+// Config configures a Proxy.
+type Config struct {
+	// NodeName is the node's name; Zone its topology.kubernetes.io/zone
+	// label, "" for none.
+	NodeName, Zone string
+	// NodeAddrs returns the node's addresses, which NodePorts are
+	// reached on; nil for none.
+	NodeAddrs func() []netip.Addr
+	// View is the checkpoint; required.
+	View View
+	// Local, if not nil, says which of the node's pods serve, so that
+	// the node drops its dead pods from routing and DNS at once, even
+	// while the hub (whose EndpointSlices still list them) is away.
+	Local LocalPods
+	// Dataplanes route as the table says; each gets every table.
+	Dataplanes []services.Dataplane
+	// DNS, if not nil, gets the cluster zone; Domain is the cluster
+	// domain (cluster.local).
+	DNS    Zones
+	Domain string
+	// ClusterDNS is the address pods' resolv.conf names, the cluster DNS
+	// Service's ClusterIP (kube-system/kube-dns, DNSService): each node
+	// routes its port 53, over UDP and TCP, to DNSAddr, the node's own
+	// DNS server, whether the hub has sent that Service or not. Not
+	// valid: no cluster DNS.
+	ClusterDNS netip.Addr
+	DNSService string
+	DNSAddr    netip.Addr
+	// Poll is how often the proxy looks for changes it was not kicked
+	// about (the node's pods' readiness); 500ms. A pod killed on the
+	// node leaves routing within it.
+	Poll time.Duration
+	// Logger is non-nil.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults; NodeName, View, Dataplanes and
+// Logger are the caller's.
+func DefaultConfig() Config {
+	return Config{
+		Domain:     "cluster.local",
+		DNSService: "kube-system/kube-dns",
+		Poll:       500 * time.Millisecond,
+	}
+}
+
+// Proxy keeps the dataplanes and the DNS zone in step with the view.
+type Proxy struct {
+	cfg  Config
+	kick chan struct{}
+
+	// Owned by Run.
+	gen      uint64
+	local    map[netip.Addr]bool
+	synced   bool
+	problems map[services.Problem]bool
+	failing  string
+}
+
+// New returns a Proxy of cfg; Run starts it.
+func New(cfg Config) (*Proxy, error) {
+	switch {
+	case cfg.View == nil:
+		return nil, errors.New("proxy: no view")
+	case cfg.Logger == nil:
+		return nil, errors.New("proxy: no logger")
+	case cfg.Poll <= 0:
+		return nil, errors.New("proxy: poll must be positive")
+	}
+	return &Proxy{cfg: cfg, kick: make(chan struct{}, 1), problems: map[services.Problem]bool{}}, nil
+}
+
+// Kick makes Run look at the view now: the hub sent changes.
+func (p *Proxy) Kick() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run keeps routing and DNS in step until ctx ends. Failures are logged
+// and retried at the next look; the routing in place stays.
+func (p *Proxy) Run(ctx context.Context) error {
+	t := time.NewTicker(p.cfg.Poll)
+	defer t.Stop()
+	for {
+		p.step(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.kick:
+		case <-t.C:
+		}
+	}
+}
+
+// step rebuilds and applies the table if the view or the node's pods
+// changed since the last applied one, or the last one failed.
+func (p *Proxy) step(ctx context.Context) {
+	gen := p.cfg.View.ResourceGeneration(wire.ResourceServices, wire.ResourceEndpointSlices)
+	var local map[netip.Addr]bool
+	if p.cfg.Local != nil {
+		if l, ok := p.cfg.Local.PodAddrs(); ok {
+			local = l
+		}
+	}
+	if p.synced && gen == p.gen && mapsEqual(local, p.local) {
+		return
+	}
+	if err := p.apply(ctx, local); err != nil {
+		if msg := err.Error(); msg != p.failing {
+			p.cfg.Logger.Warn("service routing not updated; retrying", "err", err)
+			p.failing = msg
+		}
+		p.synced = false
+		return
+	}
+	if p.failing != "" {
+		p.cfg.Logger.Info("service routing updated again")
+		p.failing = ""
+	}
+	p.synced, p.gen, p.local = true, gen, local
+}
+
+func mapsEqual(a, b map[netip.Addr]bool) bool {
+	if len(a) != len(b) || (a == nil) != (b == nil) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// apply reads the view, builds the table and the zone and hands them on.
+func (p *Proxy) apply(ctx context.Context, local map[netip.Addr]bool) error {
+	svcs, slices, undecodable, err := p.read()
+	if err != nil {
+		return err
+	}
+	slices = p.narrow(slices, local)
+	in := services.Input{Node: p.cfg.NodeName, Zone: p.cfg.Zone, Services: svcs, Slices: slices}
+	if p.cfg.NodeAddrs != nil {
+		in.NodeAddrs = p.cfg.NodeAddrs()
+	}
+	table, problems := services.Build(in)
+	problems = append(problems, p.routeDNS(table)...)
+	p.report(append(undecodable, problems...))
+	var errs []error
+	for _, d := range p.cfg.Dataplanes {
+		if err := d.Sync(ctx, table); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if p.cfg.DNS != nil {
+		p.cfg.DNS.SetZone(dns.NewZone(p.cfg.Domain, svcs, slices))
+	}
+	return errors.Join(errs...)
+}
+
+// read decodes the view's Services and EndpointSlices. Objects that do
+// not decode are left out and returned as problems.
+func (p *Proxy) read() (svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, problems []services.Problem, err error) {
+	sobjs, err := p.cfg.View.List(wire.ResourceServices)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("list services: %w", err)
+	}
+	eobjs, err := p.cfg.View.List(wire.ResourceEndpointSlices)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("list endpoint slices: %w", err)
+	}
+	svcs = make([]*corev1.Service, 0, len(sobjs))
+	for _, o := range sobjs {
+		var s corev1.Service
+		if err := objects.Decode(o.Raw, o.Revision, &s); err != nil {
+			problems = append(problems, services.Problem{Service: o.Key.String(), Reason: "undecodable: " + err.Error()})
+			continue
+		}
+		svcs = append(svcs, &s)
+	}
+	eps = make([]*discoveryv1.EndpointSlice, 0, len(eobjs))
+	for _, o := range eobjs {
+		var e discoveryv1.EndpointSlice
+		if err := objects.Decode(o.Raw, o.Revision, &e); err != nil {
+			problems = append(problems, services.Problem{Service: o.Key.String(), Reason: "undecodable endpoint slice: " + err.Error()})
+			continue
+		}
+		eps = append(eps, &e)
+	}
+	return svcs, eps, problems, nil
+}
+
+// narrow returns slices with the node's own endpoints that the runtime
+// says do not serve marked not ready (and not serving): the hub's view of
+// them may be old, and is while it is away. Other nodes' endpoints are
+// left as the hub sent them (the site mesh will narrow those). The
+// slices given are not modified.
+func (p *Proxy) narrow(in []*discoveryv1.EndpointSlice, local map[netip.Addr]bool) []*discoveryv1.EndpointSlice {
+	if local == nil {
+		return in
+	}
+	out := in[:0:0]
+	for _, s := range in {
+		var copied *discoveryv1.EndpointSlice
+		for i, ep := range s.Endpoints {
+			if ep.NodeName == nil || *ep.NodeName != p.cfg.NodeName || len(ep.Addresses) == 0 {
+				continue
+			}
+			a, err := netip.ParseAddr(ep.Addresses[0])
+			if err != nil || local[a] {
+				continue
+			}
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready && ep.Conditions.Serving != nil && !*ep.Conditions.Serving {
+				continue
+			}
+			if copied == nil {
+				copied = s.DeepCopy()
+			}
+			no := false
+			copied.Endpoints[i].Conditions.Ready = &no
+			copied.Endpoints[i].Conditions.Serving = &no
+		}
+		if copied != nil {
+			s = copied
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// routeDNS sends port 53 of the cluster DNS address to the node's own
+// DNS server. Another Service holding that address and port keeps it,
+// as a problem.
+func (p *Proxy) routeDNS(t services.Table) []services.Problem {
+	if !p.cfg.ClusterDNS.IsValid() || !p.cfg.DNSAddr.IsValid() {
+		return nil
+	}
+	var problems []services.Problem
+	for _, proto := range []services.Proto{services.UDP, services.TCP} {
+		k := services.Key{Addr: p.cfg.ClusterDNS, Port: 53, Proto: proto}
+		if f, ok := t[k]; ok && f.Service != p.cfg.DNSService {
+			problems = append(problems, services.Problem{Service: f.Service,
+				Reason: fmt.Sprintf("holds the cluster DNS address %s: pods' names do not resolve through the node", k)})
+			continue
+		}
+		t[k] = &services.Frontend{Key: k, Kind: services.ClusterIP, Service: p.cfg.DNSService, PortName: "dns",
+			Backends: []services.Backend{{Addr: netip.AddrPortFrom(p.cfg.DNSAddr, 53), Local: true}}}
+	}
+	return problems
+}
+
+// report logs each problem once, while it lasts: one that goes away and
+// comes back is logged again.
+func (p *Proxy) report(problems []services.Problem) {
+	now := make(map[services.Problem]bool, len(problems))
+	for _, pr := range problems {
+		if !p.problems[pr] && !now[pr] {
+			p.cfg.Logger.Warn("service left out of routing", "service", pr.Service, "reason", pr.Reason)
+		}
+		now[pr] = true
+	}
+	p.problems = now
+}

@@ -1,0 +1,323 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/outpost-mesh/outpost/edge/checkpoint"
+	"github.com/outpost-mesh/outpost/edge/objects"
+	"github.com/outpost-mesh/outpost/internal/testlog"
+	"github.com/outpost-mesh/outpost/netd/dns"
+	"github.com/outpost-mesh/outpost/netd/services"
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// memView is a checkpoint's view in memory.
+type memView struct {
+	mu   sync.Mutex
+	gen  uint64
+	objs map[string][]checkpoint.Object
+}
+
+func (v *memView) ResourceGeneration(...string) uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.gen
+}
+
+func (v *memView) List(resource string) ([]checkpoint.Object, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]checkpoint.Object(nil), v.objs[resource]...), nil
+}
+
+// set replaces the view's services and slices.
+func (v *memView) set(t *testing.T, objs ...runtime.Object) {
+	t.Helper()
+	m := map[string][]checkpoint.Object{}
+	for i, o := range objs {
+		raw, err := objects.Encode(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := wire.ResourceServices
+		if _, ok := o.(*discoveryv1.EndpointSlice); ok {
+			res = wire.ResourceEndpointSlices
+		}
+		m[res] = append(m[res], checkpoint.Object{Key: wire.Key{Resource: res, Name: string(rune('a' + i))}, Revision: int64(i + 1), Raw: raw})
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.objs, v.gen = m, v.gen+1
+}
+
+// recorder is a dataplane that keeps the tables it is given.
+type recorder struct {
+	mu     sync.Mutex
+	tables []services.Table
+	fail   error
+}
+
+func (r *recorder) Sync(_ context.Context, t services.Table) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return r.fail
+	}
+	c := make(services.Table, len(t))
+	for k, f := range t {
+		c[k] = f
+	}
+	r.tables = append(r.tables, c)
+	return nil
+}
+
+func (r *recorder) Close() error { return nil }
+
+func (r *recorder) last() (services.Table, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.tables) == 0 {
+		return nil, 0
+	}
+	return r.tables[len(r.tables)-1], len(r.tables)
+}
+
+// zones keeps the last zone.
+type zones struct{ z *dns.Zone }
+
+func (z *zones) SetZone(zone *dns.Zone) { z.z = zone }
+
+// pods is LocalPods from a map.
+type pods struct {
+	mu    sync.Mutex
+	ready map[netip.Addr]bool
+}
+
+func (p *pods) PodAddrs() (map[netip.Addr]bool, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ready == nil {
+		return nil, false
+	}
+	out := make(map[netip.Addr]bool, len(p.ready))
+	for k, v := range p.ready {
+		out[k] = v
+	}
+	return out, true
+}
+
+func (p *pods) set(addr string, ready bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ready == nil {
+		p.ready = map[netip.Addr]bool{}
+	}
+	p.ready[netip.MustParseAddr(addr)] = ready
+}
+
+func service(name, ip string) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+}
+
+// slice returns the service's slice with one ready endpoint per address,
+// on node.
+func slice(svc, node string, addrs ...string) *discoveryv1.EndpointSlice {
+	name, port, proto := "http", int32(8080), corev1.ProtocolTCP
+	s := &discoveryv1.EndpointSlice{
+		TypeMeta:    metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: svc + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
+	}
+	for _, a := range addrs {
+		ready := true
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, NodeName: &node, Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
+	}
+	return s
+}
+
+func newProxy(t *testing.T, view View, local LocalPods, dp ...services.Dataplane) (*Proxy, *zones) {
+	t.Helper()
+	z := &zones{}
+	cfg := DefaultConfig()
+	cfg.NodeName, cfg.View, cfg.Dataplanes, cfg.DNS = "n1", view, dp, z
+	if local != nil {
+		cfg.Local = local
+	}
+	cfg.ClusterDNS, cfg.DNSAddr = netip.MustParseAddr("10.43.0.10"), netip.MustParseAddr("10.42.0.1")
+	cfg.Logger = testlog.New(t, slog.LevelDebug)
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, z
+}
+
+func backends(f *services.Frontend) []string {
+	if f == nil {
+		return nil
+	}
+	var out []string
+	for _, b := range f.Backends {
+		out = append(out, b.Addr.String())
+	}
+	return out
+}
+
+var web = services.Key{Addr: netip.MustParseAddr("10.43.0.20"), Port: 80, Proto: services.TCP}
+
+// TestStep: the view's services reach every dataplane and the DNS zone,
+// only when something changed; the cluster DNS address goes to the
+// node's own server.
+func TestStep(t *testing.T) {
+	v := &memView{}
+	v.set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5", "10.42.1.6"))
+	a, b := &recorder{}, &recorder{}
+	p, z := newProxy(t, v, nil, a, b)
+	ctx := t.Context()
+
+	p.step(ctx)
+	ta, na := a.last()
+	tb, nb := b.last()
+	if na != 1 || nb != 1 {
+		t.Fatalf("syncs %d, %d; want one each", na, nb)
+	}
+	if got := backends(ta[web]); len(got) != 2 || got[0] != "10.42.1.5:8080" || got[1] != "10.42.1.6:8080" {
+		t.Errorf("web backends %v, want both endpoints", got)
+	}
+	if len(tb) != len(ta) {
+		t.Errorf("the dataplanes got different tables")
+	}
+	for _, proto := range []services.Proto{services.UDP, services.TCP} {
+		k := services.Key{Addr: netip.MustParseAddr("10.43.0.10"), Port: 53, Proto: proto}
+		if got := backends(ta[k]); len(got) != 1 || got[0] != "10.42.0.1:53" {
+			t.Errorf("cluster DNS %s goes to %v, want the node's server", k, got)
+		}
+	}
+	if z.z == nil {
+		t.Error("no DNS zone set")
+	}
+
+	p.step(ctx)
+	if _, n := a.last(); n != 1 {
+		t.Errorf("%d syncs with nothing changed, want still 1", n)
+	}
+	v.set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5"))
+	p.step(ctx)
+	ta, na = a.last()
+	if got := backends(ta[web]); na != 2 || len(got) != 1 {
+		t.Errorf("after the change: sync %d, backends %v; want a second sync with one backend", na, got)
+	}
+}
+
+// TestLocalDead: the node's own endpoint that its runtime says does not
+// serve leaves routing at the next look, though the view still lists it
+// ready, and comes back when it serves again; other nodes' endpoints
+// stay.
+func TestLocalDead(t *testing.T) {
+	v := &memView{}
+	s := slice("web", "n1", "10.42.0.5", "10.42.0.6")
+	other := slice("web", "n2", "10.42.1.7")
+	other.Name = "web-2"
+	v.set(t, service("web", "10.43.0.20"), s, other)
+	local := &pods{}
+	dp := &recorder{}
+	p, _ := newProxy(t, v, local, dp)
+
+	p.step(t.Context()) // the runtime not looked at yet: the view as it is
+	tb, _ := dp.last()
+	if got := backends(tb[web]); len(got) != 3 {
+		t.Fatalf("backends %v before the runtime is known, want all three", got)
+	}
+	local.set("10.42.0.5", true)
+	local.set("10.42.0.6", false)
+	p.step(t.Context())
+	tb, _ = dp.last()
+	if got := backends(tb[web]); len(got) != 2 || got[0] != "10.42.0.5:8080" || got[1] != "10.42.1.7:8080" {
+		t.Errorf("backends %v, want the dead local one gone", got)
+	}
+	local.set("10.42.0.6", true)
+	p.step(t.Context())
+	tb, _ = dp.last()
+	if got := backends(tb[web]); len(got) != 3 {
+		t.Errorf("backends %v, want the local one back", got)
+	}
+}
+
+// TestRetry: a dataplane that fails is given the table again at the
+// next look, though nothing changed.
+func TestRetry(t *testing.T) {
+	v := &memView{}
+	v.set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5"))
+	dp := &recorder{fail: errors.New("map full")}
+	p, _ := newProxy(t, v, nil, dp)
+	p.step(t.Context())
+	p.step(t.Context())
+	if _, n := dp.last(); n != 0 {
+		t.Fatalf("%d tables kept by a failing dataplane", n)
+	}
+	dp.mu.Lock()
+	dp.fail = nil
+	dp.mu.Unlock()
+	p.step(t.Context())
+	if _, n := dp.last(); n != 1 {
+		t.Errorf("%d syncs after the failure ended, want 1", n)
+	}
+}
+
+// TestRunPolls: Run notices a local pod's death within a poll, and a
+// kicked view change at once.
+func TestRunPolls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := &memView{}
+		v.set(t, service("web", "10.43.0.20"), slice("web", "n1", "10.42.0.5"))
+		local := &pods{}
+		local.set("10.42.0.5", true)
+		dp := &recorder{}
+		p, _ := newProxy(t, v, local, dp)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = p.Run(ctx)
+		}()
+		synctest.Wait()
+		if tb, n := dp.last(); n != 1 || len(backends(tb[web])) != 1 {
+			t.Fatalf("first sync %d, %v", n, tb)
+		}
+		local.set("10.42.0.5", false)
+		time.Sleep(DefaultConfig().Poll)
+		synctest.Wait()
+		if tb, _ := dp.last(); len(backends(tb[web])) != 0 {
+			t.Errorf("the dead pod is routed to a poll after its death: %v", backends(tb[web]))
+		}
+		v.set(t, service("web", "10.43.0.20"), service("api", "10.43.0.21"), slice("web", "n1", "10.42.0.5"))
+		p.Kick()
+		synctest.Wait()
+		if tb, _ := dp.last(); tb[services.Key{Addr: netip.MustParseAddr("10.43.0.21"), Port: 80, Proto: services.TCP}] == nil {
+			t.Error("a kicked change not applied at once")
+		}
+		cancel()
+		<-done
+	})
+}
