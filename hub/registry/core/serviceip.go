@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // ServiceConfig says where services' cluster IPs and node ports come
@@ -78,28 +79,9 @@ func (c ServiceConfig) Validate() error {
 func (c ServiceConfig) KubernetesIP() netip.Addr { return c.CIDR.Masked().Addr().Next() }
 
 // DNSIP is the cluster IP of the cluster DNS Service, kube-system's
-// kube-dns: the tenth address after the network address, as K3s's
+// kube-dns: wire.ClusterDNSAddr of the range, its tenth address, as K3s's
 // 10.43.0.10. It is not valid when the range is too small to hold it.
-func (c ServiceConfig) DNSIP() netip.Addr {
-	a := c.CIDR.Masked().Addr()
-	for range 10 {
-		a = a.Next()
-	}
-	if !c.CIDR.Contains(a) || a == lastAddr(c.CIDR) {
-		return netip.Addr{}
-	}
-	return a
-}
-
-// lastAddr is the last address of p, its broadcast address for IPv4.
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
-}
+func (c ServiceConfig) DNSIP() netip.Addr { return wire.ClusterDNSAddr(c.CIDR) }
 
 // family is the IP family of the services' cluster IPs.
 func (c ServiceConfig) family() corev1.IPFamily {
