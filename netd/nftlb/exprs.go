@@ -165,8 +165,8 @@ func (f *family) inAffinityByName(set, chain string) []expr.Any {
 	}
 }
 
-func goTo(chain string) *expr.Verdict  { return &expr.Verdict{Kind: expr.VerdictGoto, Chain: chain} }
-func jump(chain string) *expr.Verdict  { return &expr.Verdict{Kind: expr.VerdictJump, Chain: chain} }
+func goTo(chain string) *expr.Verdict          { return &expr.Verdict{Kind: expr.VerdictGoto, Chain: chain} }
+func jump(chain string) *expr.Verdict          { return &expr.Verdict{Kind: expr.VerdictJump, Chain: chain} }
 func verdict(k expr.VerdictKind) *expr.Verdict { return &expr.Verdict{Kind: k} }
 
 func cat(parts ...[]expr.Any) []expr.Any {

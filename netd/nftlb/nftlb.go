@@ -520,7 +520,9 @@ func (d *Dataplane) addBase(c *txn, st *tableState) {
 		accept := nftables.ChainPolicyAccept
 		return c.AddChain(&nftables.Chain{Table: tbl, Name: name, Type: typ, Hooknum: hook, Priority: nftables.ChainPriorityRef(nftables.ChainPriority(prio)), Policy: &accept})
 	}
-	rule := func(ch *nftables.Chain, e ...[]expr.Any) { c.AddRule(&nftables.Rule{Table: tbl, Chain: ch, Exprs: cat(e...)}) }
+	rule := func(ch *nftables.Chain, e ...[]expr.Any) {
+		c.AddRule(&nftables.Rule{Table: tbl, Chain: ch, Exprs: cat(e...)})
+	}
 	ret := []expr.Any{verdict(expr.VerdictReturn)}
 	inside := func(ch *nftables.Chain, then []expr.Any) {
 		rule(ch, fromLocal(), then)
