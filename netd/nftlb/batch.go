@@ -80,6 +80,8 @@ func (t *txn) send(req []netlink.Message) error {
 	for i := range req {
 		req[i].Header.Sequence, req[i].Header.PID = 0, 0
 		req[i].Header.Length = 0
+		// Echoes of every rule added would fill the receive buffer.
+		req[i].Header.Flags &^= unix.NLM_F_ECHO
 		if i != len(req)-2 {
 			req[i].Header.Flags &^= netlink.Acknowledge
 		} else {

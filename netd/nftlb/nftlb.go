@@ -25,7 +25,9 @@
 //	                                     ExternalBackends (or one pick, when
 //	                                     both lists are the same)
 //	  chain I<id>, X<id>                 ip saddr @A<id><b> goto E<id><b> (affinity),
-//	                                     numgen random mod N vmap { i : goto E<id><b> }
+//	                                     numgen random mod N == 0 goto E<id><b1>,
+//	                                     numgen random mod N-1 == 0 goto E<id><b2>, ...
+//	                                     goto E<id><bN>
 //	  chain E<id><b>                     one backend: masquerade a pod of this
 //	                                     node (hairpin), update @A<id><b>, dnat
 //	  set A<id><b>                       clients stuck to backend b, with timeouts
@@ -299,7 +301,7 @@ func (d *Dataplane) syncTable(c *txn, st *tableState, want map[string]*services.
 	}
 
 	// New and changed frontends.
-	var rules []pendingRule
+	var rules []*nftables.Rule
 	for id, f := range want {
 		h := st.p.frontendHash(f)
 		o := old[id]
@@ -336,7 +338,7 @@ func (d *Dataplane) syncTable(c *txn, st *tableState, want map[string]*services.
 				c.AddChain(chain)
 			}
 			for _, r := range ch.rules {
-				rules = append(rules, pendingRule{&nftables.Rule{Table: tbl, Chain: chain, Exprs: r.exprs}, r.pick})
+				rules = append(rules, &nftables.Rule{Table: tbl, Chain: chain, Exprs: r.exprs})
 			}
 		}
 		haveSet := map[string]bool{}
@@ -419,9 +421,7 @@ func (d *Dataplane) syncTable(c *txn, st *tableState, want map[string]*services.
 		c.FlushChain(&nftables.Chain{Table: tbl, Name: n})
 	}
 	for _, r := range rules {
-		if err := addRule(c, tbl, r.Rule, r.pick); err != nil {
-			return nil, err
-		}
+		c.AddRule(r)
 	}
 	for _, op := range []struct {
 		set *nftables.Set
@@ -454,35 +454,6 @@ func (d *Dataplane) dropExtra(next *tableState, s *frontendSpec, o *installed) {
 		}
 	}
 }
-
-// pendingRule is a rule to add, with the pick it ends with, if any.
-type pendingRule struct {
-	*nftables.Rule
-	pick []string
-}
-
-// addRule queues r, ending with a numgen pick among the chains named in
-// pick, if any, for which it first makes an anonymous verdict map.
-func addRule(c *txn, tbl *nftables.Table, r *nftables.Rule, pick []string) error {
-	if pick != nil {
-		m := &nftables.Set{Table: tbl, Anonymous: true, Constant: true, IsMap: true, KeyType: nftables.TypeInteger, DataType: nftables.TypeVerdict, KeyByteOrder: binaryutil.NativeEndian}
-		els := make([]nftables.SetElement, len(pick))
-		for i, t := range pick {
-			els[i] = nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(uint32(i)), VerdictData: goTo(t)}
-		}
-		if err := c.AddSet(m, els); err != nil {
-			return fmt.Errorf("nftlb: pick map: %w", err)
-		}
-		r.Exprs = append(slicesClone(r.Exprs),
-			&expr.Numgen{Register: reg1, Modulus: uint32(len(pick)), Type: unix.NFT_NG_RANDOM},
-			&expr.Lookup{SourceRegister: reg1, SetName: m.Name, SetID: m.ID, IsDestRegSet: true, DestRegister: 0},
-		)
-	}
-	c.AddRule(r)
-	return nil
-}
-
-func slicesClone(e []expr.Any) []expr.Any { return append([]expr.Any(nil), e...) }
 
 // elements queues adding or deleting els of set, in messages of at most
 // elementBatch elements.

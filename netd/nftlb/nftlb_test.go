@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
-	"net/netip"
 	"testing"
 	"time"
 
