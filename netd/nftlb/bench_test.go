@@ -60,6 +60,9 @@ func BenchmarkSync(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("services=%d/one", n), func(b *testing.B) {
+			if err := d.Sync(b.Context(), tables[0]); err != nil {
+				b.Fatal(err)
+			}
 			i := 0
 			for b.Loop() {
 				i++
@@ -69,6 +72,9 @@ func BenchmarkSync(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("services=%d/none", n), func(b *testing.B) {
+			if err := d.Sync(b.Context(), tables[0]); err != nil {
+				b.Fatal(err)
+			}
 			for b.Loop() {
 				if err := d.Sync(b.Context(), tables[0]); err != nil {
 					b.Fatal(err)

@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/google/nftables"
@@ -108,6 +109,8 @@ type tableState struct {
 	fronts      map[string]*installed
 	staleChains map[string]bool
 	staleSets   map[string]bool
+	// ids caches the ids of the installed frontends' keys.
+	ids map[services.Key]string
 	// staleNoep are no-endpoint map elements of no known frontend.
 	staleNoep map[string][]services.Key
 }
@@ -119,6 +122,16 @@ type installed struct {
 	chains   []string
 	sets     []string
 	int, ext bool // has an element in noep-int, noep-ext
+	// spec is a copy of the frontend it was written from, or nil when
+	// read back: comparing with it is cheaper than hashing.
+	spec *services.Frontend
+}
+
+func cloneFrontend(f *services.Frontend) *services.Frontend {
+	g := *f
+	g.Backends = slices.Clone(f.Backends)
+	g.ExternalBackends = slices.Clone(f.ExternalBackends)
+	return &g
 }
 
 // New returns a Dataplane for the node's namespace. It opens the
@@ -211,9 +224,17 @@ func (d *Dataplane) Sync(ctx context.Context, t services.Table) error {
 	for i, st := range d.tables {
 		want := map[string]*services.Frontend{}
 		for k, f := range t {
-			if k.Addr.Is4() == st.p.fam.v4 && st.p.routed(f) {
-				want[frontendID(k)] = f
+			if k.Addr.Is4() != st.p.fam.v4 || !st.p.routed(f) {
+				continue
 			}
+			id, ok := st.ids[k]
+			if !ok {
+				id = frontendID(k)
+			}
+			if g := want[id]; g != nil {
+				return fmt.Errorf("nftlb: frontends %v and %v have the same id %s", g.Key, k, id)
+			}
+			want[id] = f
 		}
 		n, err := d.syncTable(c, st, want)
 		if err != nil {
@@ -228,6 +249,12 @@ func (d *Dataplane) Sync(ctx context.Context, t services.Table) error {
 		return fmt.Errorf("nftables transaction: %w", err)
 	}
 	d.tables = next
+	for _, st := range d.tables {
+		st.ids = make(map[services.Key]string, len(st.fronts))
+		for id, f := range st.fronts {
+			st.ids[f.key] = id
+		}
+	}
 	// Chains and sets no longer referenced go in a transaction of their
 	// own: before 6.2 the kernel may still count a reference from a map
 	// element deleted in the same transaction. What fails is tried again
@@ -303,22 +330,27 @@ func (d *Dataplane) syncTable(c *txn, st *tableState, want map[string]*services.
 	// New and changed frontends.
 	var rules []*nftables.Rule
 	for id, f := range want {
-		h := st.p.frontendHash(f)
 		o := old[id]
 		if o != nil && o.key != f.Key {
 			return nil, fmt.Errorf("nftlb: frontends %v and %v have the same id %s", o.key, f.Key, id)
 		}
-		if o != nil && o.hash == h && st.checked {
+		if o != nil && st.checked && o.spec.Equal(f) {
 			next.fronts[id] = o
 			continue
 		}
+		h := st.p.frontendHash(f)
+		if o != nil && o.hash == h && st.checked {
+			next.fronts[id] = &installed{key: o.key, hash: h, spec: cloneFrontend(f), chains: o.chains, sets: o.sets, int: o.int, ext: o.ext}
+			continue
+		}
 		s := st.p.plan(f)
-		in := &installed{key: f.Key, hash: h}
+		in := &installed{key: f.Key, hash: h, spec: cloneFrontend(f)}
 		next.fronts[id] = in
 		if o != nil && o.hash == h {
 			// Read back and unchanged: keep it, drop what it has
 			// beyond its plan.
 			*in = *o
+			in.spec = cloneFrontend(f)
 			d.dropExtra(next, s, o)
 			continue
 		}
