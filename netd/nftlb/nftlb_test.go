@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 
 	"github.com/outpost-mesh/outpost/netd/services"
 )
@@ -66,6 +67,15 @@ func TestClusterIP(t *testing.T) {
 			}
 			if d := time.Since(start); d > time.Second {
 				t.Errorf("refused after %v", d)
+			}
+			// A datagram rejected in the output hook fails its send
+			// with EPERM; from a pod, the ICMP error refuses it.
+			start = time.Now()
+			if _, _, err := dial(t, from.ns, "udp", "10.43.0.11:53"); !isRefused(err) && !errors.Is(err, unix.EPERM) {
+				t.Errorf("UDP to a frontend with no backends: %v, want refused", err)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("UDP refused after %v", d)
 			}
 		})
 	}
@@ -139,6 +149,9 @@ func TestNodePortFromLAN(t *testing.T) {
 				}
 				if mode == All && len(seen) != 2 {
 					t.Errorf("Local policy from inside: reached %v, want both pods (Backends)", seen)
+				}
+				if mode == All {
+					mustDial(t, from, "tcp", externalIP)
 				}
 			}
 		})
