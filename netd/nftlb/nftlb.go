@@ -19,25 +19,31 @@
 //	                                     ct state new jump noep-check
 //	  chain noep-check                   inside: vmap @noep-int; outside: vmap @noep-ext
 //	  chain reject                       tcp reset, else ICMP port unreachable
-//	  chain F<id>                        a frontend: masquerade mark where
-//	                                     kube-proxy sets it, then inside clients
-//	                                     goto I<id>, the rest pick from
-//	                                     ExternalBackends (or one pick, when
-//	                                     both lists are the same)
-//	  chain I<id>, X<id>                 ip saddr @A<id><b> goto E<id><b> (affinity),
+//	  chain F<id>                        a frontend: the masquerade mark where
+//	                                     kube-proxy sets it; then, when Backends and
+//	                                     ExternalBackends differ, inside clients
+//	                                     goto I<id>; then a pick: affinity, then
 //	                                     numgen random mod N == 0 goto E<id><b1>,
-//	                                     numgen random mod N-1 == 0 goto E<id><b2>, ...
-//	                                     goto E<id><bN>
+//	                                     numgen random mod N-1 == 0 goto E<id><b2>,
+//	                                     ..., goto E<id><bN>
+//	  chain I<id>                        the same pick, among Backends
+//	                                     (affinity: ip saddr @A<id><b> goto E<id><b>)
 //	  chain E<id><b>                     one backend: masquerade a pod of this
-//	                                     node (hairpin), update @A<id><b>, dnat
+//	                                     node reaching it (hairpin included),
+//	                                     update @A<id><b>, dnat
 //	  set A<id><b>                       clients stuck to backend b, with timeouts
 //
 // A frontend's id comes from its key; the service-ips element of a
 // frontend carries, as its comment, a hash of the frontend and of the
 // Config, so that after an agent restart the first Sync reads the table
 // back and rewrites only the frontends whose hash differs. Every Sync is
-// one nf_tables transaction: connections in flight keep their conntrack
-// entries and their backends.
+// one nf_tables transaction (and a second one that deletes the chains and
+// sets the first left unreferenced): connections in flight keep their
+// conntrack entries and their backends.
+//
+// Names are at most 31 bytes, for kernels before 4.14; rejects sit in
+// filter chains at input, forward and output, where every kernel allows
+// them; each family has a table of its own, as inet nat needs 5.2.
 package nftlb
 
 import (

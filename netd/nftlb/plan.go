@@ -26,7 +26,6 @@ import (
 const (
 	prefixFrontend = 'F' // entry chain, the target of the service-ips map
 	prefixInternal = 'I' // picks among Backends
-	prefixExternal = 'X' // picks among ExternalBackends
 	prefixEndpoint = 'E' // one backend: masquerade where needed, affinity, dnat
 	prefixAffinity = 'A' // set of clients that stick to one backend
 
@@ -55,7 +54,7 @@ func frontendID(k services.Key) string {
 // ownerID returns the frontend id in the name of a chain or set, if it is
 // one of a frontend's.
 func ownerID(name string) (string, bool) {
-	if len(name) < 1+idLen || !strings.ContainsRune("FIXEA", rune(name[0])) {
+	if len(name) < 1+idLen || !strings.ContainsRune("FIEA", rune(name[0])) {
 		return "", false
 	}
 	id := name[1 : 1+idLen]
