@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -380,6 +381,9 @@ func osImage() string {
 // have changed. It returns when the next report is due.
 func (r *Reporter) reportNode(now time.Time) time.Time {
 	due := r.nodeDue.Swap(false)
+	if r.node != nil && !maps.Equal(r.annotations(), r.node.Annotations) {
+		due = true // what the agent says of itself changed
+	}
 	if !due && r.node != nil && now.Sub(r.nodeSent) < r.cfg.NodeStatusInterval {
 		if !r.nodeChanged(now) {
 			return r.nodeNext()
@@ -389,6 +393,7 @@ func (r *Reporter) reportNode(now time.Time) time.Time {
 	addrs := hostAddresses(r.cfg.NodeName, r.cfg.NotNodeAddresses)
 	r.addrs.Store(&addrs)
 	n := nodeObject(r.cfg.NodeName, r.cfg.Site, r.facts(addrs), r.node, now)
+	n.Annotations = r.annotations()
 	raw, err := objects.Encode(n)
 	if err != nil {
 		r.log.Warn("encode node status", "err", err)
@@ -403,6 +408,18 @@ func (r *Reporter) reportNode(now time.Time) time.Time {
 	}
 	r.node, r.nodeSent = n, now
 	return r.nodeNext()
+}
+
+// annotations returns the Node annotations the agent sets, nil for none.
+func (r *Reporter) annotations() map[string]string {
+	if r.cfg.Annotations == nil {
+		return nil
+	}
+	a := r.cfg.Annotations()
+	if len(a) == 0 {
+		return nil
+	}
+	return a
 }
 
 // nodeNext returns when the node's status is next due: an interval after

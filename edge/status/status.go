@@ -50,6 +50,10 @@ var _ Store = (*checkpoint.Store)(nil)
 type Config struct {
 	NodeName string // required
 	Site     string
+	// Annotations, if not nil, returns the annotations the agent sets on
+	// its Node (wire.NodeAnnotations), such as how it routes Services;
+	// the node's status is reported again when they change.
+	Annotations func() map[string]string
 	// NotNodeAddresses are ranges whose addresses are not the node's
 	// own, though an interface of its may hold one: the pods' (a
 	// bridge's gateway, this node's or, on a machine of several agents,

@@ -301,6 +301,22 @@ func (g *syncGlue) nodeStatus(ctx context.Context, n *corev1.Node) error {
 				cur.Labels[k], changed = v, true
 			}
 		}
+		// The annotations a node says of itself, and no other.
+		for _, k := range wire.NodeAnnotations {
+			v, set := n.Annotations[k]
+			if old, had := cur.Annotations[k]; set == had && old == v {
+				continue
+			}
+			if cur.Annotations == nil {
+				cur.Annotations = map[string]string{}
+			}
+			if set {
+				cur.Annotations[k] = v
+			} else {
+				delete(cur.Annotations, k)
+			}
+			changed = true
+		}
 		if changed {
 			if cur, err = nodes.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 				if apierrors.IsConflict(err) && attempt < 3 {

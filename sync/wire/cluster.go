@@ -26,3 +26,7 @@ func ClusterDNSAddr(serviceCIDR netip.Prefix) netip.Addr {
 // AnnotationServiceRouting is set by a node on its Node to how it routes
 // Services: "ebpf", or "nftables" where its kernel lacks cgroup BPF.
 const AnnotationServiceRouting = "outpost.dev/service-routing"
+
+// NodeAnnotations are the annotations a node sets on its Node through its
+// status reports: the hub applies these from a report, and no other.
+var NodeAnnotations = []string{AnnotationServiceRouting}

@@ -820,6 +820,10 @@ func TestNodeStatusRestricted(t *testing.T) {
 		report.Labels[k] = v
 	}
 	delete(report.Labels, "node-role.kubernetes.io/pos")
+	report.Annotations = map[string]string{
+		wire.AnnotationServiceRouting: "ebpf", // allowed: the node says it of itself
+		"example.com/not-the-nodes":   "x",    // refused
+	}
 	report.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoExecute}}
 	report.Spec.PodCIDR, report.Spec.PodCIDRs = "10.244.9.0/24", []string{"10.244.9.0/24"}
 	report.Spec.ProviderID = "outpost://elsewhere"
@@ -853,6 +857,9 @@ func TestNodeStatusRestricted(t *testing.T) {
 		if v, ok := after.Labels[k]; ok {
 			t.Errorf("label %s=%q after the report, want none", k, v)
 		}
+	}
+	if a := after.Annotations; a[wire.AnnotationServiceRouting] != "ebpf" || a["example.com/not-the-nodes"] != "" {
+		t.Errorf("annotations after the report = %v, want the service routing's alone", a)
 	}
 	if !reflect.DeepEqual(after.Spec, before.Spec) || len(after.OwnerReferences) != 0 {
 		t.Errorf("Node after the report: spec %+v, owners %v; want spec %+v and no owners", after.Spec, after.OwnerReferences, before.Spec)
