@@ -119,6 +119,10 @@ func exists(p string) bool {
 	return err == nil
 }
 
+// Unified returns the mount point of the cgroup2 tree: the one tree on
+// V2, MOUNT/unified in hybrid mode, "" on V1.
+func (l *Layout) Unified() string { return l.unified }
+
 // Mode returns the layout's mode.
 func (l *Layout) Mode() Mode { return l.mode }
 
