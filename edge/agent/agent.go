@@ -22,6 +22,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/events"
 	"github.com/outpost-mesh/outpost/edge/eviction"
 	"github.com/outpost-mesh/outpost/edge/images"
+	"github.com/outpost-mesh/outpost/edge/netsvc"
 	"github.com/outpost-mesh/outpost/edge/podworker"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/status"
@@ -204,6 +205,9 @@ type Agent struct {
 	pods   *podworker.Workers
 	usage  *usage.Meter
 	real   *realPods // nil on the fake runtime's nodes
+	// netsvc is the node's service routing, DNS server and site overlay;
+	// nil on the fake runtime's nodes.
+	netsvc *netsvc.Services
 	// pressure is node-pressure eviction; nil when Config.Eviction is.
 	pressure *pressure
 	// closeRuntime closes the runtime the agent made itself, if it did,
@@ -307,6 +311,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.real != nil {
 		wg.Go(func() { a.real.prober.Run(ctx) })
 	}
+	if a.netsvc != nil {
+		wg.Go(func() { _ = a.netsvc.Run(ctx) })
+	}
 	if a.images != nil && a.cfg.Containerd.Address == "" {
 		wg.Go(func() { a.images.RunGC(ctx, a.imagesInUse) })
 	}
@@ -356,6 +363,9 @@ func (a *Agent) connect(ctx context.Context, joined bool) error {
 			}
 		}
 		a.pods.Kick()
+		if a.netsvc != nil {
+			a.netsvc.Kick()
+		}
 	}
 	cfg.Connected = a.status.NodeDue
 	cfg.Renew = func() ([]byte, func([]byte) error, error) {
@@ -549,6 +559,7 @@ func (a *Agent) build() error {
 	scfg.Store, scfg.Events, scfg.MirrorOf = a.cp, a.events, mirrorOf
 	scfg.Notify, scfg.Lister = a.notify, a.rt
 	scfg.Kick = func() { a.pods.Kick() } // a.pods is set below, before anything runs
+	scfg.Annotations = a.nodeAnnotations // a.netsvc too
 	scfg.NodeStatusInterval, scfg.StatusResync = a.cfg.NodeStatusInterval, a.cfg.StatusResync
 	scfg.Logger, scfg.Clock = a.log.With("component", "status"), a.now
 	st, err := status.New(scfg)
@@ -589,6 +600,11 @@ func (a *Agent) build() error {
 		return err
 	}
 	a.status, a.pods = st, w
+	if a.real != nil {
+		if a.netsvc, err = a.buildNetServices(a.real.net); err != nil {
+			return err
+		}
+	}
 	if err := a.buildTunnels(); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
 	"github.com/outpost-mesh/outpost/edge/eviction"
 	"github.com/outpost-mesh/outpost/edge/images"
+	"github.com/outpost-mesh/outpost/edge/netsvc"
 	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/edge/pods"
 	"github.com/outpost-mesh/outpost/edge/probes"
@@ -56,6 +57,27 @@ type PodsConfig struct {
 	CgroupRoot string
 	// ClusterDomain is the cluster's DNS domain: cluster.local.
 	ClusterDomain string
+	// ClusterDNS is the cluster DNS address that pods' resolv.conf
+	// names and that the node answers with a DNS server of its own on
+	// the bridge's address; not valid: no node DNS server, pods resolve
+	// through the node's resolvers. The default is the service CIDR's
+	// (wire.ClusterDNSAddr), the address the hub gives kube-dns.
+	ClusterDNS netip.Addr
+	// ResolvConf is the node's resolver file: names outside the cluster
+	// are forwarded to its nameservers.
+	ResolvConf string
+	// ServiceRouting is how the node routes Services: netsvc.RoutingAuto
+	// (eBPF where the kernel runs it, else nftables), RoutingEBPF,
+	// RoutingNftables or RoutingNone.
+	ServiceRouting string
+	// BPFFS is the bpffs the node pins its eBPF service routing on,
+	// mounted there if it is not one; "" is the data dir's "bpf", so that
+	// everything of the node lives under its data dir and a node removed
+	// with it leaves no program attached.
+	BPFFS string
+	// SiteOverlay connects the pods of the nodes of the node's site
+	// over VXLAN.
+	SiteOverlay bool
 	// SystemReserved is kept from pods for the system and the agent
 	// (kubelet's --system-reserved); nil for none.
 	SystemReserved corev1.ResourceList
@@ -63,10 +85,17 @@ type PodsConfig struct {
 
 // DefaultPodsConfig returns the defaults: bridge outpost0, cluster CIDR
 // 10.42.0.0/16 and service CIDR 10.43.0.0/16 (the hub's defaults), MTU
-// 1500, the cgroup from the node's name, cluster.local.
+// 1500, the cgroup from the node's name, cluster.local answered by the
+// node at 10.43.0.10 with /etc/resolv.conf's resolvers for other names,
+// Services routed with eBPF where the kernel runs it, pinned on a bpffs
+// in the data dir, and the site overlay.
 func DefaultPodsConfig() PodsConfig {
 	n := netd.DefaultConfig()
-	return PodsConfig{Bridge: n.Bridge, ClusterCIDR: n.ClusterCIDR, ServiceCIDR: n.ServiceCIDR, MTU: n.MTU, ClusterDomain: "cluster.local"}
+	return PodsConfig{
+		Bridge: n.Bridge, ClusterCIDR: n.ClusterCIDR, ServiceCIDR: n.ServiceCIDR, MTU: n.MTU,
+		ClusterDomain: "cluster.local", ClusterDNS: wire.ClusterDNSAddr(n.ServiceCIDR), ResolvConf: "/etc/resolv.conf",
+		ServiceRouting: netsvc.RoutingAuto, SiteOverlay: true,
+	}
 }
 
 // realPods is what the agent builds for a node of real containers.
@@ -74,6 +103,7 @@ type realPods struct {
 	sandbox *sandbox.Sandbox
 	prober  *probes.Manager
 	cgroups *cgroups.Manager
+	net     *lazyNetwork
 }
 
 // buildRealPods builds the pods' sandbox and prober; it starts nothing.
@@ -116,10 +146,14 @@ func (a *Agent) buildRealPods(kick func(), alloc, reserved corev1.ResourceList) 
 		return nil, err
 	}
 	net := &lazyNetwork{a: a, cfg: pc}
+	node := podfiles.Node{ClusterDomain: pc.ClusterDomain}
+	if pc.ClusterDNS.IsValid() && pc.ServiceRouting != netsvc.RoutingNone {
+		node.ClusterDNS = []netip.Addr{pc.ClusterDNS}
+	}
 	scfg := sandbox.Config{
 		Dir: filepath.Join(a.cfg.DataDir, PodsDir), LogDir: filepath.Join(a.cfg.DataDir, LogsDir),
 		Network: net, Volumes: vm, Cgroups: cg,
-		Node:     podfiles.Node{ClusterDomain: pc.ClusterDomain},
+		Node:     node,
 		NodeName: a.cfg.NodeName, Allocatable: alloc, MemoryCapacity: a.cfg.Capacity.MemoryBytes,
 		ServiceAccountAutomount: a.serviceAccountAutomount,
 		PullCredentials:         a.pullCredentials,
@@ -137,7 +171,7 @@ func (a *Agent) buildRealPods(kick func(), alloc, reserved corev1.ResourceList) 
 	if err != nil {
 		return nil, err
 	}
-	return &realPods{sandbox: sb, prober: pm, cgroups: cg}, nil
+	return &realPods{sandbox: sb, prober: pm, cgroups: cg, net: net}, nil
 }
 
 // serviceAccountAutomount returns the automountServiceAccountToken of the
@@ -350,7 +384,13 @@ func (l *lazyNetwork) AddPod(ctx context.Context, spec netd.PodSpec) (netd.Attac
 	if err != nil {
 		return netd.Attachment{}, err
 	}
-	return n.AddPod(ctx, spec)
+	at, err := n.AddPod(ctx, spec)
+	if err == nil && l.a.netsvc != nil {
+		// Before the pod's containers start: their first connection to
+		// a Service must be routed.
+		l.a.netsvc.PodNetwork(at.NetNSPath)
+	}
+	return at, err
 }
 
 func (l *lazyNetwork) RemovePod(ctx context.Context, uid string) error {

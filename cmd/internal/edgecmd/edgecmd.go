@@ -27,6 +27,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
 	"github.com/outpost-mesh/outpost/edge/status"
 	"github.com/outpost-mesh/outpost/edge/usage"
+	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // Flags are the edge agent's command-line flags.
@@ -48,6 +49,11 @@ type Flags struct {
 	ClusterCIDR        string
 	ServiceCIDR        string
 	ClusterDomain      string
+	ClusterDNS         string // "" for the service CIDR's, "none" for no node DNS
+	ResolvConf         string
+	ServiceRouting     string
+	BPFFS              string
+	SiteOverlay        bool
 	SystemReserved     string
 	InsecureRegistries []string
 	MaxPods            int64
@@ -80,6 +86,10 @@ func DefaultFlags() Flags {
 		ClusterCIDR:                      pods.ClusterCIDR.String(),
 		ServiceCIDR:                      pods.ServiceCIDR.String(),
 		ClusterDomain:                    pods.ClusterDomain,
+		ResolvConf:                       pods.ResolvConf,
+		ServiceRouting:                   pods.ServiceRouting,
+		BPFFS:                            pods.BPFFS,
+		SiteOverlay:                      pods.SiteOverlay,
 		MaxPods:                          status.HostCapacity().Pods,
 		UsageInterval:                    agent.DefaultConfig().Sync.UsageInterval,
 		NodeUsage:                        "machine",
@@ -123,6 +133,11 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", f.ClusterCIDR, "the CIDR of every node's pod CIDR, as the hub's --cluster-cidr")
 	fs.StringVar(&f.ServiceCIDR, "service-cidr", f.ServiceCIDR, "the services' CIDR, as the hub's --service-cidr")
 	fs.StringVar(&f.ClusterDomain, "cluster-domain", f.ClusterDomain, "the cluster's DNS domain")
+	fs.StringVar(&f.ClusterDNS, "cluster-dns", f.ClusterDNS, "the cluster DNS address pods' resolv.conf names, which the node answers itself on its bridge's address (default the service CIDR's tenth address, the hub's kube-dns); none: pods use the node's resolvers")
+	fs.StringVar(&f.ResolvConf, "resolv-conf", f.ResolvConf, "the node's resolver file; the node's DNS server forwards names outside the cluster to its nameservers")
+	fs.StringVar(&f.ServiceRouting, "service-routing", f.ServiceRouting, "how Services are routed: auto (eBPF where the kernel runs it, else nftables), ebpf, nftables or none")
+	fs.StringVar(&f.BPFFS, "bpffs", f.BPFFS, "the bpffs the node pins its eBPF service routing on, mounted there if it is not one (default DATA-DIR/bpf)")
+	fs.BoolVar(&f.SiteOverlay, "site-overlay", f.SiteOverlay, "reach the pods of the other nodes of the node's --site over VXLAN")
 	fs.StringSliceVar(&f.InsecureRegistries, "insecure-registry", f.InsecureRegistries, "a registry, host[:port], that may be reached over plain HTTP (a registry on loopback or at the site); repeat or comma-separate for more")
 	fs.Int64Var(&f.MaxPods, "max-pods", f.MaxPods, "the most pods the node runs, as kubelet's --max-pods")
 	fs.StringVar(&f.SystemReserved, "system-reserved", f.SystemReserved, "resources kept from pods for the system and the agent, such as cpu=200m,memory=256Mi")
@@ -195,6 +210,17 @@ func (f *Flags) containerd(cfg agent.Config) (agent.Config, error) {
 	if pc.ServiceCIDR, err = netip.ParsePrefix(f.ServiceCIDR); err != nil {
 		return agent.Config{}, fmt.Errorf("--service-cidr: %w", err)
 	}
+	switch f.ClusterDNS {
+	case "":
+		pc.ClusterDNS = wire.ClusterDNSAddr(pc.ServiceCIDR)
+	case "none":
+		pc.ClusterDNS = netip.Addr{}
+	default:
+		if pc.ClusterDNS, err = netip.ParseAddr(f.ClusterDNS); err != nil {
+			return agent.Config{}, fmt.Errorf("--cluster-dns: %w", err)
+		}
+	}
+	pc.ResolvConf, pc.ServiceRouting, pc.BPFFS, pc.SiteOverlay = f.ResolvConf, f.ServiceRouting, f.BPFFS, f.SiteOverlay
 	if pc.SystemReserved, err = parseResources(f.SystemReserved); err != nil {
 		return agent.Config{}, fmt.Errorf("--system-reserved: %w", err)
 	}
