@@ -5,6 +5,8 @@
 // resolver files (netd/podfiles). The edge agent drives it through Network;
 // netd imports nothing from hub or edge.
 //
-// Service load-balancing in eBPF, node-local DNS for cluster names and the
-// site overlay come later, in this package tree.
+// Beside it in this tree: the service routing table (netd/services) and
+// its two dataplanes, eBPF socket load-balancing (netd/ebpflb) and the
+// nftables fallback (netd/nftlb); the node-local DNS server (netd/dns);
+// and the site overlay (netd/overlay).
 package netd
