@@ -2,7 +2,6 @@ package nftlb
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -498,5 +497,3 @@ func table(fs ...*services.Frontend) services.Table {
 	}
 	return t
 }
-
-var _ = context.Background

@@ -1,6 +1,7 @@
 package nftlb
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -210,11 +211,17 @@ func TestIPv6(t *testing.T) {
 	n := newTestNet(t, 2)
 	n.serveAll(t)
 	d := n.newDataplane(t, All)
+	all := backends(8080, true, n.podIP6...)
 	mustSync(t, d, table(
-		clusterIPFrontend("[fd43::10]:80", services.TCP, 80, backends(8080, true, n.podIP6...)),
+		clusterIPFrontend("[fd43::10]:80", services.TCP, 80, all),
 		clusterIPFrontend("[fd43::11]:80", services.TCP, 80, nil),
 		clusterIPFrontend(clusterIP+":80", services.TCP, 80, backends(8080, true, n.podIP...)),
+		nodePortFrontend("[fd50::1]:30080", services.NodePort, all, all, false),
 	))
+	if _, peer := mustDial(t, n.lan, "tcp", "[fd50::1]:30080"); peer.Addr() != bridgeIP6.Addr() {
+		t.Errorf("IPv6 NodePort, Cluster policy: backend saw %v, want the node's %v", peer, bridgeIP6.Addr())
+	}
+
 	for _, from := range []string{n.node, n.pods[0]} {
 		seen := map[string]bool{}
 		for range 30 {
@@ -392,6 +399,20 @@ func TestAdoption(t *testing.T) {
 	}
 	if _, _, err := dial(t, n.node, "tcp", clusterIP+":80"); err == nil {
 		t.Fatal("the cluster IP answers after Remove")
+	}
+}
+
+// TestSyncCanceled: a Sync whose context is done changes nothing.
+func TestSyncCanceled(t *testing.T) {
+	n := newTestNet(t, 1)
+	d := n.newDataplane(t, All)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := d.Sync(ctx, table(clusterIPFrontend(clusterIP+":80", services.TCP, 80, nil))); err == nil {
+		t.Fatal("Sync with a canceled context: no error")
+	}
+	if s := snapshot(t, n); s != "" {
+		t.Fatalf("a canceled Sync made:\n%s", s)
 	}
 }
 
