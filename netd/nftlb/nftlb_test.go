@@ -217,9 +217,13 @@ func TestIPv6(t *testing.T) {
 		clusterIPFrontend("[fd43::11]:80", services.TCP, 80, nil),
 		clusterIPFrontend(clusterIP+":80", services.TCP, 80, backends(8080, true, n.podIP...)),
 		nodePortFrontend("[fd50::1]:30080", services.NodePort, all, all, false),
+		nodePortFrontend("[fd50::1]:30081", services.NodePort, all, all[:1], true),
 	))
 	if _, peer := mustDial(t, n.lan, "tcp", "[fd50::1]:30080"); peer.Addr() != bridgeIP6.Addr() {
 		t.Errorf("IPv6 NodePort, Cluster policy: backend saw %v, want the node's %v", peer, bridgeIP6.Addr())
+	}
+	if name, peer := mustDial(t, n.lan, "tcp", "[fd50::1]:30081"); name != "pod0" || peer.Addr() != clientLAN6.Addr() {
+		t.Errorf("IPv6 NodePort, Local policy: %s saw %v, want pod0 seeing %v", name, peer, clientLAN6.Addr())
 	}
 
 	for _, from := range []string{n.node, n.pods[0]} {
