@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -447,5 +448,51 @@ func TestLimits(t *testing.T) {
 	}
 	if after := snapshot(t, n); after != before {
 		t.Errorf("a refused Sync changed the tables:\n%s\nwant\n%s", after, before)
+	}
+}
+
+// TestUDPBackendRemoved: a UDP client that keeps its socket moves off a
+// removed backend at once: its conntrack entry is cleared.
+func TestUDPBackendRemoved(t *testing.T) {
+	n := newTestNet(t, 3)
+	n.serveAll(t)
+	d := n.newDataplane(t, All)
+	f := clusterIPFrontend(clusterIP+":53", services.UDP, 53, backends(8053, true, n.podIP...))
+	mustSync(t, d, table(f))
+	var c net.Conn
+	if err := in(t, n.pods[0], func() (err error) {
+		c, err = net.Dial("udp", clusterIP+":53")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ask := func() string {
+		t.Helper()
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 128)
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _, _ := strings.Cut(string(buf[:n]), " ")
+		return name
+	}
+	first := ask()
+	if again := ask(); again != first {
+		t.Fatalf("one UDP flow reached %s, then %s", first, again)
+	}
+	var rest []netip.Addr
+	for i, ip := range n.podIP {
+		if fmt.Sprintf("pod%d", i) != first {
+			rest = append(rest, ip)
+		}
+	}
+	mustSync(t, d, table(clusterIPFrontend(clusterIP+":53", services.UDP, 53, backends(8053, true, rest...))))
+	if got := ask(); got == first {
+		t.Fatalf("the UDP flow still reaches the removed backend %s", got)
 	}
 }
