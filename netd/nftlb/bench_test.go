@@ -34,8 +34,8 @@ func benchTable(n, gen int) services.Table {
 // each: into an empty namespace (full), with one service's backends
 // changed (one), and with nothing changed (none).
 //
-// On a 2-CPU VM (Linux 6.18, shared with other work): full 0.34 s and
-// 2.5 s, one 11 ms and 190 ms, none 1 ms and 23 ms. A change at 10,000
+// On a 2-CPU VM (Linux 6.18, shared with other work): full 0.23 s and
+// 2.5 s, one 12 ms and 145 ms, none 2 ms and 14 ms. A change at 10,000
 // services is mostly the kernel validating the whole table after the
 // transaction (nft_chain_validate), as for kube-proxy's nftables mode.
 func BenchmarkSync(b *testing.B) {
