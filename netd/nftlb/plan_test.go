@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netlink"
 
 	"github.com/outpost-mesh/outpost/netd/services"
 )
@@ -240,6 +241,33 @@ func TestPickRules(t *testing.T) {
 				t.Errorf("target %d of %d: probability %v, want %v", i, n, got, 1/float64(n))
 			}
 			left -= left * p
+		}
+	}
+}
+
+func TestStaleFlows(t *testing.T) {
+	fe := netip.MustParseAddrPort("10.43.0.10:53")
+	keep := netip.MustParseAddrPort("10.42.3.11:8053")
+	gone := netip.MustParseAddrPort("10.42.3.12:8053")
+	s := staleFlows{fe: {keep: true}, netip.MustParseAddrPort("10.43.0.11:53"): nil}
+	flow := func(proto uint8, dst, backend netip.AddrPort) *netlink.ConntrackFlow {
+		f := &netlink.ConntrackFlow{}
+		f.Forward.Protocol, f.Forward.DstIP, f.Forward.DstPort = proto, dst.Addr().AsSlice(), dst.Port()
+		f.Reverse.SrcIP, f.Reverse.SrcPort = backend.Addr().AsSlice(), backend.Port()
+		return f
+	}
+	for _, tc := range []struct {
+		f    *netlink.ConntrackFlow
+		want bool
+	}{
+		{flow(17, fe, keep), false},
+		{flow(17, fe, gone), true},
+		{flow(6, fe, gone), false}, // TCP is left to finish
+		{flow(17, netip.MustParseAddrPort("10.43.0.11:53"), keep), true},
+		{flow(17, netip.MustParseAddrPort("10.43.0.12:53"), gone), false},
+	} {
+		if got := s.MatchConntrackFlow(tc.f); got != tc.want {
+			t.Errorf("MatchConntrackFlow(%v) = %v, want %v", tc.f, got, tc.want)
 		}
 	}
 }
