@@ -33,6 +33,11 @@ func benchTable(n, gen int) services.Table {
 // BenchmarkSync times Sync of 1,000 and 10,000 services with 4 backends
 // each: into an empty namespace (full), with one service's backends
 // changed (one), and with nothing changed (none).
+//
+// On a 2-CPU VM (Linux 6.18, shared with other work): full 0.23 s and
+// 2.5 s, one 12 ms and 145 ms, none 2 ms and 14 ms. A change at 10,000
+// services is mostly the kernel validating the whole table after the
+// transaction (nft_chain_validate), as for kube-proxy's nftables mode.
 func BenchmarkSync(b *testing.B) {
 	needRoot(b)
 	for _, n := range benchSizes {

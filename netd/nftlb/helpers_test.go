@@ -2,7 +2,6 @@ package nftlb
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -71,6 +70,19 @@ func newNS(t testing.TB, name string) string {
 			t.Errorf("unmount %s: %v", path, err)
 		}
 	})
+	// No duplicate address detection: the links' IPv6 link-local
+	// addresses are usable at once, rather than after a second or two
+	// in which the node's first forwarded replies are lost.
+	if err := in(t, path, func() error {
+		for _, f := range []string{"all", "default"} {
+			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+f+"/accept_dad", []byte("0"), 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	withNL(t, path, func(h *netlink.Handle) {
 		lo, err := h.LinkByName("lo")
 		if err == nil {
@@ -498,5 +510,3 @@ func table(fs ...*services.Frontend) services.Table {
 	}
 	return t
 }
-
-var _ = context.Background

@@ -39,7 +39,8 @@
 // back and rewrites only the frontends whose hash differs. Every Sync is
 // one nf_tables transaction (and a second one that deletes the chains and
 // sets the first left unreferenced): connections in flight keep their
-// conntrack entries and their backends.
+// conntrack entries and their backends, except UDP flows to a backend a
+// frontend lost, whose entries are cleared as kube-proxy does.
 //
 // Names are at most 31 bytes, for kernels before 4.14; rejects sit in
 // filter chains at input, forward and output, where every kernel allows
@@ -50,6 +51,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 	"sync"
@@ -115,6 +117,9 @@ type tableState struct {
 	fronts      map[string]*installed
 	staleChains map[string]bool
 	staleSets   map[string]bool
+	// flows are the UDP conntrack entries to clear once the transaction
+	// that made this state is committed.
+	flows staleFlows
 	// ids caches the ids of the installed frontends' keys.
 	ids map[services.Key]string
 	// staleNoep are no-endpoint map elements of no known frontend.
@@ -204,8 +209,10 @@ func (d *Dataplane) Remove(ctx context.Context) error {
 	return nil
 }
 
-// Sync makes the node route as t says, in one nf_tables transaction. A
-// table beyond the limits of services is refused whole.
+// Sync makes the node route as t says, in one nf_tables transaction, then
+// clears the conntrack entries of UDP flows to backends that frontends
+// lost. A table beyond the limits of services is refused whole. An error
+// after the transaction (clearing conntrack) leaves the routing done.
 func (d *Dataplane) Sync(ctx context.Context, t services.Table) error {
 	if err := checkTable(t); err != nil {
 		return fmt.Errorf("nftlb: %w", err)
@@ -278,6 +285,13 @@ func (d *Dataplane) Sync(ctx context.Context, t services.Table) error {
 	if err := c.commit(); err == nil {
 		for _, st := range d.tables {
 			st.staleChains, st.staleSets = nil, nil
+		}
+	}
+	for _, st := range d.tables {
+		flows := st.flows
+		st.flows = nil
+		if err := d.clearFlows(st.p.fam.v4, flows); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -396,6 +410,13 @@ func (d *Dataplane) syncTable(c *txn, st *tableState, want map[string]*services.
 			}
 		}
 		if o != nil {
+			if f.Key.Proto == services.UDP {
+				keep := map[netip.AddrPort]bool{}
+				for _, b := range slices.Concat(f.Backends, f.ExternalBackends) {
+					keep[b.Addr] = true
+				}
+				next.addFlows(f.Key, keep)
+			}
 			d.dropExtra(next, s, o)
 			svcDel = append(svcDel, nftables.SetElement{Key: keyBytes(f.Key)})
 			if o.int {
@@ -421,6 +442,9 @@ func (d *Dataplane) syncTable(c *txn, st *tableState, want map[string]*services.
 			continue
 		}
 		svcDel = append(svcDel, nftables.SetElement{Key: keyBytes(o.key)})
+		if o.key.Proto == services.UDP {
+			next.addFlows(o.key, nil)
+		}
 		if o.int {
 			intDel = append(intDel, nftables.SetElement{Key: keyBytes(o.key)})
 		}
@@ -470,6 +494,13 @@ func (d *Dataplane) syncTable(c *txn, st *tableState, want map[string]*services.
 		}
 	}
 	return next, nil
+}
+
+func (st *tableState) addFlows(k services.Key, keep map[netip.AddrPort]bool) {
+	if st.flows == nil {
+		st.flows = staleFlows{}
+	}
+	st.flows[netip.AddrPortFrom(k.Addr, k.Port)] = keep
 }
 
 // dropExtra marks the chains and sets o has and s does not as stale.

@@ -1,9 +1,11 @@
 package nftlb
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -210,11 +212,21 @@ func TestIPv6(t *testing.T) {
 	n := newTestNet(t, 2)
 	n.serveAll(t)
 	d := n.newDataplane(t, All)
+	all := backends(8080, true, n.podIP6...)
 	mustSync(t, d, table(
-		clusterIPFrontend("[fd43::10]:80", services.TCP, 80, backends(8080, true, n.podIP6...)),
+		clusterIPFrontend("[fd43::10]:80", services.TCP, 80, all),
 		clusterIPFrontend("[fd43::11]:80", services.TCP, 80, nil),
 		clusterIPFrontend(clusterIP+":80", services.TCP, 80, backends(8080, true, n.podIP...)),
+		nodePortFrontend("[fd50::1]:30080", services.NodePort, all, all, false),
+		nodePortFrontend("[fd50::1]:30081", services.NodePort, all, all[:1], true),
 	))
+	if _, peer := mustDial(t, n.lan, "tcp", "[fd50::1]:30080"); peer.Addr() != bridgeIP6.Addr() {
+		t.Errorf("IPv6 NodePort, Cluster policy: backend saw %v, want the node's %v", peer, bridgeIP6.Addr())
+	}
+	if name, peer := mustDial(t, n.lan, "tcp", "[fd50::1]:30081"); name != "pod0" || peer.Addr() != clientLAN6.Addr() {
+		t.Errorf("IPv6 NodePort, Local policy: %s saw %v, want pod0 seeing %v", name, peer, clientLAN6.Addr())
+	}
+
 	for _, from := range []string{n.node, n.pods[0]} {
 		seen := map[string]bool{}
 		for range 30 {
@@ -395,6 +407,20 @@ func TestAdoption(t *testing.T) {
 	}
 }
 
+// TestSyncCanceled: a Sync whose context is done changes nothing.
+func TestSyncCanceled(t *testing.T) {
+	n := newTestNet(t, 1)
+	d := n.newDataplane(t, All)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := d.Sync(ctx, table(clusterIPFrontend(clusterIP+":80", services.TCP, 80, nil))); err == nil {
+		t.Fatal("Sync with a canceled context: no error")
+	}
+	if s := snapshot(t, n); s != "" {
+		t.Fatalf("a canceled Sync made:\n%s", s)
+	}
+}
+
 // TestLimits: a table beyond the limits is refused and changes nothing.
 func TestLimits(t *testing.T) {
 	n := newTestNet(t, 1)
@@ -422,5 +448,51 @@ func TestLimits(t *testing.T) {
 	}
 	if after := snapshot(t, n); after != before {
 		t.Errorf("a refused Sync changed the tables:\n%s\nwant\n%s", after, before)
+	}
+}
+
+// TestUDPBackendRemoved: a UDP client that keeps its socket moves off a
+// removed backend at once: its conntrack entry is cleared.
+func TestUDPBackendRemoved(t *testing.T) {
+	n := newTestNet(t, 3)
+	n.serveAll(t)
+	d := n.newDataplane(t, All)
+	f := clusterIPFrontend(clusterIP+":53", services.UDP, 53, backends(8053, true, n.podIP...))
+	mustSync(t, d, table(f))
+	var c net.Conn
+	if err := in(t, n.pods[0], func() (err error) {
+		c, err = net.Dial("udp", clusterIP+":53")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ask := func() string {
+		t.Helper()
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 128)
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _, _ := strings.Cut(string(buf[:n]), " ")
+		return name
+	}
+	first := ask()
+	if again := ask(); again != first {
+		t.Fatalf("one UDP flow reached %s, then %s", first, again)
+	}
+	var rest []netip.Addr
+	for i, ip := range n.podIP {
+		if fmt.Sprintf("pod%d", i) != first {
+			rest = append(rest, ip)
+		}
+	}
+	mustSync(t, d, table(clusterIPFrontend(clusterIP+":53", services.UDP, 53, backends(8053, true, rest...))))
+	if got := ask(); got == first {
+		t.Fatalf("the UDP flow still reaches the removed backend %s", got)
 	}
 }

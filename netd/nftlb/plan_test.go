@@ -1,10 +1,15 @@
 package nftlb
 
 import (
+	"fmt"
+	"math"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netlink"
 
 	"github.com/outpost-mesh/outpost/netd/services"
 )
@@ -202,4 +207,67 @@ func FuzzCommentHash(f *testing.F) {
 			t.Fatalf("hash %q has characters outside the ids' alphabet", h)
 		}
 	})
+}
+
+// TestPickRules: rule i of n takes what the rules before it left with
+// probability 1/(n-i), so that each target gets 1/n; the last takes all
+// that is left.
+func TestPickRules(t *testing.T) {
+	for n := 1; n <= 5; n++ {
+		targets := make([]string, n)
+		for i := range targets {
+			targets[i] = fmt.Sprintf("E%d", i)
+		}
+		rules := pickRules(targets)
+		if len(rules) != n {
+			t.Fatalf("pickRules(%d targets): %d rules", n, len(rules))
+		}
+		left := 1.0
+		for i, r := range rules {
+			p := 1.0
+			if i < n-1 {
+				ng, ok := r.exprs[0].(*expr.Numgen)
+				if !ok || ng.Modulus != uint32(n-i) {
+					t.Fatalf("rule %d of %d: %#v, want numgen mod %d", i, n, r.exprs[0], n-i)
+				}
+				p = 1 / float64(ng.Modulus)
+			} else if len(r.exprs) != 1 {
+				t.Fatalf("last rule of %d: %d expressions, want a goto alone", n, len(r.exprs))
+			}
+			if v, ok := r.exprs[len(r.exprs)-1].(*expr.Verdict); !ok || v.Chain != targets[i] {
+				t.Fatalf("rule %d of %d does not go to %s", i, n, targets[i])
+			}
+			if got := left * p; math.Abs(got-1/float64(n)) > 1e-9 {
+				t.Errorf("target %d of %d: probability %v, want %v", i, n, got, 1/float64(n))
+			}
+			left -= left * p
+		}
+	}
+}
+
+func TestStaleFlows(t *testing.T) {
+	fe := netip.MustParseAddrPort("10.43.0.10:53")
+	keep := netip.MustParseAddrPort("10.42.3.11:8053")
+	gone := netip.MustParseAddrPort("10.42.3.12:8053")
+	s := staleFlows{fe: {keep: true}, netip.MustParseAddrPort("10.43.0.11:53"): nil}
+	flow := func(proto uint8, dst, backend netip.AddrPort) *netlink.ConntrackFlow {
+		f := &netlink.ConntrackFlow{}
+		f.Forward.Protocol, f.Forward.DstIP, f.Forward.DstPort = proto, dst.Addr().AsSlice(), dst.Port()
+		f.Reverse.SrcIP, f.Reverse.SrcPort = backend.Addr().AsSlice(), backend.Port()
+		return f
+	}
+	for _, tc := range []struct {
+		f    *netlink.ConntrackFlow
+		want bool
+	}{
+		{flow(17, fe, keep), false},
+		{flow(17, fe, gone), true},
+		{flow(6, fe, gone), false}, // TCP is left to finish
+		{flow(17, netip.MustParseAddrPort("10.43.0.11:53"), keep), true},
+		{flow(17, netip.MustParseAddrPort("10.43.0.12:53"), gone), false},
+	} {
+		if got := s.MatchConntrackFlow(tc.f); got != tc.want {
+			t.Errorf("MatchConntrackFlow(%v) = %v, want %v", tc.f, got, tc.want)
+		}
+	}
 }
