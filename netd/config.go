@@ -67,7 +67,7 @@ func DefaultConfig() Config {
 
 // Validate reports the first problem of c.
 func (c Config) Validate() error {
-	if err := checkLinkName(c.Bridge); err != nil {
+	if err := CheckLinkName(c.Bridge); err != nil {
 		return fmt.Errorf("bridge: %w", err)
 	}
 	if err := ipam.CheckPrefix(c.PodCIDR); err != nil {
@@ -105,9 +105,10 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// checkLinkName accepts what the kernel accepts as an interface name, less
-// ":" which netd uses as a separator in link aliases.
-func checkLinkName(s string) error {
+// CheckLinkName accepts what the kernel accepts as an interface name, less
+// ":" which netd uses as a separator in link aliases: the names of the
+// links netd and its subpackages make.
+func CheckLinkName(s string) error {
 	switch {
 	case s == "":
 		return errors.New("empty name")

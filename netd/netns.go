@@ -80,6 +80,23 @@ func removeNetNS(path string) error {
 	return nil
 }
 
+// InNetNS runs fn on a thread switched into the network namespace at path
+// ("" for this process's own, where fn just runs), for what only a thread
+// can do in another namespace: open sockets that live there, read its
+// cookie. The thread goes back to its namespace afterwards, or is
+// discarded if it cannot.
+func InNetNS(path string, fn func() error) error {
+	if path == "" {
+		return fn()
+	}
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", path, err)
+	}
+	defer ns.Close()
+	return inNetNS(ns, fn)
+}
+
 // inNetNS runs fn on a thread switched into ns, for what only a thread can
 // do in another namespace, such as writing its /proc/sys/net. The thread
 // goes back to its namespace afterwards, or is discarded if it cannot.

@@ -15,16 +15,15 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/edge/proxy"
+	"github.com/outpost-mesh/outpost/netd"
 	"github.com/outpost-mesh/outpost/netd/dns"
 	"github.com/outpost-mesh/outpost/netd/ebpflb"
 	"github.com/outpost-mesh/outpost/netd/nftlb"
@@ -394,42 +393,12 @@ func (s *Services) scanPods() {
 // cookieOf returns the cookie of the network namespace at path ("" for
 // this process's).
 func cookieOf(path string) (uint64, error) {
-	if path == "" {
-		return ebpflb.NetnsCookie()
-	}
 	var c uint64
-	err := inNetNS(path, func() (err error) {
+	err := netd.InNetNS(path, func() (err error) {
 		c, err = ebpflb.NetnsCookie()
 		return err
 	})
 	return c, err
-}
-
-// inNetNS runs fn on a thread in the network namespace at path. A thread
-// that cannot be moved back is not given back to the Go runtime.
-func inNetNS(path string, fn func() error) error {
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		return fmt.Errorf("open netns %s: %w", path, err)
-	}
-	defer ns.Close()
-	goruntime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		goruntime.UnlockOSThread()
-		return fmt.Errorf("current netns: %w", err)
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		goruntime.UnlockOSThread()
-		return fmt.Errorf("enter netns %s: %w", path, err)
-	}
-	ferr := fn()
-	if err := netns.Set(orig); err != nil {
-		return errors.Join(ferr, fmt.Errorf("leave netns %s: %w", path, err)) // the thread stays locked and dies with its goroutine
-	}
-	goruntime.UnlockOSThread()
-	return ferr
 }
 
 // dnsServer makes the node's DNS server, listening on gw:53 over UDP and
@@ -447,13 +416,7 @@ func (s *Services) dnsServer(gw netip.Addr) (*dns.Server, error) {
 		}
 		return err
 	}
-	var err error
-	if s.cfg.HostNetNS == "" {
-		err = listen()
-	} else {
-		err = inNetNS(s.cfg.HostNetNS, listen)
-	}
-	if err != nil {
+	if err := netd.InNetNS(s.cfg.HostNetNS, listen); err != nil {
 		return nil, err
 	}
 	cfg := dns.DefaultConfig()

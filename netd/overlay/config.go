@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"path/filepath"
-	"strings"
 
+	"github.com/outpost-mesh/outpost/netd"
 	"github.com/outpost-mesh/outpost/netd/ipam"
 )
 
@@ -63,7 +63,7 @@ func DefaultConfig() Config {
 
 // Validate reports the first problem of c.
 func (c Config) Validate() error {
-	if err := checkLinkName(c.Device); err != nil {
+	if err := netd.CheckLinkName(c.Device); err != nil {
 		return fmt.Errorf("device: %w", err)
 	}
 	if c.VNI == 0 || c.VNI >= 1<<24 {
@@ -76,7 +76,7 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.UnderlayLink != "" {
-		if err := checkLinkName(c.UnderlayLink); err != nil {
+		if err := netd.CheckLinkName(c.UnderlayLink); err != nil {
 			return fmt.Errorf("underlay link: %w", err)
 		}
 	}
@@ -106,22 +106,6 @@ func checkUnderlay(a netip.Addr) error {
 		return fmt.Errorf("underlay address %s is IPv4-mapped: give it as IPv4", a)
 	case a.IsUnspecified(), a.IsMulticast(), a.IsLoopback(), a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 		return fmt.Errorf("underlay address %s is not a unicast address of a LAN", a)
-	}
-	return nil
-}
-
-// checkLinkName accepts what the kernel accepts as an interface name, as
-// netd does.
-func checkLinkName(s string) error {
-	switch {
-	case s == "":
-		return errors.New("empty name")
-	case len(s) > 15:
-		return fmt.Errorf("%q is longer than 15 bytes", s)
-	case s == "." || s == "..":
-		return fmt.Errorf("%q is not a name", s)
-	case strings.ContainsAny(s, "/: \t\n"):
-		return fmt.Errorf("%q holds '/', ':' or a space", s)
 	}
 	return nil
 }
