@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/outpost-mesh/outpost/edge/objects"
@@ -62,6 +64,8 @@ type Config struct {
 	// agent's own; NetNSDir holds the pods' network namespaces, each
 	// bind-mounted under its pod's UID.
 	HostNetNS, NetNSDir string
+	// Bridge is the pods' bridge, netd's.
+	Bridge string
 	// Network is the pod network; View the checkpoint; Local the node's
 	// pods as the agent sees them; NodeAddrs the node's addresses
 	// (NodePorts, and the overlay's underlay: the first IPv4 one).
@@ -285,6 +289,11 @@ func (s *Services) dataplanes(podCIDR netip.Prefix) ([]services.Dataplane, func(
 		out, closers = append(out, nft), append(closers, nft.Close)
 	}
 	s.mode.Store(mode)
+	if mode == RoutingNftables {
+		if err := s.routeServicesToBridge(); err != nil {
+			s.log.Warn("the node's own processes reach no Service: the service CIDR's route not set", "err", err)
+		}
+	}
 	switch {
 	case mode == RoutingEBPF:
 		s.log.Info("services routed with eBPF socket load-balancing; nftables for NodePorts and external IPs from outside", "pin_dir", s.cfg.PinDir, "cgroup", s.cfg.Cgroup)
@@ -304,6 +313,32 @@ func (s *Services) dataplanes(podCIDR netip.Prefix) ([]services.Dataplane, func(
 		s.ebpf = nil
 		s.mu.Unlock()
 	}
+}
+
+// routeServicesToBridge routes the service CIDR into the pods' bridge, in
+// place of netd's unreachable route, for nftables routing: the kernel
+// looks a local socket's destination up before the output hook's DNAT,
+// so a ClusterIP needs a route for the node's own processes to reach it.
+// A packet to a ClusterIP that no rule translates still dies on the node,
+// unanswered on the bridge. eBPF routing rewrites the address before the
+// lookup and keeps netd's route.
+func (s *Services) routeServicesToBridge() error {
+	if !s.cfg.ServiceCIDR.IsValid() || s.cfg.Bridge == "" {
+		return nil
+	}
+	return netd.InNetNS(s.cfg.HostNetNS, func() error {
+		br, err := netlink.LinkByName(s.cfg.Bridge)
+		if err != nil {
+			return fmt.Errorf("bridge %s: %w", s.cfg.Bridge, err)
+		}
+		p := s.cfg.ServiceCIDR
+		return netlink.RouteReplace(&netlink.Route{
+			Dst:       &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())},
+			LinkIndex: br.Attrs().Index,
+			Scope:     netlink.SCOPE_LINK,
+			Protocol:  unix.RTPROT_STATIC,
+		})
+	})
 }
 
 // openEBPF mounts the bpffs if needed and opens (or adopts) the node's
