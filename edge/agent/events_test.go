@@ -103,8 +103,13 @@ func TestEvents(t *testing.T) {
 			t.Errorf("events lack %q; got:\n%s", want, got)
 		}
 	}
-	if n := strings.Count(got, "crash spec.containers{main} Warning BackOff"); n != 1 {
-		t.Errorf("%d back-off events of crash, want 1: the back-off is reported when it starts", n)
+	// The back-off is reported when it starts, not at each round: one
+	// event per start of the container that crashed. (On a slow machine
+	// the first back-off, 4s past the clock's jump, may end and a second
+	// start and back-off come before the agent stops.)
+	starts := strings.Count(got, "crash spec.containers{main} Normal Started")
+	if n := strings.Count(got, "crash spec.containers{main} Warning BackOff"); n < 1 || n > starts {
+		t.Errorf("%d back-off events of crash for %d starts, want one per start: the back-off is reported when it starts", n, starts)
 	}
 
 	// The hub deletes web gracefully: its container is stopped.
