@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"go.uber.org/goleak"
 
+	"github.com/outpost-mesh/outpost/internal/netnstest"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/netd/ipam"
 )
@@ -106,31 +106,10 @@ func newTestNS(t *testing.T) string {
 }
 
 // withNL runs fn with a netlink handle in the namespace at path.
-func withNL(t *testing.T, path string, fn func(h *netlink.Handle)) {
-	t.Helper()
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	fn(h)
-}
+func withNL(t *testing.T, path string, fn func(h *netlink.Handle)) { netnstest.WithNL(t, path, fn) }
 
 // in runs fn on a thread in the namespace at path.
-func in(t *testing.T, path string, fn func() error) error {
-	t.Helper()
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	return inNetNS(ns, fn)
-}
+func in(t *testing.T, path string, fn func() error) error { return netnstest.In(t, path, fn) }
 
 // testNet is a Network on its own node namespace.
 type testNet struct {

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
+	"github.com/outpost-mesh/outpost/internal/netnstest"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -32,114 +32,20 @@ func needRoot(t testing.TB) {
 }
 
 // newNS creates a network namespace with lo up, bind-mounted under the
-// test's temporary directory and removed when the test ends.
+// test's temporary directory and removed when the test ends. It does no
+// duplicate address detection: the links' IPv6 link-local addresses are
+// usable at once, rather than after a second or two in which the node's
+// first forwarded replies are lost.
 func newNS(t testing.TB, name string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	errc := make(chan error, 1)
-	go func() {
-		// A thread that cannot go back to its namespace stays locked,
-		// and Go ends it with the goroutine.
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
-		}
-		err = unix.Mount(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), path, "none", unix.MS_BIND, "")
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("new netns: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", path, err)
-		}
-	})
-	// No duplicate address detection: the links' IPv6 link-local
-	// addresses are usable at once, rather than after a second or two
-	// in which the node's first forwarded replies are lost.
-	if err := in(t, path, func() error {
-		for _, f := range []string{"all", "default"} {
-			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+f+"/accept_dad", []byte("0"), 0o644); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	withNL(t, path, func(h *netlink.Handle) {
-		lo, err := h.LinkByName("lo")
-		if err == nil {
-			err = h.LinkSetUp(lo)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	})
-	return path
+	return netnstest.NewNS(t, name, "ipv6/conf/all/accept_dad", "0", "ipv6/conf/default/accept_dad", "0")
 }
 
 // withNL runs fn with a netlink handle in the namespace at path.
-func withNL(t testing.TB, path string, fn func(h *netlink.Handle)) {
-	t.Helper()
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	fn(h)
-}
+func withNL(t testing.TB, path string, fn func(h *netlink.Handle)) { netnstest.WithNL(t, path, fn) }
 
 // in runs fn on a thread in the namespace at path.
-func in(t testing.TB, path string, fn func() error) error {
-	t.Helper()
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			errc <- err
-			return
-		}
-		err = fn()
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
-}
+func in(t testing.TB, path string, fn func() error) error { return netnstest.In(t, path, fn) }
 
 // The test network: a node namespace with a bridge holding the pod CIDR's
 // gateway, pods behind veths on it, and a LAN client joined to the node

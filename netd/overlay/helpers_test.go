@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
+	"github.com/outpost-mesh/outpost/internal/netnstest"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 )
 
@@ -42,106 +41,17 @@ func needRoot(t *testing.T) {
 // what the test sends.
 func newNS(t *testing.T, noIPv6 bool) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "netns")
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
-	if err != nil {
-		t.Fatal(err)
+	if noIPv6 {
+		return netnstest.NewNS(t, "netns", "ipv6/conf/all/disable_ipv6", "1", "ipv6/conf/default/disable_ipv6", "1")
 	}
-	f.Close()
-	errc := make(chan error, 1)
-	go func() {
-		// The thread goes back to its namespace and only then is
-		// unlocked; one that cannot is never unlocked, and so ends.
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("unshare: %w", err)
-			return
-		}
-		err = unix.Mount(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), path, "none", unix.MS_BIND, "")
-		if err == nil && noIPv6 {
-			for _, c := range []string{"all", "default"} {
-				if err = os.WriteFile("/proc/sys/net/ipv6/conf/"+c+"/disable_ipv6", []byte("1"), 0o644); err != nil {
-					break
-				}
-			}
-		}
-		if serr := netns.Set(orig); serr == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
-		unix.Unmount(path, unix.MNT_DETACH)
-		t.Fatalf("make netns: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount netns: %v", err)
-		}
-	})
-	withNL(t, path, func(h *netlink.Handle) {
-		lo, err := h.LinkByName("lo")
-		if err == nil {
-			err = h.LinkSetUp(lo)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	})
-	return path
+	return netnstest.NewNS(t, "netns")
 }
 
 // withNL runs fn with a netlink handle in the namespace at path.
-func withNL(t *testing.T, path string, fn func(h *netlink.Handle)) {
-	t.Helper()
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	fn(h)
-}
+func withNL(t *testing.T, path string, fn func(h *netlink.Handle)) { netnstest.WithNL(t, path, fn) }
 
 // in runs fn on a thread in the namespace at path.
-func in(t *testing.T, path string, fn func() error) error {
-	t.Helper()
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // unlocked once back: see newNS
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			errc <- err
-			return
-		}
-		err = fn()
-		if serr := netns.Set(orig); serr == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
-}
+func in(t *testing.T, path string, fn func() error) error { return netnstest.In(t, path, fn) }
 
 func writeSysctl(t *testing.T, path, name, value string) {
 	t.Helper()
