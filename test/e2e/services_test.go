@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/outpost-mesh/outpost/edge/agent"
+	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -420,6 +421,8 @@ func (s *svcNode) testBackendDeleted(t *testing.T) {
 	// Still within its grace period, the deleted backend serves the
 	// connection it had.
 	c.roundTrip(t, "after the deletion")
+	ctx, cancel = s.h.ctx()
+	defer cancel()
 	if p, err := s.h.cs.CoreV1().Pods(svcNamespace).Get(ctx, victim, metav1.GetOptions{}); err != nil || p.DeletionTimestamp == nil {
 		t.Errorf("%s: %v, want it terminating still (the check above proves nothing otherwise)", victim, err)
 	}
@@ -464,8 +467,8 @@ func (s *svcNode) testAgentRestart(t *testing.T) {
 		now.read(t, s.pinDir())
 		if !slices.Equal(now.links, s.pins.links) {
 			t.Errorf("eBPF links after the restart %v, want those before %v, adopted", now.links, s.pins.links)
+			s.pins.add(&now)
 		}
-		s.pins.add(&now)
 	}
 }
 
@@ -981,10 +984,8 @@ func (p *bpfPins) add(q *bpfPins) {
 func (p *bpfPins) checkGone(t *testing.T) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var left []string
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		left = left[:0]
+	wait.ForEvery(t, pollInterval, 20*time.Second, "the node's eBPF objects gone from the kernel once it was removed", func() (bool, string) {
+		var left []string
 		for _, id := range p.links {
 			if l, err := link.NewFromID(id); err == nil {
 				l.Close()
@@ -1003,12 +1004,6 @@ func (p *bpfPins) checkGone(t *testing.T) {
 				left = append(left, fmt.Sprintf("map %d", id))
 			}
 		}
-		if len(left) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(pollInterval) // the kernel frees them in the background: nothing to wait on
-	}
-	if len(left) > 0 {
-		t.Errorf("the node removed, its eBPF objects are still in the kernel: %v", left)
-	}
+		return len(left) == 0, fmt.Sprintf("still there: %v", left)
+	})
 }
