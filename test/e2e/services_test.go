@@ -33,6 +33,13 @@ import (
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
+// The services tests reach the client pod through kubectl exec where the
+// hub and the agent stay up. Where they restart or stop, or where timing
+// matters, requests come from the client pod's network namespace itself,
+// entered from the test (requestsIn, nsLookup): kubectl exec rides the
+// agent's connection to the hub, and each exec takes the best part of a
+// second.
+
 // The service routing modes the tests run in: the agent's default, eBPF
 // socket load-balancing, and nftables alone. Each runs on a node of its
 // own, the node's cgroups being named after it.
