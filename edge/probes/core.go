@@ -168,6 +168,22 @@ func NewContainer(id string, c *corev1.Container, startedAt time.Time) *Containe
 // ID returns the container instance's ID.
 func (c *Container) ID() string { return c.id }
 
+// Resume carries over what the node last reported of the instance, for an
+// agent that restarted while it ran: started (its startup probe passed)
+// and ready stay so until its probes say otherwise, instead of starting
+// over unstarted and unready as a new instance's do. Otherwise every
+// probed pod of the node would leave its Services until its readiness
+// probe ran again after the restart, refusing connections that the pod
+// would have served.
+func (c *Container) Resume(started, ready bool) {
+	if s := &c.probes[Startup]; started && s.present && s.invalid == "" {
+		s.ok = true
+	}
+	if r := &c.probes[Readiness]; ready && c.started() && r.present && r.invalid == "" {
+		r.ok = true
+	}
+}
+
 // Timing returns the timing of c's probe of kind k, and false if c has no
 // such probe or it is invalid.
 func (c *Container) Timing(k Kind) (Timing, bool) {

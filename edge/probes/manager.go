@@ -213,6 +213,11 @@ func (m *Manager) Sync(pod *corev1.Pod, t Target) {
 				start = time.Now()
 			}
 			ce.core = NewContainer(ct.ID, ce.spec, start)
+			if st := reportedStatus(pod, c.Name); st != nil && st.ContainerID == ct.ID && st.State.Running != nil {
+				// The node reported this very instance before: the
+				// agent restarted under it.
+				ce.core.Resume(st.Started != nil && *st.Started, st.Ready)
+			}
 			if pe.terminating {
 				ce.core.SetTerminating()
 			}
@@ -298,6 +303,19 @@ func probedContainers(pod *corev1.Pod) []*corev1.Container {
 		cs = append(cs, &pod.Spec.Containers[i])
 	}
 	return cs
+}
+
+// reportedStatus returns the status of the pod's container name as the
+// pod's status shows it (what the node reported), or nil.
+func reportedStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
+	for _, l := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+		for i := range l {
+			if l[i].Name == name {
+				return &l[i]
+			}
+		}
+	}
+	return nil
 }
 
 func probeOf(c *corev1.Container, k Kind) *corev1.Probe {

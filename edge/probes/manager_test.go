@@ -564,3 +564,49 @@ func TestTargetOf(t *testing.T) {
 		}
 	}
 }
+
+// TestManagerResume: an instance the pod's status already shows started
+// and ready, as after an agent restart, stays ready until its readiness
+// probe fails past its threshold, and its startup probe does not run
+// again. Another instance, or the same one shown unready, starts
+// unready.
+func TestManagerResume(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startHarness(t, nil)
+		defer h.stop()
+		start := time.Now()
+		spec := corev1.Container{Name: "app",
+			StartupProbe: probeCmd("started", nil),
+			ReadinessProbe: probeCmd("ready", func(p *corev1.Probe) {
+				p.PeriodSeconds, p.FailureThreshold = 10, 2
+			})}
+		reported := func(uid, id string, ready bool) *corev1.Pod {
+			p := podOf(uid, spec)
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+				Name: "app", ContainerID: id, Ready: ready, Started: new(true),
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+			}}
+			return p
+		}
+		h.ex.set("app/ready", 1)
+		h.m.Sync(reported("a", "c1", true), running("app", "c1"))
+		h.m.Sync(reported("b", "old", true), running("app", "c2"))
+		h.m.Sync(reported("c", "c3", false), running("app", "c3"))
+		synctest.Wait()
+		if r := h.result("uid-a", "app"); !r.Ready || !r.Started {
+			t.Errorf("the instance reported ready, after 1 failure of 2: %+v, want started and ready", r)
+		}
+		for _, uid := range []string{"uid-b", "uid-c"} {
+			if r := h.result(uid, "app"); r.Ready || !r.Started {
+				t.Errorf("%s: %+v, want started and unready", uid, r)
+			}
+		}
+		if n := h.ex.count("app/started"); n != 1 {
+			t.Errorf("startup probe ran %d times, want once (b's; a's and c's passed before)", n)
+		}
+		at(start, 10*time.Second+10*time.Millisecond)
+		if r := h.result("uid-a", "app"); r.Ready {
+			t.Fatalf("after 2 failures: %+v, want unready", r)
+		}
+	})
+}

@@ -127,6 +127,14 @@ func enterContainerdTest(t *testing.T) bool {
 // pod CIDR. The test's cleanup stops the agent and removes what the node
 // left on the machine.
 func startContainerdNode(f *fleet, h *syncHub, site, name, image string, relay *netem.Relay, extra ...string) *corev1.Node {
+	f.t.Helper()
+	_, n := startContainerdEdge(f, h, site, name, image, relay, extra...)
+	return n
+}
+
+// startContainerdEdge is startContainerdNode that also returns the agent,
+// for tests that kill and restart it or look in its data directory.
+func startContainerdEdge(f *fleet, h *syncHub, site, name, image string, relay *netem.Relay, extra ...string) (*edge, *corev1.Node) {
 	t := f.t
 	t.Helper()
 	token, caHash := h.createToken(site)
@@ -180,7 +188,7 @@ func startContainerdNode(f *fleet, h *syncHub, site, name, image string, relay *
 	if v := n.Status.NodeInfo.ContainerRuntimeVersion; !strings.HasPrefix(v, "containerd://") {
 		t.Errorf("runtime version %q, want containerd://VERSION", v)
 	}
-	return n
+	return e, n
 }
 
 // httpGet fetches http://addr/path, with a short timeout.
