@@ -58,6 +58,9 @@ type AgentResult struct {
 	// used: it counts the parent's RSS from before the exec.
 	IdleRSS uint64 `json:"idle_rss_bytes"`
 	PeakRSS uint64 `json:"peak_rss_bytes"`
+	// LiveHeap is what the Go heap holds after a collection at the end:
+	// what the process keeps, without the collector's slack.
+	LiveHeap uint64 `json:"live_heap_bytes"`
 }
 
 // AgentMain runs as the agent's stand-in, with the request in
@@ -137,6 +140,10 @@ func AgentMain(ctx context.Context, out io.Writer) error {
 	if res.PeakRSS, err = procStatus("VmHWM"); err != nil {
 		return err
 	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	res.LiveHeap = ms.HeapAlloc
 	// What the agent keeps stays alive until measured: its view holds
 	// the encoded objects too.
 	runtime.KeepAlive(svcRaw)

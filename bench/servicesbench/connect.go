@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -197,7 +198,9 @@ func connectOnce(to netip.AddrPort) (time.Duration, int, error) {
 
 // measureConnects programs each table size into the eBPF and nftables
 // nodes and connects cfg.Connects times on each path, in turns of
-// cfg.ConnectBatch.
+// cfg.ConnectBatch. The sizes take turns too, in cfg.ConnectRounds
+// rounds, in one order and then the other (10, 10,000, 10,000, 10), so
+// that the machine warming up or slowing down weighs on every size alike.
 func (p *programmer) measureConnects(ctx context.Context, cfg Config, cgroup string, logf func(string, ...any)) (out []ConnectResult, err error) {
 	modes := []string{ModeDirect, ModeEBPF, ModeNftables}
 	nodes := make([]*connectNode, 0, len(modes))
@@ -218,28 +221,59 @@ func (p *programmer) measureConnects(ctx context.Context, cfg Config, cgroup str
 		nodes = append(nodes, n)
 	}
 	front := netip.AddrPortFrom(clusterIP(0), servicePort)
+	tables := make(map[int]services.Table, len(cfg.ConnectSizes))
 	for _, size := range cfg.ConnectSizes {
 		svcs, eps := Generate(size, 0)
-		t, err := buildTable(svcs, eps)
-		if err != nil {
+		if tables[size], err = buildTable(svcs, eps); err != nil {
 			return nil, err
 		}
-		for _, n := range nodes {
-			if n.dp == nil {
-				continue
+	}
+	acc := make(map[int]*connectSamples, len(cfg.ConnectSizes))
+	warm := true
+	for r := range cfg.ConnectRounds {
+		sizes := slices.Clone(cfg.ConnectSizes)
+		if r%2 == 1 {
+			slices.Reverse(sizes)
+		}
+		// Round r makes its share of the connects: the rounds add up to
+		// cfg.Connects.
+		k := cfg.Connects*(r+1)/cfg.ConnectRounds - cfg.Connects*r/cfg.ConnectRounds
+		for _, size := range sizes {
+			for _, n := range nodes {
+				if n.dp == nil {
+					continue
+				}
+				sctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+				err := n.dp.Sync(sctx, tables[size])
+				cancel()
+				if err != nil {
+					return nil, fmt.Errorf("%s: sync %d Services: %w", n.mode, size, err)
+				}
 			}
-			sctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
-			err := n.dp.Sync(sctx, t)
-			cancel()
+			if warm {
+				// Unmeasured: the first connects of a namespace pay for
+				// what it sets up once.
+				if _, err := connectRound(ctx, cfg.ConnectBatch, cfg.ConnectBatch, nodes, front, tables[size]); err != nil {
+					return nil, fmt.Errorf("warm-up: %w", err)
+				}
+				warm = false
+			}
+			got, err := connectRound(ctx, k, cfg.ConnectBatch, nodes, front, tables[size])
 			if err != nil {
-				return nil, fmt.Errorf("%s: sync %d Services: %w", n.mode, size, err)
+				return nil, fmt.Errorf("%d Services: %w", size, err)
+			}
+			if acc[size] == nil {
+				acc[size] = got
+			} else {
+				acc[size].add(got)
 			}
 		}
-		res, err := connectRound(ctx, cfg, nodes, front, t)
-		if err != nil {
-			return nil, fmt.Errorf("%d Services: %w", size, err)
+	}
+	for _, size := range cfg.ConnectSizes {
+		res := ConnectResult{Services: size}
+		for i, n := range nodes {
+			res.Paths = append(res.Paths, PathLatency{Path: n.mode, Connect: report.Summarize(acc[size].samples[i]), Backends: acc[size].counts[i]})
 		}
-		res.Services = size
 		out = append(out, res)
 		logf("connect latency at %d Services: direct %s, eBPF %s, nftables %s (p50)", size,
 			report.Duration(res.Paths[0].Connect.P50), report.Duration(res.Paths[1].Connect.P50), report.Duration(res.Paths[2].Connect.P50))
@@ -247,20 +281,36 @@ func (p *programmer) measureConnects(ctx context.Context, cfg Config, cgroup str
 	return out, nil
 }
 
-// connectRound connects on every node's path in turns and checks each
-// connection reached one of the Service's backends.
-func connectRound(ctx context.Context, cfg Config, nodes []*connectNode, front netip.AddrPort, t services.Table) (ConnectResult, error) {
+// connectSamples are the connect times and the backends reached, by
+// path.
+type connectSamples struct {
+	samples [][]time.Duration
+	counts  [][backends]int
+}
+
+func (c *connectSamples) add(o *connectSamples) {
+	for i := range c.samples {
+		c.samples[i] = append(c.samples[i], o.samples[i]...)
+		for j := range c.counts[i] {
+			c.counts[i][j] += o.counts[i][j]
+		}
+	}
+}
+
+// connectRound connects connects times on every node's path, in turns
+// of batch, and checks each connection reached one of the Service's
+// backends.
+func connectRound(ctx context.Context, connects, batch int, nodes []*connectNode, front netip.AddrPort, t services.Table) (*connectSamples, error) {
 	f := t[services.Key{Addr: front.Addr(), Port: front.Port(), Proto: services.TCP}]
 	if f == nil || len(f.Backends) != backends {
-		return ConnectResult{}, fmt.Errorf("the table lacks the measured Service %s", front)
+		return nil, fmt.Errorf("the table lacks the measured Service %s", front)
 	}
-	samples := make([][]time.Duration, len(nodes))
-	counts := make([][backends]int, len(nodes))
-	for done, turn := 0, 0; done < cfg.Connects; turn++ {
-		k := min(cfg.ConnectBatch, cfg.Connects-done)
+	c := &connectSamples{samples: make([][]time.Duration, len(nodes)), counts: make([][backends]int, len(nodes))}
+	for done, turn := 0, 0; done < connects; turn++ {
+		k := min(batch, connects-done)
 		for i := range nodes {
-			n := nodes[(i+turn)%len(nodes)] // who goes first moves on each turn
-			idx := (i + turn) % len(nodes)
+			idx := (i + turn) % len(nodes) // who goes first moves on each turn
+			n := nodes[idx]
 			to := front
 			if n.mode == ModeDirect {
 				to = netip.AddrPortFrom(backend(0, turn%backends), backendPort)
@@ -271,23 +321,19 @@ func connectRound(ctx context.Context, cfg Config, nodes []*connectNode, front n
 					if err != nil {
 						return err
 					}
-					samples[idx] = append(samples[idx], d)
-					counts[idx][b]++
+					c.samples[idx] = append(c.samples[idx], d)
+					c.counts[idx][b]++
 				}
 				return nil
 			})
 			if err != nil {
-				return ConnectResult{}, fmt.Errorf("%s: %w", n.mode, err)
+				return nil, fmt.Errorf("%s: %w", n.mode, err)
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			return ConnectResult{}, err
+			return nil, err
 		}
 		done += k
 	}
-	var res ConnectResult
-	for i, n := range nodes {
-		res.Paths = append(res.Paths, PathLatency{Path: n.mode, Connect: report.Summarize(samples[i]), Backends: counts[i]})
-	}
-	return res, nil
+	return c, nil
 }

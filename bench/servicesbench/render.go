@@ -174,8 +174,8 @@ func (r *Report) Render(w io.Writer) error {
 			}
 		}
 		b.WriteString(ct.String())
-		fmt.Fprintf(&b, "socket and a blocking connect, timed, then the backend's byte read and the socket reset, %d times a path in turns of %d, each path in a namespace of its own\nwith 4 servers on its loopback; \"within %d%%\" is judged on p50, as the tail of so short a connect is the machine's scheduling more than the dataplane's\n\n",
-			r.Config.Connects, r.Config.ConnectBatch, targetConnectPct)
+		fmt.Fprintf(&b, "socket and a blocking connect, timed, then the backend's byte read and the socket reset, %d times a path and size, the paths taking turns every %d,\nthe sizes in %d rounds, one order then the other; each path in a namespace of its own with 4 servers on its loopback;\n\"within %d%%\" is judged on p50, as the tail of so short a connect is the machine's scheduling more than the dataplane's\n\n",
+			r.Config.Connects, r.Config.ConnectBatch, r.Config.ConnectRounds, targetConnectPct)
 	}
 	if d := res.DNS; d != nil {
 		dt := report.NewTable(fmt.Sprintf("node DNS server from a pod, a zone of %s Services (%s names)", report.Count(int64(d.Services)), report.Count(int64(d.Names))),
@@ -189,12 +189,12 @@ func (r *Report) Render(w io.Writer) error {
 	}
 	if a := res.Agent; a != nil {
 		at := report.NewTable("the agent's work to program Services, in a fresh process",
-			"services", "read", "decode", "build", "DNS zone", "eBPF open", "eBPF sync", "total", "CPU", "idle RSS", "peak RSS")
+			"services", "read", "decode", "build", "DNS zone", "eBPF open", "eBPF sync", "total", "CPU", "idle RSS", "peak RSS", "live heap")
 		at.AddRow(report.Count(int64(a.Services)), report.Duration(a.Read), report.Duration(a.Decode), report.Duration(a.Build),
 			report.Duration(a.Zone), report.Duration(a.Open), report.Duration(a.Sync), report.Duration(a.Total), report.Duration(a.CPU),
-			report.Bytes(a.IdleRSS), report.Bytes(a.PeakRSS))
+			report.Bytes(a.IdleRSS), report.Bytes(a.PeakRSS), report.Bytes(a.LiveHeap))
 		b.WriteString(at.String())
-		b.WriteString("this binary run again as the agent's stand-in: it reads the Services and EndpointSlices in their Kubernetes protobuf encoding from a file, decodes them\n(edge/objects), builds the table (services.Build) and the DNS zone (dns.NewZone) and Syncs a fresh eBPF dataplane, keeping all of it;\nCPU: user and system time (getrusage); peak RSS: VmHWM at the end; idle RSS: VmRSS before it starts, most of it this binary's (the hub's too),\nlarger than outpost-edge's: the RSS target is met when even this peak is under it, missed when what the work adds (peak - idle) alone is not\n\n")
+		b.WriteString("this binary run again as the agent's stand-in: it reads the Services and EndpointSlices in their Kubernetes protobuf encoding from a file, decodes them\n(edge/objects), builds the table (services.Build) and the DNS zone (dns.NewZone) and Syncs a fresh eBPF dataplane, keeping all of it;\nCPU: user and system time (getrusage); peak RSS: VmHWM at the end; live heap: the Go heap's live objects after a collection at the end;\nidle RSS: VmRSS before it starts, most of it this binary's (the hub's too), larger than outpost-edge's: the RSS target is met when even this peak is under it, missed when what the work adds (peak - idle) alone is not\n\n")
 	}
 	tt := report.NewTable("targets", "goal", "measured", "status")
 	for _, tg := range r.Targets {

@@ -40,6 +40,9 @@ type Config struct {
 	// ConnectSizes are the table sizes connect latency is measured at:
 	// 10 and 10,000 Services.
 	ConnectSizes []int `json:"connect_sizes"`
+	// ConnectRounds is how many times the sizes take turns, in one order
+	// then the other, each round making its share of Connects: 4.
+	ConnectRounds int `json:"connect_rounds"`
 	// DNSServices is the number of Services in the DNS zone: 10,000.
 	DNSServices int `json:"dns_services"`
 	// DNSClients is how many clients query at once, each waiting for
@@ -56,16 +59,17 @@ type Config struct {
 // DefaultConfig returns the defaults above; Binary is left empty.
 func DefaultConfig() Config {
 	return Config{
-		Sizes:        []int{1000, 10000},
-		Runs:         5,
-		Connects:     5000,
-		ConnectBatch: 100,
-		ConnectSizes: []int{10, 10000},
-		DNSServices:  10000,
-		DNSClients:   4,
-		DNSDuration:  5 * time.Second,
-		Agent:        true,
-		OpTimeout:    2 * time.Minute,
+		Sizes:         []int{1000, 10000},
+		Runs:          5,
+		Connects:      5000,
+		ConnectBatch:  100,
+		ConnectSizes:  []int{10, 10000},
+		ConnectRounds: 4,
+		DNSServices:   10000,
+		DNSClients:    4,
+		DNSDuration:   5 * time.Second,
+		Agent:         true,
+		OpTimeout:     2 * time.Minute,
 	}
 }
 
@@ -98,6 +102,8 @@ func (c Config) Validate() error {
 		return errors.New("no number of Services to measure connect latency at")
 	case c.Runs < 1 || c.Connects < 1 || c.ConnectBatch < 1 || c.DNSClients < 1:
 		return errors.New("runs, connects, connect batch and DNS clients must be at least 1")
+	case c.ConnectRounds < 1 || c.ConnectRounds > c.Connects:
+		return fmt.Errorf("%d connect rounds: want 1 to the number of connects", c.ConnectRounds)
 	case c.DNSServices < 1 || c.DNSServices > maxServices:
 		return fmt.Errorf("DNS zone of %d Services: want 1 to %d", c.DNSServices, maxServices)
 	case c.DNSDuration <= 0 || c.OpTimeout <= 0:

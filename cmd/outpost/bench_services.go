@@ -107,6 +107,7 @@ end, also on ^C.`,
 	f.IntVar(&cfg.Connects, "connects", cfg.Connects, "TCP connects per path and table size")
 	f.IntVar(&cfg.ConnectBatch, "connect-batch", cfg.ConnectBatch, "connects a path makes before the next path's turn")
 	f.IntSliceVar(&cfg.ConnectSizes, "connect-sizes", cfg.ConnectSizes, "numbers of Services programmed while connect latency is measured")
+	f.IntVar(&cfg.ConnectRounds, "connect-rounds", cfg.ConnectRounds, "rounds in which the connect sizes take turns, one order then the other")
 	f.IntVar(&cfg.DNSServices, "dns-services", cfg.DNSServices, "Services in the DNS server's zone")
 	f.IntVar(&cfg.DNSClients, "dns-clients", cfg.DNSClients, "DNS clients querying at once")
 	f.DurationVar(&cfg.DNSDuration, "dns-duration", cfg.DNSDuration, "how long each kind of DNS query is sent")
