@@ -12,11 +12,13 @@ import (
 
 // Result is what Run measured.
 type Result struct {
-	Program []ProgramResult  `json:"program"`
-	Connect []ConnectResult  `json:"connect"`
-	DNS     *DNSResult       `json:"dns,omitempty"`
-	Agent   *AgentResult     `json:"agent,omitempty"`
-	Load    []report.LoadAvg `json:"load"`
+	Program []ProgramResult `json:"program"`
+	Connect []ConnectResult `json:"connect"`
+	DNS     *DNSResult      `json:"dns,omitempty"`
+	Agent   *AgentResult    `json:"agent,omitempty"`
+	// RealAgent is a real agent's, joined to a real hub.
+	RealAgent *RealAgentResult `json:"real_agent,omitempty"`
+	Load      []report.LoadAvg `json:"load"`
 }
 
 // Report is what Run measured, with the machine it ran on and the targets
@@ -93,7 +95,10 @@ func evaluate(res *Result) []report.Target {
 	out = append(out, conn)
 
 	rss := report.Target{Goal: fmt.Sprintf("agent peak RSS under %s while programming %s Services", report.Bytes(targetRSS), report.Count(targetServices)), Status: report.TargetNA, Detail: notRun}
-	if a := res.Agent; a != nil && a.Services == targetServices {
+	if a := res.RealAgent; a != nil && a.Services == targetServices {
+		rss.Detail = fmt.Sprintf("real agent: peak %s (idle %s)", report.Bytes(a.PeakRSS), report.Bytes(a.IdleRSS))
+		rss.Status = status(a.PeakRSS < targetRSS)
+	} else if a := res.Agent; a != nil && a.Services == targetServices {
 		// The stand-in is the outpost binary, whose idle RSS is larger
 		// than the agent's: its peak bounds the agent's from above, what
 		// the work adds to it from below.
@@ -195,6 +200,14 @@ func (r *Report) Render(w io.Writer) error {
 			report.Bytes(a.IdleRSS), report.Bytes(a.PeakRSS), report.Bytes(a.LiveHeap))
 		b.WriteString(at.String())
 		b.WriteString("this binary run again as the agent's stand-in: it reads the Services and EndpointSlices in their Kubernetes protobuf encoding from a file, decodes them\n(edge/objects), builds the table (services.Build) and the DNS zone (dns.NewZone) and Syncs a fresh eBPF dataplane, keeping all of it;\nCPU: user and system time (getrusage); peak RSS: VmHWM at the end; live heap: the Go heap's live objects after a collection at the end;\nidle RSS: VmRSS before it starts, most of it this binary's (the hub's too), larger than outpost-edge's: the RSS target is met when even this peak is under it, missed when what the work adds (peak - idle) alone is not\n\n")
+	}
+	if a := res.RealAgent; a != nil {
+		rt := report.NewTable("a real edge agent joined to a real hub, the Services created through the hub's API",
+			"services", "routing", "create", "programmed", "after the creates", "agent CPU", "idle RSS", "peak RSS", "RSS after")
+		rt.AddRow(report.Count(int64(a.Services)), a.Routing, report.Duration(a.Create), report.Duration(a.Programmed), report.Duration(a.Programmed-a.Create),
+			report.Duration(a.CPU), report.Bytes(a.IdleRSS), report.Bytes(a.PeakRSS), report.Bytes(a.RSS))
+		b.WriteString(rt.String())
+		b.WriteString("outpost-edge with its containerd; routing: as the node says on itself; create, the Services and EndpointSlices through client-go, 16 at once, then one more; programmed: from the first\ncreate until the agent's DNS server answers for that last one (the agent syncs its dataplanes before it sets the zone); agent CPU, peak RSS (VmHWM, reset before) over that time\n\n")
 	}
 	tt := report.NewTable("targets", "goal", "measured", "status")
 	for _, tg := range r.Targets {

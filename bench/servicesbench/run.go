@@ -27,7 +27,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := Check(); err != nil {
+	if err := Check(cfg); err != nil {
 		return nil, err
 	}
 	logf := func(format string, args ...any) {
@@ -104,6 +104,16 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		}
 		res.Agent = &a
 		load("agent")
+	}
+	if cfg.RealAgent {
+		n := slices.Max(cfg.Sizes)
+		logf("a real agent joined to a hub, %d Services created through the hub", n)
+		a, err := measureRealAgent(ctx, cfg, n, dir, logf)
+		if err != nil {
+			return nil, fmt.Errorf("real agent: %w", err)
+		}
+		res.RealAgent = &a
+		load("real agent")
 	}
 	return NewReport(cfg, res), nil
 }

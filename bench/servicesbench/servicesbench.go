@@ -52,6 +52,18 @@ type Config struct {
 	DNSDuration time.Duration `json:"dns_duration_ns"`
 	// Agent measures the agent's stand-in at the largest size.
 	Agent bool `json:"agent"`
+	// RealAgent measures a real edge agent, joined to a hub, while the
+	// largest number of Services is created through the hub's API.
+	RealAgent bool `json:"real_agent"`
+	// EdgeBinary is the outpost-edge binary the real agent runs as, and
+	// ContainerdBinary the containerd it manages: /usr/bin/containerd.
+	// Required with RealAgent.
+	EdgeBinary       string `json:"-"`
+	ContainerdBinary string `json:"containerd_binary"`
+	// JoinTimeout bounds the start of the hub and the agent: 2m.
+	// StopTimeout is how long they get to exit after SIGTERM: 30s.
+	JoinTimeout time.Duration `json:"join_timeout_ns"`
+	StopTimeout time.Duration `json:"stop_timeout_ns"`
 	// OpTimeout bounds one Sync, connect or query: 2m.
 	OpTimeout time.Duration `json:"op_timeout_ns"`
 }
@@ -59,17 +71,21 @@ type Config struct {
 // DefaultConfig returns the defaults above; Binary is left empty.
 func DefaultConfig() Config {
 	return Config{
-		Sizes:         []int{1000, 10000},
-		Runs:          5,
-		Connects:      5000,
-		ConnectBatch:  100,
-		ConnectSizes:  []int{10, 10000},
-		ConnectRounds: 4,
-		DNSServices:   10000,
-		DNSClients:    4,
-		DNSDuration:   5 * time.Second,
-		Agent:         true,
-		OpTimeout:     2 * time.Minute,
+		Sizes:            []int{1000, 10000},
+		Runs:             5,
+		Connects:         5000,
+		ConnectBatch:     100,
+		ConnectSizes:     []int{10, 10000},
+		ConnectRounds:    4,
+		DNSServices:      10000,
+		DNSClients:       4,
+		DNSDuration:      5 * time.Second,
+		Agent:            true,
+		RealAgent:        true,
+		ContainerdBinary: "/usr/bin/containerd",
+		JoinTimeout:      2 * time.Minute,
+		StopTimeout:      30 * time.Second,
+		OpTimeout:        2 * time.Minute,
 	}
 }
 
@@ -84,6 +100,7 @@ func QuickConfig() Config {
 	c.ConnectSizes = []int{10, 1000}
 	c.DNSServices = 1000
 	c.DNSDuration = time.Second
+	c.RealAgent = false
 	return c
 }
 
@@ -94,8 +111,10 @@ const maxServices = 16000
 // Validate reports the first invalid field.
 func (c Config) Validate() error {
 	switch {
-	case c.Binary == "" && c.Agent:
-		return errors.New("no outpost binary to run the agent's stand-in with")
+	case c.Binary == "" && (c.Agent || c.RealAgent):
+		return errors.New("no outpost binary to run the agent's stand-in or the hub with")
+	case c.RealAgent && (c.EdgeBinary == "" || c.ContainerdBinary == ""):
+		return errors.New("no outpost-edge or containerd binary to run the real agent with")
 	case len(c.Sizes) == 0:
 		return errors.New("no number of Services to program")
 	case len(c.ConnectSizes) == 0:
@@ -106,7 +125,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%d connect rounds: want 1 to the number of connects", c.ConnectRounds)
 	case c.DNSServices < 1 || c.DNSServices > maxServices:
 		return fmt.Errorf("DNS zone of %d Services: want 1 to %d", c.DNSServices, maxServices)
-	case c.DNSDuration <= 0 || c.OpTimeout <= 0:
+	case c.DNSDuration <= 0 || c.OpTimeout <= 0 || c.JoinTimeout <= 0 || c.StopTimeout <= 0:
 		return errors.New("durations must be positive")
 	}
 	for _, list := range [][]int{c.Sizes, c.ConnectSizes} {
@@ -125,9 +144,10 @@ func (c Config) Validate() error {
 // ErrNotRoot is returned by Check when the benchmark does not run as root.
 var ErrNotRoot = errors.New("the services benchmark needs root (network namespaces, eBPF, nftables, bpffs)")
 
-// Check reports what this machine lacks to run the benchmark: root, the
-// kernel features of the eBPF dataplane, a cgroup2 hierarchy.
-func Check() error {
+// Check reports what this machine lacks to run the benchmark with c:
+// root, the kernel features of the eBPF dataplane, a cgroup2 hierarchy,
+// and for the real agent its binaries.
+func Check(c Config) error {
 	if os.Geteuid() != 0 {
 		return ErrNotRoot
 	}
@@ -136,6 +156,9 @@ func Check() error {
 	}
 	if _, err := ownCgroup(); err != nil {
 		return err
+	}
+	if c.RealAgent {
+		return checkRealAgent(c)
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestValidate(t *testing.T) {
 	ok := DefaultConfig()
-	ok.Binary = "/bin/outpost"
+	ok.Binary, ok.EdgeBinary = "/bin/outpost", "/bin/outpost-edge"
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
@@ -32,6 +32,7 @@ func TestValidate(t *testing.T) {
 	}
 	for name, bad := range map[string]func(*Config){
 		"no binary":      func(c *Config) { c.Binary = "" },
+		"no edge binary": func(c *Config) { c.EdgeBinary = "" },
 		"no sizes":       func(c *Config) { c.Sizes = nil },
 		"size twice":     func(c *Config) { c.Sizes = []int{10, 10} },
 		"huge size":      func(c *Config) { c.Sizes = []int{maxServices + 1} },
@@ -47,7 +48,7 @@ func TestValidate(t *testing.T) {
 		}
 	}
 	noAgent := ok
-	noAgent.Binary, noAgent.Agent = "", false
+	noAgent.Binary, noAgent.EdgeBinary, noAgent.Agent, noAgent.RealAgent = "", "", false, false
 	if err := noAgent.Validate(); err != nil {
 		t.Errorf("no binary, no agent: %v", err)
 	}
@@ -302,7 +303,7 @@ func TestQuickRun(t *testing.T) {
 	}
 	cfg := QuickConfig()
 	cfg.Agent = false
-	if err := Check(); err != nil {
+	if err := Check(cfg); err != nil {
 		t.Skip(err)
 	}
 	var progress strings.Builder

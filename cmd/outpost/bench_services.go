@@ -48,6 +48,10 @@ everything) in the same run:
                 work for the largest of --sizes: decoding the objects,
                 building the table and DNS zone, the eBPF Sync; its CPU
                 time and peak RSS
+  real agent    a hub (this binary) and an agent (--edge-binary, with its
+                containerd) as the density benchmark runs them, the
+                largest of --sizes Services created through the hub: the
+                agent's CPU time and peak RSS until it serves them all
 
 Results are printed as tables next to the targets (10,000 Services
 programmed in under 1s with eBPF, at least 50x faster than nftables;
@@ -71,16 +75,17 @@ end, also on ^C.`,
 				unlessSet(cmd.Flags(), "connect-sizes", &cfg.ConnectSizes, q.ConnectSizes)
 				unlessSet(cmd.Flags(), "dns-services", &cfg.DNSServices, q.DNSServices)
 				unlessSet(cmd.Flags(), "dns-duration", &cfg.DNSDuration, q.DNSDuration)
+				unlessSet(cmd.Flags(), "real-agent", &cfg.RealAgent, q.RealAgent)
 			}
-			self, err := os.Executable()
-			if err != nil {
-				return fmt.Errorf("find own binary: %w", err)
+			var err error
+			if cfg.Binary, cfg.EdgeBinary, err = nodeBenchBinaries(cfg.EdgeBinary); err != nil {
+				return err
 			}
-			cfg.Binary = self
+			self := cfg.Binary
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("invalid flags: %w", err)
 			}
-			if err := servicesbench.Check(); err != nil {
+			if err := servicesbench.Check(cfg); err != nil {
 				return err
 			}
 			if done, err := isolateNodeBench(cmd, self, servicesNetNSEnv, cfg.OpTimeout+time.Minute); done || err != nil {
@@ -112,6 +117,9 @@ end, also on ^C.`,
 	f.IntVar(&cfg.DNSClients, "dns-clients", cfg.DNSClients, "DNS clients querying at once")
 	f.DurationVar(&cfg.DNSDuration, "dns-duration", cfg.DNSDuration, "how long each kind of DNS query is sent")
 	f.BoolVar(&cfg.Agent, "agent", cfg.Agent, "measure the agent's stand-in, a fresh process, programming the largest of --sizes")
+	f.BoolVar(&cfg.RealAgent, "real-agent", cfg.RealAgent, "measure a real agent joined to a hub while the largest of --sizes Services are created through the hub (not with --quick unless given)")
+	f.StringVar(&cfg.EdgeBinary, "edge-binary", "", "the outpost-edge binary the real agent runs as (default outpost-edge next to this binary)")
+	f.StringVar(&cfg.ContainerdBinary, "containerd-binary", cfg.ContainerdBinary, "the containerd the real agent starts")
 	f.StringVar(&out, "out", "bench-results/services.json", "file to write the results to as JSON")
 	f.BoolVar(&quick, "quick", false, "1,000 Services only, fewer runs and connects, for a fast look (flags given explicitly still apply)")
 	return cmd
