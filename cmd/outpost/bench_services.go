@@ -56,9 +56,10 @@ everything) in the same run:
 Results are printed as tables next to the targets (10,000 Services
 programmed in under 1s with eBPF, at least 50x faster than nftables;
 connect latency within 10% from 10 to 10,000 Services; agent RSS under
-60 MB at 10,000 Services) and written as JSON to --out. A full run takes
-about a minute on two CPUs; --quick (1,000 Services only, targets not
-judged) some 15 seconds. Everything the run made is taken away at its
+60 MB at 10,000 Services, judged on the real agent) and written as JSON
+to --out. A full run takes about three minutes on two CPUs, two of them
+creating the real agent's Services through the hub; --quick (1,000
+Services only, no real agent, targets not judged) some 15 seconds. Everything the run made is taken away at its
 end, also on ^C.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
