@@ -53,8 +53,9 @@ type programmer struct {
 	seq    int
 }
 
-// newEBPF opens an eBPF dataplane scoped to ns and pinned under a
-// directory of its own; it is removed by the returned func.
+// newEBPF opens an eBPF dataplane scoped to ns, attached to cgroup and
+// pinned under a directory of its own on the run's bpffs, and says how
+// long New took. The caller removes it.
 func (p *programmer) newEBPF(ns *netNS, cgroup string) (*ebpflb.Dataplane, time.Duration, error) {
 	c, err := ns.cookie()
 	if err != nil {

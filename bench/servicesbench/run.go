@@ -22,7 +22,10 @@ import (
 // takes all of them away before it returns, also when ctx ends first.
 // eBPF programs attach to that empty cgroup, but for the connect latency,
 // where they attach to this process's cgroup scoped to the benchmark's
-// namespace, and the agent's stand-in's.
+// namespace, and the agent's stand-in's. The real agent (cfg.RealAgent)
+// runs in this process's namespace, which must then hold only its
+// loopback (see edgenode.Isolate), and pins on its data dir, removed
+// with it.
 func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -3,11 +3,13 @@
 // fallback (netd/nftlb, Mode All), in the same run: the time to program
 // 1,000 and 10,000 Services, connect latency through a ClusterIP at 10
 // and at 10,000 Services against a connection straight to a backend, the
-// node DNS server's (netd/dns) queries a second from a pod, and the CPU
-// time and peak RSS of a fresh process doing what the agent does to
-// program 10,000 Services. Everything happens in network namespaces the
-// benchmark makes, with eBPF programs scoped to them, and is taken away at
-// the end. It backs `outpost bench services`.
+// node DNS server's (netd/dns) queries a second from a pod, the CPU time
+// and peak RSS of a fresh process doing what the agent does to program
+// 10,000 Services, and those of a real edge agent joined to a real hub
+// (see bench/edgenode) while 10,000 Services are created through the
+// hub's API. Everything happens in network namespaces the benchmark
+// makes, with eBPF programs scoped to them, and is taken away at the end.
+// It backs `outpost bench services`.
 package servicesbench
 
 import (
