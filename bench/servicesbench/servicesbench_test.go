@@ -266,6 +266,23 @@ func TestEvaluate(t *testing.T) {
 	}
 }
 
+func TestConnectChange(t *testing.T) {
+	us := time.Microsecond
+	for _, tc := range []struct {
+		few, directFew, many, directMany time.Duration
+		want                             float64
+	}{
+		{20 * us, 10 * us, 20 * us, 10 * us, 0},
+		{20 * us, 10 * us, 22 * us, 10 * us, 10},
+		{20 * us, 10 * us, 24 * us, 12 * us, 0}, // the machine slowed every path alike
+		{20 * us, 10 * us, 18 * us, 10 * us, -10},
+	} {
+		if got := connectChange(tc.few, tc.directFew, tc.many, tc.directMany); got < tc.want-1e-9 || got > tc.want+1e-9 {
+			t.Errorf("connectChange(%v, %v, %v, %v) = %v, want %v", tc.few, tc.directFew, tc.many, tc.directMany, got, tc.want)
+		}
+	}
+}
+
 func TestRender(t *testing.T) {
 	var b strings.Builder
 	cfg := DefaultConfig()
@@ -278,7 +295,7 @@ func TestRender(t *testing.T) {
 		"10,000        ebpf  25.0µs", "+7.00µs", "24/26/25/25",
 		"cluster name", "33.0k/s",
 		"1.00s  1.50s   40.0 MB   55.0 MB",
-		`target "eBPF connect latency p50 through a ClusterIP within 10% from 10 to 10,000 Services" MISSED: +25.0%: 20.0µs at 10, 25.0µs at 10,000`,
+		`target "eBPF connect latency p50 through a ClusterIP within 10% from 10 to 10,000 Services, against direct" MISSED: +25.0%: 20.0µs at 10, 25.0µs at 10,000; direct 18.0µs, 18.0µs`,
 		"machine\n",
 	} {
 		if !strings.Contains(out, want) {
