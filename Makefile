@@ -88,6 +88,7 @@ bench: build
 	bin/outpost bench controllers --out $(BENCH_DIR)/controllers.json
 	bin/outpost bench density --out $(BENCH_DIR)/density.json
 	bin/outpost bench streams --out $(BENCH_DIR)/streams.json
+	bin/outpost bench services --out $(BENCH_DIR)/services.json
 
 # Edge gateways are ARM; the binaries are static (CGO_ENABLED=0) and
 # stripped.

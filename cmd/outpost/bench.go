@@ -27,5 +27,6 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(newBenchControllersCmd()) // bench_controllers.go: outpost bench controllers
 	cmd.AddCommand(newBenchDensityCmd())     // bench_density.go: outpost bench density
 	cmd.AddCommand(newBenchStreamsCmd())     // bench_streams.go: outpost bench streams
+	cmd.AddCommand(newBenchServicesCmd())    // bench_services.go: outpost bench services
 	return cmd
 }
