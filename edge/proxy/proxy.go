@@ -17,7 +17,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
-	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/netd/dns"
 	"github.com/outpost-mesh/outpost/netd/services"
 	"github.com/outpost-mesh/outpost/sync/wire"
@@ -76,9 +75,15 @@ type Config struct {
 	DNSService string
 	DNSAddr    netip.Addr
 	// Poll is how often the proxy looks for changes it was not kicked
-	// about (the node's pods' readiness); 500ms. A pod killed on the
-	// node leaves routing within it.
+	// about (the node's pods' readiness); 500ms.
 	Poll time.Duration
+	// MinSync is the least time between two rebuilds, as kube-proxy's
+	// --min-sync-period: 1s. Changes that come meanwhile (the thousands
+	// of a bulk create, in many batches) are applied together. A pod
+	// killed on the node leaves routing within Poll plus MinSync.
+	MinSync time.Duration
+	// Clock is the time; nil for the wall clock.
+	Clock func() time.Time
 	// Logger is non-nil.
 	Logger *slog.Logger
 }
@@ -90,6 +95,7 @@ func DefaultConfig() Config {
 		Domain:     "cluster.local",
 		DNSService: "kube-system/kube-dns",
 		Poll:       500 * time.Millisecond,
+		MinSync:    time.Second,
 	}
 }
 
@@ -102,8 +108,10 @@ type Proxy struct {
 	gen      uint64
 	local    map[netip.Addr]bool
 	synced   bool
+	applied  time.Time // when the last rebuild was made
 	problems map[services.Problem]bool
 	failing  string
+	objs     objectCache
 }
 
 // New returns a Proxy of cfg; Run starts it.
@@ -113,8 +121,11 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, errors.New("proxy: no view")
 	case cfg.Logger == nil:
 		return nil, errors.New("proxy: no logger")
-	case cfg.Poll <= 0:
-		return nil, errors.New("proxy: poll must be positive")
+	case cfg.Poll <= 0 || cfg.MinSync < 0:
+		return nil, errors.New("proxy: poll must be positive and min sync not negative")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
 	}
 	return &Proxy{cfg: cfg, kick: make(chan struct{}, 1), problems: map[services.Problem]bool{}}, nil
 }
@@ -156,6 +167,11 @@ func (p *Proxy) step(ctx context.Context) {
 	if p.synced && gen == p.gen && mapsEqual(local, p.local) {
 		return
 	}
+	now := p.cfg.Clock()
+	if !p.applied.IsZero() && now.Sub(p.applied) < p.cfg.MinSync {
+		return // the next look after MinSync applies it, with what came meanwhile
+	}
+	p.applied = now
 	if err := p.apply(ctx, local); err != nil {
 		if msg := err.Error(); msg != p.failing {
 			p.cfg.Logger.Warn("service routing not updated; retrying", "err", err)
@@ -209,8 +225,9 @@ func (p *Proxy) apply(ctx context.Context, local map[netip.Addr]bool) error {
 	return errors.Join(errs...)
 }
 
-// read decodes the view's Services and EndpointSlices. Objects that do
-// not decode are left out and returned as problems.
+// read returns the view's Services and EndpointSlices, decoding only
+// those that changed since the last read. Objects that do not decode are
+// left out and returned as problems.
 func (p *Proxy) read() (svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, problems []services.Problem, err error) {
 	sobjs, err := p.cfg.View.List(wire.ResourceServices)
 	if err != nil {
@@ -220,25 +237,7 @@ func (p *Proxy) read() (svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("list endpoint slices: %w", err)
 	}
-	svcs = make([]*corev1.Service, 0, len(sobjs))
-	for _, o := range sobjs {
-		var s corev1.Service
-		if err := objects.Decode(o.Raw, o.Revision, &s); err != nil {
-			problems = append(problems, services.Problem{Service: o.Key.String(), Reason: "undecodable: " + err.Error()})
-			continue
-		}
-		svcs = append(svcs, &s)
-	}
-	eps = make([]*discoveryv1.EndpointSlice, 0, len(eobjs))
-	for _, o := range eobjs {
-		var e discoveryv1.EndpointSlice
-		if err := objects.Decode(o.Raw, o.Revision, &e); err != nil {
-			problems = append(problems, services.Problem{Service: o.Key.String(), Reason: "undecodable endpoint slice: " + err.Error()})
-			continue
-		}
-		eps = append(eps, &e)
-	}
-	return svcs, eps, problems, nil
+	return p.objs.update(sobjs, eobjs)
 }
 
 // narrow returns slices with the node's own endpoints that the runtime

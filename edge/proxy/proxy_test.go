@@ -30,6 +30,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type memView struct {
 	mu   sync.Mutex
 	gen  uint64
+	rev  int64 // the last revision given
 	objs map[string][]checkpoint.Object
 }
 
@@ -45,9 +46,13 @@ func (v *memView) List(resource string) ([]checkpoint.Object, error) {
 	return append([]checkpoint.Object(nil), v.objs[resource]...), nil
 }
 
-// set replaces the view's services and slices.
+// set replaces the view's services and slices, each at a new revision.
 func (v *memView) set(t *testing.T, objs ...runtime.Object) {
 	t.Helper()
+	v.mu.Lock()
+	base := v.rev
+	v.rev += int64(len(objs))
+	v.mu.Unlock()
 	m := map[string][]checkpoint.Object{}
 	for i, o := range objs {
 		raw, err := objects.Encode(o)
@@ -58,7 +63,7 @@ func (v *memView) set(t *testing.T, objs ...runtime.Object) {
 		if _, ok := o.(*discoveryv1.EndpointSlice); ok {
 			res = wire.ResourceEndpointSlices
 		}
-		m[res] = append(m[res], checkpoint.Object{Key: wire.Key{Resource: res, Name: string(rune('a' + i))}, Revision: int64(i + 1), Raw: raw})
+		m[res] = append(m[res], checkpoint.Object{Key: wire.Key{Resource: res, Name: string(rune('a' + i))}, Revision: base + int64(i+1), Raw: raw})
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -156,7 +161,14 @@ func slice(svc, node string, addrs ...string) *discoveryv1.EndpointSlice {
 	return s
 }
 
+// newProxy returns a proxy of view, local and dp that rebuilds at each
+// step that finds a change (MinSync 0).
 func newProxy(t *testing.T, view View, local LocalPods, dp ...services.Dataplane) (*Proxy, *zones) {
+	t.Helper()
+	return newProxyConfig(t, view, local, func(c *Config) { c.MinSync = 0 }, dp...)
+}
+
+func newProxyConfig(t *testing.T, view View, local LocalPods, set func(*Config), dp ...services.Dataplane) (*Proxy, *zones) {
 	t.Helper()
 	z := &zones{}
 	cfg := DefaultConfig()
@@ -166,6 +178,7 @@ func newProxy(t *testing.T, view View, local LocalPods, dp ...services.Dataplane
 	}
 	cfg.ClusterDNS, cfg.DNSAddr = netip.MustParseAddr("10.43.0.10"), netip.MustParseAddr("10.42.0.1")
 	cfg.Logger = testlog.New(t, slog.LevelDebug)
+	set(&cfg)
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +307,7 @@ func TestRunPolls(t *testing.T) {
 		local := &pods{}
 		local.set("10.42.0.5", true)
 		dp := &recorder{}
-		p, _ := newProxy(t, v, local, dp)
+		p, _ := newProxyConfig(t, v, local, func(*Config) {}, dp)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() {
@@ -306,11 +319,12 @@ func TestRunPolls(t *testing.T) {
 			t.Fatalf("first sync %d, %v", n, tb)
 		}
 		local.set("10.42.0.5", false)
-		time.Sleep(DefaultConfig().Poll)
+		time.Sleep(DefaultConfig().Poll + DefaultConfig().MinSync)
 		synctest.Wait()
 		if tb, _ := dp.last(); len(backends(tb[web])) != 0 {
-			t.Errorf("the dead pod is routed to a poll after its death: %v", backends(tb[web]))
+			t.Errorf("the dead pod is routed to a poll and a min sync period after its death: %v", backends(tb[web]))
 		}
+		time.Sleep(DefaultConfig().MinSync)
 		v.set(t, service("web", "10.43.0.20"), service("api", "10.43.0.21"), slice("web", "n1", "10.42.0.5"))
 		p.Kick()
 		synctest.Wait()
@@ -320,4 +334,48 @@ func TestRunPolls(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+// TestMinSync: changes that come within MinSync of the last rebuild wait
+// for it to pass and are applied together; the decoded objects of the
+// view are kept and only what changed is decoded again.
+func TestMinSync(t *testing.T) {
+	v := &memView{}
+	v.set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5"))
+	dp := &recorder{}
+	now := time.Unix(1000, 0)
+	p, _ := newProxyConfig(t, v, nil, func(c *Config) { c.Clock = func() time.Time { return now } }, dp)
+	p.step(t.Context())
+	first := p.objs.svcs[wire.Key{Resource: wire.ResourceServices, Name: "a"}.String()].svc
+	for i := range 3 {
+		now = now.Add(200 * time.Millisecond)
+		v.set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5", "10.42.1."+string(rune('6'+i))))
+		p.step(t.Context())
+	}
+	if _, n := dp.last(); n != 1 {
+		t.Fatalf("%d rebuilds within the min sync period, want only the first", n)
+	}
+	now = now.Add(500 * time.Millisecond)
+	p.step(t.Context())
+	tb, n := dp.last()
+	if got := backends(tb[web]); n != 2 || len(got) != 2 || got[1] != "10.42.1.8:8080" {
+		t.Errorf("after the period: rebuild %d with backends %v, want the last change's two", n, got)
+	}
+	// memView gives every object a new revision at each set, so the
+	// Service was decoded again; one of an unchanged revision is not.
+	if again := p.objs.svcs[wire.Key{Resource: wire.ResourceServices, Name: "a"}.String()].svc; again == first {
+		t.Error("a Service of a new revision kept its old decoding")
+	}
+	kept := p.objs.svcs[wire.Key{Resource: wire.ResourceServices, Name: "a"}.String()].svc
+	v.mu.Lock()
+	v.gen++ // same objects, same revisions
+	v.mu.Unlock()
+	now = now.Add(2 * time.Second)
+	p.step(t.Context())
+	if p.objs.svcs[wire.Key{Resource: wire.ResourceServices, Name: "a"}.String()].svc != kept {
+		t.Error("a Service of the same revision decoded again")
+	}
+	if s := kept; len(s.Annotations) != 0 || s.ManagedFields != nil || s.Name != "web" || len(s.Spec.Ports) != 1 {
+		t.Errorf("the kept Service %+v, want its name and spec alone", s.ObjectMeta)
+	}
 }

@@ -1,0 +1,116 @@
+package proxy
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/outpost-mesh/outpost/edge/checkpoint"
+	"github.com/outpost-mesh/outpost/edge/objects"
+	"github.com/outpost-mesh/outpost/netd/services"
+)
+
+// objectCache keeps the view's Services and EndpointSlices decoded, each
+// slimmed to what routing and DNS read, so that a rebuild decodes only
+// what changed and the node holds a fraction of the objects' size.
+type objectCache struct {
+	svcs   map[string]cachedService
+	slices map[string]cachedSlice
+}
+
+type cachedService struct {
+	rev int64
+	svc *corev1.Service // nil: it did not decode
+	err string
+}
+
+type cachedSlice struct {
+	rev   int64
+	slice *discoveryv1.EndpointSlice
+	err   string
+}
+
+// update takes the view's objects now and returns them decoded, in the
+// view's order, with the problems of those that do not decode.
+func (c *objectCache) update(sobjs, eobjs []checkpoint.Object) (svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, problems []services.Problem, err error) {
+	nextS := make(map[string]cachedService, len(sobjs))
+	svcs = make([]*corev1.Service, 0, len(sobjs))
+	for _, o := range sobjs {
+		k := o.Key.String()
+		cs, ok := c.svcs[k]
+		if !ok || cs.rev != o.Revision {
+			cs = cachedService{rev: o.Revision}
+			var s corev1.Service
+			if err := objects.Decode(o.Raw, o.Revision, &s); err != nil {
+				cs.err = err.Error()
+			} else {
+				cs.svc = slimService(&s)
+			}
+		}
+		nextS[k] = cs
+		if cs.svc == nil {
+			problems = append(problems, services.Problem{Service: k, Reason: "undecodable: " + cs.err})
+			continue
+		}
+		svcs = append(svcs, cs.svc)
+	}
+	nextE := make(map[string]cachedSlice, len(eobjs))
+	eps = make([]*discoveryv1.EndpointSlice, 0, len(eobjs))
+	for _, o := range eobjs {
+		k := o.Key.String()
+		ce, ok := c.slices[k]
+		if !ok || ce.rev != o.Revision {
+			ce = cachedSlice{rev: o.Revision}
+			var e discoveryv1.EndpointSlice
+			if err := objects.Decode(o.Raw, o.Revision, &e); err != nil {
+				ce.err = err.Error()
+			} else {
+				ce.slice = slimSlice(&e)
+			}
+		}
+		nextE[k] = ce
+		if ce.slice == nil {
+			problems = append(problems, services.Problem{Service: k, Reason: "undecodable endpoint slice: " + ce.err})
+			continue
+		}
+		eps = append(eps, ce.slice)
+	}
+	c.svcs, c.slices = nextS, nextE
+	return svcs, eps, problems, nil
+}
+
+// slimService returns what routing and DNS read of s: its name,
+// namespace, creation time (older Services keep contested ports), the
+// annotations that ask for topology-aware routing, its spec and its
+// load-balancer status.
+func slimService(s *corev1.Service) *corev1.Service {
+	out := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, CreationTimestamp: s.CreationTimestamp},
+		Spec:       s.Spec,
+		Status:     corev1.ServiceStatus{LoadBalancer: s.Status.LoadBalancer},
+	}
+	for _, k := range []string{corev1.AnnotationTopologyMode, corev1.DeprecatedAnnotationTopologyAwareHints} {
+		if v, ok := s.Annotations[k]; ok {
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[k] = v
+		}
+	}
+	return out
+}
+
+// slimSlice returns what routing and DNS read of e: its name, namespace
+// and Service, address type, ports and endpoints.
+func slimSlice(e *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	out := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Name, CreationTimestamp: e.CreationTimestamp},
+		AddressType: e.AddressType,
+		Ports:       e.Ports,
+		Endpoints:   e.Endpoints,
+	}
+	if v, ok := e.Labels[discoveryv1.LabelServiceName]; ok {
+		out.Labels = map[string]string{discoveryv1.LabelServiceName: v}
+	}
+	return out
+}
