@@ -23,6 +23,7 @@ import (
 	"github.com/outpost-mesh/outpost/internal/nodetest"
 	"github.com/outpost-mesh/outpost/internal/ociimage"
 	"github.com/outpost-mesh/outpost/netd/overlay"
+	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // The site's LAN of TestSiteOverlay: a bridge in the test's network
@@ -165,6 +166,21 @@ func TestSiteOverlay(t *testing.T) {
 		}
 	}
 	f.logf("web at %s on %s, service site-web at %s", webIP, nameB, clusterIP)
+	// Node A routes the Service itself, with eBPF where this kernel runs
+	// it, else nftables; it says which on its Node.
+	f.eventually(joinTimeout, nameA+" says how it routes Services", func() (bool, string) {
+		n, err := h.node(nameA)
+		if err != nil {
+			return false, apiProblem(err)
+		}
+		switch m := n.Annotations[wire.AnnotationServiceRouting]; m {
+		case "ebpf", "nftables":
+			f.logf("%s routes Services with %s", nameA, m)
+			return true, ""
+		default:
+			return false, fmt.Sprintf("annotation %s=%q", wire.AnnotationServiceRouting, m)
+		}
+	})
 
 	// From node A's pod: B's pod by its pod IP, and through the Service.
 	// /etc/hostname is the pod's own name.
