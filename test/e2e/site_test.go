@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,12 +35,8 @@ const (
 	lanBits   = 24
 )
 
-var (
-	lanHub   = netip.MustParseAddr("192.168.70.1")
-	lanNodeA = netip.MustParseAddr("192.168.70.2")
-	lanNodeB = netip.MustParseAddr("192.168.70.3")
-	lanNodeC = netip.MustParseAddr("192.168.70.4")
-)
+// lanHub is the hub's address on the site's LAN; nodes have .2 and up.
+var lanHub = netip.MustParseAddr("192.168.70.1")
 
 // overlayPort is the site overlay's UDP port, VXLAN's (overlay's default).
 const overlayPort = 8472
@@ -49,14 +46,15 @@ const overlayPort = 8472
 // travel through the hub to the node first.
 const siteReachTimeout = 90 * time.Second
 
-// TestSiteOverlay: two nodes of one site, each an agent on its own
+// TestSiteOverlay: nodes of one site, each an agent on its own
 // containerd in a network namespace of its own, joined by a LAN with the
-// hub on it, and a third node of another site on the same LAN. Each node
-// of the site has its VXLAN device with a route to the other's pod CIDR,
-// and none to the third's; a busybox client pod on node A reaches
-// node B's httpd pod by its pod IP and through a Service's ClusterIP,
-// every packet between them crossing the overlay; the third node's pod
-// reaches neither.
+// hub on it, and a node of another site on the same LAN. Each node of
+// the site has its VXLAN device with a route to the pod CIDR of each
+// other node of the site, and none to the other site's node. A busybox
+// client pod on node A (Services routed with eBPF where the kernel runs
+// it) and one on node D (nftables) reach node B's httpd pod by its pod
+// IP and through a Service's ClusterIP, across the overlay; node C's
+// pod, of the other site, does not reach it.
 func TestSiteOverlay(t *testing.T) {
 	if !enterContainerdTest(t) {
 		return
@@ -66,62 +64,82 @@ func TestSiteOverlay(t *testing.T) {
 	}
 	k := newKubectl(t, "1.33")
 
-	lan := newSiteLAN(t, lanHub)
-	nsA := lan.addNode(t, "node-a", lanNodeA)
-	nsB := lan.addNode(t, "node-b", lanNodeB)
-	nsC := lan.addNode(t, "node-c", lanNodeC)
-
-	f := newFleet(t)
-	h := startLANHub(f, lanHub)
-	k.kubeconfig = filepath.Join(h.dataDir, "admin.kubeconfig")
-	k.namespace = metav1.NamespaceDefault
-
 	// Names of their own: nodes' cgroups are named after them, and other
 	// tests' nodes run beside these. Each bridge name, "vx-" before it,
 	// fits a link name's 15 bytes.
 	const site, otherSite = "store-70", "store-71"
-	const nameA, nameB, nameC = "e2e-site-a", "e2e-site-b", "e2e-site-c"
 	const image = "outpost.test/site:1"
-	nodeA := startSiteNode(f, h, nsA, site, nameA, image)
-	nodeB := startSiteNode(f, h, nsB, site, nameB, image)
-	nodeC := startSiteNode(f, h, nsC, otherSite, nameC, image)
-	for _, c := range []struct {
-		n    *corev1.Node
-		want netip.Addr
-	}{{nodeA, lanNodeA}, {nodeB, lanNodeB}, {nodeC, lanNodeC}} {
-		if got := nodeInternalIP(c.n); got != c.want.String() {
-			t.Fatalf("node %s InternalIP %q, want its LAN address %s (addresses %v)", c.n.Name, got, c.want, c.n.Status.Addresses)
-		}
+	type siteNode struct {
+		name, site string
+		lan        netip.Addr
+		extra      []string // more flags of the agent
+		client     bool     // a client pod runs on it that must reach web
+		netns      string
+		node       *corev1.Node
+		cidr       netip.Prefix
 	}
-	cidrA, cidrB, cidrC := mustPodCIDR(t, nodeA), mustPodCIDR(t, nodeB), mustPodCIDR(t, nodeC)
+	nodes := []*siteNode{
+		{name: "e2e-site-a", site: site, lan: netip.MustParseAddr("192.168.70.2"), client: true},
+		{name: "e2e-site-b", site: site, lan: netip.MustParseAddr("192.168.70.3")},
+		{name: "e2e-site-c", site: otherSite, lan: netip.MustParseAddr("192.168.70.4")},
+		{name: "e2e-site-d", site: site, lan: netip.MustParseAddr("192.168.70.5"), client: true,
+			extra: []string{"--service-routing", "nftables"}},
+	}
+	b, c := nodes[1], nodes[2]
 
-	// Each node of the site: its VXLAN device, up, on the LAN address,
-	// with a route to the other's pod CIDR through it and none to the
-	// third node's. The third node has its device and no route at all:
-	// it is alone in its site.
-	checkOverlay := func(ns, bridge string, self netip.Addr, peers, strangers []netip.Prefix) {
-		t.Helper()
-		dev := overlayDeviceName(bridge)
-		f.eventually(siteReachTimeout, fmt.Sprintf("%s in %s routes %v, not %v", dev, filepath.Base(ns), peers, strangers), func() (bool, string) {
-			p := overlayProblem(t, ns, dev, self, peers, strangers)
+	lan := newSiteLAN(t, lanHub)
+	for _, n := range nodes {
+		n.netns = lan.addNode(t, "node-"+strings.TrimPrefix(n.name, "e2e-site-"), n.lan)
+	}
+	f := newFleet(t)
+	h := startLANHub(f, lanHub)
+	k.kubeconfig = filepath.Join(h.dataDir, "admin.kubeconfig")
+	k.namespace = metav1.NamespaceDefault
+	for _, n := range nodes {
+		n.node = startSiteNode(f, h, n.netns, n.site, n.name, image, n.extra...)
+		if got := nodeInternalIP(n.node); got != n.lan.String() {
+			t.Fatalf("node %s InternalIP %q, want its LAN address %s (addresses %v)", n.name, got, n.lan, n.node.Status.Addresses)
+		}
+		n.cidr = mustPodCIDR(t, n.node)
+	}
+
+	// Each node: its VXLAN device, up, on its LAN address, with a route
+	// to each other node's pod CIDR of its site and none to another
+	// site's. Node C, alone in its site, has its device and no route.
+	for _, n := range nodes {
+		var peers, strangers []netip.Prefix
+		for _, o := range nodes {
+			switch {
+			case o == n:
+			case o.site == n.site:
+				peers = append(peers, o.cidr)
+			default:
+				strangers = append(strangers, o.cidr)
+			}
+		}
+		dev := overlayDeviceName("br-" + n.name)
+		f.eventually(siteReachTimeout, fmt.Sprintf("%s of %s routes %v, not %v", dev, n.name, peers, strangers), func() (bool, string) {
+			p := overlayProblem(t, n.netns, dev, n.lan, peers, strangers)
 			return p == "", p
 		})
 	}
-	checkOverlay(nsA, "br-"+nameA, lanNodeA, []netip.Prefix{cidrB}, []netip.Prefix{cidrC})
-	checkOverlay(nsB, "br-"+nameB, lanNodeB, []netip.Prefix{cidrA}, []netip.Prefix{cidrC})
-	checkOverlay(nsC, "br-"+nameC, lanNodeC, nil, []netip.Prefix{cidrA, cidrB})
 
-	// The server on node B, a Service in front of it, and a client on
-	// node A and on node C.
+	// The server on node B, a Service in front of it, and a client pod
+	// on each of nodes A, C and D.
 	ctx, cancel := h.ctx()
 	defer cancel()
-	web := sitePod("web", nameB, image, "httpd", "-f", "-p", "8080", "-h", "/etc")
+	web := sitePod("web", b.name, image, "httpd", "-f", "-p", "8080", "-h", "/etc")
 	web.Labels = map[string]string{"app": "site-web"}
-	for _, p := range []*corev1.Pod{
-		web,
-		sitePod("client-a", nameA, image, "sleep", "3600"),
-		sitePod("client-c", nameC, image, "sleep", "3600"),
-	} {
+	want := map[string]*siteNode{"web": b}
+	create := []*corev1.Pod{web}
+	for _, n := range nodes {
+		if n.client || n == c {
+			name := "client-" + strings.TrimPrefix(n.name, "e2e-site-")
+			create = append(create, sitePod(name, n.name, image, "sleep", "3600"))
+			want[name] = n
+		}
+	}
+	for _, p := range create {
 		if _, err := h.cs.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create pod %s: %v", p.Name, err)
 		}
@@ -142,8 +160,8 @@ func TestSiteOverlay(t *testing.T) {
 	}
 
 	pods := map[string]*corev1.Pod{}
-	f.eventually(workloadTimeout, "web, client-a and client-c running on their nodes", func() (bool, string) {
-		for _, name := range []string{"web", "client-a", "client-c"} {
+	f.eventually(workloadTimeout, fmt.Sprintf("%d pods running on their nodes", len(want)), func() (bool, string) {
+		for name := range want {
 			p, err := h.pod(name)
 			if err != nil {
 				return false, apiProblem(err)
@@ -155,47 +173,52 @@ func TestSiteOverlay(t *testing.T) {
 		}
 		return true, ""
 	})
-	webIP := netip.MustParseAddr(pods["web"].Status.PodIP)
-	for name, c := range map[string]struct {
-		host netip.Addr
-		cidr netip.Prefix
-	}{"web": {lanNodeB, cidrB}, "client-a": {lanNodeA, cidrA}, "client-c": {lanNodeC, cidrC}} {
+	for name, n := range want {
 		p := pods[name]
-		if p.Status.HostIP != c.host.String() || !c.cidr.Contains(netip.MustParseAddr(p.Status.PodIP)) {
-			t.Errorf("pod %s: hostIP %s, podIP %s; want %s and an address of %s", name, p.Status.HostIP, p.Status.PodIP, c.host, c.cidr)
+		if p.Status.HostIP != n.lan.String() || !n.cidr.Contains(netip.MustParseAddr(p.Status.PodIP)) {
+			t.Errorf("pod %s: hostIP %s, podIP %s; want %s and an address of %s", name, p.Status.HostIP, p.Status.PodIP, n.lan, n.cidr)
 		}
 	}
-	f.logf("web at %s on %s, service site-web at %s", webIP, nameB, clusterIP)
-	// Node A routes the Service itself, with eBPF where this kernel runs
-	// it, else nftables; it says which on its Node.
-	f.eventually(joinTimeout, nameA+" says how it routes Services", func() (bool, string) {
-		n, err := h.node(nameA)
-		if err != nil {
-			return false, apiProblem(err)
+	webIP := pods["web"].Status.PodIP
+	f.logf("web at %s on %s, service site-web at %s", webIP, b.name, clusterIP)
+
+	// From each client node's pod: B's pod by its pod IP, and through the
+	// Service, which the client's node routes itself, as it says on its
+	// Node. /etc/hostname is the pod's own name.
+	for _, n := range nodes {
+		if !n.client {
+			continue
 		}
-		switch m := n.Annotations[wire.AnnotationServiceRouting]; m {
-		case "ebpf", "nftables":
-			f.logf("%s routes Services with %s", nameA, m)
+		wantMode := []string{"ebpf", "nftables"} // eBPF where this kernel runs it
+		if slices.Contains(n.extra, "nftables") {
+			wantMode = []string{"nftables"}
+		}
+		f.eventually(joinTimeout, n.name+" says how it routes Services", func() (bool, string) {
+			node, err := h.node(n.name)
+			if err != nil {
+				return false, apiProblem(err)
+			}
+			m := node.Annotations[wire.AnnotationServiceRouting]
+			if !slices.Contains(wantMode, m) {
+				return false, fmt.Sprintf("annotation %s=%q, want one of %q", wire.AnnotationServiceRouting, m, wantMode)
+			}
+			f.logf("%s routes Services with %s", n.name, m)
 			return true, ""
-		default:
-			return false, fmt.Sprintf("annotation %s=%q", wire.AnnotationServiceRouting, m)
-		}
-	})
-
-	// From node A's pod: B's pod by its pod IP, and through the Service.
-	// /etc/hostname is the pod's own name.
-	for _, target := range []string{net.JoinHostPort(webIP.String(), "8080"), net.JoinHostPort(clusterIP, "80")} {
-		f.eventually(siteReachTimeout, "client-a gets web's /hostname from "+target, func() (bool, string) {
-			r := podHTTPGet(t, k, "client-a", target, "/hostname")
-			return r.err == nil && httpBody(r.stdout) == "web", r.String()
 		})
+		client := "client-" + strings.TrimPrefix(n.name, "e2e-site-")
+		for _, target := range []string{net.JoinHostPort(webIP, "8080"), net.JoinHostPort(clusterIP, "80")} {
+			f.eventually(siteReachTimeout, client+" gets web's /hostname from "+target, func() (bool, string) {
+				r := podHTTPGet(t, k, client, target, "/hostname")
+				return r.err == nil && httpBody(r.stdout) == "web", r.String()
+			})
+		}
+		f.logf("%s on %s reached web on %s by pod IP and by ClusterIP", client, n.name, b.name)
 	}
-	f.logf("client-a on %s reached web on %s by pod IP and by ClusterIP", nameA, nameB)
 
-	// The traffic crossed the overlay: B's VXLAN device received from A.
+	// The traffic crossed the overlay: B's VXLAN device received it.
 	var rx uint64
-	netnstest.WithNL(t, nsB, func(nl *netlink.Handle) {
-		l, err := nl.LinkByName(overlayDeviceName("br-" + nameB))
+	netnstest.WithNL(t, b.netns, func(nl *netlink.Handle) {
+		l, err := nl.LinkByName(overlayDeviceName("br-" + b.name))
 		if err != nil {
 			t.Fatalf("node B's VXLAN device: %v", err)
 		}
@@ -204,23 +227,23 @@ func TestSiteOverlay(t *testing.T) {
 		}
 	})
 	if rx == 0 {
-		t.Errorf("node B's VXLAN device received no packet, though client-a reached web")
+		t.Errorf("node B's VXLAN device received no packet, though the clients reached web")
 	}
 
-	// From node C's pod, of the other site: web's pod IP is unreachable,
-	// however long it tries. One attempt with nc's connect timeout, after
-	// client-a's went through: the routes were in place by then.
-	// kubectl exec into client-c works, so the failure below is nc's.
+	// From node C's pod, of the other site: web's pod IP is unreachable.
+	// One attempt, with nc's connect timeout: the other clients got
+	// through, so the site's routes were in place by then. kubectl exec
+	// into client-c works, so the failure is nc's.
 	k.run(t, "exec", "client-c", "--", "true")
-	r := podHTTPGet(t, k, "client-c", net.JoinHostPort(webIP.String(), "8080"), "/hostname")
+	r := podHTTPGet(t, k, "client-c", net.JoinHostPort(webIP, "8080"), "/hostname")
 	var ee *exec.ExitError
 	switch {
 	case r.err == nil || httpBody(r.stdout) != "":
-		t.Errorf("client-c, on node %s of site %s, reached web on site %s's node by its pod IP\n%s", nameC, otherSite, site, r)
+		t.Errorf("client-c, on node %s of site %s, reached web on site %s's node by its pod IP\n%s", c.name, otherSite, site, r)
 	case !errors.As(r.err, &ee) || strings.Contains(r.stderr, "error:"):
 		t.Errorf("kubectl exec of nc in client-c failed, not nc\n%s", r)
 	default:
-		f.logf("client-c on %s (site %s) does not reach web: %s%s", nameC, otherSite, r.stdout, r.stderr)
+		f.logf("client-c on %s (site %s) does not reach web: %s%s", c.name, otherSite, r.stdout, r.stderr)
 	}
 }
 
@@ -333,7 +356,7 @@ func startLANHub(f *fleet, addr netip.Addr) *syncHub {
 // startSiteNode is startContainerdNode for a node in the network
 // namespace at netnsPath: its agent, and so its containerd and their
 // shims, runs there, started through nsenter(1); its --site is site.
-func startSiteNode(f *fleet, h *syncHub, netnsPath, site, name, image string) *corev1.Node {
+func startSiteNode(f *fleet, h *syncHub, netnsPath, site, name, image string, extra ...string) *corev1.Node {
 	t := f.t
 	t.Helper()
 	token, caHash := h.createToken(site)
@@ -351,6 +374,7 @@ func startSiteNode(f *fleet, h *syncHub, netnsPath, site, name, image string) *c
 	e := &edge{f: f, name: name, dataDir: dir, args: []string{"edge", "--hub", h.syncAddr, "--token", token, "--ca-cert-hash", caHash,
 		"--node-name", name, "--site", site, "--data-dir", dir, "--runtime", "containerd", "--bridge", "br-" + name,
 		"--eviction-hard", "memory.available<100Mi"}}
+	e.args = append(e.args, extra...)
 	t.Cleanup(e.shutdown)
 	// nsenter enters the namespace and execs the agent: the process
 	// stopped at cleanup is the agent itself.
