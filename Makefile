@@ -3,7 +3,7 @@
 #   make run     build, then run a hub and two edge nodes with their state in ./.outpost/
 #   make test    everything CI runs: vet, gofmt check, go test -race
 #   make test-containerd2   the containerd tests again on containerd 2.x, built from the Go module proxy
-#   make bench   the store, API (throughput, memory), fleet, controllers and density benchmarks, JSON results in ./bench-results/
+#   make bench   the store, API (throughput, memory), fleet, controllers, density, streams and services benchmarks, JSON results in ./bench-results/
 #   make cross   linux/arm64 and linux/arm (ARMv7) binaries in bin/<os>-<arch>/
 #   make clean
 
