@@ -595,7 +595,10 @@ func TestNodeIsolation(t *testing.T) {
 	tok := h.token(t, "", time.Hour)
 	cfgA := agentConfig(t, h, "edge-a", tok, fake.New(fake.Config{}))
 	a, stopA := runAgent(t, cfgA)
-	runAgent(t, agentConfig(t, h, "edge-b", tok, fake.New(fake.Config{})))
+	// Of another site: the Nodes of a node's own site are in its view.
+	cfgB := agentConfig(t, h, "edge-b", h.token(t, "store-2", time.Hour), fake.New(fake.Config{}))
+	cfgB.Site = "store-2"
+	runAgent(t, cfgB)
 	wait.For(t, 20*time.Second, "edge-a connected", func() (bool, string) { return a.Connected(), "" })
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "b-only", Namespace: "default"}, Data: map[string][]byte{"k": []byte("v")}}
