@@ -163,6 +163,9 @@ func (s *Services) Run(ctx context.Context) error {
 	if err != nil {
 		return nil // ctx ended
 	}
+	// The dataplanes close last, once the proxy that syncs them stopped.
+	dataplanes, closeDP := s.dataplanes(podCIDR)
+	defer closeDP()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -171,9 +174,6 @@ func (s *Services) Run(ctx context.Context) error {
 	pcfg := proxy.DefaultConfig()
 	pcfg.NodeName, pcfg.Zone, pcfg.View, pcfg.Local, pcfg.NodeAddrs = s.cfg.NodeName, s.cfg.Zone, s.cfg.View, s.cfg.Local, s.cfg.NodeAddrs
 	pcfg.Logger = s.log.With("component", "proxy")
-
-	dataplanes, closeDP := s.dataplanes(podCIDR)
-	defer closeDP()
 	pcfg.Dataplanes = dataplanes
 
 	if s.cfg.ClusterDNS.IsValid() {
