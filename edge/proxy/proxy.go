@@ -78,9 +78,9 @@ type Config struct {
 	// about (the node's pods' readiness); 500ms.
 	Poll time.Duration
 	// MinSync is the least time between two rebuilds, as kube-proxy's
-	// --min-sync-period: 1s. Changes that come meanwhile (the thousands
-	// of a bulk create, in many batches) are applied together. A pod
-	// killed on the node leaves routing within Poll plus MinSync.
+	// --min-sync-period: 500ms. Changes that come meanwhile (the
+	// thousands of a bulk create, in many batches) are applied together.
+	// A pod killed on the node leaves routing within Poll plus MinSync.
 	MinSync time.Duration
 	// Clock is the time; nil for the wall clock.
 	Clock func() time.Time
@@ -95,7 +95,7 @@ func DefaultConfig() Config {
 		Domain:     "cluster.local",
 		DNSService: "kube-system/kube-dns",
 		Poll:       500 * time.Millisecond,
-		MinSync:    time.Second,
+		MinSync:    500 * time.Millisecond,
 	}
 }
 

@@ -348,14 +348,14 @@ func TestMinSync(t *testing.T) {
 	p.step(t.Context())
 	first := p.objs.svcs[wire.Key{Resource: wire.ResourceServices, Name: "a"}.String()].svc
 	for i := range 3 {
-		now = now.Add(200 * time.Millisecond)
+		now = now.Add(100 * time.Millisecond)
 		v.set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5", "10.42.1."+string(rune('6'+i))))
 		p.step(t.Context())
 	}
 	if _, n := dp.last(); n != 1 {
 		t.Fatalf("%d rebuilds within the min sync period, want only the first", n)
 	}
-	now = now.Add(500 * time.Millisecond)
+	now = now.Add(DefaultConfig().MinSync)
 	p.step(t.Context())
 	tb, n := dp.last()
 	if got := backends(tb[web]); n != 2 || len(got) != 2 || got[1] != "10.42.1.8:8080" {
