@@ -294,6 +294,28 @@ func (s *Store) List(resource string) ([]Object, error) {
 	return objs, nil
 }
 
+// Scan calls fn with every object of resource, in List's order, without
+// copying them: o.Raw is valid only during the call, and fn must not call
+// the store. Readers that keep what they decode (the service proxy keeps
+// Services and EndpointSlices decoded, and decodes only those whose
+// revision changed) read the view this way in place of List.
+func (s *Store) Scan(resource string, fn func(o Object)) error {
+	if err := validResource(resource); err != nil {
+		return fmt.Errorf("scan %q: %w", resource, err)
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	err := s.scanObjects(resourcePrefix(resource), func(k wire.Key, rev int64, raw []byte) {
+		fn(Object{Key: k, Revision: rev, Raw: raw})
+	})
+	if err != nil {
+		return fmt.Errorf("scan %s: %w", resource, err)
+	}
+	return nil
+}
+
 // Inventory returns the key and revision of every object of the view,
 // sorted by resource, namespace, name (bytewise): what the edge sends when
 // the hub cannot resume from LastRevision. The caller owns the result.

@@ -32,6 +32,11 @@ func checkView(t *testing.T, s *Store, want []Object) {
 		if err != nil || !reflect.DeepEqual(got, byResource[r]) {
 			t.Errorf("List(%s) = %v, %v, want %v", r, got, err, byResource[r])
 		}
+		var scanned []Object
+		err = s.Scan(r, func(o Object) { o.Raw = clone(o.Raw); scanned = append(scanned, o) })
+		if err != nil || !reflect.DeepEqual(scanned, byResource[r]) {
+			t.Errorf("Scan(%s) gave %v, %v, want %v", r, scanned, err, byResource[r])
+		}
 	}
 	for _, o := range want {
 		got, ok, err := s.Get(o.Key)
@@ -165,6 +170,9 @@ func TestGetAbsentAndInvalid(t *testing.T) {
 	}
 	if _, err := s.List(""); !errors.Is(err, wire.ErrInvalidKey) {
 		t.Errorf(`List("") = %v, want ErrInvalidKey`, err)
+	}
+	if err := s.Scan("", func(Object) {}); !errors.Is(err, wire.ErrInvalidKey) {
+		t.Errorf(`Scan("") = %v, want ErrInvalidKey`, err)
 	}
 	if got, err := s.List(wire.ResourcePods); got != nil || err != nil {
 		t.Errorf("List(pods) of an empty store = %v, %v, want nil, nil", got, err)
@@ -328,6 +336,7 @@ func TestClose(t *testing.T) {
 		"ReplaceAll":     func() error { return s.ReplaceAll(nil, 4) },
 		"Get":            func() error { _, _, err := s.Get(k); return err },
 		"List":           func() error { _, err := s.List(wire.ResourcePods); return err },
+		"Scan":           func() error { return s.Scan(wire.ResourcePods, func(Object) {}) },
 		"Inventory":      func() error { _, err := s.Inventory(); return err },
 		"Enqueue":        func() error { _, err := s.Enqueue(wire.KindEvent, k, nil); return err },
 		"Pending":        func() error { _, err := s.Pending(0); return err },

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/outpost-mesh/outpost/edge/checkpoint"
 	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/edge/proxy"
 	"github.com/outpost-mesh/outpost/netd"
@@ -528,18 +529,16 @@ func (s *Services) overlay(ctx context.Context, podCIDR netip.Prefix) *overlay.O
 
 // peers returns the site's other nodes from the view.
 func (s *Services) peers() []overlay.Peer {
-	objs, err := s.cfg.View.List(wire.ResourceNodes)
+	var nodes []*corev1.Node
+	err := s.cfg.View.Scan(wire.ResourceNodes, func(o checkpoint.Object) {
+		var n corev1.Node
+		if err := objects.Decode(o.Raw, o.Revision, &n); err == nil {
+			nodes = append(nodes, &n)
+		}
+	})
 	if err != nil {
 		s.log.Warn("site peers not read", "err", err)
 		return nil
-	}
-	nodes := make([]*corev1.Node, 0, len(objs))
-	for _, o := range objs {
-		var n corev1.Node
-		if err := objects.Decode(o.Raw, o.Revision, &n); err != nil {
-			continue
-		}
-		nodes = append(nodes, &n)
 	}
 	return sitePeers(s.cfg.NodeName, s.cfg.Site, nodes)
 }

@@ -21,54 +21,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/outpost-mesh/outpost/edge/checkpoint"
-	"github.com/outpost-mesh/outpost/edge/objects"
+	"github.com/outpost-mesh/outpost/edge/checkpoint/checkpointtest"
 	"github.com/outpost-mesh/outpost/internal/netnstest"
 	"github.com/outpost-mesh/outpost/internal/testlog"
-	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// view is a checkpoint's view in memory.
-type view struct {
-	mu   sync.Mutex
-	gen  uint64
-	objs map[string][]checkpoint.Object
-}
-
-func (v *view) ResourceGeneration(...string) uint64 {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.gen
-}
-
-func (v *view) List(resource string) ([]checkpoint.Object, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return append([]checkpoint.Object(nil), v.objs[resource]...), nil
-}
-
-func (v *view) set(t *testing.T, objs ...runtime.Object) {
-	t.Helper()
-	m := map[string][]checkpoint.Object{}
-	for i, o := range objs {
-		raw, err := objects.Encode(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res := wire.ResourceServices
-		if _, ok := o.(*discoveryv1.EndpointSlice); ok {
-			res = wire.ResourceEndpointSlices
-		}
-		m[res] = append(m[res], checkpoint.Object{Key: wire.Key{Resource: res, Namespace: "default", Name: string(rune('a' + i))}, Revision: int64(i + 1), Raw: raw})
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.objs, v.gen = m, v.gen+1
-}
 
 // network is a pod network already up.
 type network struct {
@@ -135,11 +94,11 @@ func TestServicesRun(t *testing.T) {
 
 	for _, mode := range []string{RoutingEBPF, RoutingNftables} {
 		t.Run(mode, func(t *testing.T) {
-			v := &view{}
+			v := checkpointtest.New(t)
 			node := "n1"
 			ready := true
 			port, name, proto := int32(8080), "http", corev1.ProtocolTCP
-			v.set(t,
+			v.Set(t,
 				&corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 					ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
 					Spec: corev1.ServiceSpec{ClusterIP: "10.43.5.5", ClusterIPs: []string{"10.43.5.5"},

@@ -8,14 +8,15 @@ import (
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
 	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/netd/services"
+	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // objectCache keeps the view's Services and EndpointSlices decoded, each
 // slimmed to what routing and DNS read, so that a rebuild decodes only
 // what changed and the node holds a fraction of the objects' size.
 type objectCache struct {
-	svcs   map[string]cachedService
-	slices map[string]cachedSlice
+	svcs   map[wire.Key]cachedService
+	slices map[wire.Key]cachedSlice
 }
 
 type cachedService struct {
@@ -30,14 +31,15 @@ type cachedSlice struct {
 	err   string
 }
 
-// update takes the view's objects now and returns them decoded, in the
-// view's order, with the problems of those that do not decode.
-func (c *objectCache) update(sobjs, eobjs []checkpoint.Object) (svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, problems []services.Problem, err error) {
-	nextS := make(map[string]cachedService, len(sobjs))
-	svcs = make([]*corev1.Service, 0, len(sobjs))
-	for _, o := range sobjs {
-		k := o.Key.String()
-		cs, ok := c.svcs[k]
+// update reads the view's Services and EndpointSlices and returns them
+// decoded, in the view's order, with the problems of those that do not
+// decode. Only objects whose revision changed since the last update are
+// decoded; the view's bytes are not copied.
+func (c *objectCache) update(v View) (svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, problems []services.Problem, err error) {
+	nextS := make(map[wire.Key]cachedService, len(c.svcs))
+	svcs = make([]*corev1.Service, 0, len(c.svcs))
+	err = v.Scan(wire.ResourceServices, func(o checkpoint.Object) {
+		cs, ok := c.svcs[o.Key]
 		if !ok || cs.rev != o.Revision {
 			cs = cachedService{rev: o.Revision}
 			var s corev1.Service
@@ -47,18 +49,20 @@ func (c *objectCache) update(sobjs, eobjs []checkpoint.Object) (svcs []*corev1.S
 				cs.svc = slimService(&s)
 			}
 		}
-		nextS[k] = cs
+		nextS[o.Key] = cs
 		if cs.svc == nil {
-			problems = append(problems, services.Problem{Service: k, Reason: "undecodable: " + cs.err})
-			continue
+			problems = append(problems, services.Problem{Service: o.Key.String(), Reason: "undecodable: " + cs.err})
+			return
 		}
 		svcs = append(svcs, cs.svc)
+	})
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	nextE := make(map[string]cachedSlice, len(eobjs))
-	eps = make([]*discoveryv1.EndpointSlice, 0, len(eobjs))
-	for _, o := range eobjs {
-		k := o.Key.String()
-		ce, ok := c.slices[k]
+	nextE := make(map[wire.Key]cachedSlice, len(c.slices))
+	eps = make([]*discoveryv1.EndpointSlice, 0, len(c.slices))
+	err = v.Scan(wire.ResourceEndpointSlices, func(o checkpoint.Object) {
+		ce, ok := c.slices[o.Key]
 		if !ok || ce.rev != o.Revision {
 			ce = cachedSlice{rev: o.Revision}
 			var e discoveryv1.EndpointSlice
@@ -68,12 +72,15 @@ func (c *objectCache) update(sobjs, eobjs []checkpoint.Object) (svcs []*corev1.S
 				ce.slice = slimSlice(&e)
 			}
 		}
-		nextE[k] = ce
+		nextE[o.Key] = ce
 		if ce.slice == nil {
-			problems = append(problems, services.Problem{Service: k, Reason: "undecodable endpoint slice: " + ce.err})
-			continue
+			problems = append(problems, services.Problem{Service: o.Key.String(), Reason: "undecodable endpoint slice: " + ce.err})
+			return
 		}
 		eps = append(eps, ce.slice)
+	})
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	c.svcs, c.slices = nextS, nextE
 	return svcs, eps, problems, nil

@@ -26,8 +26,9 @@ import (
 type View interface {
 	// ResourceGeneration changes whenever objects of resources may have.
 	ResourceGeneration(resources ...string) uint64
-	// List returns the view's objects of resource.
-	List(resource string) ([]checkpoint.Object, error)
+	// Scan calls fn with each of the view's objects of resource; o.Raw
+	// is valid only during the call.
+	Scan(resource string, fn func(o checkpoint.Object)) error
 }
 
 var _ View = (*checkpoint.Store)(nil)
@@ -229,15 +230,11 @@ func (p *Proxy) apply(ctx context.Context, local map[netip.Addr]bool) error {
 // those that changed since the last read. Objects that do not decode are
 // left out and returned as problems.
 func (p *Proxy) read() (svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, problems []services.Problem, err error) {
-	sobjs, err := p.cfg.View.List(wire.ResourceServices)
+	svcs, eps, problems, err = p.objs.update(p.cfg.View)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("list services: %w", err)
+		return nil, nil, nil, fmt.Errorf("read services and endpoint slices: %w", err)
 	}
-	eobjs, err := p.cfg.View.List(wire.ResourceEndpointSlices)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("list endpoint slices: %w", err)
-	}
-	return p.objs.update(sobjs, eobjs)
+	return svcs, eps, problems, nil
 }
 
 // narrow returns slices with the node's own endpoints that the runtime

@@ -14,10 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/outpost-mesh/outpost/edge/checkpoint"
-	"github.com/outpost-mesh/outpost/edge/objects"
+	"github.com/outpost-mesh/outpost/edge/checkpoint/checkpointtest"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/netd/dns"
 	"github.com/outpost-mesh/outpost/netd/services"
@@ -25,50 +23,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// memView is a checkpoint's view in memory.
-type memView struct {
-	mu   sync.Mutex
-	gen  uint64
-	rev  int64 // the last revision given
-	objs map[string][]checkpoint.Object
-}
-
-func (v *memView) ResourceGeneration(...string) uint64 {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.gen
-}
-
-func (v *memView) List(resource string) ([]checkpoint.Object, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return append([]checkpoint.Object(nil), v.objs[resource]...), nil
-}
-
-// set replaces the view's services and slices, each at a new revision.
-func (v *memView) set(t *testing.T, objs ...runtime.Object) {
-	t.Helper()
-	v.mu.Lock()
-	base := v.rev
-	v.rev += int64(len(objs))
-	v.mu.Unlock()
-	m := map[string][]checkpoint.Object{}
-	for i, o := range objs {
-		raw, err := objects.Encode(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res := wire.ResourceServices
-		if _, ok := o.(*discoveryv1.EndpointSlice); ok {
-			res = wire.ResourceEndpointSlices
-		}
-		m[res] = append(m[res], checkpoint.Object{Key: wire.Key{Resource: res, Name: string(rune('a' + i))}, Revision: base + int64(i+1), Raw: raw})
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.objs, v.gen = m, v.gen+1
-}
 
 // recorder is a dataplane that keeps the tables it is given.
 type recorder struct {
@@ -203,8 +157,8 @@ var web = services.Key{Addr: netip.MustParseAddr("10.43.0.20"), Port: 80, Proto:
 // only when something changed; the cluster DNS address goes to the
 // node's own server.
 func TestStep(t *testing.T) {
-	v := &memView{}
-	v.set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5", "10.42.1.6"))
+	v := checkpointtest.New(t)
+	v.Set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5", "10.42.1.6"))
 	a, b := &recorder{}, &recorder{}
 	p, z := newProxy(t, v, nil, a, b)
 	ctx := t.Context()
@@ -235,7 +189,7 @@ func TestStep(t *testing.T) {
 	if _, n := a.last(); n != 1 {
 		t.Errorf("%d syncs with nothing changed, want still 1", n)
 	}
-	v.set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5"))
+	v.Set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5"))
 	p.step(ctx)
 	ta, na = a.last()
 	if got := backends(ta[web]); na != 2 || len(got) != 1 {
@@ -248,11 +202,11 @@ func TestStep(t *testing.T) {
 // ready, and comes back when it serves again; other nodes' endpoints
 // stay.
 func TestLocalDead(t *testing.T) {
-	v := &memView{}
+	v := checkpointtest.New(t)
 	s := slice("web", "n1", "10.42.0.5", "10.42.0.6")
 	other := slice("web", "n2", "10.42.1.7")
 	other.Name = "web-2"
-	v.set(t, service("web", "10.43.0.20"), s, other)
+	v.Set(t, service("web", "10.43.0.20"), s, other)
 	local := &pods{}
 	dp := &recorder{}
 	p, _ := newProxy(t, v, local, dp)
@@ -280,8 +234,8 @@ func TestLocalDead(t *testing.T) {
 // TestRetry: a dataplane that fails is given the table again at the
 // next look, though nothing changed.
 func TestRetry(t *testing.T) {
-	v := &memView{}
-	v.set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5"))
+	v := checkpointtest.New(t)
+	v.Set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5"))
 	dp := &recorder{fail: errors.New("map full")}
 	p, _ := newProxy(t, v, nil, dp)
 	p.step(t.Context())
@@ -302,8 +256,8 @@ func TestRetry(t *testing.T) {
 // kicked view change at once.
 func TestRunPolls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		v := &memView{}
-		v.set(t, service("web", "10.43.0.20"), slice("web", "n1", "10.42.0.5"))
+		v := checkpointtest.New(t)
+		v.Set(t, service("web", "10.43.0.20"), slice("web", "n1", "10.42.0.5"))
 		local := &pods{}
 		local.set("10.42.0.5", true)
 		dp := &recorder{}
@@ -325,7 +279,7 @@ func TestRunPolls(t *testing.T) {
 			t.Errorf("the dead pod is routed to a poll and a min sync period after its death: %v", backends(tb[web]))
 		}
 		time.Sleep(DefaultConfig().MinSync)
-		v.set(t, service("web", "10.43.0.20"), service("api", "10.43.0.21"), slice("web", "n1", "10.42.0.5"))
+		v.Set(t, service("web", "10.43.0.20"), service("api", "10.43.0.21"), slice("web", "n1", "10.42.0.5"))
 		p.Kick()
 		synctest.Wait()
 		if tb, _ := dp.last(); tb[services.Key{Addr: netip.MustParseAddr("10.43.0.21"), Port: 80, Proto: services.TCP}] == nil {
@@ -340,16 +294,17 @@ func TestRunPolls(t *testing.T) {
 // for it to pass and are applied together; the decoded objects of the
 // view are kept and only what changed is decoded again.
 func TestMinSync(t *testing.T) {
-	v := &memView{}
-	v.set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5"))
+	v := checkpointtest.New(t)
+	v.Set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5"))
 	dp := &recorder{}
 	now := time.Unix(1000, 0)
 	p, _ := newProxyConfig(t, v, nil, func(c *Config) { c.Clock = func() time.Time { return now } }, dp)
 	p.step(t.Context())
-	first := p.objs.svcs[wire.Key{Resource: wire.ResourceServices, Name: "a"}.String()].svc
+	webKey := wire.Key{Resource: wire.ResourceServices, Namespace: "default", Name: "web"}
+	first := p.objs.svcs[webKey].svc
 	for i := range 3 {
 		now = now.Add(100 * time.Millisecond)
-		v.set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5", "10.42.1."+string(rune('6'+i))))
+		v.Set(t, service("web", "10.43.0.20"), slice("web", "n2", "10.42.1.5", "10.42.1."+string(rune('6'+i))))
 		p.step(t.Context())
 	}
 	if _, n := dp.last(); n != 1 {
@@ -361,18 +316,16 @@ func TestMinSync(t *testing.T) {
 	if got := backends(tb[web]); n != 2 || len(got) != 2 || got[1] != "10.42.1.8:8080" {
 		t.Errorf("after the period: rebuild %d with backends %v, want the last change's two", n, got)
 	}
-	// memView gives every object a new revision at each set, so the
+	// Set gives every object a new revision, so the
 	// Service was decoded again; one of an unchanged revision is not.
-	if again := p.objs.svcs[wire.Key{Resource: wire.ResourceServices, Name: "a"}.String()].svc; again == first {
+	if again := p.objs.svcs[webKey].svc; again == first {
 		t.Error("a Service of a new revision kept its old decoding")
 	}
-	kept := p.objs.svcs[wire.Key{Resource: wire.ResourceServices, Name: "a"}.String()].svc
-	v.mu.Lock()
-	v.gen++ // same objects, same revisions
-	v.mu.Unlock()
+	kept := p.objs.svcs[webKey].svc
+	p.synced = false // a rebuild of the same objects, same revisions
 	now = now.Add(2 * time.Second)
 	p.step(t.Context())
-	if p.objs.svcs[wire.Key{Resource: wire.ResourceServices, Name: "a"}.String()].svc != kept {
+	if p.objs.svcs[webKey].svc != kept {
 		t.Error("a Service of the same revision decoded again")
 	}
 	if s := kept; len(s.Annotations) != 0 || s.ManagedFields != nil || s.Name != "web" || len(s.Spec.Ports) != 1 {
