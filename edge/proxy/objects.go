@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"unique"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,13 +90,45 @@ func (c *objectCache) update(v View) (svcs []*corev1.Service, eps []*discoveryv1
 
 // slimService returns what routing and DNS read of s: its name,
 // namespace, creation time (older Services keep contested ports), the
-// annotations that ask for topology-aware routing, its spec and its
-// load-balancer status.
+// annotations that ask for topology-aware routing, the fields of its spec
+// that netd/services and netd/dns read, and its load-balancer ingress
+// IPs. The selector, which is often the larger part, is left behind.
 func slimService(s *corev1.Service) *corev1.Service {
+	sp := &s.Spec
 	out := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, CreationTimestamp: s.CreationTimestamp},
-		Spec:       s.Spec,
-		Status:     corev1.ServiceStatus{LoadBalancer: s.Status.LoadBalancer},
+		ObjectMeta: metav1.ObjectMeta{Namespace: intern(s.Namespace), Name: s.Name, CreationTimestamp: s.CreationTimestamp},
+		Spec: corev1.ServiceSpec{
+			Type:                     corev1.ServiceType(intern(string(sp.Type))),
+			ClusterIP:                sp.ClusterIP,
+			ClusterIPs:               sp.ClusterIPs,
+			ExternalIPs:              sp.ExternalIPs,
+			ExternalName:             sp.ExternalName,
+			ExternalTrafficPolicy:    corev1.ServiceExternalTrafficPolicy(intern(string(sp.ExternalTrafficPolicy))),
+			InternalTrafficPolicy:    sp.InternalTrafficPolicy,
+			SessionAffinity:          corev1.ServiceAffinity(intern(string(sp.SessionAffinity))),
+			SessionAffinityConfig:    sp.SessionAffinityConfig,
+			PublishNotReadyAddresses: sp.PublishNotReadyAddresses,
+			TrafficDistribution:      sp.TrafficDistribution,
+		},
+	}
+	if len(sp.ClusterIPs) == 1 && sp.ClusterIPs[0] == sp.ClusterIP {
+		out.Spec.ClusterIPs = []string{out.Spec.ClusterIP} // one string, not two
+	}
+	if len(sp.Ports) > 0 {
+		out.Spec.Ports = make([]corev1.ServicePort, len(sp.Ports))
+		for i, p := range sp.Ports {
+			out.Spec.Ports[i] = corev1.ServicePort{
+				Name:     intern(p.Name),
+				Protocol: corev1.Protocol(intern(string(p.Protocol))),
+				Port:     p.Port,
+				NodePort: p.NodePort,
+			}
+		}
+	}
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		if in.IP != "" {
+			out.Status.LoadBalancer.Ingress = append(out.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: in.IP})
+		}
 	}
 	for _, k := range []string{corev1.AnnotationTopologyMode, corev1.DeprecatedAnnotationTopologyAwareHints} {
 		if v, ok := s.Annotations[k]; ok {
@@ -108,16 +142,75 @@ func slimService(s *corev1.Service) *corev1.Service {
 }
 
 // slimSlice returns what routing and DNS read of e: its name, namespace
-// and Service, address type, ports and endpoints.
+// and Service, address type, ports, and of each endpoint its addresses,
+// conditions, hostname, node and zone hints. The endpoints' references to
+// their pods are left behind; node names, port names and protocols, which
+// repeat across the slices, are interned, and the conditions point at
+// shared values.
 func slimSlice(e *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
 	out := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Name, CreationTimestamp: e.CreationTimestamp},
-		AddressType: e.AddressType,
-		Ports:       e.Ports,
-		Endpoints:   e.Endpoints,
+		ObjectMeta:  metav1.ObjectMeta{Namespace: intern(e.Namespace), Name: e.Name, CreationTimestamp: e.CreationTimestamp},
+		AddressType: discoveryv1.AddressType(intern(string(e.AddressType))),
 	}
 	if v, ok := e.Labels[discoveryv1.LabelServiceName]; ok {
 		out.Labels = map[string]string{discoveryv1.LabelServiceName: v}
 	}
+	if len(e.Ports) > 0 {
+		out.Ports = make([]discoveryv1.EndpointPort, len(e.Ports))
+		for i, p := range e.Ports {
+			out.Ports[i] = discoveryv1.EndpointPort{Name: internPtr(p.Name), Port: p.Port}
+			if p.Protocol != nil {
+				proto := corev1.Protocol(intern(string(*p.Protocol)))
+				out.Ports[i].Protocol = &proto
+			}
+		}
+	}
+	if len(e.Endpoints) > 0 {
+		out.Endpoints = make([]discoveryv1.Endpoint, len(e.Endpoints))
+		for i, ep := range e.Endpoints {
+			out.Endpoints[i] = discoveryv1.Endpoint{
+				Addresses: ep.Addresses,
+				Conditions: discoveryv1.EndpointConditions{
+					Ready:       shared(ep.Conditions.Ready),
+					Serving:     shared(ep.Conditions.Serving),
+					Terminating: shared(ep.Conditions.Terminating),
+				},
+				Hostname: ep.Hostname,
+				NodeName: internPtr(ep.NodeName),
+				Hints:    ep.Hints,
+			}
+		}
+	}
 	return out
+}
+
+// intern returns s, one copy of it for all its uses.
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
+}
+
+func internPtr(s *string) *string {
+	if s == nil {
+		return nil
+	}
+	v := intern(*s)
+	return &v
+}
+
+var yes, no = true, false
+
+// shared returns a pointer to a shared true or false for b's value: the
+// cached objects are never modified (narrow copies what it changes).
+func shared(b *bool) *bool {
+	switch {
+	case b == nil:
+		return nil
+	case *b:
+		return &yes
+	default:
+		return &no
+	}
 }
