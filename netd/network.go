@@ -29,6 +29,9 @@ type Network struct {
 
 	mu   sync.Mutex
 	pool *ipam.Pool // nil until the leases are loaded, at the first call
+	// servicesToBridge: the service CIDR is routed into the bridge, not
+	// unreachable (RouteServicesToBridge).
+	servicesToBridge bool
 
 	// failBeforeHostPorts, set by tests only, makes AddPod fail once the
 	// pod's namespace, veth and address are made, to check it undoes them.
@@ -144,15 +147,59 @@ func (n *Network) Setup(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
-	for _, p := range []netip.Prefix{n.cfg.ClusterCIDR, n.cfg.ServiceCIDR} {
-		if err := x.nl.RouteReplace(unreachableRoute(p)); err != nil {
-			return fmt.Errorf("setup: add unreachable route %s: %w", p, err)
-		}
+	if err := x.nl.RouteReplace(unreachableRoute(n.cfg.ClusterCIDR)); err != nil {
+		return fmt.Errorf("setup: add unreachable route %s: %w", n.cfg.ClusterCIDR, err)
+	}
+	if err := n.routeServices(x.nl); err != nil {
+		return fmt.Errorf("setup: %w", err)
 	}
 	if err := n.setupRules(x.nft); err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
 	n.log.Info("pod network set up", "pod_cidr", n.cfg.PodCIDR, "gateway", n.Gateway())
+	return nil
+}
+
+// RouteServicesToBridge routes the service CIDR into the pods' bridge in
+// place of its unreachable route, now and at every later Setup. Service
+// routing by nftables rules needs it: the kernel looks a local socket's
+// destination up before the output hook's DNAT, so without a route the
+// node's own processes get "network is unreachable" for every ClusterIP.
+// A packet to a ClusterIP that no rule translates still dies on the node,
+// unanswered on the bridge. eBPF socket load-balancing rewrites the
+// address before the lookup and keeps the unreachable route.
+func (n *Network) RouteServicesToBridge() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	x, err := n.openNode()
+	if err != nil {
+		return fmt.Errorf("route services to the bridge: %w", err)
+	}
+	defer x.close()
+	n.servicesToBridge = true
+	if err := n.routeServices(x.nl); err != nil {
+		return err
+	}
+	n.log.Info("service CIDR routed into the bridge", "service_cidr", n.cfg.ServiceCIDR)
+	return nil
+}
+
+// routeServices sets the service CIDR's route: unreachable, or into the
+// bridge once RouteServicesToBridge asked. n.mu is held.
+func (n *Network) routeServices(h *netlink.Handle) error {
+	p := n.cfg.ServiceCIDR
+	r := unreachableRoute(p)
+	if n.servicesToBridge {
+		br, err := h.LinkByName(n.cfg.Bridge)
+		if err != nil {
+			return fmt.Errorf("find bridge %s: %w", n.cfg.Bridge, err)
+		}
+		r = &netlink.Route{Dst: ipNet(p.Addr(), p.Bits()), LinkIndex: br.Attrs().Index,
+			Scope: netlink.SCOPE_LINK, Table: unix.RT_TABLE_MAIN, Protocol: unix.RTPROT_STATIC}
+	}
+	if err := h.RouteReplace(r); err != nil {
+		return fmt.Errorf("route service CIDR %s: %w", p, err)
+	}
 	return nil
 }
 

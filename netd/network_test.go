@@ -155,6 +155,34 @@ func TestSetupIdempotentAndRepairs(t *testing.T) {
 	}
 }
 
+// TestRouteServicesToBridge: the service CIDR goes into the bridge once
+// asked, a later Setup keeps it so, and Teardown leaves no route.
+func TestRouteServicesToBridge(t *testing.T) {
+	tn := newTestNet(t)
+	if err := tn.RouteServicesToBridge(); err != nil {
+		t.Fatal(err)
+	}
+	want := nodeState(t, tn)
+	if !strings.Contains(want, "route 10.43.0.0/16 type=1") || strings.Contains(want, "route 10.43.0.0/16 type=7") {
+		t.Fatalf("the service CIDR is not routed into the bridge:\n%s", want)
+	}
+	if err := tn.Setup(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := nodeState(t, tn); got != want {
+		t.Errorf("Setup changed the service CIDR's route back:\n%s\nwant\n%s", got, want)
+	}
+	if err := tn.Teardown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	withNL(t, tn.nodeNS, func(h *netlink.Handle) {
+		routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: ipNet(tn.cfg.ServiceCIDR.Addr(), tn.cfg.ServiceCIDR.Bits())}, netlink.RT_FILTER_DST)
+		if err != nil || len(routes) != 0 {
+			t.Errorf("service CIDR routes after Teardown: %v, %v", routes, err)
+		}
+	})
+}
+
 func unreachableRoutes(t *testing.T, nodeNS string) int {
 	t.Helper()
 	var n int

@@ -82,3 +82,12 @@ func (l *lazyNetwork) Ready(ctx context.Context) (netip.Addr, netip.Prefix, erro
 	defer l.mu.Unlock()
 	return n.Gateway(), l.cidr, nil
 }
+
+// RouteServicesToBridge implements netsvc.Network.
+func (l *lazyNetwork) RouteServicesToBridge() error {
+	n, err := l.get(context.Background())
+	if err != nil {
+		return err
+	}
+	return n.RouteServicesToBridge()
+}

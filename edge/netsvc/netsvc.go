@@ -19,8 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
@@ -54,6 +52,11 @@ type Network interface {
 	// Ready returns the pods' bridge address (their gateway) and the
 	// node's pod CIDR once the pod network is up, or an error until then.
 	Ready(ctx context.Context) (gateway netip.Addr, podCIDR netip.Prefix, err error)
+	// RouteServicesToBridge routes the service CIDR into the pods'
+	// bridge, in place of its unreachable route, from now on: nftables
+	// service routing needs a route for the node's own processes to
+	// reach a ClusterIP (netd.Network.RouteServicesToBridge).
+	RouteServicesToBridge() error
 }
 
 // Config configures the node's network services.
@@ -291,7 +294,7 @@ func (s *Services) dataplanes(podCIDR netip.Prefix) ([]services.Dataplane, func(
 	}
 	s.mode.Store(mode)
 	if mode == RoutingNftables {
-		if err := s.routeServicesToBridge(); err != nil {
+		if err := s.cfg.Network.RouteServicesToBridge(); err != nil {
 			s.log.Warn("the node's own processes reach no Service: the service CIDR's route not set", "err", err)
 		}
 	}
@@ -314,32 +317,6 @@ func (s *Services) dataplanes(podCIDR netip.Prefix) ([]services.Dataplane, func(
 		s.ebpf = nil
 		s.mu.Unlock()
 	}
-}
-
-// routeServicesToBridge routes the service CIDR into the pods' bridge, in
-// place of netd's unreachable route, for nftables routing: the kernel
-// looks a local socket's destination up before the output hook's DNAT,
-// so a ClusterIP needs a route for the node's own processes to reach it.
-// A packet to a ClusterIP that no rule translates still dies on the node,
-// unanswered on the bridge. eBPF routing rewrites the address before the
-// lookup and keeps netd's route.
-func (s *Services) routeServicesToBridge() error {
-	if !s.cfg.ServiceCIDR.IsValid() || s.cfg.Bridge == "" {
-		return nil
-	}
-	return netd.InNetNS(s.cfg.HostNetNS, func() error {
-		br, err := netlink.LinkByName(s.cfg.Bridge)
-		if err != nil {
-			return fmt.Errorf("bridge %s: %w", s.cfg.Bridge, err)
-		}
-		p := s.cfg.ServiceCIDR
-		return netlink.RouteReplace(&netlink.Route{
-			Dst:       &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())},
-			LinkIndex: br.Attrs().Index,
-			Scope:     netlink.SCOPE_LINK,
-			Protocol:  unix.RTPROT_STATIC,
-		})
-	})
 }
 
 // openEBPF mounts the bpffs if needed and opens (or adopts) the node's

@@ -31,11 +31,22 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // network is a pod network already up.
 type network struct {
-	gw   netip.Addr
-	cidr netip.Prefix
+	gw     netip.Addr
+	cidr   netip.Prefix
+	bridge string
 }
 
 func (n network) Ready(context.Context) (netip.Addr, netip.Prefix, error) { return n.gw, n.cidr, nil }
+
+// RouteServicesToBridge routes 10.43.0.0/16 into the test's bridge, as
+// netd does.
+func (n network) RouteServicesToBridge() error {
+	br, err := netlink.LinkByName(n.bridge)
+	if err != nil {
+		return err
+	}
+	return netlink.RouteReplace(&netlink.Route{Dst: mustIPNet("10.43.0.0/16"), LinkIndex: br.Attrs().Index, Scope: netlink.SCOPE_LINK})
+}
 
 // events keeps the Events recorded.
 type events struct {
@@ -118,7 +129,7 @@ func TestServicesRun(t *testing.T) {
 			})
 			s, err := New(Config{
 				NodeName: node, NetNSDir: filepath.Join(t.TempDir(), "netns"), Bridge: "br-svc",
-				Network: network{gw: gw, cidr: netip.MustParsePrefix("10.42.7.0/24")}, View: v,
+				Network: network{gw: gw, cidr: netip.MustParsePrefix("10.42.7.0/24"), bridge: "br-svc"}, View: v,
 				NodeAddrs: func() []netip.Addr { return []netip.Addr{gw} },
 				Routing:   mode, PinDir: filepath.Join(bpffs, "outpost-n1"), Cgroup: "/sys/fs/cgroup/unified",
 				NftTable:    "svc-" + mode,
