@@ -432,19 +432,9 @@ func (a *Agent) podCIDR() (netip.Prefix, error) {
 	if err := objects.Decode(o.Raw, o.Revision, &n); err != nil {
 		return netip.Prefix{}, err
 	}
-	cidr := n.Spec.PodCIDR
-	for _, c := range n.Spec.PodCIDRs {
-		if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is4() {
-			cidr = c
-			break
-		}
-	}
-	if cidr == "" {
+	p, ok := objects.PodCIDR(&n)
+	if !ok {
 		return netip.Prefix{}, errNoPodCIDR
-	}
-	p, err := netip.ParsePrefix(cidr)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("the node's pod CIDR %q: %w", cidr, err)
 	}
 	return p, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/netd/overlay"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
@@ -27,7 +28,7 @@ func sitePeers(self, site string, nodes []*corev1.Node) []overlay.Peer {
 		if !ok {
 			continue
 		}
-		cidr, ok := podCIDR(n)
+		cidr, ok := objects.PodCIDR(n)
 		if !ok {
 			continue
 		}
@@ -48,18 +49,4 @@ func internalIP(n *corev1.Node) (netip.Addr, bool) {
 		}
 	}
 	return netip.Addr{}, false
-}
-
-// podCIDR returns the node's IPv4 pod CIDR, as the hub assigned it.
-func podCIDR(n *corev1.Node) (netip.Prefix, bool) {
-	cidrs := n.Spec.PodCIDRs
-	if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
-		cidrs = []string{n.Spec.PodCIDR}
-	}
-	for _, c := range cidrs {
-		if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is4() {
-			return p, true
-		}
-	}
-	return netip.Prefix{}, false
 }

@@ -6,6 +6,7 @@ package objects
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,4 +49,19 @@ func Encode(obj runtime.Object) ([]byte, error) {
 		return nil, fmt.Errorf("encode %T: %w", obj, err)
 	}
 	return buf.Bytes(), nil
+}
+
+// PodCIDR returns node n's IPv4 pod CIDR, the one netd serves: the first
+// IPv4 one of spec.podCIDRs, else spec.podCIDR; ok false when the hub has
+// assigned none or none parses.
+func PodCIDR(n *corev1.Node) (cidr netip.Prefix, ok bool) {
+	for _, c := range n.Spec.PodCIDRs {
+		if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is4() {
+			return p, true
+		}
+	}
+	if p, err := netip.ParsePrefix(n.Spec.PodCIDR); err == nil && p.Addr().Is4() {
+		return p, true
+	}
+	return netip.Prefix{}, false
 }
