@@ -92,7 +92,7 @@ func (c *objectCache) update(v View) (svcs []*corev1.Service, eps []*discoveryv1
 // namespace, creation time (older Services keep contested ports), the
 // annotations that ask for topology-aware routing, the fields of its spec
 // that netd/services and netd/dns read, and its load-balancer ingress
-// IPs. The selector, which is often the larger part, is left behind.
+// IPs with their modes. The selector, which is often the larger part, is left behind.
 func slimService(s *corev1.Service) *corev1.Service {
 	sp := &s.Spec
 	out := &corev1.Service{
@@ -127,7 +127,7 @@ func slimService(s *corev1.Service) *corev1.Service {
 	}
 	for _, in := range s.Status.LoadBalancer.Ingress {
 		if in.IP != "" {
-			out.Status.LoadBalancer.Ingress = append(out.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: in.IP})
+			out.Status.LoadBalancer.Ingress = append(out.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: in.IP, IPMode: in.IPMode})
 		}
 	}
 	for _, k := range []string{corev1.AnnotationTopologyMode, corev1.DeprecatedAnnotationTopologyAwareHints} {

@@ -42,7 +42,8 @@ func fullObjects() ([]*corev1.Service, []*discoveryv1.EndpointSlice) {
 			PublishNotReadyAddresses: true,
 		},
 		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
-			{IP: "192.0.2.20", Ports: []corev1.PortStatus{{Port: 80, Protocol: corev1.ProtocolTCP}}}, {Hostname: "lb.example"}}}},
+			{IP: "192.0.2.20", Ports: []corev1.PortStatus{{Port: 80, Protocol: corev1.ProtocolTCP}}}, {Hostname: "lb.example"},
+			{IP: "192.0.2.21", IPMode: ptr.To(corev1.LoadBalancerIPModeProxy)}, {IP: "192.0.2.22", IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}}},
 	}
 	headless := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db", CreationTimestamp: created},
