@@ -121,7 +121,14 @@ func ptr[T any](v T) *T { return &v }
 // buildTable returns the routing table of svcs and eps on the bench node,
 // or an error if Build left something out.
 func buildTable(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) (services.Table, error) {
-	t, probs := services.Build(services.Input{Node: nodeName, Services: svcs, Slices: eps})
+	in := services.Input{Node: nodeName, Services: make([]*services.Service, len(svcs)), Slices: make([]*services.Slice, len(eps))}
+	for i, s := range svcs {
+		in.Services[i] = services.FromService(s)
+	}
+	for i, e := range eps {
+		in.Slices[i] = services.FromSlice(e)
+	}
+	t, probs := services.Build(in)
 	if len(probs) > 0 {
 		return nil, fmt.Errorf("build the table: %d problems, the first %s", len(probs), probs[0])
 	}

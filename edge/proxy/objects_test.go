@@ -101,10 +101,18 @@ func TestSlimKeepsWhatIsRead(t *testing.T) {
 		slimE[i] = slimSlice(e)
 	}
 	for _, zone := range []string{"", "z1"} {
-		in := services.Input{Node: "n1", Zone: zone, NodeAddrs: []netip.Addr{netip.MustParseAddr("192.0.2.1")}, Services: svcs, Slices: slices}
-		want, wantProblems := services.Build(in)
-		in.Services, in.Slices = slimS, slimE
-		got, gotProblems := services.Build(in)
+		build := func(svcs []*corev1.Service, slices []*discoveryv1.EndpointSlice) (services.Table, []services.Problem) {
+			in := services.Input{Node: "n1", Zone: zone, NodeAddrs: []netip.Addr{netip.MustParseAddr("192.0.2.1")}}
+			for _, s := range svcs {
+				in.Services = append(in.Services, services.FromService(s))
+			}
+			for _, s := range slices {
+				in.Slices = append(in.Slices, services.FromSlice(s))
+			}
+			return services.Build(in)
+		}
+		want, wantProblems := build(svcs, slices)
+		got, gotProblems := build(slimS, slimE)
 		if len(want) == 0 || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotProblems, wantProblems) {
 			t.Errorf("zone %q: the table from slimmed objects differs:\n got %v %v\nwant %v %v", zone, got, gotProblems, want, wantProblems)
 		}

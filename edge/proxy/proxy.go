@@ -207,7 +207,14 @@ func (p *Proxy) apply(ctx context.Context, local map[netip.Addr]bool) error {
 		return err
 	}
 	slices = p.narrow(slices, local)
-	in := services.Input{Node: p.cfg.NodeName, Zone: p.cfg.Zone, Services: svcs, Slices: slices}
+	in := services.Input{Node: p.cfg.NodeName, Zone: p.cfg.Zone,
+		Services: make([]*services.Service, len(svcs)), Slices: make([]*services.Slice, len(slices))}
+	for i, s := range svcs {
+		in.Services[i] = services.FromService(s)
+	}
+	for i, s := range slices {
+		in.Slices[i] = services.FromSlice(s)
+	}
 	if p.cfg.NodeAddrs != nil {
 		in.NodeAddrs = p.cfg.NodeAddrs()
 	}

@@ -15,7 +15,7 @@ func benchInput(n int) Input {
 	for i := range n {
 		name := fmt.Sprintf("svc-%d", i)
 		ip := netip.AddrFrom4([4]byte{10, 43, byte(i >> 8), byte(i)}).String()
-		in.Services = append(in.Services, svc(name, ips(ip), ports(tcp("http", 80))))
+		in.Services = append(in.Services, FromService(svc(name, ips(ip), ports(tcp("http", 80)))))
 		var eps []discoveryv1.Endpoint
 		for j := range 4 {
 			a := netip.AddrFrom4([4]byte{10, 42, byte(i >> 6), byte(i<<2 | j)}).String()
@@ -25,7 +25,7 @@ func benchInput(n int) Input {
 				eps = append(eps, ep(a))
 			}
 		}
-		in.Slices = append(in.Slices, v4(name, name+"-abcde", sports(sport("http", 8080)), eps...))
+		in.Slices = append(in.Slices, FromSlice(v4(name, name+"-abcde", sports(sport("http", 8080)), eps...)))
 	}
 	return in
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // Input is what the node knows when it builds its table. Build reads it
@@ -18,8 +17,8 @@ type Input struct {
 	Node      string       // this node's name
 	Zone      string       // this node's topology.kubernetes.io/zone label, "" if none
 	NodeAddrs []netip.Addr // the node's own addresses, for NodePort frontends
-	Services  []*corev1.Service
-	Slices    []*discoveryv1.EndpointSlice
+	Services  []*Service   // nil ones are skipped
+	Slices    []*Slice
 	// Dead, if not nil, says an endpoint address is known dead by the node
 	// (its own pod that the runtime says has exited or is not ready), so
 	// that offline the node drops it at once even though the hub's slices
@@ -87,7 +86,7 @@ type nsName struct{ ns, name string }
 
 // service is one Service on its way into the table.
 type service struct {
-	svc     *corev1.Service
+	svc     *Service
 	name    string // "namespace/name"
 	created time.Time
 	fronts  []*Frontend
@@ -129,7 +128,7 @@ type builder struct {
 	in       Input
 	lim      limits
 	node     [2][]netip.Addr // by family index
-	slices   map[nsName][]*discoveryv1.EndpointSlice
+	slices   map[nsName][]*Slice
 	problems []Problem
 
 	// scratch, reused from one Service port to the next
@@ -151,23 +150,19 @@ func build(in Input, lim limits) (Table, []Problem) {
 		slices.SortFunc(b.node[f], netip.Addr.Compare)
 		b.node[f] = slices.Compact(b.node[f])
 	}
-	b.slices = make(map[nsName][]*discoveryv1.EndpointSlice, len(in.Slices))
+	b.slices = make(map[nsName][]*Slice, len(in.Slices))
 	for _, s := range in.Slices {
-		if s == nil {
+		if s == nil || s.Service == "" {
 			continue
 		}
-		name := s.Labels[discoveryv1.LabelServiceName]
-		if name == "" {
-			continue
-		}
-		k := nsName{s.Namespace, name}
+		k := nsName{s.Namespace, s.Service}
 		b.slices[k] = append(b.slices[k], s)
 	}
 
 	store := make([]service, 0, len(in.Services))
 	for _, s := range in.Services {
 		if s != nil {
-			store = append(store, service{svc: s, name: s.Namespace + "/" + s.Name, created: s.CreationTimestamp.Time})
+			store = append(store, service{svc: s, name: s.Namespace + "/" + s.Name, created: s.Created})
 		}
 	}
 	svcs := make([]*service, len(store))
@@ -281,7 +276,7 @@ func (b *builder) problem(svc, reason string) {
 
 // service makes s's candidate frontends, with their backends.
 func (b *builder) service(s *service) {
-	spec := &s.svc.Spec
+	spec := s.svc
 	if spec.Type == corev1.ServiceTypeExternalName {
 		return
 	}
@@ -322,14 +317,14 @@ func (b *builder) service(s *service) {
 	}
 	// As k8s.io/kubernetes/pkg/api/v1/service ExternallyAccessible.
 	external := nodePorts || len(spec.ExternalIPs) > 0
-	extLocal := external && spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
-	intLocal := spec.InternalTrafficPolicy != nil && *spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
+	extLocal := external && spec.ExternalLocal
+	intLocal := spec.InternalLocal
 
 	var affinity time.Duration
-	if spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+	if spec.ClientIPAffinity {
 		affinity = DefaultAffinity
-		if c := spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-			if sec := *c.ClientIP.TimeoutSeconds; sec >= 1 && sec <= maxAffinitySeconds {
+		if spec.AffinitySeconds != nil {
+			if sec := *spec.AffinitySeconds; sec >= 1 && sec <= maxAffinitySeconds {
 				affinity = time.Duration(sec) * time.Second
 			} else {
 				b.problem(s.name, fmt.Sprintf("sessionAffinity timeout %d is outside 1..%d; using %d", sec, maxAffinitySeconds, int(DefaultAffinity/time.Second)))
@@ -353,13 +348,8 @@ func (b *builder) service(s *service) {
 	for _, str := range spec.ExternalIPs {
 		addExt("externalIP", str)
 	}
-	for _, ing := range s.svc.Status.LoadBalancer.Ingress {
-		// Proxy-mode load balancers deliver to the node's own addresses:
-		// kube-proxy captures only VIP-mode ingress IPs.
-		if ing.IP == "" || (ing.IPMode != nil && *ing.IPMode != corev1.LoadBalancerIPModeVIP) {
-			continue
-		}
-		addExt("load-balancer ingress IP", ing.IP)
+	for _, ip := range spec.IngressIPs {
+		addExt("load-balancer ingress IP", ip)
 	}
 	// An address in both, or twice, is one frontend.
 	for f := range extIPs {
@@ -367,7 +357,7 @@ func (b *builder) service(s *service) {
 		extIPs[f] = slices.Compact(extIPs[f])
 	}
 
-	topology := wantsTopology(s.svc)
+	topology := spec.Topology
 	b.parseSlices(s, clusterIP)
 
 	var seen keySet // port and protocol of the ports so far (Addr unset), when many
@@ -458,7 +448,7 @@ func (b *builder) service(s *service) {
 
 // listedBefore reports whether one of ports has k's port and protocol:
 // seen without a set, for the few ports most Services have.
-func listedBefore(ports []corev1.ServicePort, k Key) bool {
+func listedBefore(ports []ServicePort, k Key) bool {
 	for i := range ports {
 		if proto, ok := parseProto(ports[i].Protocol); ok && proto == k.Proto && ports[i].Port == int32(k.Port) {
 			return true

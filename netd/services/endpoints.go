@@ -95,22 +95,15 @@ func (b *builder) parseSlices(s *service, clusterIP [2]netip.Addr) {
 		ps.fam, ps.ports, ps.eps = fam, ps.ports[:0], ps.eps[:0]
 
 		for _, p := range sl.Ports {
-			if p.Port == nil || *p.Port == 0 {
+			if p.Port == 0 {
 				continue // as kube-proxy: a port for "all ports" is not supported
 			}
-			if *p.Port < 1 || *p.Port > 65535 {
-				b.problem(s.name, fmt.Sprintf("EndpointSlice %s: port %d is outside 1..65535; left out", sl.Name, *p.Port))
+			if p.Port < 1 || p.Port > 65535 {
+				b.problem(s.name, fmt.Sprintf("EndpointSlice %s: port %d is outside 1..65535; left out", sl.Name, p.Port))
 				continue
 			}
-			sp := slicePort{port: uint16(*p.Port)}
-			// nil name and protocol are what the API defaults to "" and TCP.
-			if p.Name != nil {
-				sp.name = *p.Name
-			}
-			proto, ok := TCP, true
-			if p.Protocol != nil {
-				proto, ok = parseProto(*p.Protocol)
-			}
+			sp := slicePort{port: uint16(p.Port), name: p.Name}
+			proto, ok := parseProto(p.Protocol)
 			if !ok {
 				continue // matches no Service port
 			}
@@ -144,18 +137,17 @@ func (b *builder) parseSlices(s *service, clusterIP [2]netip.Addr) {
 			if b.in.Dead != nil && b.in.Dead(a) {
 				continue
 			}
-			c := &e.Conditions
 			ep := endpoint{
 				addr:        a,
-				local:       b.in.Node != "" && e.NodeName != nil && *e.NodeName == b.in.Node,
-				ready:       c.Ready == nil || *c.Ready,
-				serving:     c.Serving == nil || *c.Serving,
-				terminating: c.Terminating != nil && *c.Terminating,
+				local:       b.in.Node != "" && e.NodeName == b.in.Node,
+				ready:       e.Ready,
+				serving:     e.Serving,
+				terminating: e.Terminating,
 			}
-			if h := e.Hints; h != nil && len(h.ForZones) > 0 {
+			if len(e.Zones) > 0 {
 				ep.hinted = true
-				for _, z := range h.ForZones {
-					if b.in.Zone != "" && z.Name == b.in.Zone {
+				for _, z := range e.Zones {
+					if b.in.Zone != "" && z == b.in.Zone {
 						ep.forZone = true
 						break
 					}

@@ -74,7 +74,7 @@ func FuzzBuild(f *testing.F) {
 		} else {
 			fi = generate(data)
 		}
-		in := Input{Node: fi.Node, Zone: fi.Zone, Services: fi.Services, Slices: fi.Slices}
+		in := Input{Node: fi.Node, Zone: fi.Zone, Services: fromServices(fi.Services), Slices: fromSlices(fi.Slices)}
 		for _, s := range fi.NodeAddrs {
 			if a, err := netip.ParseAddr(s); err == nil {
 				in.NodeAddrs = append(in.NodeAddrs, a)
