@@ -32,6 +32,15 @@ type Config struct {
 	// a flow that is to be masqueraded (not ExternalLocal); the table's
 	// postrouting chain masquerades packets that carry it and clears it.
 	MasqueradeMark uint32
+	// MasqueradePortMin and MasqueradePortMax bound the source ports
+	// masquerading picks. The range must not hold a NodePort: a
+	// backend's reply to a masqueraded flow arrives at the node's
+	// address and the masquerade port, and where that pair is also a
+	// NodePort frontend the ingress program, which runs before
+	// conntrack, would take the reply for a new flow. Default 32768 to
+	// 60999, Linux's ephemeral ports, above Kubernetes' default NodePort
+	// range (30000-32767).
+	MasqueradePortMin, MasqueradePortMax uint16
 	// FlowEntries is how many flows the conntrack and reverse maps
 	// remember each; the least recently used are forgotten first (a
 	// forgotten flow picks a backend again, a forgotten reply goes out
@@ -48,11 +57,13 @@ type Config struct {
 // caller.
 func DefaultConfig() Config {
 	return Config{
-		HostNetNS:       "",              // the agent's own network namespace
-		Table:           "outpost-tcnat", // one per agent
-		MasqueradeMark:  0x4000,          // kube-proxy's masquerade bit (14), as nftlb's
-		FlowEntries:     65536,
-		AffinityEntries: 16384,
+		HostNetNS:         "",              // the agent's own network namespace
+		Table:             "outpost-tcnat", // one per agent
+		MasqueradeMark:    0x4000,          // kube-proxy's masquerade bit (14), as nftlb's
+		MasqueradePortMin: 32768,           // Linux's ephemeral ports, above the NodePorts
+		MasqueradePortMax: 60999,
+		FlowEntries:       65536,
+		AffinityEntries:   16384,
 	}
 }
 
@@ -63,6 +74,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MasqueradeMark == 0 {
 		c.MasqueradeMark = d.MasqueradeMark
+	}
+	if c.MasqueradePortMin == 0 && c.MasqueradePortMax == 0 {
+		c.MasqueradePortMin, c.MasqueradePortMax = d.MasqueradePortMin, d.MasqueradePortMax
 	}
 	if c.FlowEntries == 0 {
 		c.FlowEntries = d.FlowEntries
@@ -88,6 +102,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("table name %q: want 1 to 31 bytes", c.Table)
 	case bits.OnesCount32(c.MasqueradeMark) != 1:
 		return fmt.Errorf("masquerade mark %#x: want one bit", c.MasqueradeMark)
+	case c.MasqueradePortMin == 0 || c.MasqueradePortMin > c.MasqueradePortMax:
+		return fmt.Errorf("masquerade ports %d-%d", c.MasqueradePortMin, c.MasqueradePortMax)
 	case c.FlowEntries < 1 || c.AffinityEntries < 1:
 		return errors.New("flow and affinity entries must be positive")
 	}

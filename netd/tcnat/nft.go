@@ -14,7 +14,7 @@ import (
 //
 //	table ip <Table> {
 //	  chain postrouting { type nat hook postrouting priority srcnat;
-//	    meta mark & M == M meta mark set meta mark & ~M masquerade fully-random
+//	    meta mark & M == M meta mark set meta mark & ~M masquerade to :P-Q
 //	  }
 //	}
 //
@@ -28,7 +28,7 @@ var nftFamilies = []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.Tabl
 
 // ensureNFT makes the tables, or makes an existing one's chain hold just
 // the masquerade rule, in one transaction.
-func ensureNFT(nsfd int, table string, mark uint32) error {
+func ensureNFT(nsfd int, cfg *Config) error {
 	c, err := nftables.New(nftables.WithNetNSFd(nsfd))
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)
@@ -36,22 +36,23 @@ func ensureNFT(nsfd int, table string, mark uint32) error {
 	defer c.CloseLasting()
 	prio := nftables.ChainPriorityNATSource
 	for _, tf := range nftFamilies {
-		t := c.AddTable(&nftables.Table{Name: table, Family: tf})
+		t := c.AddTable(&nftables.Table{Name: cfg.Table, Family: tf})
 		ch := c.AddChain(&nftables.Chain{Name: chainPost, Table: t, Type: nftables.ChainTypeNAT,
 			Hooknum: nftables.ChainHookPostrouting, Priority: prio})
 		c.FlushChain(ch)
-		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: masquerade(mark)})
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: masquerade(cfg)})
 	}
 	if err := c.Flush(); err != nil {
-		return fmt.Errorf("nftables table %s: %w", table, err)
+		return fmt.Errorf("nftables table %s: %w", cfg.Table, err)
 	}
 	return nil
 }
 
 // masquerade is `meta mark & m == m meta mark set meta mark & ~m
-// masquerade fully-random`: the mark is the program's request, and
+// masquerade to :min-max`: the mark is the program's request, and
 // cleared so that it does not leak into whatever else reads marks.
-func masquerade(m uint32) []expr.Any {
+func masquerade(cfg *Config) []expr.Any {
+	m := cfg.MasqueradeMark
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(m), Xor: make([]byte, 4)},
@@ -59,7 +60,9 @@ func masquerade(m uint32) []expr.Any {
 		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(^m), Xor: make([]byte, 4)},
 		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
-		&expr.Masq{FullyRandom: true},
+		&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(cfg.MasqueradePortMin)},
+		&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(cfg.MasqueradePortMax)},
+		&expr.Masq{ToPorts: true, RegProtoMin: 1, RegProtoMax: 2},
 	}
 }
 

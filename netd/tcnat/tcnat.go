@@ -193,7 +193,7 @@ func (d *Dataplane) open(made *[]pinner) error {
 	if err != nil {
 		return err
 	}
-	if err := ensureNFT(int(d.ns.Fd()), d.cfg.Table, d.cfg.MasqueradeMark); err != nil {
+	if err := ensureNFT(int(d.ns.Fd()), &d.cfg); err != nil {
 		return err
 	}
 	return d.readState()
