@@ -3,6 +3,7 @@ package tcnat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
 
 	"github.com/outpost-mesh/outpost/internal/netnstest"
 	"github.com/outpost-mesh/outpost/netd/services"
@@ -296,5 +298,65 @@ func TestTwoNodes(t *testing.T) {
 				t.Errorf("round %d: node %d's client reached %s over UDP", round, i, a.backend)
 			}
 		}
+	}
+}
+
+// TestSameLAN: the client, node A and node B on one LAN (a bridge); the
+// backend is on node B, reached out of the very interface the client's
+// packets came in on. Masquerading makes B answer A, whose conntrack
+// sends the reply back out of the LAN interface, translated.
+func TestSameLAN(t *testing.T) {
+	if !netnstest.Enter(t) {
+		return
+	}
+	needKernel(t)
+	lan := netnstest.NewNS(t, "lan")
+	nodeA := netnstest.NewNS(t, "nodeA", nodeSysctls...)
+	nodeB := netnstest.NewNS(t, "nodeB", nodeSysctls...)
+	client := netnstest.NewNS(t, "client", hostSysctls...)
+	netnstest.WithNL(t, lan, func(h *netlink.Handle) {
+		if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}); err != nil {
+			t.Skipf("no bridge: %v", err)
+		}
+	})
+	for i, host := range []struct{ ns, name, addr string }{
+		{client, "eth0", "10.0.0.2/24"}, {nodeA, "lan0", "10.0.0.1/24"}, {nodeB, "lan0", "10.0.0.3/24"},
+	} {
+		port := fmt.Sprintf("port%d", i)
+		veth(t, host.ns, host.name, []string{host.addr}, lan, port, nil)
+		netnstest.WithNL(t, lan, func(h *netlink.Handle) {
+			br, err := h.LinkByName("br0")
+			if err == nil {
+				var p netlink.Link
+				if p, err = h.LinkByName(port); err == nil {
+					err = h.LinkSetMaster(p, br)
+				}
+				if err == nil {
+					err = h.LinkSetUp(br)
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	tcpServer(t, nodeB, "10.0.0.3:8080")
+	udpServer(t, nodeB, "10.0.0.3:5353")
+	cfg := DefaultConfig()
+	cfg.PinDir = filepath.Join(bpffs(t), "nodeA")
+	cfg.HostNetNS, cfg.Interfaces = nodeA, []string{"lan0"}
+	d := open(t, cfg)
+	sync_(t, d, table(
+		nodePort("10.0.0.1:30080", services.TCP, "10.0.0.3:8080"),
+		nodePort("10.0.0.1:30053", services.UDP, "10.0.0.3:5353"),
+	))
+	for range 5 {
+		if a := ask(t, client, "10.0.0.1:30080"); a.backend != "10.0.0.3:8080" || netip.MustParseAddrPort(a.peer).Addr() != netip.MustParseAddr("10.0.0.1") {
+			t.Fatalf("TCP: answer %+v, want from 10.0.0.3:8080 seeing node A", a)
+		}
+	}
+	a, from := askUDP(t, client, "10.0.0.1:30053")
+	if netip.MustParseAddrPort(a.peer).Addr() != netip.MustParseAddr("10.0.0.1") || from != netip.MustParseAddrPort("10.0.0.1:30053") {
+		t.Errorf("UDP: backend saw %s, reply from %s; want node A, and from the NodePort", a.peer, from)
 	}
 }
