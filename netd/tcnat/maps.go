@@ -43,18 +43,26 @@ type slotKey struct {
 	Slot uint32
 }
 
-// beVal is a backend: the backends map's value. The programs also keep
-// one, with the frontend's flags in Flags, as a flow's conntrack value.
+// beVal is a backend: the backends map's value.
 type beVal struct {
+	Addr [16]byte
+	Port [2]byte
+	_    [2]byte
+}
+
+// ctVal is the conntrack map's value: the backend a flow was sent to,
+// the frontend's flags, and the slot it was picked from (a UDP flow
+// picks again once the slot holds another backend or none).
+type ctVal struct {
 	Addr  [16]byte
 	Port  [2]byte
 	Flags uint8
 	_     uint8
+	ID    uint32
+	Slot  uint32
 }
 
-// ctKey is a flow as the client sent it: the conntrack map's key, whose
-// value is a beVal (the backend the flow was sent to, and the frontend's
-// flags).
+// ctKey is a flow as the client sent it: the conntrack map's key.
 type ctKey struct {
 	Client [16]byte
 	Front  [16]byte
@@ -111,7 +119,7 @@ func mapSpecs(cfg *Config) map[string]*ebpf.MapSpec {
 			MaxEntries: services.MaxFrontends, Flags: noPrealloc},
 		mapBackends: {Name: "tcnat_be", Type: ebpf.Hash, KeySize: 8, ValueSize: 20,
 			MaxEntries: services.MaxBackendsTotal, Flags: noPrealloc},
-		mapConntrack: {Name: "tcnat_ct", Type: ebpf.LRUHash, KeySize: 40, ValueSize: 20,
+		mapConntrack: {Name: "tcnat_ct", Type: ebpf.LRUHash, KeySize: 40, ValueSize: 28,
 			MaxEntries: uint32(cfg.FlowEntries)},
 		mapReverse: {Name: "tcnat_rev", Type: ebpf.LRUHash, KeySize: 40, ValueSize: 20,
 			MaxEntries: uint32(cfg.FlowEntries)},

@@ -356,7 +356,7 @@ func TestLayout(t *testing.T) {
 	}{
 		{mapFrontends, feKey{}, feVal{}},
 		{mapBackends, slotKey{}, beVal{}},
-		{mapConntrack, ctKey{}, beVal{}},
+		{mapConntrack, ctKey{}, ctVal{}},
 		{mapReverse, revKey{}, feKey{}},
 		{mapAffinity, affKey{}, affVal{}},
 	} {
@@ -374,7 +374,10 @@ func TestLayout(t *testing.T) {
 		{"feVal.Affinity", unsafe.Offsetof(feVal{}.Affinity), feAffinity},
 		{"feVal.Flags", unsafe.Offsetof(feVal{}.Flags), feFlags},
 		{"beVal.Port", unsafe.Offsetof(beVal{}.Port), bePort},
-		{"beVal.Flags", unsafe.Offsetof(beVal{}.Flags), beFlags},
+		{"ctVal.Port", unsafe.Offsetof(ctVal{}.Port), bePort},
+		{"ctVal.Flags", unsafe.Offsetof(ctVal{}.Flags), beFlags},
+		{"ctVal.ID", unsafe.Offsetof(ctVal{}.ID), ctID},
+		{"ctVal.Slot", unsafe.Offsetof(ctVal{}.Slot), ctSlot},
 		{"feKey.Port", unsafe.Offsetof(feKey{}.Port), 16},
 		{"feKey.Proto", unsafe.Offsetof(feKey{}.Proto), 18},
 		{"ctKey.Front", unsafe.Offsetof(ctKey{}.Front), 16},

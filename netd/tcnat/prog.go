@@ -62,12 +62,12 @@ const (
 	stFeVal   = -88  // feVal, copied out of the map
 	stCtKey   = -128 // ctKey
 	stRevKey  = -168 // revKey
-	stBe      = -192 // beVal: the backend (ingress) or frontend (egress) to write
-	stAffKey  = -216 // affKey
-	stAffVal  = -232 // affVal
-	stSlotKey = -240 // slotKey
-	stNow     = -248 // u64 bpf_ktime_get_ns
-	stDiff    = -256 // u64 the checksum difference of an address
+	stBe      = -200 // ctVal: the backend (ingress) or frontend (egress) to write
+	stAffKey  = -224 // affKey
+	stAffVal  = -240 // affVal
+	stSlotKey = -248 // slotKey
+	stNow     = -256 // u64 bpf_ktime_get_ns
+	stDiff    = -264 // u64 the checksum difference of an address
 )
 
 // Offsets in the map values (maps.go).
@@ -78,6 +78,8 @@ const (
 	feFlags    = 12
 	bePort     = 16
 	beFlags    = 18
+	ctID       = 20
+	ctSlot     = 24
 	affLast    = 0
 	affSlot    = 8
 )
@@ -326,7 +328,31 @@ func ingress(f family, mark uint32) asm.Instructions {
 	flow[0] = flow[0].WithSymbol(f.l("flow"))
 	add(flow...)
 	add(asm.JEq.Imm(asm.R0, 0, f.l("pick")))
-	add(copyMem(asm.RFP, stBe, asm.R0, 0, 20, asm.Word)...)
+	add(copyMem(asm.RFP, stBe, asm.R0, 0, 28, asm.Word)...)
+	// A TCP connection keeps its backend to the end, removed or not, as
+	// kube-proxy leaves its conntrack entries; a UDP flow, which has no
+	// end, keeps it only while it is still in its slot: else it picks
+	// again, as kube-proxy clears the conntrack entries of UDP flows to
+	// endpoints that went.
+	add(
+		asm.JEq.Imm(asm.R8, 6, f.l("rewrite")),
+		asm.LoadMem(asm.R1, asm.RFP, stBe+ctID, asm.Word),
+		asm.StoreMem(asm.RFP, stSlotKey, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.RFP, stBe+ctSlot, asm.Word),
+		asm.StoreMem(asm.RFP, stSlotKey+4, asm.R1, asm.Word),
+	)
+	add(lookup(mapBackends, stSlotKey)...)
+	add(asm.JEq.Imm(asm.R0, 0, f.l("pick")))
+	for _, w := range []struct {
+		off  int16
+		size asm.Size
+	}{{0, asm.Word}, {4, asm.Word}, {8, asm.Word}, {12, asm.Word}, {bePort, asm.Half}} {
+		add(
+			asm.LoadMem(asm.R1, asm.R0, w.off, w.size),
+			asm.LoadMem(asm.R2, asm.RFP, stBe+w.off, w.size),
+			asm.JNE.Reg(asm.R1, asm.R2, f.l("pick")),
+		)
+	}
 	add(asm.Ja.Label(f.l("rewrite")))
 
 	// A new flow. No backend: drop (see the package doc).
@@ -381,6 +407,10 @@ func ingress(f family, mark uint32) asm.Instructions {
 	add(
 		asm.LoadMem(asm.R1, asm.RFP, stFeVal+feFlags, asm.Word),
 		asm.StoreMem(asm.RFP, stBe+beFlags, asm.R1, asm.Byte),
+		asm.LoadMem(asm.R1, asm.RFP, stSlotKey, asm.Word),
+		asm.StoreMem(asm.RFP, stBe+ctID, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.RFP, stSlotKey+4, asm.Word),
+		asm.StoreMem(asm.RFP, stBe+ctSlot, asm.R1, asm.Word),
 		// Record (or refresh) the client's affinity.
 		asm.LoadMem(asm.R1, asm.RFP, stFeVal+feAffinity, asm.Word),
 		asm.JEq.Imm(asm.R1, 0, f.l("record")),

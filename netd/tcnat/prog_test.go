@@ -200,13 +200,10 @@ func TestPrograms(t *testing.T) {
 		nodePort("192.168.1.10:30099", services.TCP),
 		local, sticky, spread,
 	)
-	p := makePlan(nil, tab, &ids{})
-	for _, step := range []error{
-		put(maps[mapBackends], p.slots), put(maps[mapFrontends], p.fes),
-	} {
-		if step != nil {
-			t.Fatal(step)
-		}
+	a := &ids{}
+	p := makePlan(nil, tab, a)
+	if err := applyPlan(maps[mapFrontends], maps[mapBackends], p); err != nil {
+		t.Fatal(err)
 	}
 	ap := netip.MustParseAddrPort
 	const syn, ack = 0x02, 0x10
@@ -284,6 +281,29 @@ func TestPrograms(t *testing.T) {
 		}
 		if len(seen) != tc.want {
 			t.Errorf("64 connections to %s went to %d backends, want %d", tc.fe, len(seen), tc.want)
+		}
+	}
+
+	// The backends change: a UDP flow picks again, an established TCP
+	// connection keeps its backend, a new one goes to the new backend.
+	tab[services.Key{Addr: ap("192.168.1.10:0").Addr(), Port: 30053, Proto: services.UDP}].ExternalBackends = []services.Backend{{Addr: ap("10.42.0.6:5353")}}
+	tab[services.Key{Addr: ap("192.168.1.10:0").Addr(), Port: 30080, Proto: services.TCP}].ExternalBackends = []services.Backend{{Addr: ap("10.42.0.6:8080")}}
+	if err := applyPlan(maps[mapFrontends], maps[mapBackends], makePlan(p.next, tab, a)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		p    pkt
+		want string
+	}{
+		{"UDP flow", pkt{src: ap("192.168.1.2:40001"), dst: ap("192.168.1.10:30053"), proto: 17}, "10.42.0.6:5353"},
+		{"TCP established", pkt{src: ap("192.168.1.2:40000"), dst: ap("192.168.1.10:30080"), proto: 6, flags: ack}, "10.42.0.5:8080"},
+		{"TCP new", pkt{src: ap("192.168.1.2:40100"), dst: ap("192.168.1.10:30080"), proto: 6, flags: syn}, "10.42.0.6:8080"},
+		{"TCP new, same ports as the established", pkt{src: ap("192.168.1.2:40000"), dst: ap("192.168.1.10:30080"), proto: 6, flags: syn}, "10.42.0.6:8080"},
+	} {
+		_, got, _ := run(t, in, tc.p.bytes())
+		if pp := parseFrame(t, got); pp.dst != ap(tc.want) || !pp.csumOK {
+			t.Errorf("after the change, %s: went to %v, want %s", tc.name, pp.dst, tc.want)
 		}
 	}
 

@@ -422,7 +422,11 @@ func (d *Dataplane) Sync(ctx context.Context, t services.Table) error {
 }
 
 func (d *Dataplane) apply(p *plan) error {
-	fes, backends := d.maps[mapFrontends], d.maps[mapBackends]
+	return applyPlan(d.maps[mapFrontends], d.maps[mapBackends], p)
+}
+
+// applyPlan carries p out on the frontends and backends maps.
+func applyPlan(fes, backends *ebpf.Map, p *plan) error {
 	if err := put(backends, p.holes); err != nil {
 		return fmt.Errorf("write backends: %w", err)
 	}
