@@ -17,7 +17,7 @@ import (
 func bigTable(n int) services.Table {
 	t := make(services.Table, n)
 	for i := range n {
-		k := services.Key{Addr: netip.AddrFrom4([4]byte{192, 168, byte(i >> 8), byte(i)}), Port: 30080, Proto: services.TCP}
+		k := services.Key{Addr: netip.AddrFrom4([4]byte{172, 16 + byte(i>>16), byte(i >> 8), byte(i)}), Port: 30080, Proto: services.TCP}
 		f := &services.Frontend{Key: k, Kind: services.NodePort, Service: fmt.Sprintf("default/s%d", i)}
 		for j := range 4 {
 			a := netip.AddrFrom4([4]byte{10, 42, byte(i >> 6), byte(i<<2 | j)})

@@ -552,6 +552,57 @@ func (d *Dataplane) Remove(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Uninstall takes away the translation of a node whose dataplane is not
+// open (the agent gave up eBPF, say): it removes the pins New makes
+// under cfg.PinDir, links first, then PinDir if that leaves it empty,
+// and deletes the masquerade table in cfg.HostNetNS. With no handle left
+// open, the links detach and the maps are freed. What is already gone is
+// not an error.
+func Uninstall(ctx context.Context, cfg Config) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cfg.setDefaults()
+	var errs []error
+	if ok, err := isBPFFS(cfg.PinDir); err == nil && ok {
+		ents, err := os.ReadDir(cfg.PinDir)
+		if err != nil {
+			return fmt.Errorf("pin dir: %w", err)
+		}
+		var names []string
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "link_") {
+				names = append(names, e.Name())
+			}
+		}
+		for name := range mapSpecs(&cfg) {
+			names = append(names, name)
+		}
+		for _, name := range names {
+			if err := os.Remove(filepath.Join(cfg.PinDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		if err := os.Remove(cfg.PinDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("pin dir: %w", err))
+		}
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	} else if err == nil {
+		errs = append(errs, fmt.Errorf("pin dir %s: not on a bpffs mount", cfg.PinDir))
+	}
+	path := cfg.HostNetNS
+	if path == "" {
+		path = "/proc/thread-self/ns/net"
+	}
+	ns, err := os.Open(path)
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("open node netns: %w", err))...)
+	}
+	defer ns.Close()
+	return errors.Join(append(errs, removeNFT(int(ns.Fd()), cfg.Table))...)
+}
+
 // MountBPFFS mounts a bpffs at path, made if missing, unless one is
 // there already.
 func MountBPFFS(path string) error {

@@ -360,3 +360,120 @@ func TestSameLAN(t *testing.T) {
 		t.Errorf("UDP: backend saw %s, reply from %s; want node A, and from the NodePort", a.peer, from)
 	}
 }
+
+// TestInterfaces: a New whose Interfaces changed detaches from the
+// interfaces left out and attaches to new ones; an interface made anew
+// (its programs died with the old one) gets them again. Uninstall
+// takes away what a closed dataplane left.
+func TestInterfaces(t *testing.T) {
+	if !netnstest.Enter(t) {
+		return
+	}
+	needKernel(t)
+	node := netnstest.NewNS(t, "node")
+	mkVeth := func(name string) {
+		netnstest.WithNL(t, node, func(h *netlink.Handle) {
+			if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	mkVeth("lan0")
+	mkVeth("lan1")
+	cfg := DefaultConfig()
+	cfg.PinDir = filepath.Join(bpffs(t), "node")
+	cfg.HostNetNS = node
+	count := func(name string) int {
+		n := 0
+		for _, ids := range attached(t, node, name) {
+			n += len(ids)
+		}
+		return n
+	}
+	reopen := func(ifs ...string) {
+		t.Helper()
+		cfg.Interfaces = ifs
+		d, err := New(cfg)
+		if err != nil {
+			t.Fatalf("New(%v): %v", ifs, err)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reopen("lan0", "lan1")
+	if a, b := count("lan0"), count("lan1"); a != 2 || b != 2 {
+		t.Fatalf("programs on lan0 and lan1: %d and %d, want 2 each", a, b)
+	}
+	reopen("lan0")
+	if a, b := count("lan0"), count("lan1"); a != 2 || b != 0 {
+		t.Fatalf("after dropping lan1, programs on lan0 and lan1: %d and %d, want 2 and 0", a, b)
+	}
+	netnstest.WithNL(t, node, func(h *netlink.Handle) {
+		l, err := h.LinkByName("lan0")
+		if err == nil {
+			err = h.LinkDel(l)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	mkVeth("lan0")
+	if n := count("lan0"); n != 0 {
+		t.Fatalf("a new lan0 has %d programs", n)
+	}
+	reopen("lan0")
+	if n := count("lan0"); n != 2 {
+		t.Fatalf("after New, the new lan0 has %d programs, want 2", n)
+	}
+	// A missing interface fails New, and leaves what was there.
+	cfg.Interfaces = []string{"lan0", "nosuch"}
+	if _, err := New(cfg); err == nil {
+		t.Fatal("New with a missing interface succeeded")
+	}
+	if n := count("lan0"); n != 2 {
+		t.Fatalf("after a failed New, lan0 has %d programs, want 2", n)
+	}
+
+	if err := Uninstall(context.Background(), cfg); err != nil {
+		t.Fatalf("Uninstall: %v", err)
+	}
+	if n := count("lan0"); n != 0 {
+		t.Errorf("after Uninstall, lan0 has %d programs", n)
+	}
+	if _, err := os.Stat(cfg.PinDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pin dir after Uninstall: %v", err)
+	}
+	if tabs := nftTables(t, node); len(tabs) != 0 {
+		t.Errorf("nftables tables after Uninstall: %v", tabs)
+	}
+	if err := Uninstall(context.Background(), cfg); err != nil {
+		t.Errorf("second Uninstall: %v", err)
+	}
+}
+
+// TestTooLarge: a table beyond the limits changes nothing.
+func TestTooLarge(t *testing.T) {
+	if !netnstest.Enter(t) {
+		return
+	}
+	needKernel(t)
+	l := newLab(t, filepath.Join(bpffs(t), "node"))
+	tcpServer(t, l.pod, "10.1.0.2:8080")
+	d := open(t, l.config())
+	small := table(nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:8080"))
+	sync_(t, d, small)
+	big := bigTable(services.MaxFrontends + 1)
+	if err := d.Sync(context.Background(), big); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Sync of %d frontends = %v, want ErrTooLarge", len(big), err)
+	}
+	if err := d.readState(); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.state) != 1 {
+		t.Errorf("after the refused Sync the maps hold %d frontends, want 1", len(d.state))
+	}
+	if a := ask(t, l.client, "10.0.0.1:30080"); a.backend != "10.1.0.2:8080" {
+		t.Errorf("after the refused Sync: answer %+v", a)
+	}
+}
