@@ -2,6 +2,7 @@ package tcnat
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -394,4 +395,32 @@ func attached(t *testing.T, ns, name string) map[string][]ebpf.ProgramID {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// bulk sends n bytes through the echo server on c and checks they come
+// back.
+func bulk(t *testing.T, c net.Conn, n int) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Write(data)
+		errc <- err
+	}()
+	got := make([]byte, n)
+	_, rerr := io.ReadFull(c, got)
+	if err := <-errc; err != nil {
+		t.Fatalf("bulk write: %v", err)
+	}
+	if rerr != nil {
+		t.Fatalf("bulk read: %v", rerr)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("bulk data came back changed")
+	}
 }

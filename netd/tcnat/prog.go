@@ -166,7 +166,8 @@ func program(dir direction, mark uint32) asm.Instructions {
 	)
 }
 
-// call calls fn with R1 the context.
+// loadBytes loads n bytes of the packet at offset off onto the stack at
+// to, going to next if the packet is shorter.
 func loadBytes(off asm.Register, to int16, n int32) asm.Instructions {
 	return asm.Instructions{
 		asm.Mov.Reg(asm.R1, asm.R6),

@@ -32,14 +32,23 @@
 // where the egress program translates them. Local frontends keep the
 // client's address and need no conntrack at all.
 //
-// A frontend without external backends drops new flows: a tc program
-// could answer with a TCP RST or ICMP unreachable as kube-proxy's reject
-// rules do, but only by building packets; the client times out instead.
-// IPv4 fragments, IPv6 packets with extension headers, SCTP, ICMP errors
-// about a flow and non-Ethernet interfaces pass untranslated. A UDP
-// flow keeps its backend while its conntrack entry lasts, even after
-// Sync removed that backend (an entry is forgotten only when the LRU map
-// needs the room); a new TCP connection always picks afresh.
+// The masquerade picks source ports in a range that holds no NodePort
+// (Config.MasqueradePortMin): the ingress program runs before conntrack,
+// so a backend's reply to node:port must never look like a new flow to
+// a NodePort.
+//
+// A TCP connection keeps its backend to its end, even once Sync removed
+// that backend (as kube-proxy keeps conntrack entries), and every SYN
+// picks afresh; a UDP flow picks again as soon as its backend has left
+// its slot (as kube-proxy clears UDP conntrack entries). A frontend
+// without external backends drops new flows: a tc program could answer
+// with a TCP RST or ICMP unreachable as kube-proxy's reject rules do, but
+// only by building packets; the client times out instead. IPv4
+// fragments, IPv6 packets with extension headers, SCTP, ICMP errors about
+// a flow and non-Ethernet interfaces pass untranslated. Every packet
+// that arrives on the LAN interfaces counts as external, whatever its
+// source (nftlb's External mode sends traffic from the cluster CIDR to
+// Backends instead).
 //
 // The programs are built in Go with cilium/ebpf's asm package (no C
 // compiler needed). Maps and links are pinned on bpffs: the routing

@@ -45,6 +45,16 @@ func TestNodePort(t *testing.T) {
 	if a := ask(t, l.client, "[fd00::1]:30080"); a.backend != "[fd01::2]:8080" || netip.MustParseAddrPort(a.peer).Addr() != netip.MustParseAddr("fd01::1") {
 		t.Errorf("TCP to [fd00::1]:30080: answer %+v, want from [fd01::2]:8080 seeing fd01::1", a)
 	}
+	// A megabyte each way: segmentation offload (GSO/GRO) packets, with
+	// partial checksums, cross the programs.
+	for _, fe := range []string{"10.0.0.1:30080", "[fd00::1]:30080"} {
+		_, c, err := dial(t, l.client, fe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bulk(t, c, 1<<20)
+		c.Close()
+	}
 	for _, fe := range []string{"10.0.0.1:30053", "[fd00::1]:30053"} {
 		a, from := askUDP(t, l.client, fe)
 		if from != netip.MustParseAddrPort(fe) {
