@@ -184,6 +184,11 @@ func (d *Dataplane) open(made *[]pinner) error {
 			if err != nil {
 				return fmt.Errorf("interface %s: %w", name, err)
 			}
+			if len(ifi.HardwareAddr) != 6 {
+				// The programs read the IP header after an Ethernet
+				// header; a tunnel or other layer 3 device has none.
+				return fmt.Errorf("interface %s: not Ethernet", name)
+			}
 			for _, dir := range directions {
 				pin := linkPin(name, dir)
 				want[pin] = true

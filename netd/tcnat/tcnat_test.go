@@ -436,11 +436,20 @@ func TestInterfaces(t *testing.T) {
 	if n := count("lan0"); n != 2 {
 		t.Fatalf("after New, the new lan0 has %d programs, want 2", n)
 	}
-	// A missing interface fails New, and leaves what was there.
-	cfg.Interfaces = []string{"lan0", "nosuch"}
-	if _, err := New(cfg); err == nil {
-		t.Fatal("New with a missing interface succeeded")
+	// A missing interface, or one without Ethernet headers, fails New,
+	// and leaves what was there.
+	netnstest.WithNL(t, node, func(h *netlink.Handle) {
+		if err := h.LinkAdd(&netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: "tun0"}, Mode: netlink.TUNTAP_MODE_TUN, Flags: netlink.TUNTAP_DEFAULTS | netlink.TUNTAP_NO_PI}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	for _, bad := range []string{"nosuch", "tun0"} {
+		cfg.Interfaces = []string{"lan0", bad}
+		if _, err := New(cfg); err == nil {
+			t.Fatalf("New with interface %s succeeded", bad)
+		}
 	}
+	cfg.Interfaces = []string{"lan0"}
 	if n := count("lan0"); n != 2 {
 		t.Fatalf("after a failed New, lan0 has %d programs, want 2", n)
 	}
