@@ -423,3 +423,67 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// FuzzTable decodes arbitrary bytes into a table, any address, kind,
+// protocol and backends, as a broken Build might hand one over: validate
+// never panics, and a table it accepts is planned and carried out to
+// exactly itself.
+func FuzzTable(f *testing.F) {
+	f.Add([]byte("\x02\x06\x01\x00\x50\x0a\x00\x00\x01\x02\x0a\x2a\x00\x01"))
+	f.Add([]byte("\x03\x11\x00\x75\x30\xfd\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 4096 {
+			return
+		}
+		tab := services.Table{}
+		for len(data) >= 5 {
+			kind, proto, flags, port := data[0], data[1], data[2], binary.BigEndian.Uint16(data[3:5])
+			data = data[5:]
+			addr, rest, ok := takeAddr(data, flags&1 != 0)
+			if !ok {
+				break
+			}
+			data = rest
+			fe := &services.Frontend{
+				Key:           services.Key{Addr: addr, Port: port, Proto: services.Proto(proto)},
+				Kind:          services.Kind(kind % 4),
+				ExternalLocal: flags&2 != 0,
+				Affinity:      time.Duration(flags>>2) * time.Minute,
+			}
+			n := 0
+			if len(data) > 0 {
+				n, data = int(data[0]%8), data[1:]
+			}
+			for range n {
+				b, rest, ok := takeAddr(data, flags&16 != 0)
+				if !ok || len(rest) < 2 {
+					break
+				}
+				fe.ExternalBackends = append(fe.ExternalBackends, services.Backend{Addr: netip.AddrPortFrom(b, binary.BigEndian.Uint16(rest))})
+				data = rest[2:]
+			}
+			tab[fe.Key] = fe
+		}
+		if validate(tab) != nil {
+			return
+		}
+		m := newModel()
+		if _, err := syncModel(m, map[feKey]*feState{}, &ids{}, services.Table{}, tab); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// takeAddr reads a 4- or 16-byte address off data.
+func takeAddr(data []byte, v6 bool) (netip.Addr, []byte, bool) {
+	if v6 {
+		if len(data) < 16 {
+			return netip.Addr{}, nil, false
+		}
+		return netip.AddrFrom16([16]byte(data[:16])), data[16:], true
+	}
+	if len(data) < 4 {
+		return netip.Addr{}, nil, false
+	}
+	return netip.AddrFrom4([4]byte(data[:4])), data[4:], true
+}

@@ -3,11 +3,14 @@ package tcnat
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/outpost-mesh/outpost/netd/services"
 )
@@ -151,15 +154,20 @@ func parseFrame(t *testing.T, frame []byte) parsed {
 // the mark.
 func run(t *testing.T, prog *ebpf.Program, frame []byte) (int32, []byte, uint32) {
 	t.Helper()
+	ret, out, mark, err := tryRun(prog, frame)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return ret, out, mark
+}
+
+func tryRun(prog *ebpf.Program, frame []byte) (int32, []byte, uint32, error) {
 	out := make([]byte, len(frame)+256)
 	// struct __sk_buff up to queue_mapping: len and pkt_type must be
 	// zero, mark is read back.
 	ctxOut := make([]byte, 256) // at least sizeof(struct __sk_buff)
 	ret, err := prog.Run(&ebpf.RunOptions{Data: frame, DataOut: out, Context: make([]byte, 16), ContextOut: ctxOut})
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	return int32(ret), out[:len(frame)], binary.NativeEndian.Uint32(ctxOut[8:])
+	return int32(ret), out[:len(frame)], binary.NativeEndian.Uint32(ctxOut[8:]), err
 }
 
 // TestPrograms runs the programs on packets (BPF_PROG_TEST_RUN): what is
@@ -311,4 +319,77 @@ func TestPrograms(t *testing.T) {
 	if ret, _, _ := run(t, in, pkt{src: ap("192.168.1.2:40000"), dst: ap("192.168.1.10:30099"), proto: 6, flags: syn}.bytes()); ret != tcxDrop {
 		t.Errorf("SYN to a frontend without backends: verdict %d, want drop", ret)
 	}
+}
+
+// FuzzUntouched runs both programs on arbitrary frames with empty maps:
+// whatever a LAN sends, a packet that matches no frontend and no reverse
+// entry comes out as it went in.
+func FuzzUntouched(f *testing.F) {
+	ap := netip.MustParseAddrPort
+	f.Add(pkt{src: ap("192.168.1.2:40000"), dst: ap("192.168.1.10:30080"), proto: 6, flags: 2}.bytes())
+	f.Add(pkt{src: ap("[fd00::2]:53"), dst: ap("[fd00::10]:30053"), proto: 17}.bytes())
+	f.Add(pkt{src: ap("192.168.1.2:1"), dst: ap("192.168.1.10:2"), proto: 17, frag: true}.bytes())
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		if len(frame) < 14 || len(frame) > 1514 {
+			return // BPF_PROG_TEST_RUN wants an Ethernet header, at most a frame
+		}
+		progs := untouchedProgs(t)
+		for i, p := range progs {
+			ret, got, mark, err := tryRun(p, frame)
+			if errors.Is(err, unix.EINVAL) {
+				return // a frame BPF_PROG_TEST_RUN refuses to build an skb of
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ret != tcxNext || !bytes.Equal(got, frame) || mark != 0 {
+				t.Fatalf("%s: verdict %d, mark %#x, frame changed %v", directions[i].name, ret, mark, !bytes.Equal(got, frame))
+			}
+		}
+	})
+}
+
+// untouchedProgs loads the programs against empty maps, once per
+// process.
+func untouchedProgs(t *testing.T) []*ebpf.Program {
+	untouched.once.Do(func() {
+		if err := Supported(); err != nil {
+			untouched.err = err
+			return
+		}
+		cfg := DefaultConfig()
+		cfg.FlowEntries, cfg.AffinityEntries = 16, 16
+		maps := map[string]*ebpf.Map{}
+		for name, spec := range mapSpecs(&cfg) {
+			m, err := ebpf.NewMap(spec)
+			if err != nil {
+				untouched.err = err
+				return
+			}
+			maps[name] = m
+		}
+		for _, dir := range directions {
+			p, err := load(dir, cfg.MasqueradeMark, maps)
+			if err != nil {
+				untouched.err = err
+				return
+			}
+			untouched.progs = append(untouched.progs, p)
+		}
+		// The programs hold the maps.
+		for _, m := range maps {
+			m.Close()
+		}
+	})
+	if untouched.err != nil {
+		t.Skipf("programs not loaded: %v", untouched.err)
+	}
+	return untouched.progs
+}
+
+var untouched struct {
+	once  sync.Once
+	progs []*ebpf.Program
+	err   error
 }
