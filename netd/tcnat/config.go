@@ -44,12 +44,12 @@ type Config struct {
 	// FlowEntries is how many flows the conntrack and reverse maps
 	// remember each; the least recently used are forgotten first (a
 	// forgotten flow picks a backend again, a forgotten reply goes out
-	// untranslated). Default 65536, some 10 MiB of kernel memory for the
+	// untranslated). Default 65536, some 15 MiB of kernel memory for the
 	// two maps (entries are allocated up front).
 	FlowEntries int
 	// AffinityEntries is how many (client, frontend) ClientIP
 	// affinities are remembered; the least recently used are forgotten
-	// first. Default 16384, some 1 MiB.
+	// first. Default 16384, some 1.5 MiB (LRU maps allocate up front).
 	AffinityEntries int
 }
 
