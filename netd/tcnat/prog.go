@@ -68,6 +68,7 @@ const (
 	stSlotKey = -248 // slotKey
 	stNow     = -256 // u64 bpf_ktime_get_ns
 	stDiff    = -264 // u64 the checksum difference of an address
+	stSyn     = -272 // u64 whether the packet is a TCP SYN without ACK
 )
 
 // Offsets in the map values (maps.go).
@@ -312,10 +313,10 @@ func ingress(f family, mark uint32) asm.Instructions {
 		asm.LoadMem(asm.R1, asm.RFP, stL4+2, asm.Half),
 		asm.StoreMem(asm.RFP, stCtKey+34, asm.R1, asm.Half),
 		asm.StoreMem(asm.RFP, stCtKey+36, asm.R8, asm.Byte),
+	)
+	add(zero(stSyn, 8)...)
+	add(
 		asm.JNE.Imm(asm.R8, 6, f.l("flow")),
-		// A SYN without ACK starts a new connection: it picks a
-		// backend afresh, whatever an earlier one of the same ports
-		// left in the conntrack map.
 		asm.Mov.Reg(asm.R2, asm.R7),
 		asm.Add.Imm(asm.R2, tcpFlagsOff),
 	)
@@ -323,7 +324,9 @@ func ingress(f family, mark uint32) asm.Instructions {
 	add(
 		asm.LoadMem(asm.R1, asm.RFP, stFlags, asm.Byte),
 		asm.And.Imm(asm.R1, 0x12), // SYN|ACK
-		asm.JEq.Imm(asm.R1, 0x02, f.l("pick")),
+		asm.JNE.Imm(asm.R1, 0x02, f.l("flow")),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.StoreMem(asm.RFP, stSyn, asm.R1, asm.DWord),
 	)
 	flow := lookup(mapConntrack, stCtKey)
 	flow[0] = flow[0].WithSymbol(f.l("flow"))
@@ -331,13 +334,17 @@ func ingress(f family, mark uint32) asm.Instructions {
 	add(asm.JEq.Imm(asm.R0, 0, f.l("pick")))
 	add(copyMem(asm.RFP, stBe, asm.R0, 0, 28, asm.Word)...)
 	// A TCP connection keeps its backend to the end, removed or not, as
-	// kube-proxy leaves its conntrack entries; a UDP flow, which has no
-	// end, keeps it only while it is still in its slot: else it picks
-	// again, as kube-proxy clears the conntrack entries of UDP flows to
-	// endpoints that went.
+	// kube-proxy leaves its conntrack entries. A SYN (a retransmitted
+	// one, or a new connection from the same port) and a UDP packet,
+	// whose flow has no end, keep it only while it is still in its
+	// slot, else pick again: as kube-proxy clears the conntrack entries
+	// of UDP flows to endpoints that went, and a connection after a
+	// removal must not go to the removed backend.
 	add(
-		asm.JEq.Imm(asm.R8, 6, f.l("rewrite")),
-		asm.LoadMem(asm.R1, asm.RFP, stBe+ctID, asm.Word),
+		asm.JNE.Imm(asm.R8, 6, f.l("check")),
+		asm.LoadMem(asm.R1, asm.RFP, stSyn, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, f.l("rewrite")),
+		asm.LoadMem(asm.R1, asm.RFP, stBe+ctID, asm.Word).WithSymbol(f.l("check")),
 		asm.StoreMem(asm.RFP, stSlotKey, asm.R1, asm.Word),
 		asm.LoadMem(asm.R1, asm.RFP, stBe+ctSlot, asm.Word),
 		asm.StoreMem(asm.RFP, stSlotKey+4, asm.R1, asm.Word),

@@ -315,6 +315,17 @@ func TestPrograms(t *testing.T) {
 		}
 	}
 
+	// A SYN sent again (its SYN-ACK lost, say) goes where the first
+	// went, among four backends.
+	for port := range uint16(16) {
+		syn1 := pkt{src: netip.AddrPortFrom(ap("192.168.1.4:0").Addr(), 51000+port), dst: ap("192.168.1.10:30083"), proto: 6, flags: syn}
+		_, first, _ := run(t, in, syn1.bytes())
+		_, again, _ := run(t, in, syn1.bytes())
+		if a, b := parseFrame(t, first).dst, parseFrame(t, again).dst; a != b {
+			t.Fatalf("a SYN went to %s, the same SYN again to %s", a, b)
+		}
+	}
+
 	// A frontend without backends drops new flows.
 	if ret, _, _ := run(t, in, pkt{src: ap("192.168.1.2:40000"), dst: ap("192.168.1.10:30099"), proto: 6, flags: syn}.bytes()); ret != tcxDrop {
 		t.Errorf("SYN to a frontend without backends: verdict %d, want drop", ret)

@@ -10,9 +10,8 @@
 // The ingress program looks a TCP or UDP packet's destination up in the
 // frontends map. A packet of a known flow (the conntrack map, an LRU
 // hash keyed by client address and port, frontend address and port and
-// protocol) goes to the flow's backend; the first packet of a flow, and
-// every TCP SYN without ACK, picks one of the frontend's external
-// backends: the client's while its ClientIP affinity lasts (the affinity
+// protocol) goes to the flow's backend; the first packet of a flow picks
+// one of the frontend's external backends: the client's while its ClientIP affinity lasts (the affinity
 // map), else a random one. The destination address and port are
 // rewritten, checksums fixed by difference, and the reverse map (an LRU
 // hash keyed by backend and client address and port and protocol)
@@ -38,9 +37,11 @@
 // a NodePort.
 //
 // A TCP connection keeps its backend to its end, even once Sync removed
-// that backend (as kube-proxy keeps conntrack entries), and every SYN
-// picks afresh; a UDP flow picks again as soon as its backend has left
-// its slot (as kube-proxy clears UDP conntrack entries). A frontend
+// that backend (as kube-proxy keeps conntrack entries); a SYN, and a UDP
+// packet, keep the flow's backend only while it is still one of the
+// frontend's (in its slot), and pick again once it went (as kube-proxy
+// clears UDP conntrack entries), so a retransmitted SYN goes where the
+// first one went and a new connection never to a removed backend. A frontend
 // without external backends drops new flows: a tc program could answer
 // with a TCP RST or ICMP unreachable as kube-proxy's reject rules do, but
 // only by building packets; the client times out instead. IPv4
