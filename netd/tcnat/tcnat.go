@@ -10,9 +10,9 @@
 // The ingress program looks a TCP or UDP packet's destination up in the
 // frontends map. A packet of a known flow (the conntrack map, an LRU
 // hash keyed by client address and port, frontend address and port and
-// protocol) goes to the flow's backend; the first packet of a flow picks
-// one of the frontend's external backends: the client's while its ClientIP affinity lasts (the affinity
-// map), else a random one. The destination address and port are
+// protocol) goes to the flow's backend; the first packet of a flow
+// picks one of the frontend's external backends: the client's while its
+// ClientIP affinity lasts (the affinity map), else a random one. The destination address and port are
 // rewritten, checksums fixed by difference, and the reverse map (an LRU
 // hash keyed by backend and client address and port and protocol)
 // remembers the frontend. The egress program, on the same interfaces,
