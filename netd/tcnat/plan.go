@@ -1,0 +1,321 @@
+package tcnat
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/outpost-mesh/outpost/netd/services"
+)
+
+// ErrTooLarge is returned, wrapped, by Sync when the frontends a Table
+// has for this dataplane go beyond services.MaxFrontends, MaxBackends or
+// MaxBackendsTotal; the maps are then left as they were.
+var ErrTooLarge = errors.New("table beyond the dataplane's limits")
+
+// ErrInvalid is returned, wrapped, by Sync when a Table holds a frontend
+// the dataplane cannot route (a key that is not its map key, an address
+// that is zero or 4-in-6 mapped, a backend of the other family); the maps
+// are then left as they were.
+var ErrInvalid = errors.New("invalid frontend")
+
+// routed reports whether the dataplane routes f: NodePort and ExternalIP
+// frontends of TCP and UDP. ClusterIPs are the socket hooks' (ebpflb);
+// SCTP passes the programs untouched (nftables routes it, or nothing).
+func routed(f *services.Frontend) bool {
+	return (f.Kind == services.NodePort || f.Kind == services.ExternalIP) &&
+		(f.Key.Proto == services.TCP || f.Key.Proto == services.UDP)
+}
+
+// feState is what the maps hold for one frontend.
+type feState struct {
+	id    uint32
+	aff   uint32
+	flags uint32
+	// slots are the backends map's entries {id, 0..len(slots)-1}, and
+	// len(slots) the frontends entry's Count. A slot found missing when
+	// the maps were read is the zero beVal, which no backend equals.
+	slots []beVal
+	// stray are slots at or beyond Count found in the maps (only after
+	// a Sync that failed half way).
+	stray []uint32
+	// dirty says the frontends entry must be rewritten even if nothing
+	// else changed (its id was taken by another entry).
+	dirty bool
+}
+
+// batch is map entries to write in one batch.
+type batch[K, V any] struct {
+	keys []K
+	vals []V
+}
+
+func (b *batch[K, V]) add(k K, v V) {
+	b.keys = append(b.keys, k)
+	b.vals = append(b.vals, v)
+}
+
+// plan is a Sync's map operations, in the order they are made. The order
+// keeps, at every moment and for every frontend, its Count no greater
+// than the slots it has filled (a new flow never picks an empty slot),
+// and the backends map no fuller than the larger of the old and new
+// tables. It is the order netd/ebpflb's plan keeps, for the same reasons.
+type plan struct {
+	// 1. Frontends that shrink: the slots below their new Count that
+	// change (keys that exist already).
+	holes batch[slotKey, beVal]
+	// 2. Frontends removed, and those that shrink lowered to their new
+	// Count.
+	feDel    []feKey
+	feShrink batch[feKey, feVal]
+	// 3. Slots no frontend uses any more.
+	slotDel []slotKey
+	// 4. Frontends that are new or grow or keep their size: every slot
+	// that changes, new ones included.
+	slots batch[slotKey, beVal]
+	// 5. Their frontends entries, raising Count last.
+	fes batch[feKey, feVal]
+
+	// next is the state once the plan is carried out, and freed the
+	// frontend ids it no longer uses.
+	next  map[feKey]*feState
+	freed []uint32
+}
+
+// ops returns how many map entries p writes or deletes.
+func (p *plan) ops() int {
+	return len(p.holes.keys) + len(p.feDel) + len(p.feShrink.keys) + len(p.slotDel) + len(p.slots.keys) + len(p.fes.keys)
+}
+
+// ids hands out frontend ids. An id freed by a Sync is handed out again
+// only by a later one, so a program that read a removed frontend's entry
+// just before it went never finds another frontend's backends under it.
+type ids struct {
+	next uint32
+	free []uint32
+}
+
+const maxID = 2 * services.MaxFrontends
+
+func (a *ids) get() uint32 {
+	if len(a.free) > 0 {
+		id := a.free[0]
+		a.free = a.free[1:]
+		return id
+	}
+	a.next++
+	return a.next
+}
+
+// validate checks the frontends of t this dataplane routes against the
+// limits and for what cannot be routed.
+func validate(t services.Table) error {
+	n, total := 0, 0
+	for k, f := range t {
+		if f == nil {
+			return fmt.Errorf("%s: nil frontend: %w", k, ErrInvalid)
+		}
+		if !routed(f) {
+			continue
+		}
+		n++
+		switch {
+		case f.Key != k:
+			return fmt.Errorf("%s: frontend keyed %s: %w", k, f.Key, ErrInvalid)
+		case !k.Addr.IsValid() || k.Addr.IsUnspecified() || k.Addr.Is4In6() || k.Addr.Zone() != "":
+			return fmt.Errorf("%s: address: %w", k, ErrInvalid)
+		case len(f.ExternalBackends) > services.MaxBackends:
+			return fmt.Errorf("%s: %d external backends, at most %d: %w", k, len(f.ExternalBackends), services.MaxBackends, ErrTooLarge)
+		}
+		for _, b := range f.ExternalBackends {
+			if a := b.Addr.Addr(); !a.IsValid() || a.Is4In6() || a.Is4() != k.Addr.Is4() || a.Zone() != "" {
+				return fmt.Errorf("%s: backend %s: %w", k, b.Addr, ErrInvalid)
+			}
+		}
+		total += len(f.ExternalBackends)
+	}
+	if n > services.MaxFrontends {
+		return fmt.Errorf("%d frontends, at most %d: %w", n, services.MaxFrontends, ErrTooLarge)
+	}
+	if total > services.MaxBackendsTotal {
+		return fmt.Errorf("%d backends, at most %d: %w", total, services.MaxBackendsTotal, ErrTooLarge)
+	}
+	return nil
+}
+
+// affinitySeconds is the ClientIP affinity timeout in whole seconds,
+// rounded up; 0 for none.
+func affinitySeconds(d time.Duration) uint32 {
+	if d <= 0 {
+		return 0
+	}
+	s := (d + time.Second - 1) / time.Second
+	return uint32(min(s, math.MaxUint32))
+}
+
+func flagsOf(f *services.Frontend) uint32 {
+	if f.ExternalLocal {
+		return flagLocal
+	}
+	return 0
+}
+
+// desired returns f's external backends as slot values, without
+// repeats, in f's order.
+func desired(f *services.Frontend) []beVal {
+	out := make([]beVal, 0, len(f.ExternalBackends))
+	for _, b := range f.ExternalBackends {
+		v := beOf(b)
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// assign returns the slots of want given the slots old: a backend kept
+// stays in its slot when that slot is below len(want), so that a client
+// with affinity for it keeps it and its slot needs no write; the other
+// slots take the new backends and those moved down, in want's order.
+func assign(old, want []beVal) []beVal {
+	n := len(want)
+	out := make([]beVal, n)
+	filled := make([]bool, n)
+	var rest []beVal
+	for _, b := range want {
+		if i := slices.Index(old, b); i >= 0 && i < n && !filled[i] {
+			out[i], filled[i] = b, true
+			continue
+		}
+		rest = append(rest, b)
+	}
+	for i := range out {
+		if !filled[i] {
+			out[i], rest = rest[0], rest[1:]
+		}
+	}
+	return out
+}
+
+// makePlan returns the operations that move the maps from cur to t, which
+// must be valid. It does no I/O; a takes the new frontends' ids.
+func makePlan(cur map[feKey]*feState, t services.Table, a *ids) *plan {
+	p := &plan{next: make(map[feKey]*feState, len(t))}
+	for k, f := range t {
+		if !routed(f) {
+			continue
+		}
+		key := keyOf(k)
+		want := desired(f)
+		aff, flags := affinitySeconds(f.Affinity), flagsOf(f)
+		n := uint32(len(want))
+		old := cur[key]
+		if old == nil {
+			id := a.get()
+			for i, b := range want {
+				p.slots.add(slotKey{id, uint32(i)}, b)
+			}
+			p.fes.add(key, feVal{ID: id, Count: n, Affinity: aff, Flags: flags})
+			p.next[key] = &feState{id: id, aff: aff, flags: flags, slots: want}
+			continue
+		}
+		slots := assign(old.slots, want)
+		oldN := uint32(len(old.slots))
+		writes := &p.slots
+		if n < oldN {
+			writes = &p.holes
+		}
+		for i, b := range slots {
+			if i >= len(old.slots) || old.slots[i] != b {
+				writes.add(slotKey{old.id, uint32(i)}, b)
+			}
+		}
+		val := feVal{ID: old.id, Count: n, Affinity: aff, Flags: flags}
+		switch {
+		case n < oldN:
+			p.feShrink.add(key, val)
+			for i := n; i < oldN; i++ {
+				p.slotDel = append(p.slotDel, slotKey{old.id, i})
+			}
+		case n > oldN || aff != old.aff || flags != old.flags || old.dirty:
+			p.fes.add(key, val)
+		}
+		for _, s := range old.stray {
+			if s >= n {
+				p.slotDel = append(p.slotDel, slotKey{old.id, s})
+			}
+		}
+		p.next[key] = &feState{id: old.id, aff: aff, flags: flags, slots: slots}
+	}
+	for key, old := range cur {
+		if _, ok := p.next[key]; ok {
+			continue
+		}
+		p.feDel = append(p.feDel, key)
+		for i := range old.slots {
+			p.slotDel = append(p.slotDel, slotKey{old.id, uint32(i)})
+		}
+		for _, s := range old.stray {
+			p.slotDel = append(p.slotDel, slotKey{old.id, s})
+		}
+		p.freed = append(p.freed, old.id)
+	}
+	return p
+}
+
+// stateFrom rebuilds the state from the maps' entries, as read when a
+// dataplane adopts pinned maps: the frontends, the slots no frontend owns
+// (to delete), and the ids allocator. Entries are trusted only as far as
+// their sizes: a Count beyond services.MaxBackends or an id claimed twice
+// makes the frontend be rewritten rather than believed.
+func stateFrom(fes map[feKey]feVal, slots map[slotKey]beVal) (map[feKey]*feState, []slotKey, *ids) {
+	state := make(map[feKey]*feState, len(fes))
+	byID := make(map[uint32]*feState, len(fes))
+	a := &ids{}
+	keys := make([]feKey, 0, len(fes))
+	for k := range fes {
+		keys = append(keys, k)
+	}
+	// A stable order, so that which of two frontends sharing an id
+	// keeps it does not depend on map iteration.
+	slices.SortFunc(keys, func(x, y feKey) int {
+		return slices.Compare(append(x.Addr[:], x.Port[0], x.Port[1], x.Proto), append(y.Addr[:], y.Port[0], y.Port[1], y.Proto))
+	})
+	var redo []*feState
+	for _, k := range keys {
+		v := fes[k]
+		s := &feState{id: v.ID, aff: v.Affinity, flags: v.Flags}
+		state[k] = s
+		if byID[v.ID] != nil || v.ID == 0 || v.ID > maxID || v.Count > services.MaxBackends {
+			s.dirty = true
+			redo = append(redo, s)
+			continue
+		}
+		a.next = max(a.next, v.ID)
+		byID[v.ID] = s
+		s.slots = make([]beVal, v.Count)
+	}
+	var orphans []slotKey
+	for k, v := range slots {
+		s := byID[k.ID]
+		switch {
+		case s == nil:
+			orphans = append(orphans, k)
+		case k.Slot < uint32(len(s.slots)):
+			s.slots[k.Slot] = v
+		default:
+			s.stray = append(s.stray, k.Slot)
+		}
+	}
+	for id := uint32(1); id < a.next; id++ {
+		if byID[id] == nil {
+			a.free = append(a.free, id)
+		}
+	}
+	for _, s := range redo {
+		s.id = a.get()
+	}
+	return state, orphans, a
+}

@@ -1,0 +1,642 @@
+// Package tcnat is the eBPF dataplane for Service traffic that arrives
+// from outside the node: a client on the site LAN connecting to a
+// NodePort (a node address and a Service's nodePort) or an external IP.
+// netd/ebpflb balances the node's own sockets at connect time; a packet
+// from another machine has no socket on the node to hook, so it is
+// translated per packet, by programs on the traffic control hooks (tcx)
+// of the node's LAN interfaces. nftables DNAT (netd/nftlb in External
+// mode) does the same job where tcx is missing (Supported says so).
+//
+// The ingress program looks a TCP or UDP packet's destination up in the
+// frontends map. A packet of a known flow (the conntrack map, an LRU
+// hash keyed by client address and port, frontend address and port and
+// protocol) goes to the flow's backend; the first packet of a flow
+// picks one of the frontend's external backends: the client's while its
+// ClientIP affinity lasts (the affinity map), else a random one. The destination address and port are
+// rewritten, checksums fixed by difference, and the reverse map (an LRU
+// hash keyed by backend and client address and port and protocol)
+// remembers the frontend. The egress program, on the same interfaces,
+// rewrites the source of a packet found in the reverse map back to the
+// frontend, so the client sees its reply come from where it connected;
+// a packet not in that map is never touched, so the node's own traffic
+// and its pods' pass as they are.
+//
+// What is left to the kernel: routing the translated packet (to a local
+// pod over its veth, or to another node), and, for flows not of an
+// externalTrafficPolicy Local frontend, masquerading them. The ingress
+// program sets Config.MasqueradeMark on such packets, and a table of the
+// dataplane's own holds one postrouting rule that masquerades marked
+// packets: conntrack then brings the backend's replies back through this
+// node, undoes the masquerade and routes them out of the LAN interface,
+// where the egress program translates them. Local frontends keep the
+// client's address and need no conntrack at all.
+//
+// The masquerade picks source ports in a range that holds no NodePort
+// (Config.MasqueradePortMin): the ingress program runs before conntrack,
+// so a backend's reply to node:port must never look like a new flow to
+// a NodePort.
+//
+// A TCP connection keeps its backend to its end, even once Sync removed
+// that backend (as kube-proxy keeps conntrack entries); a SYN, and a UDP
+// packet, keep the flow's backend only while it is still one of the
+// frontend's (in its slot), and pick again once it went (as kube-proxy
+// clears UDP conntrack entries), so a retransmitted SYN goes where the
+// first one went and a new connection never to a removed backend. A frontend
+// without external backends drops new flows: a tc program could answer
+// with a TCP RST or ICMP unreachable as kube-proxy's reject rules do, but
+// only by building packets; the client times out instead. IPv4
+// fragments, IPv6 packets with extension headers, SCTP, ICMP errors about
+// a flow and non-Ethernet interfaces pass untranslated. Every packet
+// that arrives on the LAN interfaces counts as external, whatever its
+// source (nftlb's External mode sends traffic from the cluster CIDR to
+// Backends instead).
+//
+// The programs are built in Go with cilium/ebpf's asm package (no C
+// compiler needed). Maps and links are pinned on bpffs: the routing
+// outlives the agent, and a new agent adopts it without a gap.
+package tcnat
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/outpost-mesh/outpost/netd/services"
+)
+
+// ErrClosed is returned by the methods of a Dataplane after Close or
+// Remove.
+var ErrClosed = errors.New("dataplane closed")
+
+// Dataplane is one node's translation of traffic from outside. Its
+// methods may be called concurrently.
+type Dataplane struct {
+	cfg Config
+
+	mu     sync.Mutex
+	closed bool
+	ns     *os.File // the node's network namespace
+	maps   map[string]*ebpf.Map
+	links  map[string]link.Link // by pin name
+	// state is what the maps hold, nil when it must be read from them
+	// (after a Sync that failed part way). orphans are backend slots
+	// of no frontend, found when reading them.
+	state   map[feKey]*feState
+	orphans []slotKey
+	ids     *ids
+	// lastOps is how many map entries the last Sync wrote or deleted.
+	lastOps int
+}
+
+var _ services.Dataplane = (*Dataplane)(nil)
+
+// linkPin is the name of the pin of the link of dir on interface name.
+func linkPin(name string, dir direction) string { return "link_" + name + "_" + dir.name }
+
+// New opens the node's dataplane. What is pinned under cfg.PinDir is
+// adopted as it is: maps keep their entries and attached programs keep
+// running, so flows see no gap across an agent restart; a program of
+// another version is replaced in its link atomically (BPF_LINK_UPDATE).
+// What is missing is made, pinned and attached; the links of interfaces
+// no longer in cfg.Interfaces, and of interfaces made anew since (their
+// links died with the old ones), are taken away. New also makes (or
+// repairs) the masquerade table. New starts no goroutine.
+func New(cfg Config) (*Dataplane, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("tcnat config: %w", err)
+	}
+	// Check the file system before making directories on it.
+	dir := cfg.PinDir
+	for {
+		if _, err := os.Stat(dir); err == nil || dir == "/" {
+			break
+		}
+		dir = filepath.Dir(dir)
+	}
+	if ok, err := isBPFFS(dir); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, fmt.Errorf("pin dir %s: not on a bpffs mount", cfg.PinDir)
+	}
+	path := cfg.HostNetNS
+	if path == "" {
+		path = "/proc/thread-self/ns/net"
+	}
+	ns, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open node netns: %w", err)
+	}
+	if err := os.MkdirAll(cfg.PinDir, 0o700); err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("pin dir: %w", err)
+	}
+	d := &Dataplane{cfg: cfg, ns: ns, maps: map[string]*ebpf.Map{}, links: map[string]link.Link{}}
+	var made []pinner
+	if err := d.open(&made); err != nil {
+		// Take back what this call pinned, so that a failed first New
+		// leaves nothing attached while the agent falls back to
+		// nftables; what was adopted stays.
+		for _, p := range slices.Backward(made) {
+			p.Unpin()
+		}
+		d.closeHandles()
+		if len(made) > 0 {
+			os.Remove(cfg.PinDir) // if empty
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+// pinner is a map or link pinned by New.
+type pinner interface{ Unpin() error }
+
+func (d *Dataplane) open(made *[]pinner) error {
+	for name, spec := range mapSpecs(&d.cfg) {
+		m, pinned, err := openMap(filepath.Join(d.cfg.PinDir, name), spec)
+		if err != nil {
+			return fmt.Errorf("map %s: %w", name, err)
+		}
+		d.maps[name] = m
+		if pinned {
+			*made = append(*made, m)
+		}
+	}
+	err := inNetns(d.ns, func() error {
+		want := map[string]bool{}
+		for _, name := range d.cfg.Interfaces {
+			ifi, err := net.InterfaceByName(name)
+			if err != nil {
+				return fmt.Errorf("interface %s: %w", name, err)
+			}
+			if len(ifi.HardwareAddr) != 6 {
+				// The programs read the IP header after an Ethernet
+				// header; a tunnel or other layer 3 device has none.
+				return fmt.Errorf("interface %s: not Ethernet", name)
+			}
+			for _, dir := range directions {
+				pin := linkPin(name, dir)
+				want[pin] = true
+				l, pinned, err := d.openLink(filepath.Join(d.cfg.PinDir, pin), ifi.Index, dir)
+				if err != nil {
+					return fmt.Errorf("interface %s %s: %w", name, dir.name, err)
+				}
+				d.links[pin] = l
+				if pinned {
+					*made = append(*made, l)
+				}
+			}
+		}
+		return removeStale(d.cfg.PinDir, want)
+	})
+	if err != nil {
+		return err
+	}
+	if err := ensureNFT(int(d.ns.Fd()), &d.cfg); err != nil {
+		return err
+	}
+	return d.readState()
+}
+
+// removeStale removes the link pins under dir that are not in want: the
+// links of interfaces taken out of the Config.
+func removeStale(dir string, want map[string]bool) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("pin dir: %w", err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "link_") && !want[e.Name()] {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("remove stale link: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// inNetns runs fn on a thread in the network namespace ns: the tcx
+// links' interface indexes are looked up and resolved there.
+func inNetns(ns *os.File, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(netns.NsHandle(ns.Fd())); err != nil {
+			errc <- fmt.Errorf("enter node netns: %w", err)
+			return
+		}
+		err = fn()
+		// A thread that cannot go back stays locked, and Go ends it
+		// with the goroutine.
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
+	}()
+	return <-errc
+}
+
+// openMap loads the map pinned at path, or makes and pins it (pinned
+// true).
+func openMap(path string, spec *ebpf.MapSpec) (m *ebpf.Map, pinned bool, err error) {
+	m, err = ebpf.LoadPinnedMap(path, nil)
+	if err == nil {
+		if err := spec.Compatible(m); err != nil {
+			m.Close()
+			return nil, false, fmt.Errorf("pinned at %s: %w (Remove the dataplane to change its layout or sizes)", path, err)
+		}
+		return m, false, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, false, fmt.Errorf("load pinned: %w", err)
+	}
+	m, err = ebpf.NewMap(spec)
+	if err != nil {
+		return nil, false, fmt.Errorf("create: %w", err)
+	}
+	if err := m.Pin(path); err != nil {
+		m.Close()
+		return nil, false, fmt.Errorf("pin: %w", err)
+	}
+	return m, true, nil
+}
+
+// openLink adopts the link pinned at path if it is still attached to
+// ifindex, replacing its program if it is not this version's, or
+// attaches and pins a new one (pinned true). It runs in the node's
+// network namespace.
+func (d *Dataplane) openLink(path string, ifindex int, dir direction) (l link.Link, pinned bool, err error) {
+	l, err = link.LoadPinnedLink(path, nil)
+	if err == nil {
+		info, err := l.Info()
+		if err != nil {
+			l.Close()
+			return nil, false, fmt.Errorf("link info: %w", err)
+		}
+		if tcx := info.TCX(); tcx == nil || int(tcx.Ifindex) != ifindex || ebpf.AttachType(tcx.AttachType) != dir.attach {
+			// The interface went (and its link with it) and may have
+			// come back under another index: attach afresh.
+			l.Close()
+			if err := os.Remove(path); err != nil {
+				return nil, false, fmt.Errorf("remove dead link: %w", err)
+			}
+		} else {
+			same, err := runs(info, programSpec(dir, d.cfg.MasqueradeMark).Instructions)
+			if err == nil && !same {
+				err = d.replace(l, dir)
+			}
+			if err != nil {
+				l.Close()
+				return nil, false, err
+			}
+			return l, false, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, false, fmt.Errorf("load pinned link: %w", err)
+	}
+	prog, err := load(dir, d.cfg.MasqueradeMark, d.maps)
+	if err != nil {
+		return nil, false, err
+	}
+	defer prog.Close() // the link holds the program
+	l, err = link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: prog, Attach: dir.attach})
+	if err != nil {
+		return nil, false, fmt.Errorf("attach: %w", err)
+	}
+	if err := l.Pin(path); err != nil {
+		l.Close()
+		return nil, false, fmt.Errorf("pin link: %w", err)
+	}
+	return l, true, nil
+}
+
+// runs reports whether the link of info runs the program insns.
+func runs(info *link.Info, insns asm.Instructions) (bool, error) {
+	p, err := ebpf.NewProgramFromID(info.Program)
+	if err != nil {
+		return false, fmt.Errorf("link's program: %w", err)
+	}
+	defer p.Close()
+	pinfo, err := p.Info()
+	if err != nil {
+		return false, fmt.Errorf("link's program info: %w", err)
+	}
+	// Marshalling resolves the jumps' offsets, which the tag covers.
+	insns = slices.Clone(insns)
+	if err := insns.Marshal(io.Discard, nativeEndian()); err != nil {
+		return false, fmt.Errorf("marshal program: %w", err)
+	}
+	return insns.HasTag(pinfo.Tag, nativeEndian())
+}
+
+// nativeEndian is the machine's byte order as one of the two values
+// asm's marshalling knows.
+func nativeEndian() binary.ByteOrder {
+	if binary.NativeEndian.Uint16([]byte{1, 0}) == 1 {
+		return binary.LittleEndian
+	}
+	return binary.BigEndian
+}
+
+// replace loads this version's program for dir and swaps it into l in
+// one step: the interface never passes a packet without a program.
+func (d *Dataplane) replace(l link.Link, dir direction) error {
+	prog, err := load(dir, d.cfg.MasqueradeMark, d.maps)
+	if err != nil {
+		return err
+	}
+	defer prog.Close()
+	if err := l.Update(prog); err != nil {
+		return fmt.Errorf("update link: %w", err)
+	}
+	return nil
+}
+
+// readState reads what the frontend and backend maps hold.
+func (d *Dataplane) readState() error {
+	fes := map[feKey]feVal{}
+	var k feKey
+	var v feVal
+	it := d.maps[mapFrontends].Iterate()
+	for it.Next(&k, &v) {
+		fes[k] = v
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read frontends: %w", err)
+	}
+	slots := map[slotKey]beVal{}
+	var sk slotKey
+	var b beVal
+	it = d.maps[mapBackends].Iterate()
+	for it.Next(&sk, &b) {
+		slots[sk] = b
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read backends: %w", err)
+	}
+	d.state, d.orphans, d.ids = stateFrom(fes, slots)
+	return nil
+}
+
+// Sync makes the node translate exactly the NodePort and ExternalIP
+// frontends of t (TCP and UDP) to their ExternalBackends; other
+// frontends are ignored. Only the entries that differ from what the maps
+// hold are written, in an order that never lets a new flow see a
+// frontend with fewer backends filled in than its count. A t beyond the
+// limits or with a frontend that cannot be routed changes nothing and
+// returns an error wrapping ErrTooLarge or ErrInvalid.
+func (d *Dataplane) Sync(ctx context.Context, t services.Table) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validate(t); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if d.state == nil {
+		if err := d.readState(); err != nil {
+			return err
+		}
+	}
+	p := makePlan(d.state, t, d.ids)
+	p.slotDel = append(p.slotDel, d.orphans...)
+	if err := d.apply(p); err != nil {
+		d.state = nil
+		return err
+	}
+	d.state, d.orphans = p.next, nil
+	d.ids.free = append(d.ids.free, p.freed...)
+	d.lastOps = p.ops()
+	return nil
+}
+
+func (d *Dataplane) apply(p *plan) error {
+	return applyPlan(d.maps[mapFrontends], d.maps[mapBackends], p)
+}
+
+// applyPlan carries p out on the frontends and backends maps.
+func applyPlan(fes, backends *ebpf.Map, p *plan) error {
+	if err := put(backends, p.holes); err != nil {
+		return fmt.Errorf("write backends: %w", err)
+	}
+	if err := del(fes, p.feDel); err != nil {
+		return fmt.Errorf("delete frontends: %w", err)
+	}
+	if err := put(fes, p.feShrink); err != nil {
+		return fmt.Errorf("write frontends: %w", err)
+	}
+	if err := del(backends, p.slotDel); err != nil {
+		return fmt.Errorf("delete backends: %w", err)
+	}
+	if err := put(backends, p.slots); err != nil {
+		return fmt.Errorf("write backends: %w", err)
+	}
+	if err := put(fes, p.fes); err != nil {
+		return fmt.Errorf("write frontends: %w", err)
+	}
+	return nil
+}
+
+// put writes b's entries, in one batch where the kernel has batch
+// operations (5.6).
+func put[K, V any](m *ebpf.Map, b batch[K, V]) error {
+	if len(b.keys) == 0 {
+		return nil
+	}
+	_, err := m.BatchUpdate(b.keys, b.vals, nil)
+	if !errors.Is(err, ebpf.ErrNotSupported) {
+		return err
+	}
+	for i := range b.keys {
+		if err := m.Put(b.keys[i], b.vals[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// del deletes keys, in one batch where the kernel can; a key already
+// gone is not an error.
+func del[K any](m *ebpf.Map, keys []K) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	n, err := m.BatchDelete(keys, nil)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, ebpf.ErrNotSupported) && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	for _, k := range keys[min(max(n, 0), len(keys)):] {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close releases the dataplane's handles. The pinned maps and links stay,
+// and so do the translation and the masquerade table; a later New adopts
+// them. Close may be called more than once.
+func (d *Dataplane) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	return d.closeHandles()
+}
+
+func (d *Dataplane) closeHandles() error {
+	var errs []error
+	for name, l := range d.links {
+		errs = append(errs, l.Close())
+		delete(d.links, name)
+	}
+	for name, m := range d.maps {
+		errs = append(errs, m.Close())
+		delete(d.maps, name)
+	}
+	if d.ns != nil {
+		errs = append(errs, d.ns.Close())
+		d.ns = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Remove takes the translation away: it detaches the programs, unpins
+// and frees the maps, removes PinDir and deletes the masquerade table.
+// Flows already masqueraded keep their conntrack entries (their packets
+// from the client are no longer translated, so they end). The Dataplane
+// is closed after.
+func (d *Dataplane) Remove(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	d.closed = true
+	var errs []error
+	// Links first: the programs stop before the maps they read go.
+	for name, l := range d.links {
+		if err := l.Unpin(); err != nil {
+			errs = append(errs, fmt.Errorf("unpin link %s: %w", name, err))
+		}
+	}
+	for name, m := range d.maps {
+		if err := m.Unpin(); err != nil {
+			errs = append(errs, fmt.Errorf("unpin map %s: %w", name, err))
+		}
+	}
+	if err := removeNFT(int(d.ns.Fd()), d.cfg.Table); err != nil {
+		errs = append(errs, err)
+	}
+	// Closing the last handle of an unpinned link detaches it.
+	errs = append(errs, d.closeHandles())
+	if err := os.Remove(d.cfg.PinDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("pin dir: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Uninstall takes away the translation of a node whose dataplane is not
+// open (the agent gave up eBPF, say): it removes the pins New makes
+// under cfg.PinDir, links first, then PinDir if that leaves it empty,
+// and deletes the masquerade table in cfg.HostNetNS. With no handle left
+// open, the links detach and the maps are freed. What is already gone is
+// not an error.
+func Uninstall(ctx context.Context, cfg Config) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cfg.setDefaults()
+	var errs []error
+	if ok, err := isBPFFS(cfg.PinDir); err == nil && ok {
+		ents, err := os.ReadDir(cfg.PinDir)
+		if err != nil {
+			return fmt.Errorf("pin dir: %w", err)
+		}
+		var names []string
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "link_") {
+				names = append(names, e.Name())
+			}
+		}
+		for name := range mapSpecs(&cfg) {
+			names = append(names, name)
+		}
+		for _, name := range names {
+			if err := os.Remove(filepath.Join(cfg.PinDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		if err := os.Remove(cfg.PinDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("pin dir: %w", err))
+		}
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	} else if err == nil {
+		errs = append(errs, fmt.Errorf("pin dir %s: not on a bpffs mount", cfg.PinDir))
+	}
+	path := cfg.HostNetNS
+	if path == "" {
+		path = "/proc/thread-self/ns/net"
+	}
+	ns, err := os.Open(path)
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("open node netns: %w", err))...)
+	}
+	defer ns.Close()
+	return errors.Join(append(errs, removeNFT(int(ns.Fd()), cfg.Table))...)
+}
+
+// MountBPFFS mounts a bpffs at path, made if missing, unless one is
+// there already.
+func MountBPFFS(path string) error {
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return fmt.Errorf("bpffs: %w", err)
+	}
+	if ok, err := isBPFFS(path); err != nil || ok {
+		return err
+	}
+	if err := unix.Mount("bpffs", path, "bpf", 0, "mode=0700"); err != nil {
+		return fmt.Errorf("mount bpffs at %s: %w", path, err)
+	}
+	return nil
+}
+
+func isBPFFS(path string) (bool, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return false, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return uint32(st.Type) == unix.BPF_FS_MAGIC, nil
+}
