@@ -15,10 +15,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
@@ -30,6 +32,7 @@ import (
 	"github.com/outpost-mesh/outpost/netd/nftlb"
 	"github.com/outpost-mesh/outpost/netd/overlay"
 	"github.com/outpost-mesh/outpost/netd/services"
+	"github.com/outpost-mesh/outpost/netd/tcnat"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -274,17 +277,26 @@ func (s *Services) dataplanes(podCIDR netip.Prefix) ([]services.Dataplane, func(
 			out, closers = append(out, dp), append(closers, dp.Close)
 		}
 	}
-	ncfg := nftlb.DefaultConfig()
-	ncfg.Table, ncfg.HostNetNS, ncfg.Mode = s.cfg.NftTable, s.cfg.HostNetNS, nftlb.All
-	ncfg.PodCIDRs = []netip.Prefix{podCIDR}
-	if s.cfg.ClusterCIDR.IsValid() {
-		ncfg.ClusterCIDRs = []netip.Prefix{s.cfg.ClusterCIDR}
-	}
+	// Traffic from outside the node to NodePorts and external IPs: tc
+	// programs beside the socket hooks, else nftables rules, which route
+	// everything where there is no eBPF.
+	outside := "nftables"
 	if mode == RoutingEBPF {
-		ncfg.Mode = nftlb.External
+		tc, err := s.openTC()
+		if err != nil {
+			s.log.Warn("NodePorts and external IPs reached from outside: tc programs not opened; nftables rules translate them instead", "err", err)
+			s.uninstallTC()
+		} else {
+			out, closers = append(out, tc), append(closers, tc.Close)
+			outside = "tc"
+		}
+	} else {
+		s.uninstallTC()
 	}
-	nft, err := nftlb.New(ncfg)
-	if err != nil {
+	ncfg := s.nftConfig(podCIDR, mode)
+	if outside == "tc" {
+		s.removeNft(ncfg) // what nftables translated before, if anything
+	} else if nft, err := nftlb.New(ncfg); err != nil {
 		// eBPF routes the node's own connections still; with nftables
 		// alone nothing routes.
 		s.log.Warn("nftables service routing not opened", "mode", ncfg.Mode, "err", err)
@@ -300,8 +312,12 @@ func (s *Services) dataplanes(podCIDR netip.Prefix) ([]services.Dataplane, func(
 	}
 	switch {
 	case mode == RoutingEBPF:
-		s.log.Info("services routed with eBPF socket load-balancing; nftables for NodePorts and external IPs from outside", "pin_dir", s.cfg.PinDir, "cgroup", s.cfg.Cgroup)
-		s.cfg.Event(corev1.EventTypeNormal, "ServiceRouting", "Services are routed with eBPF socket load-balancing, NodePorts reached from outside with nftables")
+		s.log.Info("services routed with eBPF socket load-balancing", "outside", outside, "pin_dir", s.cfg.PinDir, "cgroup", s.cfg.Cgroup)
+		how := "tc programs"
+		if outside != "tc" {
+			how = "nftables rules"
+		}
+		s.cfg.Event(corev1.EventTypeNormal, "ServiceRouting", "Services are routed with eBPF socket load-balancing, NodePorts and external IPs reached from outside with eBPF "+how)
 	case why != nil:
 		s.log.Warn("services routed with nftables: eBPF socket load-balancing is not available", "err", why)
 		s.cfg.Event(corev1.EventTypeWarning, "ServiceRoutingFallback", fmt.Sprintf("Services are routed with nftables rules: eBPF socket load-balancing is not available: %v", why))
@@ -317,6 +333,106 @@ func (s *Services) dataplanes(podCIDR netip.Prefix) ([]services.Dataplane, func(
 		s.ebpf = nil
 		s.mu.Unlock()
 	}
+}
+
+// nftConfig returns the nftables dataplane's configuration: mode All
+// routes everything, External only what arrives from outside.
+func (s *Services) nftConfig(podCIDR netip.Prefix, mode string) nftlb.Config {
+	ncfg := nftlb.DefaultConfig()
+	ncfg.Table, ncfg.HostNetNS, ncfg.Mode = s.cfg.NftTable, s.cfg.HostNetNS, nftlb.All
+	ncfg.PodCIDRs = []netip.Prefix{podCIDR}
+	if s.cfg.ClusterCIDR.IsValid() {
+		ncfg.ClusterCIDRs = []netip.Prefix{s.cfg.ClusterCIDR}
+	}
+	if mode == RoutingEBPF {
+		ncfg.Mode = nftlb.External
+	}
+	return ncfg
+}
+
+// removeNft takes away the nftables routing of an earlier run, which the
+// tc programs replace: both would translate the same packets.
+func (s *Services) removeNft(cfg nftlb.Config) {
+	nft, err := nftlb.New(cfg)
+	if err == nil {
+		err = nft.Remove(context.Background())
+		nft.Close()
+	}
+	if err != nil {
+		s.log.Warn("nftables service routing of an earlier run not removed", "table", cfg.Table, "err", err)
+	}
+}
+
+// tcConfig returns the tc dataplane's configuration, without its
+// interfaces: pinned beside the socket hooks' PinDir (never inside it:
+// each removes its own directory), with a masquerade table of its own.
+func (s *Services) tcConfig() tcnat.Config {
+	cfg := tcnat.DefaultConfig()
+	cfg.PinDir, cfg.HostNetNS, cfg.Table = s.cfg.PinDir+"-tc", s.cfg.HostNetNS, s.cfg.NftTable+"-tc"
+	return cfg
+}
+
+// openTC opens (or adopts) the tc programs that translate traffic from
+// outside, on the Ethernet interfaces that hold the node's addresses.
+func (s *Services) openTC() (*tcnat.Dataplane, error) {
+	if err := tcnat.Supported(); err != nil {
+		return nil, err
+	}
+	cfg := s.tcConfig()
+	var addrs []netip.Addr
+	if s.cfg.NodeAddrs != nil {
+		addrs = s.cfg.NodeAddrs()
+	}
+	ifs, err := lanInterfaces(s.cfg.HostNetNS, addrs, s.cfg.Bridge, s.cfg.OverlayDevice)
+	if err != nil {
+		return nil, err
+	}
+	if len(ifs) == 0 {
+		return nil, fmt.Errorf("no Ethernet interface holds the node's addresses %v", addrs)
+	}
+	cfg.Interfaces = ifs
+	return tcnat.New(cfg)
+}
+
+// uninstallTC takes away the tc programs of an earlier run where this
+// one translates with nftables, so that stale maps translate nothing.
+func (s *Services) uninstallTC() {
+	if err := tcnat.Uninstall(context.Background(), s.tcConfig()); err != nil {
+		s.log.Warn("tc programs of an earlier run not removed", "pin_dir", s.tcConfig().PinDir, "err", err)
+	}
+}
+
+// lanInterfaces returns the names of the Ethernet interfaces in the
+// network namespace at hostNetNS ("" for the agent's own) that hold one
+// of addrs, leaving out the pods' bridge and the overlay device.
+func lanInterfaces(hostNetNS string, addrs []netip.Addr, bridge, overlay string) ([]string, error) {
+	var names []string
+	err := netd.InNetNS(hostNetNS, func() error {
+		list, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+		if err != nil {
+			return fmt.Errorf("list addresses: %w", err)
+		}
+		for _, a := range list {
+			ip, ok := netip.AddrFromSlice(a.IP)
+			if !ok || !slices.Contains(addrs, ip.Unmap()) {
+				continue
+			}
+			l, err := netlink.LinkByIndex(a.LinkIndex)
+			if err != nil {
+				return fmt.Errorf("link of %s: %w", ip, err)
+			}
+			at := l.Attrs()
+			if at.Name == bridge || at.Name == overlay || at.Flags&net.FlagLoopback != 0 || len(at.HardwareAddr) != 6 {
+				continue
+			}
+			if !slices.Contains(names, at.Name) {
+				names = append(names, at.Name)
+			}
+		}
+		return nil
+	})
+	slices.Sort(names)
+	return names, err
 }
 
 // openEBPF mounts the bpffs if needed and opens (or adopts) the node's

@@ -171,6 +171,14 @@ func startServicesNode(t *testing.T, mode, name string) *svcNode {
 	if got := len(s.pins.links); (mode == "ebpf") != (got > 0) {
 		t.Errorf("%d eBPF links pinned under %s in %s mode", got, s.pinDir(), mode)
 	}
+	// Beside the socket hooks, tc programs translate NodePorts reached
+	// from outside, on the LAN interface: in and out.
+	tc := &bpfPins{}
+	tc.read(t, s.pinDir()+"-tc")
+	if got := len(tc.links); mode == "ebpf" && got != 2 || mode != "ebpf" && got != 0 {
+		t.Errorf("%d tc links pinned under %s-tc in %s mode", got, s.pinDir(), mode)
+	}
+	s.pins.add(tc)
 	s.f.logf("pinned under %s: links %v, programs %v, maps %v", s.pinDir(), s.pins.links, s.pins.progs, s.pins.maps)
 	s.k = newKubectl(t, "1.33")
 	s.k.kubeconfig = filepath.Join(s.h.dataDir, "admin.kubeconfig")
