@@ -69,3 +69,18 @@ func BenchmarkSync(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPlan is the Go side of BenchmarkSync's first Sync of 10,000
+// Services: checking the table and planning the map writes.
+func BenchmarkPlan(b *testing.B) {
+	full := bigTable(10000)
+	b.ReportAllocs()
+	for range b.N {
+		if err := validate(full); err != nil {
+			b.Fatal(err)
+		}
+		if p := makePlan(nil, full, &ids{}); len(p.svcs.keys) != len(full) {
+			b.Fatalf("%d services entries", len(p.svcs.keys))
+		}
+	}
+}

@@ -151,7 +151,24 @@ func affinitySeconds(d time.Duration) uint32 {
 // desired returns f's backends as slot values, without repeats, in f's
 // order.
 func desired(f *services.Frontend) []beVal {
-	out := make([]beVal, 0, len(f.Backends))
+	return desiredIn(nil, f)
+}
+
+// desiredIn is desired, its slice cut from *arena (which it refills when
+// short), so that a Sync of many frontends allocates their slots in a
+// few large arrays rather than one each.
+func desiredIn(arena *[]beVal, f *services.Frontend) []beVal {
+	var out []beVal
+	if arena == nil {
+		out = make([]beVal, 0, len(f.Backends))
+	} else {
+		if cap(*arena)-len(*arena) < len(f.Backends) {
+			*arena = make([]beVal, 0, max(arenaSize, len(f.Backends)))
+		}
+		a := *arena
+		out = a[len(a):len(a):len(a)+len(f.Backends)]
+		*arena = a[:len(a)+len(f.Backends)] // what out does not use stays unused
+	}
 	var seen map[beVal]struct{} // for frontends of many backends
 	if len(f.Backends) > 16 {
 		seen = make(map[beVal]struct{}, len(f.Backends))
@@ -171,11 +188,17 @@ func desired(f *services.Frontend) []beVal {
 	return out
 }
 
+// arenaSize is how many slots desiredIn allocates at once.
+const arenaSize = 1024
+
 // assign returns the slots of want given the slots old: a backend kept
 // stays in its slot when that slot is below len(want), so that a client
 // with affinity for it keeps it and its slot needs no write; the other
 // slots take the new backends and those moved down, in want's order.
 func assign(old, want []beVal) []beVal {
+	if slices.Equal(old, want) {
+		return old
+	}
 	n := len(want)
 	out := make([]beVal, n)
 	filled := make([]bool, n)
@@ -204,11 +227,13 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 		p.svcs.keys = make([]svcKey, 0, len(t))
 		p.svcs.vals = make([]svcVal, 0, len(t))
 	}
-	// The states of new frontends, allocated together.
+	// The states of new frontends, and the slots of all, allocated
+	// together.
 	fresh := make([]svcState, 0, max(len(t)-len(cur), 0))
+	var arena []beVal
 	for k, f := range t {
 		key := keyOf(k)
-		want := desired(f)
+		want := desiredIn(&arena, f)
 		aff := affinitySeconds(f.Affinity)
 		n := uint32(len(want))
 		old := cur[key]
@@ -256,6 +281,10 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 			if s >= n || s < inlineSlots {
 				p.slotDel = append(p.slotDel, slotKey{old.id, s})
 			}
+		}
+		if aff == old.aff && !old.dirty && len(old.stray) == 0 && slices.Equal(slots, old.slots) {
+			p.next[key] = old // unchanged: states are not modified once made
+			continue
 		}
 		p.next[key] = &svcState{id: old.id, aff: aff, slots: slots}
 	}
