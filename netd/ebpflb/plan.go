@@ -166,7 +166,7 @@ func desiredIn(arena *[]beVal, f *services.Frontend) []beVal {
 			*arena = make([]beVal, 0, max(arenaSize, len(f.Backends)))
 		}
 		a := *arena
-		out = a[len(a):len(a):len(a)+len(f.Backends)]
+		out = a[len(a) : len(a) : len(a)+len(f.Backends)]
 		*arena = a[:len(a)+len(f.Backends)] // what out does not use stays unused
 	}
 	var seen map[beVal]struct{} // for frontends of many backends
