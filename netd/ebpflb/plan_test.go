@@ -421,3 +421,56 @@ func TestMigrate(t *testing.T) {
 		t.Errorf("migrate with slot 1 missing = %+v, want Count 1", v)
 	}
 }
+
+// FuzzMigrate carries arbitrary legacy map contents over, as New does on
+// finding an older agent's pins, and checks that what a connect then
+// sees is only backends the legacy maps held for the frontend, and that
+// one Sync brings the maps to exactly a table.
+func FuzzMigrate(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 1, 1, 3, 1, 1, 0, 0, 17, 9, 1, 2, 4}, uint64(1))
+	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
+		if len(data) > 3000 {
+			return
+		}
+		legacy, slots := map[svcKey]legacyVal{}, map[slotKey]beVal{}
+		for i := 0; i+2 < len(data); i += 3 {
+			a, b := data[i+1], data[i+2]
+			if data[i]%2 == 0 {
+				k := keyOf(services.Key{Addr: netip.AddrFrom4([4]byte{10, 96, 0, a % 16}), Port: 80, Proto: services.TCP})
+				legacy[k] = legacyVal{ID: uint32(b % 8), Count: uint32(a>>4) % (2*inlineSlots + 1), Affinity: uint32(b >> 6)}
+			} else {
+				slots[slotKey{uint32(a % 8), uint32(b % (2*inlineSlots + 2))}] = beVal{Addr: addr16(netip.AddrFrom4([4]byte{10, 42, 0, b})), Port: port2(8080)}
+			}
+		}
+		m := &model{svcs: migrate(legacy, slots), slots: slots}
+		if len(m.svcs) != len(legacy) {
+			t.Fatalf("%d frontends carried over of %d", len(m.svcs), len(legacy))
+		}
+		for k, v := range m.svcs {
+			o := legacy[k]
+			if v.ID != o.ID || v.Tag != o.ID || v.Affinity != o.Affinity || v.Count > o.Count {
+				t.Fatalf("%v: %+v carried over as %+v", k, o, v)
+			}
+			for i := range min(v.Count, inlineSlots) {
+				if b, ok := slots[slotKey{o.ID, i}]; !ok || b != v.Inline[i].be() {
+					t.Fatalf("%v: inline slot %d is %v, legacy %v", k, i, v.Inline[i], b)
+				}
+			}
+		}
+		state, orphans, a := stateFrom(m.svcs, m.slots)
+		next := randTable(rand.New(rand.NewPCG(seed, 0)), 16)
+		for k := range next {
+			if k.Addr.Is6() {
+				delete(next, k)
+			}
+		}
+		p := makePlan(state, next, a)
+		p.slotDel = append(p.slotDel, orphans...)
+		if err := m.applyUnchecked(p, max(len(m.slots), 16*3*inlineSlots)); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.equal(next); err != nil {
+			t.Fatalf("after one Sync: %v", err)
+		}
+	})
+}
