@@ -335,3 +335,41 @@ func TestAdoptLegacy(t *testing.T) {
 	}
 	reachAll(t, "10.96.0.11:80", all)
 }
+
+// TestNewMapsReplacePrograms: links whose programs (of this version)
+// read maps that are no longer pinned, as a New that failed part way may
+// leave them, get programs that read the maps New pins, so that Sync
+// routes.
+func TestNewMapsReplacePrograms(t *testing.T) {
+	if !inNetns(t) {
+		return
+	}
+	cfg := setup(t)
+	for _, b := range backends4 {
+		tcpServer(t, b)
+	}
+	d1, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, progs1 := linkIDs(t, d1)
+	sync_(t, d1, table(frontend("10.96.0.10:80", tcp, backends4[0])))
+	for name, m := range d1.maps {
+		if err := m.Unpin(); err != nil {
+			t.Fatalf("unpin %s: %v", name, err)
+		}
+	}
+	d1.Close()
+
+	d2 := open(t, cfg)
+	_, progs2 := linkIDs(t, d2)
+	for name, id := range progs2 {
+		if id == progs1[name] {
+			t.Errorf("hook %s kept program %d, which reads the old maps", name, id)
+		}
+	}
+	sync_(t, d2, table(frontend("10.96.0.10:80", tcp, backends4[1])))
+	if name, err := dialName("10.96.0.10:80"); err != nil || name != backends4[1] {
+		t.Errorf("after Sync on the new maps reached %q, %v; want %s", name, err, backends4[1])
+	}
+}
