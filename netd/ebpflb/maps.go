@@ -26,7 +26,8 @@ type svcKey struct {
 // inlineSlots is how many of a frontend's backends its services entry
 // holds itself: a frontend with no more backends than that is one map
 // entry, and Sync writes it, count and backends together, in one update
-// (a connect reads either the whole old value or the whole new one).
+// (a lookup finds the old value or the new one, never a mix; see
+// noPrealloc for the element reuse that svcVal.Tag guards against).
 // Slots from inlineSlots up are the backends map's entries {ID, slot}.
 // Four covers most Services and keeps the entry at 120 bytes; eight
 // (216 bytes) measured no faster for Services of four backends.
@@ -153,7 +154,7 @@ func mapSpecs(cfg *Config) map[string]*ebpf.MapSpec {
 	return map[string]*ebpf.MapSpec{
 		mapScope: {Name: "olb_scope", Type: ebpf.Hash, KeySize: 8, ValueSize: 4,
 			MaxEntries: scopeEntries, Flags: noPrealloc},
-		mapServices: {Name: "olb_services", Type: ebpf.Hash, KeySize: 20, ValueSize: 16 + 24*inlineSlots + 8,
+		mapServices: {Name: "olb_services", Type: ebpf.Hash, KeySize: 20, ValueSize: svcValSize,
 			MaxEntries: services.MaxFrontends, Flags: noPrealloc},
 		mapBackends: {Name: "olb_backends", Type: ebpf.Hash, KeySize: 8, ValueSize: 20,
 			MaxEntries: services.MaxBackendsTotal, Flags: noPrealloc},
