@@ -188,6 +188,19 @@ func desiredIn(arena *[]beVal, f *services.Frontend) []beVal {
 	return out
 }
 
+// holds reports whether slots are bs, in their order.
+func holds(slots []beVal, bs []services.Backend) bool {
+	if len(slots) != len(bs) {
+		return false
+	}
+	for i, b := range bs {
+		if beOf(b) != slots[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // arenaSize is how many slots desiredIn allocates at once.
 const arenaSize = 1024
 
@@ -233,10 +246,16 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 	var arena []beVal
 	for k, f := range t {
 		key := keyOf(k)
-		want := desiredIn(&arena, f)
 		aff := affinitySeconds(f.Affinity)
-		n := uint32(len(want))
 		old := cur[key]
+		if old != nil && aff == old.aff && !old.dirty && len(old.stray) == 0 && holds(old.slots, f.Backends) {
+			// Unchanged, found without making its slots: most
+			// frontends of most Syncs.
+			p.next[key] = old
+			continue
+		}
+		want := desiredIn(&arena, f)
+		n := uint32(len(want))
 		if old == nil {
 			id := a.get()
 			for i := inlineSlots; i < len(want); i++ {
