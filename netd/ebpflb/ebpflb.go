@@ -195,6 +195,10 @@ func (d *Dataplane) open(made *[]pinner) error {
 	if err := d.maps[mapScope].Put(d.cfg.NetnsCookie, uint32(1)); err != nil {
 		return fmt.Errorf("scope: %w", err)
 	}
+	legacy, err := d.migrate()
+	if err != nil {
+		return err
+	}
 	for _, h := range hooks {
 		l, pinned, err := d.openLink(h)
 		if err != nil {
@@ -205,7 +209,65 @@ func (d *Dataplane) open(made *[]pinner) error {
 			*made = append(*made, l)
 		}
 	}
+	if legacy != "" {
+		// No program reads it any more.
+		if err := os.Remove(legacy); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove legacy services map: %w", err)
+		}
+	}
 	return d.readState()
+}
+
+// migrate carries the entries of a services map pinned by an older agent
+// (legacyServices) into the services map, before the links' programs are
+// replaced by ones that read the new map, so that connects see no gap
+// across the upgrade. The backends map is shared: its slots below
+// inlineSlots, which the new programs do not read, are deleted by the
+// first Sync. It returns the legacy pin's path, to remove once the links
+// run the new programs, or "" if there is none.
+//
+// The legacy pin is removed only after every link is replaced: while it
+// is there, it and the backends map are what the node routes by (a New
+// that failed or was killed part way may have left the services map
+// half written), so it is carried over again, whatever the services map
+// holds.
+func (d *Dataplane) migrate() (string, error) {
+	path := filepath.Join(d.cfg.PinDir, legacyServices)
+	old, err := ebpf.LoadPinnedMap(path, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("load legacy services map: %w", err)
+	}
+	defer old.Close()
+	if old.KeySize() != 20 || old.ValueSize() != 16 {
+		// Not a layout this agent knows: routing restarts with the
+		// first Sync.
+		return path, nil
+	}
+	legacy := map[svcKey]legacyVal{}
+	var k svcKey
+	var v legacyVal
+	it := old.Iterate()
+	for it.Next(&k, &v) {
+		legacy[k] = v
+	}
+	if err := it.Err(); err != nil {
+		return "", fmt.Errorf("read legacy services map: %w", err)
+	}
+	slots, err := readSlots(d.maps[mapBackends])
+	if err != nil {
+		return "", err
+	}
+	var b batch[svcKey, svcVal]
+	for k, v := range migrate(legacy, slots) {
+		b.add(k, v)
+	}
+	if err := put(d.maps[mapServices], b); err != nil {
+		return "", fmt.Errorf("write services: %w", err)
+	}
+	return path, nil
 }
 
 // openMap loads the map pinned at path, or makes and pins it (pinned
@@ -243,7 +305,7 @@ func (d *Dataplane) openLink(h hook) (l link.Link, pinned bool, err error) {
 			l.Close()
 			return nil, false, err
 		}
-		same, err := runs(l, programSpec(h).Instructions)
+		same, err := d.runs(l, programSpec(h).Instructions)
 		if err == nil && !same {
 			err = d.replace(l, h)
 		}
@@ -301,8 +363,11 @@ func (d *Dataplane) onCgroup(l link.Link) error {
 	return nil
 }
 
-// runs reports whether l runs the program insns.
-func runs(l link.Link, insns asm.Instructions) (bool, error) {
+// runs reports whether l runs the program insns on d's maps. (A
+// program's tag leaves out which maps it reads: a link may run this
+// version's program on maps that are no longer pinned, after a New that
+// failed part way, say.)
+func (d *Dataplane) runs(l link.Link, insns asm.Instructions) (bool, error) {
 	info, err := l.Info()
 	if err != nil {
 		return false, fmt.Errorf("link info: %w", err)
@@ -315,6 +380,25 @@ func runs(l link.Link, insns asm.Instructions) (bool, error) {
 	pinfo, err := p.Info()
 	if err != nil {
 		return false, fmt.Errorf("link's program info: %w", err)
+	}
+	used, ok := pinfo.MapIDs()
+	if !ok {
+		return false, fmt.Errorf("link's program info: no map ids: %w", ebpf.ErrNotSupported)
+	}
+	ours := map[ebpf.MapID]bool{}
+	for _, m := range d.maps {
+		info, err := m.Info()
+		if err != nil {
+			return false, fmt.Errorf("map info: %w", err)
+		}
+		if id, ok := info.ID(); ok {
+			ours[id] = true
+		}
+	}
+	for _, id := range used {
+		if !ours[id] {
+			return false, nil
+		}
 	}
 	// Marshalling resolves the jumps' offsets, which the tag covers.
 	insns = slices.Clone(insns)
@@ -359,18 +443,27 @@ func (d *Dataplane) readState() error {
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("read services: %w", err)
 	}
+	slots, err := readSlots(d.maps[mapBackends])
+	if err != nil {
+		return err
+	}
+	d.state, d.orphans, d.ids = stateFrom(svcs, slots)
+	return nil
+}
+
+// readSlots reads the backends map m.
+func readSlots(m *ebpf.Map) (map[slotKey]beVal, error) {
 	slots := map[slotKey]beVal{}
 	var sk slotKey
 	var b beVal
-	it = d.maps[mapBackends].Iterate()
+	it := m.Iterate()
 	for it.Next(&sk, &b) {
 		slots[sk] = b
 	}
 	if err := it.Err(); err != nil {
-		return fmt.Errorf("read backends: %w", err)
+		return nil, fmt.Errorf("read backends: %w", err)
 	}
-	d.state, d.orphans, d.ids = stateFrom(svcs, slots)
-	return nil
+	return slots, nil
 }
 
 // Sync makes the node route exactly t. Only the entries that differ from
@@ -579,6 +672,7 @@ func RemovePins(ctx context.Context, pinDir string) error {
 	for name := range mapSpecs(&Config{}) {
 		names = append(names, name)
 	}
+	names = append(names, legacyServices)
 	var errs []error
 	for _, name := range names {
 		if err := os.Remove(filepath.Join(pinDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -524,8 +524,8 @@ func TestAdoptUpgradeRemove(t *testing.T) {
 	}
 	tab2 := table(frontend("10.96.0.10:80", tcp, backends4[:2]...), frontend("10.96.0.11:80", tcp, backends4[1:]...))
 	sync_(t, d2, tab2)
-	if d2.lastOps != 2 { // count lowered, slot 2 deleted
-		t.Errorf("dropping one backend made %d map changes, want 2", d2.lastOps)
+	if d2.lastOps != 1 { // count lowered with the inline slots, in one entry
+		t.Errorf("dropping one backend made %d map changes, want 1", d2.lastOps)
 	}
 	echo(t, conn)
 	for range 10 {
@@ -707,13 +707,22 @@ func TestRepair(t *testing.T) {
 	k2 := keyOf(frontend("10.96.0.11:80", tcp).Key)
 	k3 := keyOf(frontend("10.96.0.12:80", tcp).Key)
 	svcs, slots := d1.maps[mapServices], d1.maps[mapBackends]
+	inline := func(id, count uint32, bs ...string) svcVal {
+		var slots []beVal
+		for _, b := range bs {
+			slots = append(slots, be(b))
+		}
+		v := svcValOf(id, 0, slots)
+		v.Count = count
+		return v
+	}
 	for _, e := range []struct {
 		k svcKey
 		v svcVal
 	}{
-		{k1, svcVal{ID: 7, Count: 3}}, // slot 2 missing
-		{k2, svcVal{ID: 7, Count: 1}}, // 7 again
-		{k3, svcVal{ID: 9, Count: 1}}, // not in the table
+		{k1, inline(7, inlineSlots+2, backends4[0], backends4[1], backends4[0], backends4[1])}, // slot inlineSlots+1 missing
+		{k2, inline(7, 1, backends4[2])}, // 7 again
+		{k3, inline(9, 1, backends4[2])}, // not in the table
 	} {
 		if err := svcs.Put(e.k, e.v); err != nil {
 			t.Fatal(err)
@@ -723,11 +732,11 @@ func TestRepair(t *testing.T) {
 		k slotKey
 		v beVal
 	}{
-		{slotKey{7, 0}, be(backends4[0])},
-		{slotKey{7, 1}, be(backends4[1])},
-		{slotKey{7, 5}, be(backends4[1])}, // beyond Count
-		{slotKey{9, 0}, be(backends4[2])},
-		{slotKey{40, 0}, be(backends4[2])}, // no frontend's
+		{slotKey{7, 1}, be(backends4[1])}, // inline: left by an older agent
+		{slotKey{7, inlineSlots}, be(backends4[1])},
+		{slotKey{7, inlineSlots + 5}, be(backends4[1])}, // beyond Count
+		{slotKey{9, inlineSlots}, be(backends4[2])},     // beyond Count
+		{slotKey{40, 0}, be(backends4[2])},              // no frontend's
 	} {
 		if err := slots.Put(e.k, e.v); err != nil {
 			t.Fatal(err)

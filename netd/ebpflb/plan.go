@@ -25,12 +25,15 @@ var ErrInvalid = errors.New("invalid frontend")
 type svcState struct {
 	id  uint32
 	aff uint32
-	// slots are the backends map's entries {id, 0..len(slots)-1}, and
-	// len(slots) the services entry's Count. A slot found missing when
-	// the maps were read is the zero beVal, which no backend equals.
+	// slots are the frontend's backends, len(slots) the services
+	// entry's Count: the first inlineSlots in the entry itself, the
+	// others the backends map's entries {id, inlineSlots..}. A slot
+	// found missing when the maps were read is the zero beVal, which no
+	// backend equals.
 	slots []beVal
-	// stray are slots at or beyond Count found in the maps (only after
-	// a Sync that failed half way).
+	// stray are backends map entries of the frontend that are not its
+	// slots, found in the maps: at or beyond Count (after a Sync that
+	// failed half way), or below inlineSlots (left by an older agent).
 	stray []uint32
 	// dirty says the services entry must be rewritten even if nothing
 	// else changed (its id was taken by another entry).
@@ -52,6 +55,8 @@ func (b *batch[K, V]) add(k K, v V) {
 // keeps, at every moment and for every frontend, its Count no greater
 // than the slots it has filled (a connect never picks an empty slot), and
 // the backends map no fuller than the larger of the old and new tables.
+// Inline slots change with the services entry that holds them, in one
+// update; the steps below about slots are about the backends map's.
 type plan struct {
 	// 1. Frontends that shrink: the slots below their new Count that
 	// change (keys that exist already).
@@ -65,7 +70,8 @@ type plan struct {
 	// 4. Frontends that are new or grow or keep their size: every slot
 	// that changes, new ones included.
 	slots batch[slotKey, beVal]
-	// 5. Their services entries, raising Count last.
+	// 5. Their services entries, raising Count last, and those whose
+	// inline slots or affinity change.
 	svcs batch[svcKey, svcVal]
 
 	// next is the state once the plan is carried out, and freed the
@@ -145,21 +151,67 @@ func affinitySeconds(d time.Duration) uint32 {
 // desired returns f's backends as slot values, without repeats, in f's
 // order.
 func desired(f *services.Frontend) []beVal {
-	out := make([]beVal, 0, len(f.Backends))
+	return desiredIn(nil, f)
+}
+
+// desiredIn is desired, its slice cut from *arena (which it refills when
+// short), so that a Sync of many frontends allocates their slots in a
+// few large arrays rather than one each.
+func desiredIn(arena *[]beVal, f *services.Frontend) []beVal {
+	var out []beVal
+	if arena == nil {
+		out = make([]beVal, 0, len(f.Backends))
+	} else {
+		if cap(*arena)-len(*arena) < len(f.Backends) {
+			*arena = make([]beVal, 0, max(arenaSize, len(f.Backends)))
+		}
+		a := *arena
+		out = a[len(a) : len(a) : len(a)+len(f.Backends)]
+		*arena = a[:len(a)+len(f.Backends)] // what out does not use stays unused
+	}
+	var seen map[beVal]struct{} // for frontends of many backends
+	if len(f.Backends) > 16 {
+		seen = make(map[beVal]struct{}, len(f.Backends))
+	}
 	for _, b := range f.Backends {
 		v := beOf(b)
-		if !slices.Contains(out, v) {
-			out = append(out, v)
+		if seen != nil {
+			if _, ok := seen[v]; ok {
+				continue
+			}
+			seen[v] = struct{}{}
+		} else if slices.Contains(out, v) {
+			continue
 		}
+		out = append(out, v)
 	}
 	return out
 }
+
+// holds reports whether slots are bs, in their order.
+func holds(slots []beVal, bs []services.Backend) bool {
+	if len(slots) != len(bs) {
+		return false
+	}
+	for i, b := range bs {
+		if beOf(b) != slots[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// arenaSize is how many slots desiredIn allocates at once.
+const arenaSize = 1024
 
 // assign returns the slots of want given the slots old: a backend kept
 // stays in its slot when that slot is below len(want), so that a client
 // with affinity for it keeps it and its slot needs no write; the other
 // slots take the new backends and those moved down, in want's order.
 func assign(old, want []beVal) []beVal {
+	if slices.Equal(old, want) {
+		return old
+	}
 	n := len(want)
 	out := make([]beVal, n)
 	filled := make([]bool, n)
@@ -183,19 +235,38 @@ func assign(old, want []beVal) []beVal {
 // must be valid. It does no I/O; a takes the new frontends' ids.
 func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 	p := &plan{next: make(map[svcKey]*svcState, len(t))}
+	// Most Syncs write a few entries; a first one writes them all.
+	if len(cur) == 0 {
+		p.svcs.keys = make([]svcKey, 0, len(t))
+		p.svcs.vals = make([]svcVal, 0, len(t))
+	}
+	// The states of new frontends, and the slots of all, allocated
+	// together.
+	fresh := make([]svcState, 0, max(len(t)-len(cur), 0))
+	var arena []beVal
 	for k, f := range t {
 		key := keyOf(k)
-		want := desired(f)
 		aff := affinitySeconds(f.Affinity)
-		n := uint32(len(want))
 		old := cur[key]
+		if old != nil && aff == old.aff && !old.dirty && len(old.stray) == 0 && holds(old.slots, f.Backends) {
+			// Unchanged, found without making its slots: most
+			// frontends of most Syncs.
+			p.next[key] = old
+			continue
+		}
+		want := desiredIn(&arena, f)
+		n := uint32(len(want))
 		if old == nil {
 			id := a.get()
-			for i, b := range want {
-				p.slots.add(slotKey{id, uint32(i)}, b)
+			for i := inlineSlots; i < len(want); i++ {
+				p.slots.add(slotKey{id, uint32(i)}, want[i])
 			}
-			p.svcs.add(key, svcVal{ID: id, Count: n, Affinity: aff})
-			p.next[key] = &svcState{id: id, aff: aff, slots: want}
+			p.svcs.add(key, svcValOf(id, aff, want))
+			if len(fresh) == cap(fresh) {
+				fresh = make([]svcState, 0, 16)
+			}
+			fresh = append(fresh, svcState{id: id, aff: aff, slots: want})
+			p.next[key] = &fresh[len(fresh)-1]
 			continue
 		}
 		slots := assign(old.slots, want)
@@ -204,25 +275,35 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 		if n < oldN {
 			writes = &p.holes
 		}
+		inlineChanged := false
 		for i, b := range slots {
-			if i >= len(old.slots) || old.slots[i] != b {
-				writes.add(slotKey{old.id, uint32(i)}, b)
+			if i < len(old.slots) && old.slots[i] == b {
+				continue
 			}
+			if i < inlineSlots {
+				inlineChanged = true
+				continue
+			}
+			writes.add(slotKey{old.id, uint32(i)}, b)
 		}
-		val := svcVal{ID: old.id, Count: n, Affinity: aff}
+		val := svcValOf(old.id, aff, slots)
 		switch {
 		case n < oldN:
 			p.svcShrink.add(key, val)
-			for i := n; i < oldN; i++ {
+			for i := max(n, inlineSlots); i < oldN; i++ {
 				p.slotDel = append(p.slotDel, slotKey{old.id, i})
 			}
-		case n > oldN || aff != old.aff || old.dirty:
+		case n > oldN || aff != old.aff || old.dirty || inlineChanged:
 			p.svcs.add(key, val)
 		}
 		for _, s := range old.stray {
-			if s >= n {
+			if s >= n || s < inlineSlots {
 				p.slotDel = append(p.slotDel, slotKey{old.id, s})
 			}
+		}
+		if aff == old.aff && !old.dirty && len(old.stray) == 0 && slices.Equal(slots, old.slots) {
+			p.next[key] = old // unchanged: states are not modified once made
+			continue
 		}
 		p.next[key] = &svcState{id: old.id, aff: aff, slots: slots}
 	}
@@ -231,7 +312,7 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 			continue
 		}
 		p.svcDel = append(p.svcDel, key)
-		for i := range old.slots {
+		for i := inlineSlots; i < len(old.slots); i++ {
 			p.slotDel = append(p.slotDel, slotKey{old.id, uint32(i)})
 		}
 		for _, s := range old.stray {
@@ -275,6 +356,9 @@ func stateFrom(svcs map[svcKey]svcVal, slots map[slotKey]beVal) (map[svcKey]*svc
 		a.next = max(a.next, v.ID)
 		byID[v.ID] = s
 		s.slots = make([]beVal, v.Count)
+		for i := range min(int(v.Count), inlineSlots) {
+			s.slots[i] = v.Inline[i].be()
+		}
 	}
 	var orphans []slotKey
 	for k, v := range slots {
@@ -282,7 +366,7 @@ func stateFrom(svcs map[svcKey]svcVal, slots map[slotKey]beVal) (map[svcKey]*svc
 		switch {
 		case s == nil:
 			orphans = append(orphans, k)
-		case k.Slot < uint32(len(s.slots)):
+		case k.Slot >= inlineSlots && k.Slot < uint32(len(s.slots)):
 			s.slots[k.Slot] = v
 		default:
 			s.stray = append(s.stray, k.Slot)
@@ -297,4 +381,27 @@ func stateFrom(svcs map[svcKey]svcVal, slots map[slotKey]beVal) (map[svcKey]*svc
 		s.id = a.get()
 	}
 	return state, orphans, a
+}
+
+// migrate returns the services entries that hold what the legacy services
+// map old and the backends map slots hold, for an agent that finds the
+// maps of an older one: each frontend keeps its id, affinity and slots,
+// its first inlineSlots backends copied into the entry. A frontend whose
+// inline slot is missing from slots (a Sync of the older agent cut short)
+// keeps only the slots below it; the next Sync repairs it.
+func migrate(old map[svcKey]legacyVal, slots map[slotKey]beVal) map[svcKey]svcVal {
+	out := make(map[svcKey]svcVal, len(old))
+	for k, o := range old {
+		v := svcVal{ID: o.ID, Count: o.Count, Affinity: o.Affinity, Tag: o.ID}
+		for i := range min(o.Count, inlineSlots) {
+			b, ok := slots[slotKey{o.ID, i}]
+			if !ok {
+				v.Count = i
+				break
+			}
+			v.Inline[i] = b.inline()
+		}
+		out[k] = v
+	}
+	return out
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -18,6 +20,16 @@ import (
 type model struct {
 	svcs  map[svcKey]svcVal
 	slots map[slotKey]beVal
+}
+
+// slot returns slot i of the frontend whose entry is v, as the programs
+// read it.
+func (m *model) slot(v svcVal, i uint32) (beVal, bool) {
+	if i < inlineSlots {
+		return v.Inline[i].be(), true
+	}
+	b, ok := m.slots[slotKey{v.ID, i}]
+	return b, ok
 }
 
 func newModel() *model {
@@ -36,8 +48,11 @@ func (m *model) check(prev, next services.Table) error {
 				allowed = append(allowed, desired(f)...)
 			}
 		}
+		if v.Tag != v.ID {
+			return fmt.Errorf("%s: tag %d, id %d", fk, v.Tag, v.ID)
+		}
 		for i := uint32(0); i < v.Count; i++ {
-			b, ok := m.slots[slotKey{v.ID, i}]
+			b, ok := m.slot(v, i)
 			if !ok {
 				return fmt.Errorf("%s: count %d, slot %d empty", fk, v.Count, i)
 			}
@@ -98,15 +113,16 @@ func (m *model) equal(t services.Table) error {
 		want := desired(f)
 		var got []beVal
 		for i := uint32(0); i < v.Count; i++ {
-			got = append(got, m.slots[slotKey{v.ID, i}])
+			b, _ := m.slot(v, i)
+			got = append(got, b)
 		}
-		n += len(got)
+		n += max(len(got)-inlineSlots, 0)
 		slices.SortFunc(want, cmpBe)
 		slices.SortFunc(got, cmpBe)
 		if !slices.Equal(got, want) {
 			return fmt.Errorf("%s: backends %v, want %v", k, got, want)
 		}
-		if v.Affinity != affinitySeconds(f.Affinity) {
+		if v.Affinity != affinitySeconds(f.Affinity) || v.Tag != v.ID {
 			return fmt.Errorf("%s: affinity %d", k, v.Affinity)
 		}
 	}
@@ -132,10 +148,10 @@ func randTable(r *rand.Rand, nf int) services.Table {
 		if r.IntN(3) == 0 {
 			f.Affinity = time.Duration(r.IntN(3)) * time.Hour
 		}
-		for range r.IntN(7) {
-			a := netip.AddrFrom4([4]byte{10, 42, 0, byte(r.IntN(8))})
+		for range r.IntN(3 * inlineSlots) {
+			a := netip.AddrFrom4([4]byte{10, 42, 0, byte(r.IntN(3 * inlineSlots))})
 			if k.Addr.Is6() {
-				a = netip.AddrFrom16([16]byte{0xfd, 0x42, 15: byte(r.IntN(8))})
+				a = netip.AddrFrom16([16]byte{0xfd, 0x42, 15: byte(r.IntN(3 * inlineSlots))})
 			}
 			f.Backends = append(f.Backends, services.Backend{Addr: netip.AddrPortFrom(a, 8080)})
 		}
@@ -150,7 +166,7 @@ func syncModel(m *model, state map[svcKey]*svcState, orphans []slotKey, a *ids, 
 	limit := len(m.slots)
 	n := 0
 	for _, f := range t {
-		n += len(desired(f))
+		n += max(len(desired(f))-inlineSlots, 0)
 	}
 	limit = max(limit, n)
 	p := makePlan(state, t, a)
@@ -260,9 +276,13 @@ func FuzzStateFrom(f *testing.F) {
 			a, b := data[i+1], data[i+2]
 			if data[i]%2 == 0 {
 				k := keyOf(services.Key{Addr: netip.AddrFrom4([4]byte{10, 96, 0, a % 16}), Port: 80, Proto: services.TCP})
-				m.svcs[k] = svcVal{ID: uint32(b % 8), Count: uint32(a>>4) % 5, Affinity: uint32(b >> 6)}
+				v := svcVal{ID: uint32(b % 8), Count: uint32(a>>4) % (2*inlineSlots + 1), Affinity: uint32(b >> 6), Tag: uint32(a % 8)}
+				for j := range min(v.Count, inlineSlots) {
+					v.Inline[j] = beVal{Addr: addr16(netip.AddrFrom4([4]byte{10, 42, 0, b + byte(j)})), Port: port2(8080)}.inline()
+				}
+				m.svcs[k] = v
 			} else {
-				m.slots[slotKey{uint32(a % 8), uint32(b % 6)}] = beVal{Addr: addr16(netip.AddrFrom4([4]byte{10, 42, 0, b})), Port: port2(8080)}
+				m.slots[slotKey{uint32(a % 8), uint32(b % (2*inlineSlots + 2))}] = beVal{Addr: addr16(netip.AddrFrom4([4]byte{10, 42, 0, b})), Port: port2(8080)}
 			}
 		}
 		state, orphans, a := stateFrom(m.svcs, m.slots)
@@ -276,7 +296,7 @@ func FuzzStateFrom(f *testing.F) {
 		// maps may have been inconsistent before it.
 		p := makePlan(state, next, a)
 		p.slotDel = append(p.slotDel, orphans...)
-		limit := max(len(m.slots), 16*6)
+		limit := max(len(m.slots), 16*3*inlineSlots)
 		if err := m.applyUnchecked(p, limit); err != nil {
 			t.Fatal(err)
 		}
@@ -317,11 +337,16 @@ func (m *model) applyUnchecked(p *plan, limit int) error {
 func TestLayout(t *testing.T) {
 	cfg := DefaultConfig()
 	specs := mapSpecs(&cfg)
+	specs[legacyServices] = &ebpf.MapSpec{KeySize: 20, ValueSize: 16}
+	if binary.Size(svcVal{}) != int(unsafe.Sizeof(svcVal{})) || binary.Size([]svcVal{{}}) != svcValSize {
+		t.Errorf("svcVal has padding: BatchUpdate would copy it field by field")
+	}
 	for _, tc := range []struct {
 		name       string
 		key, value any
 	}{
 		{mapServices, svcKey{}, svcVal{}},
+		{legacyServices, svcKey{}, legacyVal{}},
 		{mapBackends, slotKey{}, beVal{}},
 		{mapAffinity, affKey{}, affVal{}},
 		{mapRevNAT, revKey{}, svcKey{}},
@@ -338,6 +363,10 @@ func TestLayout(t *testing.T) {
 		{"svcVal.ID", unsafe.Offsetof(svcVal{}.ID), svcID},
 		{"svcVal.Count", unsafe.Offsetof(svcVal{}.Count), svcCount},
 		{"svcVal.Affinity", unsafe.Offsetof(svcVal{}.Affinity), svcAffinity},
+		{"svcVal.Inline", unsafe.Offsetof(svcVal{}.Inline), svcInline},
+		{"svcVal.Tag", unsafe.Offsetof(svcVal{}.Tag), svcTag},
+		{"inlineBe", unsafe.Sizeof(inlineBe{}), inlineSize},
+		{"inlineBe.Port", unsafe.Offsetof(inlineBe{}.Port), bePort},
 		{"beVal.Addr", unsafe.Offsetof(beVal{}.Addr), beAddr},
 		{"beVal.Port", unsafe.Offsetof(beVal{}.Port), bePort},
 		{"affVal.Last", unsafe.Offsetof(affVal{}.Last), affLast},
@@ -353,4 +382,95 @@ func TestLayout(t *testing.T) {
 			t.Errorf("%s at %d, programs read it at %d", tc.name, tc.got, tc.want)
 		}
 	}
+}
+
+// TestMigrate: the maps of an agent before inline backends, carried over,
+// route as before, and the first plan for the same table only deletes
+// the backends map's slots that are now inline.
+func TestMigrate(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 50 {
+		tab := randTable(r, 12)
+		// The legacy layout: every slot in the backends map.
+		legacy, slots := map[svcKey]legacyVal{}, map[slotKey]beVal{}
+		id, inline := uint32(0), 0
+		for k, f := range tab {
+			id++
+			want := desired(f)
+			legacy[keyOf(k)] = legacyVal{ID: id, Count: uint32(len(want)), Affinity: affinitySeconds(f.Affinity)}
+			for j, b := range want {
+				slots[slotKey{id, uint32(j)}] = b
+			}
+			inline += min(len(want), inlineSlots)
+		}
+		m := &model{svcs: migrate(legacy, slots), slots: slots}
+		if err := m.check(nil, tab); err != nil {
+			t.Fatalf("table %d: migrated: %v", i, err)
+		}
+		st, orphans, a := stateFrom(m.svcs, m.slots)
+		p := makePlan(st, tab, a)
+		if len(orphans) != 0 || p.ops() != inline || len(p.slotDel) != inline {
+			t.Fatalf("table %d: after migrating, %d orphans and %d operations (%d deletes), want %d deletes", i, len(orphans), p.ops(), len(p.slotDel), inline)
+		}
+	}
+	// A missing inline slot shortens the frontend to the slots below it.
+	k := keyOf(services.Key{Addr: netip.MustParseAddr("10.96.0.1"), Port: 80, Proto: services.TCP})
+	b := beVal{Addr: addr16(netip.MustParseAddr("10.42.0.1")), Port: port2(80)}
+	got := migrate(map[svcKey]legacyVal{k: {ID: 3, Count: 6}}, map[slotKey]beVal{{3, 0}: b, {3, 2}: b, {3, 5}: b})
+	if v := got[k]; v.Count != 1 || v.Inline[0] != b.inline() || v.Tag != 3 {
+		t.Errorf("migrate with slot 1 missing = %+v, want Count 1", v)
+	}
+}
+
+// FuzzMigrate carries arbitrary legacy map contents over, as New does on
+// finding an older agent's pins, and checks that what a connect then
+// sees is only backends the legacy maps held for the frontend, and that
+// one Sync brings the maps to exactly a table.
+func FuzzMigrate(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 1, 1, 3, 1, 1, 0, 0, 17, 9, 1, 2, 4}, uint64(1))
+	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
+		if len(data) > 3000 {
+			return
+		}
+		legacy, slots := map[svcKey]legacyVal{}, map[slotKey]beVal{}
+		for i := 0; i+2 < len(data); i += 3 {
+			a, b := data[i+1], data[i+2]
+			if data[i]%2 == 0 {
+				k := keyOf(services.Key{Addr: netip.AddrFrom4([4]byte{10, 96, 0, a % 16}), Port: 80, Proto: services.TCP})
+				legacy[k] = legacyVal{ID: uint32(b % 8), Count: uint32(a>>4) % (2*inlineSlots + 1), Affinity: uint32(b >> 6)}
+			} else {
+				slots[slotKey{uint32(a % 8), uint32(b % (2*inlineSlots + 2))}] = beVal{Addr: addr16(netip.AddrFrom4([4]byte{10, 42, 0, b})), Port: port2(8080)}
+			}
+		}
+		m := &model{svcs: migrate(legacy, slots), slots: slots}
+		if len(m.svcs) != len(legacy) {
+			t.Fatalf("%d frontends carried over of %d", len(m.svcs), len(legacy))
+		}
+		for k, v := range m.svcs {
+			o := legacy[k]
+			if v.ID != o.ID || v.Tag != o.ID || v.Affinity != o.Affinity || v.Count > o.Count {
+				t.Fatalf("%v: %+v carried over as %+v", k, o, v)
+			}
+			for i := range min(v.Count, inlineSlots) {
+				if b, ok := slots[slotKey{o.ID, i}]; !ok || b != v.Inline[i].be() {
+					t.Fatalf("%v: inline slot %d is %v, legacy %v", k, i, v.Inline[i], b)
+				}
+			}
+		}
+		state, orphans, a := stateFrom(m.svcs, m.slots)
+		next := randTable(rand.New(rand.NewPCG(seed, 0)), 16)
+		for k := range next {
+			if k.Addr.Is6() {
+				delete(next, k)
+			}
+		}
+		p := makePlan(state, next, a)
+		p.slotDel = append(p.slotDel, orphans...)
+		if err := m.applyUnchecked(p, max(len(m.slots), 16*3*inlineSlots)); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.equal(next); err != nil {
+			t.Fatalf("after one Sync: %v", err)
+		}
+	})
 }

@@ -12,7 +12,7 @@ import (
 // runs the previous version (a changed program changes the tag anyway;
 // the version only makes a change explicit). Tests change it to exercise
 // the upgrade.
-var progVersion int32 = 1
+var progVersion int32 = 2
 
 // hook is one cgroup sock_addr attach point.
 type hook struct {
@@ -61,6 +61,8 @@ const (
 	// spilled from a register as a whole 8-byte slot, so that the
 	// verifier knows its value and that the retry loop ends.
 	stRetried = -152
+	// stSvcVal is the copy of the services entry (svcVal).
+	stSvcVal = stRetried - svcValSize
 )
 
 // Offsets in the map values (maps.go).
@@ -68,6 +70,10 @@ const (
 	svcID       = 0
 	svcCount    = 4
 	svcAffinity = 8
+	svcInline   = 16
+	inlineSize  = 24 // an inlineBe
+	svcTag      = svcInline + inlineSize*inlineSlots
+	svcValSize  = svcTag + 8
 	beAddr      = 0
 	bePort      = 16
 	affLast     = 0
@@ -215,14 +221,19 @@ func forward(h hook) asm.Instructions {
 	svc := lookup(mapServices, stSvcKey)
 	svc[0] = svc[0].WithSymbol("service")
 	insns = append(insns, svc...)
+	insns = append(insns, asm.JEq.Imm(asm.R0, 0, "allow"))
+	// Copy the entry out at once, in order, its Tag last: an entry
+	// replaced by Sync may be reused for another frontend's meanwhile,
+	// and then the copy's ID and Tag differ (see svcVal.Tag).
+	insns = append(insns, copyMem(asm.RFP, stSvcVal, asm.R0, 0, svcValSize, asm.DWord)...)
 	insns = append(insns,
-		asm.JEq.Imm(asm.R0, 0, "allow"),
-		// Copy the entry out at once: Sync may replace it meanwhile.
-		asm.LoadMem(asm.R1, asm.R0, svcID, asm.Word),
+		asm.LoadMem(asm.R1, asm.RFP, stSvcVal+svcID, asm.Word),
+		asm.LoadMem(asm.R2, asm.RFP, stSvcVal+svcTag, asm.Word),
+		asm.JNE.Reg(asm.R1, asm.R2, "retry"),
 		asm.StoreMem(asm.RFP, stID, asm.R1, asm.Word),
-		asm.LoadMem(asm.R1, asm.R0, svcAffinity, asm.Word),
+		asm.LoadMem(asm.R1, asm.RFP, stSvcVal+svcAffinity, asm.Word),
 		asm.StoreMem(asm.RFP, stAffinity, asm.R1, asm.Word),
-		asm.LoadMem(asm.R1, asm.R0, svcCount, asm.Word),
+		asm.LoadMem(asm.R1, asm.RFP, stSvcVal+svcCount, asm.Word),
 		asm.StoreMem(asm.RFP, stCount, asm.R1, asm.Word),
 		asm.JEq.Imm(asm.R1, 0, "refuse"),
 
@@ -256,13 +267,7 @@ func forward(h hook) asm.Instructions {
 		asm.StoreMem(asm.RFP, stSlot, asm.R1, asm.Word),
 	)
 	insns = append(insns, copyMem(asm.RFP, stAffVal, asm.R0, 0, 32, asm.DWord)...)
-	insns = append(insns,
-		asm.LoadMem(asm.R1, asm.RFP, stID, asm.Word),
-		asm.StoreMem(asm.RFP, stSlotKey, asm.R1, asm.Word),
-		asm.LoadMem(asm.R1, asm.RFP, stSlot, asm.Word),
-		asm.StoreMem(asm.RFP, stSlotKey+4, asm.R1, asm.Word),
-	)
-	insns = append(insns, lookup(mapBackends, stSlotKey)...)
+	insns = append(insns, backend("aff")...)
 	insns = append(insns,
 		asm.JEq.Imm(asm.R0, 0, "pick"),
 		asm.LoadMem(asm.R1, asm.R0, beAddr, asm.DWord),
@@ -285,17 +290,15 @@ func forward(h hook) asm.Instructions {
 		asm.LoadMem(asm.R1, asm.RFP, stCount, asm.Word),
 		asm.Mod.Reg32(asm.R0, asm.R1),
 		asm.StoreMem(asm.RFP, stSlot, asm.R0, asm.Word),
-		asm.StoreMem(asm.RFP, stSlotKey+4, asm.R0, asm.Word),
-		asm.LoadMem(asm.R1, asm.RFP, stID, asm.Word),
-		asm.StoreMem(asm.RFP, stSlotKey, asm.R1, asm.Word),
 	)
-	insns = append(insns, lookup(mapBackends, stSlotKey)...)
+	insns = append(insns, backend("pick")...)
 	insns = append(insns,
 		asm.JNE.Imm(asm.R0, 0, "picked"),
 		// The slot is gone: Sync lowered Count and deleted the slots
-		// above it between our reading Count and the slot. Read the
-		// services entry again, once; the verifier sees the loop end.
-		asm.LoadMem(asm.R1, asm.RFP, stRetried, asm.DWord),
+		// above it between our reading Count and the slot. Or the copy
+		// of the services entry was torn. Read the services entry
+		// again, once; the verifier sees the loop end.
+		asm.LoadMem(asm.R1, asm.RFP, stRetried, asm.DWord).WithSymbol("retry"),
 		asm.JNE.Imm(asm.R1, 0, "refuse"),
 		asm.Mov.Imm(asm.R1, 1),
 		asm.StoreMem(asm.RFP, stRetried, asm.R1, asm.DWord),
@@ -335,6 +338,40 @@ func forward(h hook) asm.Instructions {
 	)
 	insns = append(insns, update(mapRevNAT, stRevKey, stSvcKey)...)
 	return append(insns, asm.Ja.Label("allow"))
+}
+
+// backend sets R0 to the backend in slot stSlot of the frontend whose
+// entry is copied at stSvcVal: its inline one (a pointer into the copy),
+// or the backends map's entry {stID, stSlot}, or NULL if that is
+// missing. Labels are prefixed with p.
+func backend(p string) asm.Instructions {
+	insns := asm.Instructions{
+		asm.LoadMem(asm.R1, asm.RFP, stSlot, asm.Word),
+	}
+	// One branch per inline slot: the verifier then knows each
+	// pointer's offset into the stack exactly.
+	for i := range inlineSlots {
+		next := fmt.Sprintf("%s_inline%d", p, i+1)
+		if i == inlineSlots-1 {
+			next = p + "_map"
+		}
+		insns = append(insns,
+			asm.JNE.Imm(asm.R1, int32(i), next),
+			asm.Mov.Reg(asm.R0, asm.RFP),
+			asm.Add.Imm(asm.R0, int32(stSvcVal+svcInline+i*inlineSize)),
+			asm.Ja.Label(p+"_found"),
+		)
+		if i > 0 {
+			insns[len(insns)-4] = insns[len(insns)-4].WithSymbol(fmt.Sprintf("%s_inline%d", p, i))
+		}
+	}
+	insns = append(insns,
+		asm.LoadMem(asm.R2, asm.RFP, stID, asm.Word).WithSymbol(p+"_map"),
+		asm.StoreMem(asm.RFP, stSlotKey, asm.R2, asm.Word),
+		asm.StoreMem(asm.RFP, stSlotKey+4, asm.R1, asm.Word),
+	)
+	insns = append(insns, lookup(mapBackends, stSlotKey)...)
+	return append(insns, asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(p+"_found"))
 }
 
 // reverse is recvmsg and getpeername: a peer that is a backend this
