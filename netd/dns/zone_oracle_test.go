@@ -200,7 +200,7 @@ func (b *refBuilder) addService(svc *corev1.Service, slices []*discoveryv1.Endpo
 				if !ok {
 					continue
 				}
-				srvName := "_" + pn + "._" + protoLabel(p.Protocol) + "." + base
+				srvName := "_" + pn + "._" + refProtoLabel(p.Protocol) + "." + base
 				sn := b.get(srvName)
 				sn.srvs = append(sn.srvs, refSrv{uint16(p.Port), base})
 			}
@@ -255,7 +255,7 @@ func (b *refBuilder) addService(svc *corev1.Service, slices []*discoveryv1.Endpo
 					if p.Protocol != nil {
 						proto = *p.Protocol
 					}
-					srvName := "_" + pn + "._" + protoLabel(proto) + "." + base
+					srvName := "_" + pn + "._" + refProtoLabel(proto) + "." + base
 					sn := b.get(srvName)
 					sn.srvs = append(sn.srvs, refSrv{uint16(*p.Port), hostName})
 				}
@@ -362,3 +362,11 @@ func (z *refZone) records(n *refNode, owner string, qtype uint16, ttl uint32) (a
 	return ans, extra
 }
 
+// refProtoLabel returns the SRV label of a port's protocol, TCP when
+// unset.
+func refProtoLabel(p corev1.Protocol) string {
+	if p == "" {
+		return "tcp"
+	}
+	return strings.ToLower(string(p))
+}
