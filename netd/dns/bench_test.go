@@ -134,3 +134,35 @@ func BenchmarkServeUDP(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "queries/s")
 }
+
+// BenchmarkLookup is the zone's share of an answer, for the compact zone
+// and the map-of-names zone it replaced: find a name, make its records.
+func BenchmarkLookup(b *testing.B) {
+	svcs, slices := bigCluster(10_000)
+	names := []string{
+		"svc-1234.ns-34.svc.cluster.local.",
+		"10-42-14-210.svc-1234.ns-34.svc.cluster.local.",
+		"_http._tcp.svc-1234.ns-34.svc.cluster.local.",
+		"nothere.ns-34.svc.cluster.local.",
+	}
+	b.Run("compact", func(b *testing.B) {
+		z := NewZone("cluster.local", svcs, slices)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			n := names[i%len(names)]
+			if r, ok := z.lookup(n); ok {
+				z.records(r, n, miekg.TypeA, 5)
+			}
+		}
+	})
+	b.Run("map", func(b *testing.B) {
+		z := newRefZone("cluster.local", svcs, slices)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			n := names[i%len(names)]
+			if r, ok := z.lookup(n); ok {
+				z.records(r, n, miekg.TypeA, 5)
+			}
+		}
+	})
+}

@@ -3,6 +3,7 @@ package dns
 import (
 	"bytes"
 	"cmp"
+	"hash/maphash"
 	"math"
 	"net/netip"
 	"slices"
@@ -41,6 +42,10 @@ type Zone struct {
 	// the ranges of the one before: record i's hosts are
 	// hosts[svcs[i].host:svcs[i+1].host], and so on.
 	svcs []svcRec
+	// table finds a Service by NAME.NS: an open-addressing hash table of
+	// indexes of svcs plus one, 0 for a free slot, at most half full.
+	table []uint32
+	seed  maphash.Seed
 	// hosts holds the names HOST.NAME.NS.svc of each Service, sorted by
 	// label, and a last record ending the address ranges.
 	hosts     []hostRec
@@ -65,12 +70,15 @@ func (a addr16) addr() netip.Addr { return netip.AddrFrom16(a).Unmap() }
 
 // svcRec is a Service. Offsets are into the zone's arena.
 type svcRec struct {
-	ns, name, cname          uint32
+	key                      uint32 // "NAME.NS"
+	cname                    uint32
 	base                     uint32 // the first of baseAddrs
 	host                     uint32 // the first of hosts
 	port                     uint32 // the first of ports
-	nsLen, nameLen, cnameLen uint8  // a CNAME target has at most 254 bytes
+	nameLen, nsLen, cnameLen uint8  // a CNAME target has at most 254 bytes
 }
+
+func (s *svcRec) keyLen() uint32 { return uint32(s.nameLen) + 1 + uint32(s.nsLen) }
 
 type hostRec struct {
 	label uint32 // offset in the arena
@@ -414,8 +422,9 @@ func (b *zoneBuilder) end(ns, name string) bool {
 	}
 	b.arena = append(b.arena[:b.mark], b.labels...)
 
-	rec.ns, rec.nsLen = b.internLabel(ns)
-	rec.name, rec.nameLen = b.appendLabel(name)
+	rec.key, rec.nameLen = b.appendLabel(name)
+	b.arena = append(b.arena, '.')
+	_, rec.nsLen = b.appendLabel(ns)
 	if b.hasCname {
 		rec.cname, rec.cnameLen = b.appendLabel(b.cname)
 	}
@@ -562,6 +571,19 @@ func (b *zoneBuilder) finish() {
 	z.ptr6 = slices.Compact(z.ptr6)
 
 	z.arena = string(b.arena)
+	n := 2
+	for n < 2*len(z.svcs) {
+		n *= 2
+	}
+	z.seed = maphash.MakeSeed()
+	z.table = make([]uint32, n)
+	for i := range z.svcs[:len(z.svcs)-1] {
+		s := &z.svcs[i]
+		j := maphash.String(z.seed, z.arena[s.key:s.key+s.keyLen()])
+		for j &= uint64(n - 1); z.table[j] != 0; j = (j + 1) & uint64(n-1) {
+		}
+		z.table[j] = uint32(i) + 1
+	}
 	z.svcs = slices.Clone(z.svcs)
 	z.hosts = slices.Clone(z.hosts)
 	z.hostAddrs = slices.Clone(z.hostAddrs)
@@ -685,43 +707,32 @@ func (z *Zone) lookup(name string) (ref, bool) {
 	}
 	// rest is NS, NAME.NS, HOST.NAME.NS, _PROTO.NAME.NS or
 	// _PORT._PROTO.NAME.NS.
-	var labels [4]string
-	n := 0
-	for ; n < len(labels); n++ {
-		i := strings.LastIndexByte(rest, '.')
-		labels[n] = rest[i+1:]
-		if i < 0 {
-			rest = ""
-			n++
-			break
-		}
-		rest = rest[:i]
+	dot := strings.LastIndexByte(rest, '.')
+	if dot < 0 {
+		return ref{kind: kindEmpty}, z.hasNamespace(rest)
 	}
-	if rest != "" {
-		return ref{}, false
-	}
-	if n == 1 {
-		return ref{kind: kindEmpty}, z.hasNamespace(labels[0])
-	}
-	si, ok := z.findService(labels[0], labels[1])
+	dot = strings.LastIndexByte(rest[:dot], '.')
+	si, ok := z.findService(rest[dot+1:])
 	if !ok {
 		return ref{}, false
 	}
-	s := &z.svcs[si]
-	switch n {
-	case 2:
+	if dot < 0 {
+		s := &z.svcs[si]
 		return ref{kind: kindService, svc: si, cname: z.arena[s.cname : s.cname+uint32(s.cnameLen)]}, true
-	case 3:
-		if proto, ok := strings.CutPrefix(labels[2], "_"); ok {
+	}
+	rest = rest[:dot]
+	dot = strings.LastIndexByte(rest, '.')
+	if dot < 0 {
+		if proto, ok := strings.CutPrefix(rest, "_"); ok {
 			_, ok := z.findPort(si, proto, "")
 			return ref{kind: kindEmpty}, ok
 		}
-		h, ok := z.findHost(si, labels[2])
+		h, ok := z.findHost(si, rest)
 		return ref{kind: kindHost, svc: si, i: h}, ok
 	}
-	proto, ok1 := strings.CutPrefix(labels[2], "_")
-	port, ok2 := strings.CutPrefix(labels[3], "_")
-	if !ok1 || !ok2 || port == "" {
+	proto, ok1 := strings.CutPrefix(rest[dot+1:], "_")
+	port, ok2 := strings.CutPrefix(rest[:dot], "_")
+	if !ok1 || !ok2 || port == "" || strings.IndexByte(port, '.') >= 0 {
 		return ref{}, false
 	}
 	p, ok := z.findPort(si, proto, port)
@@ -754,40 +765,58 @@ func (z *Zone) str(off uint32, n uint8) string { return z.arena[off : off+uint32
 func (z *Zone) hasNamespace(ns string) bool {
 	svcs := z.svcs[:len(z.svcs)-1]
 	i, _ := slices.BinarySearchFunc(svcs, ns, func(s svcRec, ns string) int {
-		return strings.Compare(z.str(s.ns, s.nsLen), ns)
+		return strings.Compare(z.namespace(&s), ns)
 	})
-	return i < len(svcs) && z.str(svcs[i].ns, svcs[i].nsLen) == ns
+	return i < len(svcs) && z.namespace(&svcs[i]) == ns
 }
 
-// findService returns the index of Service name of namespace ns.
-func (z *Zone) findService(ns, name string) (uint32, bool) {
-	i, ok := slices.BinarySearchFunc(z.svcs[:len(z.svcs)-1], [2]string{ns, name}, func(s svcRec, k [2]string) int {
-		return cmp.Or(strings.Compare(z.str(s.ns, s.nsLen), k[0]), strings.Compare(z.str(s.name, s.nameLen), k[1]))
-	})
-	return uint32(i), ok
+func (z *Zone) namespace(s *svcRec) string {
+	return z.arena[s.key+uint32(s.nameLen)+1 : s.key+s.keyLen()]
+}
+
+// findService returns the index of the Service named key, "NAME.NS".
+func (z *Zone) findService(key string) (uint32, bool) {
+	mask := uint64(len(z.table) - 1)
+	for j := maphash.String(z.seed, key) & mask; ; j = (j + 1) & mask {
+		i := z.table[j]
+		if i == 0 {
+			return 0, false
+		}
+		if s := &z.svcs[i-1]; z.arena[s.key:s.key+s.keyLen()] == key {
+			return i - 1, true
+		}
+	}
 }
 
 // findHost returns the index of the host of Service si labelled l.
 func (z *Zone) findHost(si uint32, l string) (uint32, bool) {
 	lo, hi := z.svcs[si].host, z.svcs[si+1].host
-	i, ok := slices.BinarySearchFunc(z.hosts[lo:hi], l, func(h hostRec, l string) int {
-		return strings.Compare(z.str(h.label, h.n), l)
-	})
-	return lo + uint32(i), ok
+	for lo < hi {
+		m := lo + (hi-lo)/2
+		h := &z.hosts[m]
+		switch c := strings.Compare(z.arena[h.label:h.label+uint32(h.n)], l); {
+		case c == 0:
+			return m, true
+		case c < 0:
+			lo = m + 1
+		default:
+			hi = m
+		}
+	}
+	return 0, false
 }
 
 // findPort returns the index of the SRV name _name._proto of Service si;
 // with name "", whether the Service has one of protocol proto.
 func (z *Zone) findPort(si uint32, proto, name string) (uint32, bool) {
-	lo, hi := z.svcs[si].port, z.svcs[si+1].port
-	ports := z.ports[lo:hi]
-	i, ok := slices.BinarySearchFunc(ports, [2]string{proto, name}, func(p portRec, k [2]string) int {
-		return cmp.Or(strings.Compare(z.str(p.proto, p.protoLen), k[0]), strings.Compare(z.str(p.name, p.nameLen), k[1]))
-	})
-	if name == "" {
-		return 0, i < len(ports) && z.str(ports[i].proto, ports[i].protoLen) == proto
+	// A Service has few ports.
+	for i := z.svcs[si].port; i < z.svcs[si+1].port; i++ {
+		p := &z.ports[i]
+		if z.arena[p.proto:p.proto+uint32(p.protoLen)] == proto && (name == "" || z.arena[p.name:p.name+uint32(p.nameLen)] == name) {
+			return i, true
+		}
 	}
-	return lo + uint32(i), ok
+	return 0, false
 }
 
 // svcOfHost returns the index of the Service of host h.
@@ -807,9 +836,7 @@ func (z *Zone) appendName(dst []byte, si, h uint32) []byte {
 		dst = append(dst, '.')
 	}
 	s := &z.svcs[si]
-	dst = append(dst, z.str(s.name, s.nameLen)...)
-	dst = append(dst, '.')
-	dst = append(dst, z.str(s.ns, s.nsLen)...)
+	dst = append(dst, z.arena[s.key:s.key+s.keyLen()]...)
 	return append(dst, z.svcSuffix...)
 }
 
