@@ -3,6 +3,7 @@ package dns
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"hash/maphash"
 	"math"
 	"net/netip"
@@ -80,10 +81,16 @@ type svcRec struct {
 
 func (s *svcRec) keyLen() uint32 { return uint32(s.nameLen) + 1 + uint32(s.nsLen) }
 
+// hostRec is a host name. Most hosts are an endpoint without a
+// hostname and with one IPv4 address: such a host is this record alone,
+// its address in it and its label made from the address when needed.
 type hostRec struct {
-	label uint32 // offset in the arena
-	addr  uint32 // the first of hostAddrs
-	n     uint8  // the label's length
+	label uint32 // offset in the arena, when n is not 0
+	// addr is the only address, IPv4, when cnt is 0, else the first of
+	// cnt in hostAddrs.
+	addr uint32
+	cnt  uint16
+	n    uint8 // the label's length, or 0 for dashed(the first address)
 }
 
 type portRec struct {
@@ -239,7 +246,14 @@ type zoneBuilder struct {
 	// Scratch.
 	all         []netip.Addr
 	perm, order []uint32
-	labels      []byte
+	labels      []byte      // the Service's host labels
+	spans       []labelSpan // host i's label in labels
+	dash        [48]byte
+}
+
+type labelSpan struct {
+	off uint32
+	n   uint8
 }
 
 // tmpHost is an address of a host name; the label is in the arena.
@@ -395,32 +409,49 @@ func (b *zoneBuilder) end(ns, name string) bool {
 		hi, hj := &b.hosts[i], &b.hosts[j]
 		return cmp.Or(bytes.Compare(b.arenaLabel(hi.off, hi.n), b.arenaLabel(hj.off, hj.n)), hi.addr.Compare(hj.addr))
 	})
-	b.labels = b.labels[:0]
-	type span struct {
-		off uint32
-		n   uint8
-	}
-	var last span
-	nHosts := uint32(0)
-	for k, i := range order {
-		h := &b.hosts[i]
-		l := b.arenaLabel(h.off, h.n)
-		if k == 0 || !bytes.Equal(l, b.arenaLabel(last.off, last.n)) {
-			last = span{h.off, h.n}
-			z.hosts = append(z.hosts, hostRec{
-				label: uint32(b.mark + len(b.labels)),
-				addr:  uint32(len(z.hostAddrs)),
-				n:     h.n,
-			})
-			b.labels = append(b.labels, l...)
-			nHosts++
-			z.hostAddrs = append(z.hostAddrs, addr16(h.addr.As16()))
-		} else if prev := b.hosts[order[k-1]].addr; prev != h.addr {
-			z.hostAddrs = append(z.hostAddrs, addr16(h.addr.As16()))
+	b.labels, b.spans = b.labels[:0], b.spans[:0]
+	for k := 0; k < len(order); {
+		first := &b.hosts[order[k]]
+		l := b.arenaLabel(first.off, first.n)
+		b.all = b.all[:0]
+		for ; k < len(order); k++ {
+			h := &b.hosts[order[k]]
+			if !bytes.Equal(b.arenaLabel(h.off, h.n), l) {
+				break
+			}
+			if len(b.all) == 0 || b.all[len(b.all)-1] != h.addr {
+				b.all = append(b.all, h.addr)
+			}
+			perm[order[k]] = uint32(len(b.spans))
 		}
-		perm[i] = nHosts - 1
+		b.spans = append(b.spans, labelSpan{uint32(len(b.labels)), uint8(len(l))})
+		b.labels = append(b.labels, l...)
+		var h hostRec
+		if !bytes.Equal(l, appendDashed(b.dash[:0], b.all[0])) {
+			h.n = uint8(len(l)) // the label goes back into the arena below
+		}
+		if len(b.all) == 1 && b.all[0].Is4() {
+			a := b.all[0].As4()
+			h.addr = binary.BigEndian.Uint32(a[:])
+		} else {
+			h.addr = uint32(len(z.hostAddrs))
+			for _, a := range b.all[:min(len(b.all), math.MaxUint16)] {
+				z.hostAddrs = append(z.hostAddrs, addr16(a.As16()))
+				h.cnt++
+			}
+		}
+		z.hosts = append(z.hosts, h)
 	}
-	b.arena = append(b.arena[:b.mark], b.labels...)
+	nHosts := uint32(len(b.spans))
+	// The labels back into the arena, once each, those that addresses
+	// make left out.
+	b.arena = b.arena[:b.mark]
+	for i, sp := range b.spans {
+		if h := &z.hosts[rec.host+uint32(i)]; h.n != 0 {
+			h.label = uint32(len(b.arena))
+			b.arena = append(b.arena, b.labels[sp.off:sp.off+uint32(sp.n)]...)
+		}
+	}
 
 	rec.key, rec.nameLen = b.appendLabel(name)
 	b.arena = append(b.arena, '.')
@@ -446,11 +477,11 @@ func (b *zoneBuilder) end(ns, name string) bool {
 		}
 	}
 	for h := rec.host; h < uint32(len(z.hosts)); h++ {
-		end := uint32(len(z.hostAddrs))
-		if h+1 < uint32(len(z.hosts)) {
-			end = z.hosts[h+1].addr
+		one, more := z.hostAddrsOf(h)
+		if one.IsValid() {
+			b.addPTR(one, h|hostRef)
 		}
-		for _, a := range z.hostAddrs[z.hosts[h].addr:end] {
+		for _, a := range more {
 			b.addPTR(a.addr(), h|hostRef)
 		}
 	}
@@ -467,7 +498,7 @@ func (b *zoneBuilder) end(ns, name string) bool {
 		if c := cmp.Or(strings.Compare(x.proto, y.proto), strings.Compare(x.name, y.name)); c != 0 {
 			return c
 		}
-		return cmp.Or(b.compareTargets(rec.host, base, x.host, y.host), cmp.Compare(x.port, y.port))
+		return cmp.Or(b.compareTargets(base, x.host, y.host), cmp.Compare(x.port, y.port))
 	})
 	b.srvs = slices.Compact(b.srvs)
 	nProtos := 0
@@ -478,7 +509,7 @@ func (b *zoneBuilder) end(ns, name string) bool {
 		}
 		if newName {
 			p := portRec{srv: uint32(len(z.srvs))}
-			p.name, p.nameLen = b.appendLabel(s.name)
+			p.name, p.nameLen = b.internLabel(s.name)
 			p.proto, p.protoLen = b.internLabel(s.proto)
 			z.ports = append(z.ports, p)
 		}
@@ -493,22 +524,24 @@ func (b *zoneBuilder) end(ns, name string) bool {
 }
 
 // compareTargets compares the names of two SRV targets of the Service
-// whose first host is first and whose own name is base.
-func (b *zoneBuilder) compareTargets(first uint32, base string, x, y uint32) int {
+// being ended, whose own name is base.
+func (b *zoneBuilder) compareTargets(base string, x, y uint32) int {
 	if x == y {
 		return 0
 	}
+	label := func(h uint32) []byte {
+		sp := b.spans[h]
+		return b.labels[sp.off : sp.off+uint32(sp.n)]
+	}
 	if x != baseTarget && y != baseTarget {
 		// HOST.base: the labels with their dots compare as the names.
-		hx, hy := &b.z.hosts[first+x], &b.z.hosts[first+y]
-		return compareLabels(b.arena[hx.label:hx.label+uint32(hx.n)], b.arena[hy.label:hy.label+uint32(hy.n)])
+		return compareLabels(label(x), label(y))
 	}
 	name := func(h uint32) string {
 		if h == baseTarget {
 			return base
 		}
-		r := &b.z.hosts[first+h]
-		return string(b.arena[r.label:r.label+uint32(r.n)]) + "." + base
+		return string(label(h)) + "." + base
 	}
 	return strings.Compare(name(x), name(y))
 }
@@ -559,7 +592,6 @@ func (b *zoneBuilder) addPTR(a netip.Addr, ref uint32) {
 func (b *zoneBuilder) finish() {
 	z := b.z
 	z.svcs = append(z.svcs, svcRec{base: uint32(len(z.baseAddrs)), host: uint32(len(z.hosts)), port: uint32(len(z.ports))})
-	z.hosts = append(z.hosts, hostRec{addr: uint32(len(z.hostAddrs))})
 	z.ports = append(z.ports, portRec{srv: uint32(len(z.srvs))})
 	slices.SortFunc(z.ptr4, func(x, y ptr4) int {
 		return cmp.Or(bytes.Compare(x.a[:], y.a[:]), cmp.Compare(x.ref, y.ref))
@@ -791,19 +823,43 @@ func (z *Zone) findService(key string) (uint32, bool) {
 // findHost returns the index of the host of Service si labelled l.
 func (z *Zone) findHost(si uint32, l string) (uint32, bool) {
 	lo, hi := z.svcs[si].host, z.svcs[si+1].host
+	var buf [48]byte
 	for lo < hi {
 		m := lo + (hi-lo)/2
-		h := &z.hosts[m]
-		switch c := strings.Compare(z.arena[h.label:h.label+uint32(h.n)], l); {
-		case c == 0:
+		switch hl := z.appendHostLabel(buf[:0], m); {
+		case string(hl) == l:
 			return m, true
-		case c < 0:
+		case string(hl) < l:
 			lo = m + 1
 		default:
 			hi = m
 		}
 	}
 	return 0, false
+}
+
+// appendHostLabel appends the label of host h.
+func (z *Zone) appendHostLabel(dst []byte, h uint32) []byte {
+	r := &z.hosts[h]
+	if r.n != 0 {
+		return append(dst, z.arena[r.label:r.label+uint32(r.n)]...)
+	}
+	one, more := z.hostAddrsOf(h)
+	if !one.IsValid() {
+		one = more[0].addr()
+	}
+	return appendDashed(dst, one)
+}
+
+// hostAddrsOf returns the addresses of host h: one, or more.
+func (z *Zone) hostAddrsOf(h uint32) (one netip.Addr, more []addr16) {
+	r := &z.hosts[h]
+	if r.cnt == 0 {
+		var a [4]byte
+		binary.BigEndian.PutUint32(a[:], r.addr)
+		return netip.AddrFrom4(a), nil
+	}
+	return netip.Addr{}, z.hostAddrs[r.addr : r.addr+uint32(r.cnt)]
 }
 
 // findPort returns the index of the SRV name _name._proto of Service si;
@@ -831,8 +887,7 @@ func (z *Zone) svcOfHost(h uint32) uint32 {
 // not baseTarget.
 func (z *Zone) appendName(dst []byte, si, h uint32) []byte {
 	if h != baseTarget {
-		r := &z.hosts[h]
-		dst = append(dst, z.str(r.label, r.n)...)
+		dst = z.appendHostLabel(dst, h)
 		dst = append(dst, '.')
 	}
 	s := &z.svcs[si]
@@ -889,15 +944,28 @@ func (z *Zone) hasPTRWithin(p netip.Prefix) bool {
 	return i < len(z.ptr6) && p.Contains(netip.AddrFrom16(z.ptr6[i].a))
 }
 
-// addrs returns the A and AAAA of r's name.
-func (z *Zone) addrs(r ref) []addr16 {
+// addrs returns the A and AAAA of r's name: one, or more.
+func (z *Zone) addrs(r ref) (one netip.Addr, more []addr16) {
 	switch r.kind {
 	case kindService:
-		return z.baseAddrs[z.svcs[r.svc].base:z.svcs[r.svc+1].base]
+		return netip.Addr{}, z.baseAddrs[z.svcs[r.svc].base:z.svcs[r.svc+1].base]
 	case kindHost:
-		return z.hostAddrs[z.hosts[r.i].addr:z.hosts[r.i+1].addr]
+		return z.hostAddrsOf(r.i)
+	case kindPod:
+		return r.pod, nil
 	}
-	return nil
+	return netip.Addr{}, nil
+}
+
+// appendAddrsOf appends the A and AAAA records of addrs' result.
+func appendAddrsOf(rrs []miekg.RR, one netip.Addr, more []addr16, owner string, qtype uint16, ttl uint32) []miekg.RR {
+	if one.IsValid() {
+		rrs = appendAddr(rrs, one, owner, qtype, ttl)
+	}
+	for _, a := range more {
+		rrs = appendAddr(rrs, a.addr(), owner, qtype, ttl)
+	}
+	return rrs
 }
 
 // records returns the records of r of type qtype named owner (the
@@ -912,12 +980,8 @@ func (z *Zone) records(r ref, owner string, qtype uint16, ttl uint32) (ans, extr
 	}
 	any := qtype == miekg.TypeANY
 	if qtype == miekg.TypeA || qtype == miekg.TypeAAAA || any {
-		if r.kind == kindPod {
-			ans = appendAddr(ans, r.pod, owner, qtype, ttl)
-		}
-		for _, a := range z.addrs(r) {
-			ans = appendAddr(ans, a.addr(), owner, qtype, ttl)
-		}
+		one, more := z.addrs(r)
+		ans = appendAddrsOf(ans, one, more, owner, qtype, ttl)
 	}
 	if (qtype == miekg.TypeSRV || any) && r.kind == kindSRV {
 		srvs := z.srvs[z.ports[r.i].srv:z.ports[r.i+1].srv]
@@ -942,9 +1006,8 @@ func (z *Zone) records(r ref, owner string, qtype uint16, ttl uint32) (ans, extr
 			if h != baseTarget {
 				t = ref{kind: kindHost, svc: r.svc, i: h}
 			}
-			for _, a := range z.addrs(t) {
-				extra = appendAddr(extra, a.addr(), target, miekg.TypeANY, ttl)
-			}
+			one, more := z.addrs(t)
+			extra = appendAddrsOf(extra, one, more, target, miekg.TypeANY, ttl)
 		}
 	}
 	if (qtype == miekg.TypeTXT || any) && r.kind == kindVersion {
