@@ -719,22 +719,21 @@ const (
 // lookup returns the name name, a lowercase FQDN below z's domain, and
 // whether it exists.
 func (z *Zone) lookup(name string) (ref, bool) {
-	rest, ok := strings.CutSuffix(name, z.domain)
-	if !ok || strings.IndexByte(rest, '\\') >= 0 {
+	if strings.IndexByte(name, '\\') >= 0 {
 		// No name of the zone has an escaped character.
 		return ref{}, false
 	}
-	switch rest {
-	case "svc.", "pod.":
-		return ref{kind: kindEmpty}, true
-	case "dns-version.":
-		return ref{kind: kindVersion}, true
-	}
-	if rest, ok := strings.CutSuffix(name, z.podSuffix); ok {
-		return z.lookupPod(rest)
-	}
-	rest, ok = strings.CutSuffix(name, z.svcSuffix)
+	rest, ok := strings.CutSuffix(name, z.svcSuffix)
 	if !ok {
+		if rest, ok := strings.CutSuffix(name, z.podSuffix); ok {
+			return z.lookupPod(rest)
+		}
+		switch rest, _ := strings.CutSuffix(name, z.domain); rest {
+		case "svc.", "pod.":
+			return ref{kind: kindEmpty}, true
+		case "dns-version.":
+			return ref{kind: kindVersion}, true
+		}
 		return ref{}, false
 	}
 	// rest is NS, NAME.NS, HOST.NAME.NS, _PROTO.NAME.NS or
