@@ -201,3 +201,39 @@ func rrStrings(rrs []miekg.RR) []string {
 	}
 	return out
 }
+
+// FuzzZoneLookup asks the compact zone and the map-of-names zone of
+// testZone's cluster any name: they must agree on whether it exists and
+// on its records.
+func FuzzZoneLookup(f *testing.F) {
+	for _, n := range []string{
+		"db.prod.svc.cluster.local.", "_postgres._tcp.db.prod.svc.cluster.local.", "_tcp.db.prod.svc.cluster.local.",
+		"10-42-0-6.db.prod.svc.cluster.local.", "db-0.db.prod.svc.cluster.local.", "prod.svc.cluster.local.",
+		"1-2-3-4.prod.pod.cluster.local.", "fd00-42--6.db6.prod.svc.cluster.local.", "ext.prod.svc.cluster.local.",
+		"dns-version.cluster.local.", "a\\.b.prod.svc.cluster.local.",
+	} {
+		f.Add(n, miekg.TypeANY)
+	}
+	svcs, sls := testCluster()
+	old := newRefZone("cluster.local", svcs, sls)
+	z := NewZone("cluster.local", svcs, sls)
+	f.Fuzz(func(t *testing.T, name string, qtype uint16) {
+		name = strings.ToLower(name)
+		if !miekg.IsSubDomain("cluster.local.", name) || name == "cluster.local." {
+			return
+		}
+		or, ook := old.lookup(name)
+		nr, nok := z.lookup(name)
+		if ook != nok || (ook && nr.cname != or.cname) {
+			t.Fatalf("lookup(%q) = %v %q, want %v %q", name, nok, nr.cname, ook, or.cname)
+		}
+		if !ook {
+			return
+		}
+		oa, oe := old.records(or, name, qtype, 5)
+		na, ne := z.records(nr, name, qtype, 5)
+		if !slices.Equal(rrStrings(na), rrStrings(oa)) || !slices.Equal(rrStrings(ne), rrStrings(oe)) {
+			t.Fatalf("records(%q, %d) = %q + %q, want %q + %q", name, qtype, rrStrings(na), rrStrings(ne), rrStrings(oa), rrStrings(oe))
+		}
+	})
+}
