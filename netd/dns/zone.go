@@ -154,8 +154,11 @@ func canonicalDomain(domain string) string {
 //   - dns-version.DOMAIN: TXT SchemaVersion.
 //
 // Objects with names that are not DNS labels, addresses that do not parse
-// and slices without a service label are skipped. NewZone does not keep
-// or change its arguments.
+// and slices without a service label are skipped, and so are ports whose
+// protocol is not a DNS label (the API server allows only TCP, UDP and
+// SCTP). Services of the same name, which the API server does not make,
+// have their records together. A host name keeps at most 65535
+// addresses. NewZone does not keep or change its arguments.
 func NewZone(domain string, svcs []*corev1.Service, slices []*discoveryv1.EndpointSlice) *Zone {
 	domain = canonicalDomain(domain)
 	b := zoneBuilder{
@@ -165,7 +168,6 @@ func NewZone(domain string, svcs []*corev1.Service, slices []*discoveryv1.Endpoi
 			podSuffix: ".pod." + domain,
 			count:     3, // svc.DOMAIN, pod.DOMAIN, dns-version.DOMAIN
 		},
-		domain: domain,
 		intern: make(map[string]uint32),
 	}
 
@@ -231,9 +233,8 @@ func slicesSortStable[E any](s []E, cmp func(a, b E) int) { slices.SortStableFun
 // each object of the name, end.
 type zoneBuilder struct {
 	z      *Zone
-	domain string
 	arena  []byte
-	intern map[string]uint32 // arena offsets of namespaces and protocols
+	intern map[string]uint32 // arena offsets of port names and protocols
 
 	// The Service being added.
 	mark     int          // the arena's length at begin
