@@ -34,9 +34,9 @@ type Zone struct {
 	domain    string // lowercase, fully qualified: "cluster.local."
 	svcSuffix string // ".svc.cluster.local."
 	podSuffix string // ".pod.cluster.local."
-	// arena holds the labels (namespaces, names, hostnames, port names
-	// and protocols) and ExternalName targets back to back; the records
-	// below point into it by offset and length.
+	// arena holds the labels (names with their namespaces as "NAME.NS",
+	// hostnames, port names and protocols) and ExternalName targets back
+	// to back; the records below point into it by offset and length.
 	arena string
 	// svcs holds a record per Service that has a name in the zone,
 	// sorted by namespace then name, and a last record that only ends
@@ -48,7 +48,7 @@ type Zone struct {
 	table []uint32
 	seed  maphash.Seed
 	// hosts holds the names HOST.NAME.NS.svc of each Service, sorted by
-	// label, and a last record ending the address ranges.
+	// label.
 	hosts     []hostRec
 	hostAddrs []addr16
 	baseAddrs []addr16 // the A and AAAA of the Services' own names
@@ -100,8 +100,9 @@ type portRec struct {
 	protoLen    uint8
 }
 
-// srvRec is an SRV record's target, the index of a host of the Service
-// or baseTarget for the Service's own name, and port.
+// srvRec is an SRV record's target, the index of a host among the
+// Service's hosts or baseTarget for the Service's own name, and port. A
+// name's records are sorted by target name, then port.
 type srvRec struct {
 	host uint32
 	port uint16
@@ -110,7 +111,8 @@ type srvRec struct {
 const baseTarget = math.MaxUint32
 
 // A PTR entry's ref is the index of the Service whose own name the
-// address has, or the index of a host with hostRef set.
+// address has, or the index of a host with hostRef set (the Service of a
+// host is the last whose hosts start at or before it).
 const hostRef = 1 << 31
 
 type ptr4 struct {
@@ -790,8 +792,6 @@ func (z *Zone) lookupPod(rest string) (ref, bool) {
 	}
 	return ref{kind: kindPod, pod: a}, true
 }
-
-func (z *Zone) str(off uint32, n uint8) string { return z.arena[off : off+uint32(n)] }
 
 // hasNamespace reports whether a Service of namespace ns has a name.
 func (z *Zone) hasNamespace(ns string) bool {
