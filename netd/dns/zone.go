@@ -496,7 +496,7 @@ func (b *zoneBuilder) end(ns, name string) bool {
 			s.host = perm[s.host]
 		}
 	}
-	base := name + "." + ns + z.svcSuffix
+	base := func() string { return name + "." + ns + z.svcSuffix }
 	slices.SortFunc(b.srvs, func(x, y tmpSRV) int {
 		if c := cmp.Or(strings.Compare(x.proto, y.proto), strings.Compare(x.name, y.name)); c != 0 {
 			return c
@@ -527,8 +527,8 @@ func (b *zoneBuilder) end(ns, name string) bool {
 }
 
 // compareTargets compares the names of two SRV targets of the Service
-// being ended, whose own name is base.
-func (b *zoneBuilder) compareTargets(base string, x, y uint32) int {
+// being ended, whose own name base returns.
+func (b *zoneBuilder) compareTargets(base func() string, x, y uint32) int {
 	if x == y {
 		return 0
 	}
@@ -542,9 +542,9 @@ func (b *zoneBuilder) compareTargets(base string, x, y uint32) int {
 	}
 	name := func(h uint32) string {
 		if h == baseTarget {
-			return base
+			return base()
 		}
-		return string(label(h)) + "." + base
+		return string(label(h)) + "." + base()
 	}
 	return strings.Compare(name(x), name(y))
 }
