@@ -248,7 +248,7 @@ func (s *Server) answerZone(st *zoneState, req *miekg.Msg, q miekg.Question, lna
 	// Follow CNAMEs inside the domain, a few at most; ExternalNames
 	// pointing at each other cannot loop.
 	for range 8 {
-		n, ok := st.z.lookup(qname)
+		r, ok := st.z.lookup(qname)
 		if !ok {
 			if len(m.Answer) > 0 { // a CNAME to a name that is not there
 				m.Rcode = miekg.RcodeNameError
@@ -257,7 +257,7 @@ func (s *Server) answerZone(st *zoneState, req *miekg.Msg, q miekg.Question, lna
 			}
 			return s.negative(st, m, s.domain, false), ""
 		}
-		ans, extra := st.z.records(n, owner, q.Qtype, s.ttl)
+		ans, extra := st.z.records(r, owner, q.Qtype, s.ttl)
 		if len(ans) == 0 {
 			if len(m.Answer) > 0 {
 				m.Ns = []miekg.RR{s.soa(st, s.domain)}
@@ -267,13 +267,13 @@ func (s *Server) answerZone(st *zoneState, req *miekg.Msg, q miekg.Question, lna
 		}
 		m.Answer = append(m.Answer, ans...)
 		m.Extra = append(m.Extra, extra...)
-		if n.cname == "" || q.Qtype == miekg.TypeCNAME {
+		if r.cname == "" || q.Qtype == miekg.TypeCNAME {
 			return m, ""
 		}
-		if !miekg.IsSubDomain(s.domain, n.cname) {
-			return m, n.cname
+		if !miekg.IsSubDomain(s.domain, r.cname) {
+			return m, r.cname
 		}
-		owner, qname = n.cname, n.cname
+		owner, qname = r.cname, r.cname
 	}
 	return m, ""
 }

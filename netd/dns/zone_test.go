@@ -79,8 +79,14 @@ func slice(ns, svc, name string, at discoveryv1.AddressType, ports []port, eps .
 	return sl
 }
 
-// testZone is a small cluster with one of each kind of service.
+// testZone is the zone of testCluster.
 func testZone() *Zone {
+	svcs, slices := testCluster()
+	return NewZone("cluster.local", svcs, slices)
+}
+
+// testCluster is a small cluster with one of each kind of service.
+func testCluster() ([]*corev1.Service, []*discoveryv1.EndpointSlice) {
 	extName := func(ns, name, target string) *corev1.Service {
 		return &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -90,39 +96,39 @@ func testZone() *Zone {
 	notReady := headless("prod", "notready")
 	notReady.Spec.PublishNotReadyAddresses = true
 	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
-	return NewZone("cluster.local", []*corev1.Service{
-		service("default", "kubernetes", []string{"10.43.0.1"}, port{"https", 443, tcp}),
-		service("prod", "web", []string{"10.43.0.10", "fd00:43::10"}, port{"http", 80, tcp}, port{"dns", 53, udp}, port{"", 8080, tcp}),
-		headless("prod", "db", port{"postgres", 5432, tcp}),
-		headless("prod", "db6"),
-		headless("prod", "empty", port{"x", 1, tcp}),
-		notReady,
-		extName("prod", "ext", "www.example.com"),
-		extName("prod", "ext2", "web.prod.svc.cluster.local."),
-		extName("prod", "extbad", "10.1.2.3"),
-		service("Bad_NS", "x", []string{"10.43.0.99"}),
-		nil,
-	}, []*discoveryv1.EndpointSlice{
-		slice("prod", "db", "db-a", discoveryv1.AddressTypeIPv4, []port{{"postgres", 5432, tcp}, {"metrics", 9187, tcp}},
-			endpoint{addr: "10.42.0.5", hostname: "db-0", ready: ptr.To(true)},
-			endpoint{addr: "10.42.0.6"},
-			endpoint{addr: "10.42.0.7", ready: ptr.To(false)}),
-		// The same endpoint in a second slice, as during a slice's
-		// rebalancing: no duplicate records.
-		slice("prod", "db", "db-b", discoveryv1.AddressTypeIPv4, []port{{"postgres", 5432, tcp}},
-			endpoint{addr: "10.42.0.6"}),
-		slice("prod", "db6", "db6-a", discoveryv1.AddressTypeIPv6, nil,
-			endpoint{addr: "fd00:42::5", hostname: "db6-0"},
-			endpoint{addr: "fd00:42::6"}),
-		slice("prod", "notready", "nr-a", discoveryv1.AddressTypeIPv4, nil,
-			endpoint{addr: "10.42.0.9", ready: ptr.To(false)}),
-		slice("prod", "web", "web-a", discoveryv1.AddressTypeIPv4, []port{{"http", 8080, tcp}},
-			endpoint{addr: "10.42.1.1"}),
-		slice("prod", "web", "web-fqdn", discoveryv1.AddressTypeFQDN, nil,
-			endpoint{addr: "host.example.com"}),
-		slice("prod", "", "orphan", discoveryv1.AddressTypeIPv4, nil, endpoint{addr: "10.42.9.9"}),
-		nil,
-	})
+	return []*corev1.Service{
+			service("default", "kubernetes", []string{"10.43.0.1"}, port{"https", 443, tcp}),
+			service("prod", "web", []string{"10.43.0.10", "fd00:43::10"}, port{"http", 80, tcp}, port{"dns", 53, udp}, port{"", 8080, tcp}),
+			headless("prod", "db", port{"postgres", 5432, tcp}),
+			headless("prod", "db6"),
+			headless("prod", "empty", port{"x", 1, tcp}),
+			notReady,
+			extName("prod", "ext", "www.example.com"),
+			extName("prod", "ext2", "web.prod.svc.cluster.local."),
+			extName("prod", "extbad", "10.1.2.3"),
+			service("Bad_NS", "x", []string{"10.43.0.99"}),
+			nil,
+		}, []*discoveryv1.EndpointSlice{
+			slice("prod", "db", "db-a", discoveryv1.AddressTypeIPv4, []port{{"postgres", 5432, tcp}, {"metrics", 9187, tcp}},
+				endpoint{addr: "10.42.0.5", hostname: "db-0", ready: ptr.To(true)},
+				endpoint{addr: "10.42.0.6"},
+				endpoint{addr: "10.42.0.7", ready: ptr.To(false)}),
+			// The same endpoint in a second slice, as during a slice's
+			// rebalancing: no duplicate records.
+			slice("prod", "db", "db-b", discoveryv1.AddressTypeIPv4, []port{{"postgres", 5432, tcp}},
+				endpoint{addr: "10.42.0.6"}),
+			slice("prod", "db6", "db6-a", discoveryv1.AddressTypeIPv6, nil,
+				endpoint{addr: "fd00:42::5", hostname: "db6-0"},
+				endpoint{addr: "fd00:42::6"}),
+			slice("prod", "notready", "nr-a", discoveryv1.AddressTypeIPv4, nil,
+				endpoint{addr: "10.42.0.9", ready: ptr.To(false)}),
+			slice("prod", "web", "web-a", discoveryv1.AddressTypeIPv4, []port{{"http", 8080, tcp}},
+				endpoint{addr: "10.42.1.1"}),
+			slice("prod", "web", "web-fqdn", discoveryv1.AddressTypeFQDN, nil,
+				endpoint{addr: "host.example.com"}),
+			slice("prod", "", "orphan", discoveryv1.AddressTypeIPv4, nil, endpoint{addr: "10.42.9.9"}),
+			nil,
+		}
 }
 
 func testServer(t testing.TB, mod func(*Config)) *Server {
