@@ -224,7 +224,7 @@ func (p *programmer) measureConnects(ctx context.Context, cfg Config, cgroup str
 	tables := make(map[int]services.Table, len(cfg.ConnectSizes))
 	for _, size := range cfg.ConnectSizes {
 		svcs, eps := Generate(size, 0)
-		if tables[size], err = buildTable(svcs, eps); err != nil {
+		if tables[size], err = buildTable(compact(svcs, eps)); err != nil {
 			return nil, err
 		}
 	}

@@ -111,7 +111,8 @@ func measureDNS(ctx context.Context, cfg Config) (res DNSResult, err error) {
 		return res, err
 	}
 	svcs, eps := Generate(cfg.DNSServices, 0)
-	zone := dns.NewZone(domain, svcs, eps)
+	csvcs, ceps := compact(svcs, eps)
+	zone := dns.NewZone(domain, csvcs, ceps)
 	if err := srv.SetZone(zone); err != nil {
 		return res, err
 	}

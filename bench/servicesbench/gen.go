@@ -118,17 +118,15 @@ func Generate(n, gen int) ([]*corev1.Service, []*discoveryv1.EndpointSlice) {
 
 func ptr[T any](v T) *T { return &v }
 
+// compact returns what routing and DNS read of svcs and eps.
+func compact(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) ([]*services.Service, []*services.Slice) {
+	return services.FromServices(svcs), services.FromSlices(eps)
+}
+
 // buildTable returns the routing table of svcs and eps on the bench node,
 // or an error if Build left something out.
-func buildTable(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) (services.Table, error) {
-	in := services.Input{Node: nodeName, Services: make([]*services.Service, len(svcs)), Slices: make([]*services.Slice, len(eps))}
-	for i, s := range svcs {
-		in.Services[i] = services.FromService(s)
-	}
-	for i, e := range eps {
-		in.Slices[i] = services.FromSlice(e)
-	}
-	t, probs := services.Build(in)
+func buildTable(svcs []*services.Service, eps []*services.Slice) (services.Table, error) {
+	t, probs := services.Build(services.Input{Node: nodeName, Services: svcs, Slices: eps})
 	if len(probs) > 0 {
 		return nil, fmt.Errorf("build the table: %d problems, the first %s", len(probs), probs[0])
 	}
@@ -222,24 +220,24 @@ func readObjects(r io.Reader) (svcs, eps [][]byte, err error) {
 	}
 }
 
-// decodeObjects decodes what readObjects returned, as the agent's proxy
-// reads its view.
-func decodeObjects(svcRaw, epsRaw [][]byte) ([]*corev1.Service, []*discoveryv1.EndpointSlice, error) {
-	svcs := make([]*corev1.Service, 0, len(svcRaw))
+// decodeObjects decodes what readObjects returned and keeps what routing
+// and DNS read of it, as the agent's proxy does with its view.
+func decodeObjects(svcRaw, epsRaw [][]byte) ([]*services.Service, []*services.Slice, error) {
+	svcs := make([]*services.Service, 0, len(svcRaw))
 	for _, raw := range svcRaw {
 		var s corev1.Service
 		if err := objects.Decode(raw, 1, &s); err != nil {
 			return nil, nil, err
 		}
-		svcs = append(svcs, &s)
+		svcs = append(svcs, services.FromService(&s))
 	}
-	eps := make([]*discoveryv1.EndpointSlice, 0, len(epsRaw))
+	eps := make([]*services.Slice, 0, len(epsRaw))
 	for _, raw := range epsRaw {
 		var s discoveryv1.EndpointSlice
 		if err := objects.Decode(raw, 1, &s); err != nil {
 			return nil, nil, err
 		}
-		eps = append(eps, &s)
+		eps = append(eps, services.FromSlice(&s))
 	}
 	return svcs, eps, nil
 }

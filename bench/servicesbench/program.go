@@ -118,14 +118,14 @@ func (p *programmer) measureProgram(ctx context.Context, n, runs int, opTimeout 
 	var full, changed services.Table
 	for range runs {
 		start := time.Now()
-		t, err := buildTable(svcs, eps)
+		t, err := buildTable(compact(svcs, eps))
 		if err != nil {
 			return res, err
 		}
 		builds = append(builds, time.Since(start))
 		full = t
 	}
-	changed, err := buildTable(svcs1, eps1)
+	changed, err := buildTable(compact(svcs1, eps1))
 	if err != nil {
 		return res, err
 	}

@@ -80,7 +80,7 @@ func TestGenerate(t *testing.T) {
 	if len(svcs) != n || len(eps) != n {
 		t.Fatalf("%d Services, %d slices", len(svcs), len(eps))
 	}
-	tab, err := buildTable(svcs, eps)
+	tab, err := buildTable(compact(svcs, eps))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestGenerate(t *testing.T) {
 		}
 	}
 	svcs1, eps1 := Generate(n, 1)
-	tab1, err := buildTable(svcs1, eps1)
+	tab1, err := buildTable(compact(svcs1, eps1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,8 @@ func TestGenerate(t *testing.T) {
 	if len(changed) != 1 || len(removed) != 0 || changed[0].Key.Addr != clusterIP(n-1) {
 		t.Fatalf("generation 1 changes %v, removes %v; want Service %d's frontend only", changed, removed, n-1)
 	}
-	z := dns.NewZone(domain, svcs, eps)
+	csvcs, ceps := compact(svcs, eps)
+	z := dns.NewZone(domain, csvcs, ceps)
 	if z.Len() == 0 {
 		t.Fatal("empty zone")
 	}
@@ -129,10 +130,10 @@ func TestObjects(t *testing.T) {
 	if len(gs) != len(svcs) || len(ge) != len(eps) {
 		t.Fatalf("read back %d Services and %d slices", len(gs), len(ge))
 	}
-	if gs[7].Name != svcs[7].Name || gs[7].Spec.ClusterIP != svcs[7].Spec.ClusterIP || ge[7].Endpoints[3].Addresses[0] != eps[7].Endpoints[3].Addresses[0] {
+	if gs[7].Name != svcs[7].Name || gs[7].ClusterIP != svcs[7].Spec.ClusterIP || ge[7].Endpoints[3].Addresses[0] != eps[7].Endpoints[3].Addresses[0] {
 		t.Errorf("read back %+v, want %+v", gs[7], svcs[7])
 	}
-	a, err := buildTable(svcs, eps)
+	a, err := buildTable(compact(svcs, eps))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,10 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
 	"github.com/outpost-mesh/outpost/netd/dns"
@@ -207,14 +205,7 @@ func (p *Proxy) apply(ctx context.Context, local map[netip.Addr]bool) error {
 		return err
 	}
 	slices = p.narrow(slices, local)
-	in := services.Input{Node: p.cfg.NodeName, Zone: p.cfg.Zone,
-		Services: make([]*services.Service, len(svcs)), Slices: make([]*services.Slice, len(slices))}
-	for i, s := range svcs {
-		in.Services[i] = services.FromService(s)
-	}
-	for i, s := range slices {
-		in.Slices[i] = services.FromSlice(s)
-	}
+	in := services.Input{Node: p.cfg.NodeName, Zone: p.cfg.Zone, Services: svcs, Slices: slices}
 	if p.cfg.NodeAddrs != nil {
 		in.NodeAddrs = p.cfg.NodeAddrs()
 	}
@@ -236,7 +227,7 @@ func (p *Proxy) apply(ctx context.Context, local map[netip.Addr]bool) error {
 // read returns the view's Services and EndpointSlices, decoding only
 // those that changed since the last read. Objects that do not decode are
 // left out and returned as problems.
-func (p *Proxy) read() (svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, problems []services.Problem, err error) {
+func (p *Proxy) read() (svcs []*services.Service, eps []*services.Slice, problems []services.Problem, err error) {
 	svcs, eps, problems, err = p.objs.update(p.cfg.View)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read services and endpoint slices: %w", err)
@@ -249,30 +240,27 @@ func (p *Proxy) read() (svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice
 // them may be old, and is while it is away. Other nodes' endpoints are
 // left as the hub sent them (the site mesh will narrow those). The
 // slices given are not modified.
-func (p *Proxy) narrow(in []*discoveryv1.EndpointSlice, local map[netip.Addr]bool) []*discoveryv1.EndpointSlice {
+func (p *Proxy) narrow(in []*services.Slice, local map[netip.Addr]bool) []*services.Slice {
 	if local == nil {
 		return in
 	}
 	out := in[:0:0]
 	for _, s := range in {
-		var copied *discoveryv1.EndpointSlice
+		var copied *services.Slice
 		for i, ep := range s.Endpoints {
-			if ep.NodeName == nil || *ep.NodeName != p.cfg.NodeName || len(ep.Addresses) == 0 {
+			if ep.NodeName == "" || ep.NodeName != p.cfg.NodeName || len(ep.Addresses) == 0 {
 				continue
 			}
 			a, err := netip.ParseAddr(ep.Addresses[0])
-			if err != nil || local[a] {
-				continue
-			}
-			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready && ep.Conditions.Serving != nil && !*ep.Conditions.Serving {
+			if err != nil || local[a] || !ep.Ready && !ep.Serving {
 				continue
 			}
 			if copied == nil {
-				copied = s.DeepCopy()
+				c := *s
+				c.Endpoints = slices.Clone(s.Endpoints)
+				copied = &c
 			}
-			no := false
-			copied.Endpoints[i].Conditions.Ready = &no
-			copied.Endpoints[i].Conditions.Serving = &no
+			copied.Endpoints[i].Ready, copied.Endpoints[i].Serving = false, false
 		}
 		if copied != nil {
 			s = copied

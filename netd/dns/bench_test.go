@@ -44,14 +44,14 @@ func BenchmarkNewZone10k(b *testing.B) {
 	b.ReportAllocs()
 	var z *Zone
 	for b.Loop() {
-		z = NewZone("cluster.local", svcs, slices)
+		z = newZone("cluster.local", svcs, slices)
 	}
 	b.ReportMetric(float64(z.Len()), "names")
 }
 
 func TestNewZoneBig(t *testing.T) {
 	svcs, slices := bigCluster(10_000)
-	z := NewZone("cluster.local", svcs, slices)
+	z := newZone("cluster.local", svcs, slices)
 	for _, name := range []string{"svc-1.ns-1.svc.cluster.local.", "svc-10.ns-10.svc.cluster.local.", "_http._tcp.svc-10.ns-10.svc.cluster.local."} {
 		r, ok := z.lookup(name)
 		if ans, _ := z.records(r, name, miekg.TypeANY, 5); !ok || len(ans) == 0 {
@@ -64,7 +64,7 @@ func TestNewZoneBig(t *testing.T) {
 func BenchmarkAnswer(b *testing.B) {
 	s := testServer(b, nil)
 	svcs, slices := bigCluster(10_000)
-	s.SetZone(NewZone("cluster.local", svcs, slices))
+	s.SetZone(newZone("cluster.local", svcs, slices))
 	req := new(miekg.Msg)
 	req.SetQuestion("svc-1234.ns-34.svc.cluster.local.", miekg.TypeA)
 	raw, _ := req.Pack()
@@ -94,7 +94,7 @@ func BenchmarkServeUDP(b *testing.B) {
 	}
 	s := testServer(b, func(c *Config) { c.PacketConn, c.Listener = pc, ln })
 	svcs, slices := bigCluster(10_000)
-	s.SetZone(NewZone("cluster.local", svcs, slices))
+	s.SetZone(newZone("cluster.local", svcs, slices))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -151,7 +151,7 @@ func BenchmarkLookup(b *testing.B) {
 		"nothere.ns-34.svc.cluster.local.",
 	}
 	b.Run("compact", func(b *testing.B) {
-		z := NewZone("cluster.local", svcs, slices)
+		z := newZone("cluster.local", svcs, slices)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			n := names[i%len(names)]

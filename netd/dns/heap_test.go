@@ -61,7 +61,7 @@ func TestZoneRetainedHeap(t *testing.T) {
 		t.Skip("builds a 10,000-service zone")
 	}
 	svcs, slices := agentCluster(10_000, 4)
-	heap, z := retainedHeap(func() any { return NewZone("cluster.local", svcs, slices) })
+	heap, z := retainedHeap(func() any { return newZone("cluster.local", svcs, slices) })
 	t.Logf("zone of %d services: %d names, %.2f MB live heap", len(svcs), z.(*Zone).Len(), float64(heap)/(1<<20))
 	if heap > maxZoneHeap {
 		t.Errorf("zone holds %d bytes of live heap, want at most %d", heap, maxZoneHeap)

@@ -744,7 +744,7 @@ func TestServeTruncatesBigAnswers(t *testing.T) {
 	for i := range 60 {
 		eps = append(eps, endpoint{addr: fmt.Sprintf("10.42.7.%d", i+1)})
 	}
-	r.s.SetZone(NewZone("cluster.local", []*corev1.Service{headless("prod", "many")},
+	r.s.SetZone(newZone("cluster.local", []*corev1.Service{headless("prod", "many")},
 		[]*discoveryv1.EndpointSlice{slice("prod", "many", "many-a", discoveryv1.AddressTypeIPv4, nil, eps...)}))
 	const name = "many.prod.svc.cluster.local."
 	for _, tc := range []struct {
@@ -797,7 +797,7 @@ func TestSetZoneWhileServing(t *testing.T) {
 	raw, _ := req.Pack()
 	zones := []*Zone{
 		testZone(),
-		NewZone("cluster.local", []*corev1.Service{service("prod", "web", []string{"10.43.0.11"})}, nil),
+		newZone("cluster.local", []*corev1.Service{service("prod", "web", []string{"10.43.0.11"})}, nil),
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -829,7 +829,7 @@ func TestSetZoneWhileServing(t *testing.T) {
 func TestExternalNameToMissingName(t *testing.T) {
 	up := startUpstream(t)
 	r := startServer(t, func(c *Config) { c.Upstreams = []string{up.addr} })
-	r.s.SetZone(NewZone("cluster.local", []*corev1.Service{{
+	r.s.SetZone(newZone("cluster.local", []*corev1.Service{{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "gone"},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "nx.example.com"},
 	}}, nil))

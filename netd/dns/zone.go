@@ -13,6 +13,8 @@ import (
 	miekg "github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/outpost-mesh/outpost/netd/services"
 )
 
 // SchemaVersion is the version of the Kubernetes DNS schema the zone
@@ -161,7 +163,7 @@ func canonicalDomain(domain string) string {
 // SCTP). Services of the same name, which the API server does not make,
 // have their records together. A host name keeps at most 65535
 // addresses. NewZone does not keep or change its arguments.
-func NewZone(domain string, svcs []*corev1.Service, slices []*discoveryv1.EndpointSlice) *Zone {
+func NewZone(domain string, svcs []*services.Service, slices []*services.Slice) *Zone {
 	domain = canonicalDomain(domain)
 	b := zoneBuilder{
 		z: &Zone{
@@ -174,16 +176,12 @@ func NewZone(domain string, svcs []*corev1.Service, slices []*discoveryv1.Endpoi
 	}
 
 	type nsName struct{ ns, name string }
-	bySvc := make(map[nsName][]*discoveryv1.EndpointSlice, len(slices))
+	bySvc := make(map[nsName][]*services.Slice, len(slices))
 	for _, sl := range slices {
-		if sl == nil || sl.Labels == nil {
+		if sl == nil || sl.Service == "" {
 			continue
 		}
-		name := sl.Labels[discoveryv1.LabelServiceName]
-		if name == "" {
-			continue
-		}
-		k := nsName{sl.Namespace, name}
+		k := nsName{sl.Namespace, sl.Service}
 		bySvc[k] = append(bySvc[k], sl)
 	}
 
@@ -191,7 +189,7 @@ func NewZone(domain string, svcs []*corev1.Service, slices []*discoveryv1.Endpoi
 	// name (which the API server does not make) merged in their order.
 	type named struct {
 		ns, name string // lowercase labels
-		svc      *corev1.Service
+		svc      *services.Service
 	}
 	order := make([]named, 0, len(svcs))
 	for _, svc := range svcs {
@@ -280,9 +278,9 @@ func (b *zoneBuilder) begin() {
 	b.cname, b.hasCname = "", false
 }
 
-func (b *zoneBuilder) addService(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) {
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		target := strings.ToLower(miekg.Fqdn(strings.TrimSuffix(svc.Spec.ExternalName, ".")))
+func (b *zoneBuilder) addService(svc *services.Service, slices []*services.Slice) {
+	if svc.Type == corev1.ServiceTypeExternalName {
+		target := strings.ToLower(miekg.Fqdn(strings.TrimSuffix(svc.ExternalName, ".")))
 		if _, err := netip.ParseAddr(strings.TrimSuffix(target, ".")); err == nil {
 			return // an address is no name to point a CNAME at
 		}
@@ -293,11 +291,11 @@ func (b *zoneBuilder) addService(svc *corev1.Service, slices []*discoveryv1.Endp
 		return
 	}
 
-	headless := svc.Spec.ClusterIP == corev1.ClusterIPNone
+	headless := svc.ClusterIP == corev1.ClusterIPNone
 	if !headless {
-		ips := svc.Spec.ClusterIPs
-		if len(ips) == 0 && svc.Spec.ClusterIP != "" {
-			ips = []string{svc.Spec.ClusterIP}
+		ips := svc.ClusterIPs
+		if len(ips) == 0 && svc.ClusterIP != "" {
+			ips = []string{svc.ClusterIP}
 		}
 		any := false
 		for _, s := range ips {
@@ -309,7 +307,7 @@ func (b *zoneBuilder) addService(svc *corev1.Service, slices []*discoveryv1.Endp
 			any = true
 		}
 		if any {
-			for _, p := range svc.Spec.Ports {
+			for _, p := range svc.Ports {
 				pn, ok := label(p.Name)
 				if !ok {
 					continue
@@ -329,14 +327,10 @@ func (b *zoneBuilder) addService(svc *corev1.Service, slices []*discoveryv1.Endp
 		}
 		for i := range sl.Endpoints {
 			ep := &sl.Endpoints[i]
-			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
-			if !ready && !svc.Spec.PublishNotReadyAddresses {
+			if !ep.Ready && !svc.PublishNotReady {
 				continue
 			}
-			host, hasHost := "", false
-			if ep.Hostname != nil {
-				host, hasHost = label(*ep.Hostname)
-			}
+			host, hasHost := label(ep.Hostname)
 			for _, s := range ep.Addresses {
 				a, err := netip.ParseAddr(s)
 				if err != nil || a.Zone() != "" {
@@ -356,22 +350,18 @@ func (b *zoneBuilder) addService(svc *corev1.Service, slices []*discoveryv1.Endp
 				}
 				b.eps = append(b.eps, a)
 				for _, p := range sl.Ports {
-					if p.Name == nil || p.Port == nil {
-						continue
+					if p.Port == 0 {
+						continue // a port for all ports: no SRV record
 					}
-					pn, ok := label(*p.Name)
+					pn, ok := label(p.Name)
 					if !ok {
 						continue
 					}
-					var proto corev1.Protocol
-					if p.Protocol != nil {
-						proto = *p.Protocol
-					}
-					pl, ok := protoLabel(proto)
+					pl, ok := protoLabel(p.Protocol)
 					if !ok {
 						continue
 					}
-					b.srvs = append(b.srvs, tmpSRV{pn, pl, h, uint16(*p.Port)})
+					b.srvs = append(b.srvs, tmpSRV{pn, pl, h, uint16(p.Port)})
 				}
 			}
 		}

@@ -118,7 +118,7 @@ func TestZoneDifferential(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 1))
 		svcs, sls := randomCluster(r)
 		old := newRefZone(domain, svcs, sls)
-		z := NewZone(domain, svcs, sls)
+		z := newZone(domain, svcs, sls)
 		fail := func(format string, args ...any) {
 			t.Helper()
 			t.Fatalf("seed %d: "+format, append([]any{seed}, args...)...)
@@ -216,7 +216,7 @@ func FuzzZoneLookup(f *testing.F) {
 	}
 	svcs, sls := testCluster()
 	old := newRefZone("cluster.local", svcs, sls)
-	z := NewZone("cluster.local", svcs, sls)
+	z := newZone("cluster.local", svcs, sls)
 	f.Fuzz(func(t *testing.T, name string, qtype uint16) {
 		name = strings.ToLower(name)
 		if !miekg.IsSubDomain("cluster.local.", name) || name == "cluster.local." {

@@ -14,6 +14,8 @@ import (
 	miekg "github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/outpost-mesh/outpost/netd/services"
 )
 
 // refZone is an immutable snapshot of the cluster's names: the records of
@@ -370,4 +372,10 @@ func refProtoLabel(p corev1.Protocol) string {
 		return "tcp"
 	}
 	return strings.ToLower(string(p))
+}
+
+// newZone is NewZone of the API objects, as the agent makes it of what
+// it keeps of them.
+func newZone(domain string, svcs []*corev1.Service, slices []*discoveryv1.EndpointSlice) *Zone {
+	return NewZone(domain, services.FromServices(svcs), services.FromSlices(slices))
 }

@@ -82,7 +82,7 @@ func slice(ns, svc, name string, at discoveryv1.AddressType, ports []port, eps .
 // testZone is the zone of testCluster.
 func testZone() *Zone {
 	svcs, slices := testCluster()
-	return NewZone("cluster.local", svcs, slices)
+	return newZone("cluster.local", svcs, slices)
 }
 
 // testCluster is a small cluster with one of each kind of service.
@@ -355,10 +355,10 @@ func TestZoneBeforeSync(t *testing.T) {
 			t.Errorf("query(%s) before SetZone = %s, want SERVFAIL", name, miekg.RcodeToString[m.Rcode])
 		}
 	}
-	if err := s.SetZone(NewZone("other.local", nil, nil)); !errors.Is(err, ErrDomain) {
+	if err := s.SetZone(newZone("other.local", nil, nil)); !errors.Is(err, ErrDomain) {
 		t.Errorf("SetZone(other.local) = %v, want ErrDomain", err)
 	}
-	s.SetZone(NewZone("Cluster.Local.", nil, nil))
+	s.SetZone(newZone("Cluster.Local.", nil, nil))
 	if m := ask(t, s, "kubernetes.default.svc.cluster.local.", miekg.TypeA); m.Rcode != miekg.RcodeNameError {
 		t.Errorf("query after SetZone(empty) = %s, want NXDOMAIN", miekg.RcodeToString[m.Rcode])
 	}
@@ -370,7 +370,7 @@ func TestZoneSwap(t *testing.T) {
 	s := testServer(t, nil)
 	s.SetZone(testZone())
 	serial := s.zone.Load().serial
-	s.SetZone(NewZone("cluster.local", []*corev1.Service{service("default", "kubernetes", []string{"10.43.0.2"})}, nil))
+	s.SetZone(newZone("cluster.local", []*corev1.Service{service("default", "kubernetes", []string{"10.43.0.2"})}, nil))
 	m := ask(t, s, "kubernetes.default.svc.cluster.local.", miekg.TypeA)
 	if got := rrData(m.Answer); !slices.Equal(got, []string{"A 10.43.0.2"}) {
 		t.Errorf("after swap: %q, want A 10.43.0.2", got)

@@ -32,7 +32,7 @@ type buildCase struct {
 
 func runBuild(t *testing.T, tc buildCase) {
 	t.Helper()
-	in := Input{Node: node, Zone: zone, NodeAddrs: nodeAddrs, Services: fromServices(tc.services), Slices: fromSlices(tc.slices)}
+	in := Input{Node: node, Zone: zone, NodeAddrs: nodeAddrs, Services: FromServices(tc.services), Slices: FromSlices(tc.slices)}
 	switch tc.zone {
 	case "":
 	case "-":
@@ -767,7 +767,7 @@ func TestBuildMaxFrontends(t *testing.T) {
 	}
 	big := svc("a", ips("10.43.0.1"), ports(tcp("http", 80)), externalIPs(ext...))
 	small := svc("b", ips("10.43.0.2"), ports(tcp("http", 80)))
-	tab, probs := Build(Input{Services: fromServices([]*corev1.Service{big, small})})
+	tab, probs := Build(Input{Services: FromServices([]*corev1.Service{big, small})})
 	if len(tab) != 1 || tab[Key{netip.MustParseAddr("10.43.0.2"), 80, TCP}] == nil {
 		t.Errorf("Build: %d frontends, want only b's", len(tab))
 	}
@@ -825,7 +825,7 @@ func TestBuildManyPorts(t *testing.T) {
 	s := svc("many", ips("10.43.0.1"), append(sps, tcp("dup", 1)))
 	tab, probs := Build(Input{
 		Services: []*Service{FromService(s)},
-		Slices: fromSlices([]*discoveryv1.EndpointSlice{
+		Slices: FromSlices([]*discoveryv1.EndpointSlice{
 			v4("many", "many-1", eps1, ep("10.42.0.1")),
 			v4("many", "many-2", eps2, ep("10.42.0.2")),
 		}),

@@ -74,7 +74,7 @@ func FuzzBuild(f *testing.F) {
 		} else {
 			fi = generate(data)
 		}
-		in := Input{Node: fi.Node, Zone: fi.Zone, Services: fromServices(fi.Services), Slices: fromSlices(fi.Slices)}
+		in := Input{Node: fi.Node, Zone: fi.Zone, Services: FromServices(fi.Services), Slices: FromSlices(fi.Slices)}
 		for _, s := range fi.NodeAddrs {
 			if a, err := netip.ParseAddr(s); err == nil {
 				in.NodeAddrs = append(in.NodeAddrs, a)

@@ -273,19 +273,3 @@ func checkTable(t Table, lim limits) error {
 	}
 	return nil
 }
-
-func fromServices(in []*corev1.Service) []*Service {
-	out := make([]*Service, len(in))
-	for i, s := range in {
-		out[i] = FromService(s)
-	}
-	return out
-}
-
-func fromSlices(in []*discoveryv1.EndpointSlice) []*Slice {
-	out := make([]*Slice, len(in))
-	for i, s := range in {
-		out[i] = FromSlice(s)
-	}
-	return out
-}

@@ -185,6 +185,24 @@ func FromSlice(e *discoveryv1.EndpointSlice) *Slice {
 	return out
 }
 
+// FromServices returns FromService of each of svcs, in their order.
+func FromServices(svcs []*corev1.Service) []*Service {
+	out := make([]*Service, len(svcs))
+	for i, s := range svcs {
+		out[i] = FromService(s)
+	}
+	return out
+}
+
+// FromSlices returns FromSlice of each of slices, in their order.
+func FromSlices(slices []*discoveryv1.EndpointSlice) []*Slice {
+	out := make([]*Slice, len(slices))
+	for i, e := range slices {
+		out[i] = FromSlice(e)
+	}
+	return out
+}
+
 // intern returns s, one copy of it for all its uses.
 func intern(s string) string {
 	if s == "" {
