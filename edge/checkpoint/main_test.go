@@ -28,9 +28,7 @@ func openT(t *testing.T, dir string, cfg Config) *Store {
 // memT opens a store in memory, closed when the test ends.
 func memT(t *testing.T) *Store {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.InMemory = true
-	return openT(t, "", cfg)
+	return openT(t, "", MemoryConfig())
 }
 
 func podKey(ns, name string) wire.Key {

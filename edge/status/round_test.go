@@ -32,9 +32,7 @@ type roundNode struct {
 
 func newRoundNode(tb testing.TB, n int) *roundNode {
 	tb.Helper()
-	ccfg := checkpoint.DefaultConfig()
-	ccfg.InMemory = true
-	cp, err := checkpoint.Open("", ccfg)
+	cp, err := checkpoint.Open("", checkpoint.MemoryConfig())
 	if err != nil {
 		tb.Fatal(err)
 	}

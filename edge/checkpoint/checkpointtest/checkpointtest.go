@@ -27,9 +27,7 @@ type View struct {
 // New returns an empty View.
 func New(t testing.TB) *View {
 	t.Helper()
-	cfg := checkpoint.DefaultConfig()
-	cfg.InMemory = true
-	s, err := checkpoint.Open("", cfg)
+	s, err := checkpoint.Open("", checkpoint.MemoryConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
