@@ -81,8 +81,8 @@ func BenchmarkPlan(b *testing.B) {
 		if err := validate(full); err != nil {
 			b.Fatal(err)
 		}
-		if p := makePlan(nil, full, &ids{}); len(p.svcs.keys) != len(full) {
-			b.Fatalf("%d services entries", len(p.svcs.keys))
+		if p := makePlan(nil, full, &ids{}); len(p.svcs.Keys) != len(full) {
+			b.Fatalf("%d services entries", len(p.svcs.Keys))
 		}
 	}
 }

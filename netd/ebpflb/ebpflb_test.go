@@ -466,7 +466,7 @@ func TestUpdateNoGap(t *testing.T) {
 func linkIDs(t *testing.T, d *Dataplane) (links map[string]link.ID, progs map[string]ebpf.ProgramID) {
 	t.Helper()
 	links, progs = map[string]link.ID{}, map[string]ebpf.ProgramID{}
-	for name, l := range d.links {
+	for name, l := range d.objs.Links {
 		info, err := l.Info()
 		if err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/outpost-mesh/outpost/netd/internal/bpfpin"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -40,17 +41,6 @@ type svcState struct {
 	dirty bool
 }
 
-// batch is map entries to write in one batch.
-type batch[K, V any] struct {
-	keys []K
-	vals []V
-}
-
-func (b *batch[K, V]) add(k K, v V) {
-	b.keys = append(b.keys, k)
-	b.vals = append(b.vals, v)
-}
-
 // plan is a Sync's map operations, in the order they are made. The order
 // keeps, at every moment and for every frontend, its Count no greater
 // than the slots it has filled (a connect never picks an empty slot), and
@@ -60,19 +50,19 @@ func (b *batch[K, V]) add(k K, v V) {
 type plan struct {
 	// 1. Frontends that shrink: the slots below their new Count that
 	// change (keys that exist already).
-	holes batch[slotKey, beVal]
+	holes bpfpin.Batch[slotKey, beVal]
 	// 2. Frontends removed, and those that shrink lowered to their new
 	// Count.
 	svcDel    []svcKey
-	svcShrink batch[svcKey, svcVal]
+	svcShrink bpfpin.Batch[svcKey, svcVal]
 	// 3. Slots no frontend uses any more.
 	slotDel []slotKey
 	// 4. Frontends that are new or grow or keep their size: every slot
 	// that changes, new ones included.
-	slots batch[slotKey, beVal]
+	slots bpfpin.Batch[slotKey, beVal]
 	// 5. Their services entries, raising Count last, and those whose
 	// inline slots or affinity change.
-	svcs batch[svcKey, svcVal]
+	svcs bpfpin.Batch[svcKey, svcVal]
 
 	// next is the state once the plan is carried out, and freed the
 	// frontend ids it no longer uses.
@@ -82,7 +72,7 @@ type plan struct {
 
 // ops returns how many map entries p writes or deletes.
 func (p *plan) ops() int {
-	return len(p.holes.keys) + len(p.svcDel) + len(p.svcShrink.keys) + len(p.slotDel) + len(p.slots.keys) + len(p.svcs.keys)
+	return len(p.holes.Keys) + len(p.svcDel) + len(p.svcShrink.Keys) + len(p.slotDel) + len(p.slots.Keys) + len(p.svcs.Keys)
 }
 
 // ids hands out frontend ids. An id freed by a Sync is handed out again
@@ -237,8 +227,8 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 	p := &plan{next: make(map[svcKey]*svcState, len(t))}
 	// Most Syncs write a few entries; a first one writes them all.
 	if len(cur) == 0 {
-		p.svcs.keys = make([]svcKey, 0, len(t))
-		p.svcs.vals = make([]svcVal, 0, len(t))
+		p.svcs.Keys = make([]svcKey, 0, len(t))
+		p.svcs.Vals = make([]svcVal, 0, len(t))
 	}
 	// The states of new frontends, and the slots of all, allocated
 	// together.
@@ -259,9 +249,9 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 		if old == nil {
 			id := a.get()
 			for i := inlineSlots; i < len(want); i++ {
-				p.slots.add(slotKey{id, uint32(i)}, want[i])
+				p.slots.Add(slotKey{id, uint32(i)}, want[i])
 			}
-			p.svcs.add(key, svcValOf(id, aff, want))
+			p.svcs.Add(key, svcValOf(id, aff, want))
 			if len(fresh) == cap(fresh) {
 				fresh = make([]svcState, 0, 16)
 			}
@@ -284,17 +274,17 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 				inlineChanged = true
 				continue
 			}
-			writes.add(slotKey{old.id, uint32(i)}, b)
+			writes.Add(slotKey{old.id, uint32(i)}, b)
 		}
 		val := svcValOf(old.id, aff, slots)
 		switch {
 		case n < oldN:
-			p.svcShrink.add(key, val)
+			p.svcShrink.Add(key, val)
 			for i := max(n, inlineSlots); i < oldN; i++ {
 				p.slotDel = append(p.slotDel, slotKey{old.id, i})
 			}
 		case n > oldN || aff != old.aff || old.dirty || inlineChanged:
-			p.svcs.add(key, val)
+			p.svcs.Add(key, val)
 		}
 		for _, s := range old.stray {
 			if s >= n || s < inlineSlots {

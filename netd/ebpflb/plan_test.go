@@ -69,23 +69,23 @@ func (m *model) check(prev, next services.Table) error {
 // map never holds more than limit entries.
 func (m *model) apply(p *plan, prev, next services.Table, limit int) error {
 	var steps []func()
-	for i, k := range p.holes.keys {
-		steps = append(steps, func() { m.slots[k] = p.holes.vals[i] })
+	for i, k := range p.holes.Keys {
+		steps = append(steps, func() { m.slots[k] = p.holes.Vals[i] })
 	}
 	for _, k := range p.svcDel {
 		steps = append(steps, func() { delete(m.svcs, k) })
 	}
-	for i, k := range p.svcShrink.keys {
-		steps = append(steps, func() { m.svcs[k] = p.svcShrink.vals[i] })
+	for i, k := range p.svcShrink.Keys {
+		steps = append(steps, func() { m.svcs[k] = p.svcShrink.Vals[i] })
 	}
 	for _, k := range p.slotDel {
 		steps = append(steps, func() { delete(m.slots, k) })
 	}
-	for i, k := range p.slots.keys {
-		steps = append(steps, func() { m.slots[k] = p.slots.vals[i] })
+	for i, k := range p.slots.Keys {
+		steps = append(steps, func() { m.slots[k] = p.slots.Vals[i] })
 	}
-	for i, k := range p.svcs.keys {
-		steps = append(steps, func() { m.svcs[k] = p.svcs.vals[i] })
+	for i, k := range p.svcs.Keys {
+		steps = append(steps, func() { m.svcs[k] = p.svcs.Vals[i] })
 	}
 	for i, s := range steps {
 		s()
@@ -308,26 +308,26 @@ func FuzzStateFrom(f *testing.F) {
 
 // applyUnchecked carries p out, checking only the map limit.
 func (m *model) applyUnchecked(p *plan, limit int) error {
-	for i, k := range p.holes.keys {
-		m.slots[k] = p.holes.vals[i]
+	for i, k := range p.holes.Keys {
+		m.slots[k] = p.holes.Vals[i]
 	}
 	for _, k := range p.svcDel {
 		delete(m.svcs, k)
 	}
-	for i, k := range p.svcShrink.keys {
-		m.svcs[k] = p.svcShrink.vals[i]
+	for i, k := range p.svcShrink.Keys {
+		m.svcs[k] = p.svcShrink.Vals[i]
 	}
 	for _, k := range p.slotDel {
 		delete(m.slots, k)
 	}
-	for i, k := range p.slots.keys {
-		m.slots[k] = p.slots.vals[i]
+	for i, k := range p.slots.Keys {
+		m.slots[k] = p.slots.Vals[i]
 		if len(m.slots) > limit {
 			return fmt.Errorf("%d backend entries, limit %d", len(m.slots), limit)
 		}
 	}
-	for i, k := range p.svcs.keys {
-		m.svcs[k] = p.svcs.vals[i]
+	for i, k := range p.svcs.Keys {
+		m.svcs[k] = p.svcs.Vals[i]
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/outpost-mesh/outpost/netd/internal/bpfpin"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -46,17 +47,6 @@ type feState struct {
 	dirty bool
 }
 
-// batch is map entries to write in one batch.
-type batch[K, V any] struct {
-	keys []K
-	vals []V
-}
-
-func (b *batch[K, V]) add(k K, v V) {
-	b.keys = append(b.keys, k)
-	b.vals = append(b.vals, v)
-}
-
 // plan is a Sync's map operations, in the order they are made. The order
 // keeps, at every moment and for every frontend, its Count no greater
 // than the slots it has filled (a new flow never picks an empty slot),
@@ -65,18 +55,18 @@ func (b *batch[K, V]) add(k K, v V) {
 type plan struct {
 	// 1. Frontends that shrink: the slots below their new Count that
 	// change (keys that exist already).
-	holes batch[slotKey, beVal]
+	holes bpfpin.Batch[slotKey, beVal]
 	// 2. Frontends removed, and those that shrink lowered to their new
 	// Count.
 	feDel    []feKey
-	feShrink batch[feKey, feVal]
+	feShrink bpfpin.Batch[feKey, feVal]
 	// 3. Slots no frontend uses any more.
 	slotDel []slotKey
 	// 4. Frontends that are new or grow or keep their size: every slot
 	// that changes, new ones included.
-	slots batch[slotKey, beVal]
+	slots bpfpin.Batch[slotKey, beVal]
 	// 5. Their frontends entries, raising Count last.
-	fes batch[feKey, feVal]
+	fes bpfpin.Batch[feKey, feVal]
 
 	// next is the state once the plan is carried out, and freed the
 	// frontend ids it no longer uses.
@@ -86,7 +76,7 @@ type plan struct {
 
 // ops returns how many map entries p writes or deletes.
 func (p *plan) ops() int {
-	return len(p.holes.keys) + len(p.feDel) + len(p.feShrink.keys) + len(p.slotDel) + len(p.slots.keys) + len(p.fes.keys)
+	return len(p.holes.Keys) + len(p.feDel) + len(p.feShrink.Keys) + len(p.slotDel) + len(p.slots.Keys) + len(p.fes.Keys)
 }
 
 // ids hands out frontend ids. An id freed by a Sync is handed out again
@@ -215,9 +205,9 @@ func makePlan(cur map[feKey]*feState, t services.Table, a *ids) *plan {
 		if old == nil {
 			id := a.get()
 			for i, b := range want {
-				p.slots.add(slotKey{id, uint32(i)}, b)
+				p.slots.Add(slotKey{id, uint32(i)}, b)
 			}
-			p.fes.add(key, feVal{ID: id, Count: n, Affinity: aff, Flags: flags})
+			p.fes.Add(key, feVal{ID: id, Count: n, Affinity: aff, Flags: flags})
 			p.next[key] = &feState{id: id, aff: aff, flags: flags, slots: want}
 			continue
 		}
@@ -229,18 +219,18 @@ func makePlan(cur map[feKey]*feState, t services.Table, a *ids) *plan {
 		}
 		for i, b := range slots {
 			if i >= len(old.slots) || old.slots[i] != b {
-				writes.add(slotKey{old.id, uint32(i)}, b)
+				writes.Add(slotKey{old.id, uint32(i)}, b)
 			}
 		}
 		val := feVal{ID: old.id, Count: n, Affinity: aff, Flags: flags}
 		switch {
 		case n < oldN:
-			p.feShrink.add(key, val)
+			p.feShrink.Add(key, val)
 			for i := n; i < oldN; i++ {
 				p.slotDel = append(p.slotDel, slotKey{old.id, i})
 			}
 		case n > oldN || aff != old.aff || flags != old.flags || old.dirty:
-			p.fes.add(key, val)
+			p.fes.Add(key, val)
 		}
 		for _, s := range old.stray {
 			if s >= n {

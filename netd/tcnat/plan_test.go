@@ -52,23 +52,23 @@ func (m *model) check(prev, next services.Table) error {
 // steps returns p's operations on m, one map entry each, in order.
 func (m *model) steps(p *plan) []func() {
 	var steps []func()
-	for i, k := range p.holes.keys {
-		steps = append(steps, func() { m.slots[k] = p.holes.vals[i] })
+	for i, k := range p.holes.Keys {
+		steps = append(steps, func() { m.slots[k] = p.holes.Vals[i] })
 	}
 	for _, k := range p.feDel {
 		steps = append(steps, func() { delete(m.fes, k) })
 	}
-	for i, k := range p.feShrink.keys {
-		steps = append(steps, func() { m.fes[k] = p.feShrink.vals[i] })
+	for i, k := range p.feShrink.Keys {
+		steps = append(steps, func() { m.fes[k] = p.feShrink.Vals[i] })
 	}
 	for _, k := range p.slotDel {
 		steps = append(steps, func() { delete(m.slots, k) })
 	}
-	for i, k := range p.slots.keys {
-		steps = append(steps, func() { m.slots[k] = p.slots.vals[i] })
+	for i, k := range p.slots.Keys {
+		steps = append(steps, func() { m.slots[k] = p.slots.Vals[i] })
 	}
-	for i, k := range p.fes.keys {
-		steps = append(steps, func() { m.fes[k] = p.fes.vals[i] })
+	for i, k := range p.fes.Keys {
+		steps = append(steps, func() { m.fes[k] = p.fes.Vals[i] })
 	}
 	return steps
 }
@@ -252,8 +252,8 @@ func TestPlanKinds(t *testing.T) {
 	}
 	p := makePlan(nil, tab, &ids{})
 	var got []string
-	for i, fk := range p.fes.keys {
-		got = append(got, fmt.Sprintf("%s count=%d flags=%d", fk.key(), p.fes.vals[i].Count, p.fes.vals[i].Flags))
+	for i, fk := range p.fes.Keys {
+		got = append(got, fmt.Sprintf("%s count=%d flags=%d", fk.key(), p.fes.Vals[i].Count, p.fes.Vals[i].Flags))
 	}
 	slices.Sort(got)
 	want := []string{"192.168.0.1:30080/TCP count=0 flags=1", "192.168.0.9:80/UDP count=1 flags=0"}
