@@ -10,6 +10,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -81,7 +82,7 @@ func BenchmarkPlan(b *testing.B) {
 		if err := validate(full); err != nil {
 			b.Fatal(err)
 		}
-		if p := makePlan(nil, full, &ids{}); len(p.svcs.Keys) != len(full) {
+		if p := makePlan(nil, full, &lbplan.IDs{}); len(p.svcs.Keys) != len(full) {
 			b.Fatalf("%d services entries", len(p.svcs.Keys))
 		}
 	}
@@ -91,7 +92,7 @@ func BenchmarkPlan(b *testing.B) {
 // changes one Service's backends, after the first.
 func BenchmarkPlanOne(b *testing.B) {
 	full := bigTable(10000)
-	state := makePlan(nil, full, &ids{}).next
+	state := makePlan(nil, full, &lbplan.IDs{}).next
 	changed := maps.Clone(full)
 	for k, f := range changed {
 		g := *f
@@ -105,7 +106,7 @@ func BenchmarkPlanOne(b *testing.B) {
 		if err := validate(changed); err != nil {
 			b.Fatal(err)
 		}
-		if p := makePlan(state, changed, &ids{next: 20000}); p.ops() != 1 {
+		if p := makePlan(state, changed, &lbplan.IDs{Last: 20000}); p.ops() != 1 {
 			b.Fatalf("%d operations", p.ops())
 		}
 	}

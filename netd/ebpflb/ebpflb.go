@@ -32,6 +32,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/outpost-mesh/outpost/netd/internal/bpfpin"
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -116,7 +117,7 @@ type Dataplane struct {
 	// of no frontend, found when reading them.
 	state   map[svcKey]*svcState
 	orphans []slotKey
-	ids     *ids
+	ids     *lbplan.IDs
 	// lastOps is how many map entries the last Sync wrote or deleted.
 	lastOps int
 }
@@ -400,7 +401,7 @@ func (d *Dataplane) Sync(ctx context.Context, t services.Table) error {
 		return err
 	}
 	d.state, d.orphans = p.next, nil
-	d.ids.free = append(d.ids.free, p.freed...)
+	d.ids.Free = append(d.ids.Free, p.freed...)
 	d.lastOps = p.ops()
 	return nil
 }

@@ -3,11 +3,10 @@ package ebpflb
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"time"
 
 	"github.com/outpost-mesh/outpost/netd/internal/bpfpin"
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -75,28 +74,6 @@ func (p *plan) ops() int {
 	return len(p.holes.Keys) + len(p.svcDel) + len(p.svcShrink.Keys) + len(p.slotDel) + len(p.slots.Keys) + len(p.svcs.Keys)
 }
 
-// ids hands out frontend ids. An id freed by a Sync is handed out again
-// only by a later one, so a program that read a removed frontend's entry
-// just before it went never finds another frontend's backends under it.
-// The highest id grows only when no freed id is left, so ids stay at or
-// below maxID.
-type ids struct {
-	next uint32
-	free []uint32
-}
-
-const maxID = 2 * services.MaxFrontends
-
-func (a *ids) get() uint32 {
-	if len(a.free) > 0 {
-		id := a.free[0]
-		a.free = a.free[1:]
-		return id
-	}
-	a.next++
-	return a.next
-}
-
 // validate checks t against the limits and for frontends that cannot be
 // routed.
 func validate(t services.Table) error {
@@ -128,54 +105,10 @@ func validate(t services.Table) error {
 	return nil
 }
 
-// affinitySeconds is f's ClientIP affinity timeout in whole seconds,
-// rounded up; 0 for none.
-func affinitySeconds(d time.Duration) uint32 {
-	if d <= 0 {
-		return 0
-	}
-	s := (d + time.Second - 1) / time.Second
-	return uint32(min(s, math.MaxUint32))
-}
-
 // desired returns f's backends as slot values, without repeats, in f's
 // order.
 func desired(f *services.Frontend) []beVal {
-	return desiredIn(nil, f)
-}
-
-// desiredIn is desired, its slice cut from *arena (which it refills when
-// short), so that a Sync of many frontends allocates their slots in a
-// few large arrays rather than one each.
-func desiredIn(arena *[]beVal, f *services.Frontend) []beVal {
-	var out []beVal
-	if arena == nil {
-		out = make([]beVal, 0, len(f.Backends))
-	} else {
-		if cap(*arena)-len(*arena) < len(f.Backends) {
-			*arena = make([]beVal, 0, max(arenaSize, len(f.Backends)))
-		}
-		a := *arena
-		out = a[len(a) : len(a) : len(a)+len(f.Backends)]
-		*arena = a[:len(a)+len(f.Backends)] // what out does not use stays unused
-	}
-	var seen map[beVal]struct{} // for frontends of many backends
-	if len(f.Backends) > 16 {
-		seen = make(map[beVal]struct{}, len(f.Backends))
-	}
-	for _, b := range f.Backends {
-		v := beOf(b)
-		if seen != nil {
-			if _, ok := seen[v]; ok {
-				continue
-			}
-			seen[v] = struct{}{}
-		} else if slices.Contains(out, v) {
-			continue
-		}
-		out = append(out, v)
-	}
-	return out
+	return lbplan.Desired(nil, f.Backends, beOf)
 }
 
 // holds reports whether slots are bs, in their order.
@@ -191,39 +124,9 @@ func holds(slots []beVal, bs []services.Backend) bool {
 	return true
 }
 
-// arenaSize is how many slots desiredIn allocates at once.
-const arenaSize = 1024
-
-// assign returns the slots of want given the slots old: a backend kept
-// stays in its slot when that slot is below len(want), so that a client
-// with affinity for it keeps it and its slot needs no write; the other
-// slots take the new backends and those moved down, in want's order.
-func assign(old, want []beVal) []beVal {
-	if slices.Equal(old, want) {
-		return old
-	}
-	n := len(want)
-	out := make([]beVal, n)
-	filled := make([]bool, n)
-	var rest []beVal
-	for _, b := range want {
-		if i := slices.Index(old, b); i >= 0 && i < n && !filled[i] {
-			out[i], filled[i] = b, true
-			continue
-		}
-		rest = append(rest, b)
-	}
-	for i := range out {
-		if !filled[i] {
-			out[i], rest = rest[0], rest[1:]
-		}
-	}
-	return out
-}
-
 // makePlan returns the operations that move the maps from cur to t, which
 // must be valid. It does no I/O; a takes the new frontends' ids.
-func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
+func makePlan(cur map[svcKey]*svcState, t services.Table, a *lbplan.IDs) *plan {
 	p := &plan{next: make(map[svcKey]*svcState, len(t))}
 	// Most Syncs write a few entries; a first one writes them all.
 	if len(cur) == 0 {
@@ -236,7 +139,7 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 	var arena []beVal
 	for k, f := range t {
 		key := keyOf(k)
-		aff := affinitySeconds(f.Affinity)
+		aff := lbplan.AffinitySeconds(f.Affinity)
 		old := cur[key]
 		if old != nil && aff == old.aff && !old.dirty && len(old.stray) == 0 && holds(old.slots, f.Backends) {
 			// Unchanged, found without making its slots: most
@@ -244,10 +147,10 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 			p.next[key] = old
 			continue
 		}
-		want := desiredIn(&arena, f)
+		want := lbplan.Desired(&arena, f.Backends, beOf)
 		n := uint32(len(want))
 		if old == nil {
-			id := a.get()
+			id := a.Get()
 			for i := inlineSlots; i < len(want); i++ {
 				p.slots.Add(slotKey{id, uint32(i)}, want[i])
 			}
@@ -259,7 +162,7 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 			p.next[key] = &fresh[len(fresh)-1]
 			continue
 		}
-		slots := assign(old.slots, want)
+		slots := lbplan.Assign(old.slots, want)
 		oldN := uint32(len(old.slots))
 		writes := &p.slots
 		if n < oldN {
@@ -318,10 +221,9 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 // (to delete), and the ids allocator. Entries are trusted only as far as
 // their sizes: a Count beyond services.MaxBackends or an id claimed twice
 // makes the frontend be rewritten rather than believed.
-func stateFrom(svcs map[svcKey]svcVal, slots map[slotKey]beVal) (map[svcKey]*svcState, []slotKey, *ids) {
+func stateFrom(svcs map[svcKey]svcVal, slots map[slotKey]beVal) (map[svcKey]*svcState, []slotKey, *lbplan.IDs) {
 	state := make(map[svcKey]*svcState, len(svcs))
 	byID := make(map[uint32]*svcState, len(svcs))
-	a := &ids{}
 	keys := make([]svcKey, 0, len(svcs))
 	for k := range svcs {
 		keys = append(keys, k)
@@ -336,14 +238,13 @@ func stateFrom(svcs map[svcKey]svcVal, slots map[slotKey]beVal) (map[svcKey]*svc
 		v := svcs[k]
 		s := &svcState{id: v.ID, aff: v.Affinity}
 		state[k] = s
-		if byID[v.ID] != nil || v.ID == 0 || v.ID > maxID || v.Count > services.MaxBackends {
+		if byID[v.ID] != nil || v.ID == 0 || v.ID > lbplan.MaxID || v.Count > services.MaxBackends {
 			// Start it afresh under a new id: Sync writes its slots,
 			// then its entry.
 			s.dirty = true
 			redo = append(redo, s)
 			continue
 		}
-		a.next = max(a.next, v.ID)
 		byID[v.ID] = s
 		s.slots = make([]beVal, v.Count)
 		for i := range min(int(v.Count), inlineSlots) {
@@ -362,13 +263,9 @@ func stateFrom(svcs map[svcKey]svcVal, slots map[slotKey]beVal) (map[svcKey]*svc
 			s.stray = append(s.stray, k.Slot)
 		}
 	}
-	for id := uint32(1); id < a.next; id++ {
-		if byID[id] == nil {
-			a.free = append(a.free, id)
-		}
-	}
+	a := lbplan.IDsFrom(byID)
 	for _, s := range redo {
-		s.id = a.get()
+		s.id = a.Get()
 	}
 	return state, orphans, a
 }

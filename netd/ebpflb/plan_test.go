@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -122,7 +123,7 @@ func (m *model) equal(t services.Table) error {
 		if !slices.Equal(got, want) {
 			return fmt.Errorf("%s: backends %v, want %v", k, got, want)
 		}
-		if v.Affinity != affinitySeconds(f.Affinity) || v.Tag != v.ID {
+		if v.Affinity != lbplan.AffinitySeconds(f.Affinity) || v.Tag != v.ID {
 			return fmt.Errorf("%s: affinity %d", k, v.Affinity)
 		}
 	}
@@ -162,7 +163,7 @@ func randTable(r *rand.Rand, nf int) services.Table {
 
 // syncModel plans the move from state to t and carries it out on m,
 // checking it as it goes, as Sync does.
-func syncModel(m *model, state map[svcKey]*svcState, orphans []slotKey, a *ids, prev, t services.Table) (map[svcKey]*svcState, error) {
+func syncModel(m *model, state map[svcKey]*svcState, orphans []slotKey, a *lbplan.IDs, prev, t services.Table) (map[svcKey]*svcState, error) {
 	limit := len(m.slots)
 	n := 0
 	for _, f := range t {
@@ -174,7 +175,7 @@ func syncModel(m *model, state map[svcKey]*svcState, orphans []slotKey, a *ids, 
 	if err := m.apply(p, prev, t, limit); err != nil {
 		return nil, err
 	}
-	a.free = append(a.free, p.freed...)
+	a.Free = append(a.Free, p.freed...)
 	return p.next, m.equal(t)
 }
 
@@ -186,7 +187,7 @@ func syncModel(m *model, state map[svcKey]*svcState, orphans []slotKey, a *ids, 
 func TestPlanSequence(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	m := newModel()
-	state, a := map[svcKey]*svcState{}, &ids{}
+	state, a := map[svcKey]*svcState{}, &lbplan.IDs{}
 	prev := services.Table{}
 	for i := range 500 {
 		next := randTable(r, 12)
@@ -196,30 +197,8 @@ func TestPlanSequence(t *testing.T) {
 		}
 		prev = next
 		st, orphans, _ := stateFrom(m.svcs, m.slots)
-		if p := makePlan(st, next, &ids{next: 1 << 20}); p.ops() != 0 || len(orphans) != 0 {
+		if p := makePlan(st, next, &lbplan.IDs{Last: 1 << 20}); p.ops() != 0 || len(orphans) != 0 {
 			t.Fatalf("sync %d: read back, the same table needs %d operations, %d orphans", i, p.ops(), len(orphans))
-		}
-	}
-}
-
-func TestAssign(t *testing.T) {
-	be := func(n ...byte) []beVal {
-		var out []beVal
-		for _, b := range n {
-			out = append(out, beVal{Addr: [16]byte{15: b}, Port: port2(80)})
-		}
-		return out
-	}
-	for _, tc := range []struct{ old, want, got []beVal }{
-		{nil, be(1, 2), be(1, 2)},
-		{be(1, 2, 3), be(3, 2, 1), be(1, 2, 3)},    // kept where they are
-		{be(1, 2, 3), be(1, 3), be(1, 3)},          // 3 moves down into 2's slot
-		{be(1, 2, 3), be(4, 3, 2), be(4, 2, 3)},    // 4 takes 1's slot
-		{be(1, 2), be(2, 5, 6, 7), be(5, 2, 6, 7)}, // new ones fill from the lowest free slot
-		{be(1, 2), nil, []beVal{}},
-	} {
-		if got := assign(tc.old, tc.want); !slices.Equal(got, tc.got) {
-			t.Errorf("assign(%v, %v) = %v, want %v", tc.old, tc.want, got, tc.got)
 		}
 	}
 }
@@ -397,7 +376,7 @@ func TestMigrate(t *testing.T) {
 		for k, f := range tab {
 			id++
 			want := desired(f)
-			legacy[keyOf(k)] = legacyVal{ID: id, Count: uint32(len(want)), Affinity: affinitySeconds(f.Affinity)}
+			legacy[keyOf(k)] = legacyVal{ID: id, Count: uint32(len(want)), Affinity: lbplan.AffinitySeconds(f.Affinity)}
 			for j, b := range want {
 				slots[slotKey{id, uint32(j)}] = b
 			}

@@ -3,11 +3,10 @@ package tcnat
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"time"
 
 	"github.com/outpost-mesh/outpost/netd/internal/bpfpin"
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -79,26 +78,6 @@ func (p *plan) ops() int {
 	return len(p.holes.Keys) + len(p.feDel) + len(p.feShrink.Keys) + len(p.slotDel) + len(p.slots.Keys) + len(p.fes.Keys)
 }
 
-// ids hands out frontend ids. An id freed by a Sync is handed out again
-// only by a later one, so a program that read a removed frontend's entry
-// just before it went never finds another frontend's backends under it.
-type ids struct {
-	next uint32
-	free []uint32
-}
-
-const maxID = 2 * services.MaxFrontends
-
-func (a *ids) get() uint32 {
-	if len(a.free) > 0 {
-		id := a.free[0]
-		a.free = a.free[1:]
-		return id
-	}
-	a.next++
-	return a.next
-}
-
 // validate checks the frontends of t this dataplane routes against the
 // limits and for what cannot be routed.
 func validate(t services.Table) error {
@@ -135,16 +114,6 @@ func validate(t services.Table) error {
 	return nil
 }
 
-// affinitySeconds is the ClientIP affinity timeout in whole seconds,
-// rounded up; 0 for none.
-func affinitySeconds(d time.Duration) uint32 {
-	if d <= 0 {
-		return 0
-	}
-	s := (d + time.Second - 1) / time.Second
-	return uint32(min(s, math.MaxUint32))
-}
-
 func flagsOf(f *services.Frontend) uint32 {
 	if f.ExternalLocal {
 		return flagLocal
@@ -155,43 +124,12 @@ func flagsOf(f *services.Frontend) uint32 {
 // desired returns f's external backends as slot values, without
 // repeats, in f's order.
 func desired(f *services.Frontend) []beVal {
-	out := make([]beVal, 0, len(f.ExternalBackends))
-	for _, b := range f.ExternalBackends {
-		v := beOf(b)
-		if !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// assign returns the slots of want given the slots old: a backend kept
-// stays in its slot when that slot is below len(want), so that a client
-// with affinity for it keeps it and its slot needs no write; the other
-// slots take the new backends and those moved down, in want's order.
-func assign(old, want []beVal) []beVal {
-	n := len(want)
-	out := make([]beVal, n)
-	filled := make([]bool, n)
-	var rest []beVal
-	for _, b := range want {
-		if i := slices.Index(old, b); i >= 0 && i < n && !filled[i] {
-			out[i], filled[i] = b, true
-			continue
-		}
-		rest = append(rest, b)
-	}
-	for i := range out {
-		if !filled[i] {
-			out[i], rest = rest[0], rest[1:]
-		}
-	}
-	return out
+	return lbplan.Desired(nil, f.ExternalBackends, beOf)
 }
 
 // makePlan returns the operations that move the maps from cur to t, which
 // must be valid. It does no I/O; a takes the new frontends' ids.
-func makePlan(cur map[feKey]*feState, t services.Table, a *ids) *plan {
+func makePlan(cur map[feKey]*feState, t services.Table, a *lbplan.IDs) *plan {
 	p := &plan{next: make(map[feKey]*feState, len(t))}
 	for k, f := range t {
 		if !routed(f) {
@@ -199,11 +137,11 @@ func makePlan(cur map[feKey]*feState, t services.Table, a *ids) *plan {
 		}
 		key := keyOf(k)
 		want := desired(f)
-		aff, flags := affinitySeconds(f.Affinity), flagsOf(f)
+		aff, flags := lbplan.AffinitySeconds(f.Affinity), flagsOf(f)
 		n := uint32(len(want))
 		old := cur[key]
 		if old == nil {
-			id := a.get()
+			id := a.Get()
 			for i, b := range want {
 				p.slots.Add(slotKey{id, uint32(i)}, b)
 			}
@@ -211,7 +149,7 @@ func makePlan(cur map[feKey]*feState, t services.Table, a *ids) *plan {
 			p.next[key] = &feState{id: id, aff: aff, flags: flags, slots: want}
 			continue
 		}
-		slots := assign(old.slots, want)
+		slots := lbplan.Assign(old.slots, want)
 		oldN := uint32(len(old.slots))
 		writes := &p.slots
 		if n < oldN {
@@ -260,10 +198,9 @@ func makePlan(cur map[feKey]*feState, t services.Table, a *ids) *plan {
 // (to delete), and the ids allocator. Entries are trusted only as far as
 // their sizes: a Count beyond services.MaxBackends or an id claimed twice
 // makes the frontend be rewritten rather than believed.
-func stateFrom(fes map[feKey]feVal, slots map[slotKey]beVal) (map[feKey]*feState, []slotKey, *ids) {
+func stateFrom(fes map[feKey]feVal, slots map[slotKey]beVal) (map[feKey]*feState, []slotKey, *lbplan.IDs) {
 	state := make(map[feKey]*feState, len(fes))
 	byID := make(map[uint32]*feState, len(fes))
-	a := &ids{}
 	keys := make([]feKey, 0, len(fes))
 	for k := range fes {
 		keys = append(keys, k)
@@ -278,12 +215,11 @@ func stateFrom(fes map[feKey]feVal, slots map[slotKey]beVal) (map[feKey]*feState
 		v := fes[k]
 		s := &feState{id: v.ID, aff: v.Affinity, flags: v.Flags}
 		state[k] = s
-		if byID[v.ID] != nil || v.ID == 0 || v.ID > maxID || v.Count > services.MaxBackends {
+		if byID[v.ID] != nil || v.ID == 0 || v.ID > lbplan.MaxID || v.Count > services.MaxBackends {
 			s.dirty = true
 			redo = append(redo, s)
 			continue
 		}
-		a.next = max(a.next, v.ID)
 		byID[v.ID] = s
 		s.slots = make([]beVal, v.Count)
 	}
@@ -299,13 +235,9 @@ func stateFrom(fes map[feKey]feVal, slots map[slotKey]beVal) (map[feKey]*feState
 			s.stray = append(s.stray, k.Slot)
 		}
 	}
-	for id := uint32(1); id < a.next; id++ {
-		if byID[id] == nil {
-			a.free = append(a.free, id)
-		}
-	}
+	a := lbplan.IDsFrom(byID)
 	for _, s := range redo {
-		s.id = a.get()
+		s.id = a.Get()
 	}
 	return state, orphans, a
 }

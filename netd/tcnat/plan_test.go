@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -118,7 +119,7 @@ func (m *model) equal(t services.Table) error {
 		if !slices.Equal(got, want) {
 			return fmt.Errorf("%s: backends %v, want %v", k, got, want)
 		}
-		if v.Affinity != affinitySeconds(f.Affinity) || v.Flags != flagsOf(f) {
+		if v.Affinity != lbplan.AffinitySeconds(f.Affinity) || v.Flags != flagsOf(f) {
 			return fmt.Errorf("%s: affinity %d flags %d", k, v.Affinity, v.Flags)
 		}
 	}
@@ -168,7 +169,7 @@ func randTable(r *rand.Rand, nf int) services.Table {
 
 // syncModel plans the move from state to t and carries it out on m,
 // checking it as it goes, as Sync does.
-func syncModel(m *model, state map[feKey]*feState, a *ids, prev, t services.Table) (map[feKey]*feState, error) {
+func syncModel(m *model, state map[feKey]*feState, a *lbplan.IDs, prev, t services.Table) (map[feKey]*feState, error) {
 	n := 0
 	for _, f := range t {
 		if routed(f) {
@@ -180,7 +181,7 @@ func syncModel(m *model, state map[feKey]*feState, a *ids, prev, t services.Tabl
 	if err := m.apply(p, prev, t, limit, true); err != nil {
 		return nil, err
 	}
-	a.free = append(a.free, p.freed...)
+	a.Free = append(a.Free, p.freed...)
 	return p.next, m.equal(t)
 }
 
@@ -192,7 +193,7 @@ func syncModel(m *model, state map[feKey]*feState, a *ids, prev, t services.Tabl
 func runSequence(t *testing.T, tables []services.Table) {
 	t.Helper()
 	m := newModel()
-	state, a := map[feKey]*feState{}, &ids{}
+	state, a := map[feKey]*feState{}, &lbplan.IDs{}
 	prev := services.Table{}
 	for i, next := range tables {
 		var err error
@@ -201,7 +202,7 @@ func runSequence(t *testing.T, tables []services.Table) {
 		}
 		prev = next
 		st, orphans, _ := stateFrom(m.fes, m.slots)
-		if p := makePlan(st, next, &ids{next: 1 << 20}); p.ops() != 0 || len(orphans) != 0 {
+		if p := makePlan(st, next, &lbplan.IDs{Last: 1 << 20}); p.ops() != 0 || len(orphans) != 0 {
 			t.Fatalf("sync %d: read back, the same table needs %d operations, %d orphans", i, p.ops(), len(orphans))
 		}
 	}
@@ -250,7 +251,7 @@ func TestPlanKinds(t *testing.T) {
 	} {
 		tab[f.Key] = f
 	}
-	p := makePlan(nil, tab, &ids{})
+	p := makePlan(nil, tab, &lbplan.IDs{})
 	var got []string
 	for i, fk := range p.fes.Keys {
 		got = append(got, fmt.Sprintf("%s count=%d flags=%d", fk.key(), p.fes.Vals[i].Count, p.fes.Vals[i].Flags))
@@ -468,7 +469,7 @@ func FuzzTable(f *testing.F) {
 			return
 		}
 		m := newModel()
-		if _, err := syncModel(m, map[feKey]*feState{}, &ids{}, services.Table{}, tab); err != nil {
+		if _, err := syncModel(m, map[feKey]*feState{}, &lbplan.IDs{}, services.Table{}, tab); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -208,7 +209,7 @@ func TestPrograms(t *testing.T) {
 		nodePort("192.168.1.10:30099", services.TCP),
 		local, sticky, spread,
 	)
-	a := &ids{}
+	a := &lbplan.IDs{}
 	p := makePlan(nil, tab, a)
 	if err := applyPlan(maps[mapFrontends], maps[mapBackends], p); err != nil {
 		t.Fatal(err)

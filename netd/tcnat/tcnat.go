@@ -71,6 +71,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/outpost-mesh/outpost/netd/internal/bpfpin"
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -93,7 +94,7 @@ type Dataplane struct {
 	// of no frontend, found when reading them.
 	state   map[feKey]*feState
 	orphans []slotKey
-	ids     *ids
+	ids     *lbplan.IDs
 	// lastOps is how many map entries the last Sync wrote or deleted.
 	lastOps int
 }
@@ -353,7 +354,7 @@ func (d *Dataplane) Sync(ctx context.Context, t services.Table) error {
 		return err
 	}
 	d.state, d.orphans = p.next, nil
-	d.ids.free = append(d.ids.free, p.freed...)
+	d.ids.Free = append(d.ids.Free, p.freed...)
 	d.lastOps = p.ops()
 	return nil
 }
