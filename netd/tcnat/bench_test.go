@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/outpost-mesh/outpost/internal/netnstest"
+	"github.com/outpost-mesh/outpost/netd/internal/bpftest"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -43,7 +44,7 @@ func BenchmarkSync(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			cfg := DefaultConfig()
-			cfg.PinDir = filepath.Join(bpffs(b), "node")
+			cfg.PinDir = filepath.Join(bpftest.Mount(b), "node")
 			cfg.HostNetNS, cfg.Interfaces = node, []string{"lan0"}
 			d, err := New(cfg)
 			if err != nil {

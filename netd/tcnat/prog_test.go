@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/outpost-mesh/outpost/netd/internal/bpftest"
 	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
@@ -202,7 +203,7 @@ func TestPrograms(t *testing.T) {
 	spread := nodePort("192.168.1.10:30083", services.TCP, "10.42.1.1:80", "10.42.1.2:80", "10.42.1.3:80", "10.42.1.4:80")
 	local := nodePort("192.168.1.10:30081", services.TCP, "10.42.0.7:8080")
 	local.ExternalLocal = true
-	tab := table(
+	tab := bpftest.Table(
 		nodePort("192.168.1.10:30080", services.TCP, "10.42.0.5:8080"),
 		nodePort("192.168.1.10:30053", services.UDP, "10.42.0.5:5353"),
 		nodePort("[fd00::10]:30080", services.TCP, "[fd42::5]:8080"),
