@@ -215,14 +215,8 @@ func (d *Dataplane) migrate() (string, error) {
 		// first Sync.
 		return path, nil
 	}
-	legacy := map[svcKey]legacyVal{}
-	var k svcKey
-	var v legacyVal
-	it := old.Iterate()
-	for it.Next(&k, &v) {
-		legacy[k] = v
-	}
-	if err := it.Err(); err != nil {
+	legacy, err := bpfpin.Entries[svcKey, legacyVal](old)
+	if err != nil {
 		return "", fmt.Errorf("read legacy services map: %w", err)
 	}
 	slots, err := readSlots(d.maps[mapBackends])
@@ -338,14 +332,8 @@ func (d *Dataplane) replace(l link.Link, h hook) error {
 
 // readState reads what the service and backend maps hold.
 func (d *Dataplane) readState() error {
-	svcs := map[svcKey]svcVal{}
-	var k svcKey
-	var v svcVal
-	it := d.maps[mapServices].Iterate()
-	for it.Next(&k, &v) {
-		svcs[k] = v
-	}
-	if err := it.Err(); err != nil {
+	svcs, err := bpfpin.Entries[svcKey, svcVal](d.maps[mapServices])
+	if err != nil {
 		return fmt.Errorf("read services: %w", err)
 	}
 	slots, err := readSlots(d.maps[mapBackends])
@@ -358,14 +346,8 @@ func (d *Dataplane) readState() error {
 
 // readSlots reads the backends map m.
 func readSlots(m *ebpf.Map) (map[slotKey]beVal, error) {
-	slots := map[slotKey]beVal{}
-	var sk slotKey
-	var b beVal
-	it := m.Iterate()
-	for it.Next(&sk, &b) {
-		slots[sk] = b
-	}
-	if err := it.Err(); err != nil {
+	slots, err := bpfpin.Entries[slotKey, beVal](m)
+	if err != nil {
 		return nil, fmt.Errorf("read backends: %w", err)
 	}
 	return slots, nil

@@ -299,24 +299,12 @@ func (d *Dataplane) replace(l link.Link, dir direction) error {
 
 // readState reads what the frontend and backend maps hold.
 func (d *Dataplane) readState() error {
-	fes := map[feKey]feVal{}
-	var k feKey
-	var v feVal
-	it := d.maps[mapFrontends].Iterate()
-	for it.Next(&k, &v) {
-		fes[k] = v
-	}
-	if err := it.Err(); err != nil {
+	fes, err := bpfpin.Entries[feKey, feVal](d.maps[mapFrontends])
+	if err != nil {
 		return fmt.Errorf("read frontends: %w", err)
 	}
-	slots := map[slotKey]beVal{}
-	var sk slotKey
-	var b beVal
-	it = d.maps[mapBackends].Iterate()
-	for it.Next(&sk, &b) {
-		slots[sk] = b
-	}
-	if err := it.Err(); err != nil {
+	slots, err := bpfpin.Entries[slotKey, beVal](d.maps[mapBackends])
+	if err != nil {
 		return fmt.Errorf("read backends: %w", err)
 	}
 	d.state, d.orphans, d.ids = stateFrom(fes, slots)

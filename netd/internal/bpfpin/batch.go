@@ -60,3 +60,18 @@ func Delete[K any](m *ebpf.Map, keys []K) error {
 	}
 	return nil
 }
+
+// Entries reads every entry of m. The caller owns the returned map.
+func Entries[K comparable, V any](m *ebpf.Map) (map[K]V, error) {
+	out := map[K]V{}
+	var k K
+	var v V
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		out[k] = v
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

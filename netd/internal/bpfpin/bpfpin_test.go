@@ -47,13 +47,8 @@ func hashSpec(name string, n uint32) *ebpf.MapSpec {
 
 func contents(t *testing.T, m *ebpf.Map) map[uint32]uint32 {
 	t.Helper()
-	out := map[uint32]uint32{}
-	var k, v uint32
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		out[k] = v
-	}
-	if err := it.Err(); err != nil {
+	out, err := Entries[uint32, uint32](m)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return out
