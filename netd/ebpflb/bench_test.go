@@ -82,8 +82,8 @@ func BenchmarkPlan(b *testing.B) {
 		if err := validate(full); err != nil {
 			b.Fatal(err)
 		}
-		if p := makePlan(nil, full, &lbplan.IDs{}); len(p.svcs.Keys) != len(full) {
-			b.Fatalf("%d services entries", len(p.svcs.Keys))
+		if p := makePlan(nil, full, &lbplan.IDs{}); len(p.Fronts.Keys) != len(full) {
+			b.Fatalf("%d services entries", len(p.Fronts.Keys))
 		}
 	}
 }
@@ -92,7 +92,7 @@ func BenchmarkPlan(b *testing.B) {
 // changes one Service's backends, after the first.
 func BenchmarkPlanOne(b *testing.B) {
 	full := bigTable(10000)
-	state := makePlan(nil, full, &lbplan.IDs{}).next
+	state := makePlan(nil, full, &lbplan.IDs{}).Next
 	changed := maps.Clone(full)
 	for k, f := range changed {
 		g := *f
@@ -106,8 +106,8 @@ func BenchmarkPlanOne(b *testing.B) {
 		if err := validate(changed); err != nil {
 			b.Fatal(err)
 		}
-		if p := makePlan(state, changed, &lbplan.IDs{Last: 20000}); p.ops() != 1 {
-			b.Fatalf("%d operations", p.ops())
+		if p := makePlan(state, changed, &lbplan.IDs{Last: 20000}); p.Ops() != 1 {
+			b.Fatalf("%d operations", p.Ops())
 		}
 	}
 }

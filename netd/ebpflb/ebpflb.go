@@ -376,38 +376,15 @@ func (d *Dataplane) Sync(ctx context.Context, t services.Table) error {
 		}
 	}
 	p := makePlan(d.state, t, d.ids)
-	p.slotDel = append(p.slotDel, d.orphans...)
-	if err := d.apply(p); err != nil {
+	p.SlotDel = append(p.SlotDel, d.orphans...)
+	if err := p.Apply(d.maps[mapServices], d.maps[mapBackends], "services"); err != nil {
 		// What the maps hold now is in between: read it again next time.
 		d.state = nil
 		return err
 	}
-	d.state, d.orphans = p.next, nil
-	d.ids.Free = append(d.ids.Free, p.freed...)
-	d.lastOps = p.ops()
-	return nil
-}
-
-func (d *Dataplane) apply(p *plan) error {
-	svcs, backends := d.maps[mapServices], d.maps[mapBackends]
-	if err := bpfpin.Put(backends, p.holes); err != nil {
-		return fmt.Errorf("write backends: %w", err)
-	}
-	if err := bpfpin.Delete(svcs, p.svcDel); err != nil {
-		return fmt.Errorf("delete services: %w", err)
-	}
-	if err := bpfpin.Put(svcs, p.svcShrink); err != nil {
-		return fmt.Errorf("write services: %w", err)
-	}
-	if err := bpfpin.Delete(backends, p.slotDel); err != nil {
-		return fmt.Errorf("delete backends: %w", err)
-	}
-	if err := bpfpin.Put(backends, p.slots); err != nil {
-		return fmt.Errorf("write backends: %w", err)
-	}
-	if err := bpfpin.Put(svcs, p.svcs); err != nil {
-		return fmt.Errorf("write services: %w", err)
-	}
+	d.state, d.orphans = p.Next, nil
+	d.ids.Free = append(d.ids.Free, p.Freed...)
+	d.lastOps = p.Ops()
 	return nil
 }
 

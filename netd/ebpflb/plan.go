@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/outpost-mesh/outpost/netd/internal/bpfpin"
 	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
@@ -40,39 +39,10 @@ type svcState struct {
 	dirty bool
 }
 
-// plan is a Sync's map operations, in the order they are made. The order
-// keeps, at every moment and for every frontend, its Count no greater
-// than the slots it has filled (a connect never picks an empty slot), and
-// the backends map no fuller than the larger of the old and new tables.
-// Inline slots change with the services entry that holds them, in one
-// update; the steps below about slots are about the backends map's.
-type plan struct {
-	// 1. Frontends that shrink: the slots below their new Count that
-	// change (keys that exist already).
-	holes bpfpin.Batch[slotKey, beVal]
-	// 2. Frontends removed, and those that shrink lowered to their new
-	// Count.
-	svcDel    []svcKey
-	svcShrink bpfpin.Batch[svcKey, svcVal]
-	// 3. Slots no frontend uses any more.
-	slotDel []slotKey
-	// 4. Frontends that are new or grow or keep their size: every slot
-	// that changes, new ones included.
-	slots bpfpin.Batch[slotKey, beVal]
-	// 5. Their services entries, raising Count last, and those whose
-	// inline slots or affinity change.
-	svcs bpfpin.Batch[svcKey, svcVal]
-
-	// next is the state once the plan is carried out, and freed the
-	// frontend ids it no longer uses.
-	next  map[svcKey]*svcState
-	freed []uint32
-}
-
-// ops returns how many map entries p writes or deletes.
-func (p *plan) ops() int {
-	return len(p.holes.Keys) + len(p.svcDel) + len(p.svcShrink.Keys) + len(p.slotDel) + len(p.slots.Keys) + len(p.svcs.Keys)
-}
+// plan is a Sync's map operations. Inline slots change with the
+// services entry that holds them, in one update; the plan's steps about
+// slots are about the backends map's.
+type plan = lbplan.Plan[svcKey, svcVal, slotKey, beVal, svcState]
 
 // validate checks t against the limits and for frontends that cannot be
 // routed.
@@ -127,11 +97,11 @@ func holds(slots []beVal, bs []services.Backend) bool {
 // makePlan returns the operations that move the maps from cur to t, which
 // must be valid. It does no I/O; a takes the new frontends' ids.
 func makePlan(cur map[svcKey]*svcState, t services.Table, a *lbplan.IDs) *plan {
-	p := &plan{next: make(map[svcKey]*svcState, len(t))}
+	p := &plan{Next: make(map[svcKey]*svcState, len(t))}
 	// Most Syncs write a few entries; a first one writes them all.
 	if len(cur) == 0 {
-		p.svcs.Keys = make([]svcKey, 0, len(t))
-		p.svcs.Vals = make([]svcVal, 0, len(t))
+		p.Fronts.Keys = make([]svcKey, 0, len(t))
+		p.Fronts.Vals = make([]svcVal, 0, len(t))
 	}
 	// The states of new frontends, and the slots of all, allocated
 	// together.
@@ -144,7 +114,7 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *lbplan.IDs) *plan {
 		if old != nil && aff == old.aff && !old.dirty && len(old.stray) == 0 && holds(old.slots, f.Backends) {
 			// Unchanged, found without making its slots: most
 			// frontends of most Syncs.
-			p.next[key] = old
+			p.Next[key] = old
 			continue
 		}
 		want := lbplan.Desired(&arena, f.Backends, beOf)
@@ -152,21 +122,21 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *lbplan.IDs) *plan {
 		if old == nil {
 			id := a.Get()
 			for i := inlineSlots; i < len(want); i++ {
-				p.slots.Add(slotKey{id, uint32(i)}, want[i])
+				p.Slots.Add(slotKey{id, uint32(i)}, want[i])
 			}
-			p.svcs.Add(key, svcValOf(id, aff, want))
+			p.Fronts.Add(key, svcValOf(id, aff, want))
 			if len(fresh) == cap(fresh) {
 				fresh = make([]svcState, 0, 16)
 			}
 			fresh = append(fresh, svcState{id: id, aff: aff, slots: want})
-			p.next[key] = &fresh[len(fresh)-1]
+			p.Next[key] = &fresh[len(fresh)-1]
 			continue
 		}
 		slots := lbplan.Assign(old.slots, want)
 		oldN := uint32(len(old.slots))
-		writes := &p.slots
+		writes := &p.Slots
 		if n < oldN {
-			writes = &p.holes
+			writes = &p.Holes
 		}
 		inlineChanged := false
 		for i, b := range slots {
@@ -182,36 +152,36 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *lbplan.IDs) *plan {
 		val := svcValOf(old.id, aff, slots)
 		switch {
 		case n < oldN:
-			p.svcShrink.Add(key, val)
+			p.FrontShrink.Add(key, val)
 			for i := max(n, inlineSlots); i < oldN; i++ {
-				p.slotDel = append(p.slotDel, slotKey{old.id, i})
+				p.SlotDel = append(p.SlotDel, slotKey{old.id, i})
 			}
 		case n > oldN || aff != old.aff || old.dirty || inlineChanged:
-			p.svcs.Add(key, val)
+			p.Fronts.Add(key, val)
 		}
 		for _, s := range old.stray {
 			if s >= n || s < inlineSlots {
-				p.slotDel = append(p.slotDel, slotKey{old.id, s})
+				p.SlotDel = append(p.SlotDel, slotKey{old.id, s})
 			}
 		}
 		if aff == old.aff && !old.dirty && len(old.stray) == 0 && slices.Equal(slots, old.slots) {
-			p.next[key] = old // unchanged: states are not modified once made
+			p.Next[key] = old // unchanged: states are not modified once made
 			continue
 		}
-		p.next[key] = &svcState{id: old.id, aff: aff, slots: slots}
+		p.Next[key] = &svcState{id: old.id, aff: aff, slots: slots}
 	}
 	for key, old := range cur {
-		if _, ok := p.next[key]; ok {
+		if _, ok := p.Next[key]; ok {
 			continue
 		}
-		p.svcDel = append(p.svcDel, key)
+		p.FrontDel = append(p.FrontDel, key)
 		for i := inlineSlots; i < len(old.slots); i++ {
-			p.slotDel = append(p.slotDel, slotKey{old.id, uint32(i)})
+			p.SlotDel = append(p.SlotDel, slotKey{old.id, uint32(i)})
 		}
 		for _, s := range old.stray {
-			p.slotDel = append(p.slotDel, slotKey{old.id, s})
+			p.SlotDel = append(p.SlotDel, slotKey{old.id, s})
 		}
-		p.freed = append(p.freed, old.id)
+		p.Freed = append(p.Freed, old.id)
 	}
 	return p
 }

@@ -69,26 +69,7 @@ func (m *model) check(prev, next services.Table) error {
 // checking what a connect may see after each, and that the backends
 // map never holds more than limit entries.
 func (m *model) apply(p *plan, prev, next services.Table, limit int) error {
-	var steps []func()
-	for i, k := range p.holes.Keys {
-		steps = append(steps, func() { m.slots[k] = p.holes.Vals[i] })
-	}
-	for _, k := range p.svcDel {
-		steps = append(steps, func() { delete(m.svcs, k) })
-	}
-	for i, k := range p.svcShrink.Keys {
-		steps = append(steps, func() { m.svcs[k] = p.svcShrink.Vals[i] })
-	}
-	for _, k := range p.slotDel {
-		steps = append(steps, func() { delete(m.slots, k) })
-	}
-	for i, k := range p.slots.Keys {
-		steps = append(steps, func() { m.slots[k] = p.slots.Vals[i] })
-	}
-	for i, k := range p.svcs.Keys {
-		steps = append(steps, func() { m.svcs[k] = p.svcs.Vals[i] })
-	}
-	for i, s := range steps {
+	for i, s := range p.Steps(m.svcs, m.slots) {
 		s()
 		if err := m.check(prev, next); err != nil {
 			return fmt.Errorf("after step %d: %w", i, err)
@@ -171,12 +152,12 @@ func syncModel(m *model, state map[svcKey]*svcState, orphans []slotKey, a *lbpla
 	}
 	limit = max(limit, n)
 	p := makePlan(state, t, a)
-	p.slotDel = append(p.slotDel, orphans...)
+	p.SlotDel = append(p.SlotDel, orphans...)
 	if err := m.apply(p, prev, t, limit); err != nil {
 		return nil, err
 	}
-	a.Free = append(a.Free, p.freed...)
-	return p.next, m.equal(t)
+	a.Free = append(a.Free, p.Freed...)
+	return p.Next, m.equal(t)
 }
 
 // TestPlanSequence moves the maps through random tables, checking after
@@ -197,8 +178,8 @@ func TestPlanSequence(t *testing.T) {
 		}
 		prev = next
 		st, orphans, _ := stateFrom(m.svcs, m.slots)
-		if p := makePlan(st, next, &lbplan.IDs{Last: 1 << 20}); p.ops() != 0 || len(orphans) != 0 {
-			t.Fatalf("sync %d: read back, the same table needs %d operations, %d orphans", i, p.ops(), len(orphans))
+		if p := makePlan(st, next, &lbplan.IDs{Last: 1 << 20}); p.Ops() != 0 || len(orphans) != 0 {
+			t.Fatalf("sync %d: read back, the same table needs %d operations, %d orphans", i, p.Ops(), len(orphans))
 		}
 	}
 }
@@ -274,7 +255,7 @@ func FuzzStateFrom(f *testing.F) {
 		// What a connect sees during this Sync is not checked: the
 		// maps may have been inconsistent before it.
 		p := makePlan(state, next, a)
-		p.slotDel = append(p.slotDel, orphans...)
+		p.SlotDel = append(p.SlotDel, orphans...)
 		limit := max(len(m.slots), 16*3*inlineSlots)
 		if err := m.applyUnchecked(p, limit); err != nil {
 			t.Fatal(err)
@@ -287,26 +268,11 @@ func FuzzStateFrom(f *testing.F) {
 
 // applyUnchecked carries p out, checking only the map limit.
 func (m *model) applyUnchecked(p *plan, limit int) error {
-	for i, k := range p.holes.Keys {
-		m.slots[k] = p.holes.Vals[i]
-	}
-	for _, k := range p.svcDel {
-		delete(m.svcs, k)
-	}
-	for i, k := range p.svcShrink.Keys {
-		m.svcs[k] = p.svcShrink.Vals[i]
-	}
-	for _, k := range p.slotDel {
-		delete(m.slots, k)
-	}
-	for i, k := range p.slots.Keys {
-		m.slots[k] = p.slots.Vals[i]
+	for i, s := range p.Steps(m.svcs, m.slots) {
+		s()
 		if len(m.slots) > limit {
-			return fmt.Errorf("%d backend entries, limit %d", len(m.slots), limit)
+			return fmt.Errorf("after step %d: %d backend entries, limit %d", i, len(m.slots), limit)
 		}
-	}
-	for i, k := range p.svcs.Keys {
-		m.svcs[k] = p.svcs.Vals[i]
 	}
 	return nil
 }
@@ -388,8 +354,8 @@ func TestMigrate(t *testing.T) {
 		}
 		st, orphans, a := stateFrom(m.svcs, m.slots)
 		p := makePlan(st, tab, a)
-		if len(orphans) != 0 || p.ops() != inline || len(p.slotDel) != inline {
-			t.Fatalf("table %d: after migrating, %d orphans and %d operations (%d deletes), want %d deletes", i, len(orphans), p.ops(), len(p.slotDel), inline)
+		if len(orphans) != 0 || p.Ops() != inline || len(p.SlotDel) != inline {
+			t.Fatalf("table %d: after migrating, %d orphans and %d operations (%d deletes), want %d deletes", i, len(orphans), p.Ops(), len(p.SlotDel), inline)
 		}
 	}
 	// A missing inline slot shortens the frontend to the slots below it.
@@ -444,7 +410,7 @@ func FuzzMigrate(f *testing.F) {
 			}
 		}
 		p := makePlan(state, next, a)
-		p.slotDel = append(p.slotDel, orphans...)
+		p.SlotDel = append(p.SlotDel, orphans...)
 		if err := m.applyUnchecked(p, max(len(m.slots), 16*3*inlineSlots)); err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/outpost-mesh/outpost/netd/internal/bpfpin"
 	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
@@ -46,37 +45,9 @@ type feState struct {
 	dirty bool
 }
 
-// plan is a Sync's map operations, in the order they are made. The order
-// keeps, at every moment and for every frontend, its Count no greater
-// than the slots it has filled (a new flow never picks an empty slot),
-// and the backends map no fuller than the larger of the old and new
-// tables. It is the order netd/ebpflb's plan keeps, for the same reasons.
-type plan struct {
-	// 1. Frontends that shrink: the slots below their new Count that
-	// change (keys that exist already).
-	holes bpfpin.Batch[slotKey, beVal]
-	// 2. Frontends removed, and those that shrink lowered to their new
-	// Count.
-	feDel    []feKey
-	feShrink bpfpin.Batch[feKey, feVal]
-	// 3. Slots no frontend uses any more.
-	slotDel []slotKey
-	// 4. Frontends that are new or grow or keep their size: every slot
-	// that changes, new ones included.
-	slots bpfpin.Batch[slotKey, beVal]
-	// 5. Their frontends entries, raising Count last.
-	fes bpfpin.Batch[feKey, feVal]
-
-	// next is the state once the plan is carried out, and freed the
-	// frontend ids it no longer uses.
-	next  map[feKey]*feState
-	freed []uint32
-}
-
-// ops returns how many map entries p writes or deletes.
-func (p *plan) ops() int {
-	return len(p.holes.Keys) + len(p.feDel) + len(p.feShrink.Keys) + len(p.slotDel) + len(p.slots.Keys) + len(p.fes.Keys)
-}
+// plan is a Sync's map operations, in the order netd/ebpflb's plan
+// keeps, for the same reasons.
+type plan = lbplan.Plan[feKey, feVal, slotKey, beVal, feState]
 
 // validate checks the frontends of t this dataplane routes against the
 // limits and for what cannot be routed.
@@ -130,7 +101,7 @@ func desired(f *services.Frontend) []beVal {
 // makePlan returns the operations that move the maps from cur to t, which
 // must be valid. It does no I/O; a takes the new frontends' ids.
 func makePlan(cur map[feKey]*feState, t services.Table, a *lbplan.IDs) *plan {
-	p := &plan{next: make(map[feKey]*feState, len(t))}
+	p := &plan{Next: make(map[feKey]*feState, len(t))}
 	for k, f := range t {
 		if !routed(f) {
 			continue
@@ -143,17 +114,17 @@ func makePlan(cur map[feKey]*feState, t services.Table, a *lbplan.IDs) *plan {
 		if old == nil {
 			id := a.Get()
 			for i, b := range want {
-				p.slots.Add(slotKey{id, uint32(i)}, b)
+				p.Slots.Add(slotKey{id, uint32(i)}, b)
 			}
-			p.fes.Add(key, feVal{ID: id, Count: n, Affinity: aff, Flags: flags})
-			p.next[key] = &feState{id: id, aff: aff, flags: flags, slots: want}
+			p.Fronts.Add(key, feVal{ID: id, Count: n, Affinity: aff, Flags: flags})
+			p.Next[key] = &feState{id: id, aff: aff, flags: flags, slots: want}
 			continue
 		}
 		slots := lbplan.Assign(old.slots, want)
 		oldN := uint32(len(old.slots))
-		writes := &p.slots
+		writes := &p.Slots
 		if n < oldN {
-			writes = &p.holes
+			writes = &p.Holes
 		}
 		for i, b := range slots {
 			if i >= len(old.slots) || old.slots[i] != b {
@@ -163,32 +134,32 @@ func makePlan(cur map[feKey]*feState, t services.Table, a *lbplan.IDs) *plan {
 		val := feVal{ID: old.id, Count: n, Affinity: aff, Flags: flags}
 		switch {
 		case n < oldN:
-			p.feShrink.Add(key, val)
+			p.FrontShrink.Add(key, val)
 			for i := n; i < oldN; i++ {
-				p.slotDel = append(p.slotDel, slotKey{old.id, i})
+				p.SlotDel = append(p.SlotDel, slotKey{old.id, i})
 			}
 		case n > oldN || aff != old.aff || flags != old.flags || old.dirty:
-			p.fes.Add(key, val)
+			p.Fronts.Add(key, val)
 		}
 		for _, s := range old.stray {
 			if s >= n {
-				p.slotDel = append(p.slotDel, slotKey{old.id, s})
+				p.SlotDel = append(p.SlotDel, slotKey{old.id, s})
 			}
 		}
-		p.next[key] = &feState{id: old.id, aff: aff, flags: flags, slots: slots}
+		p.Next[key] = &feState{id: old.id, aff: aff, flags: flags, slots: slots}
 	}
 	for key, old := range cur {
-		if _, ok := p.next[key]; ok {
+		if _, ok := p.Next[key]; ok {
 			continue
 		}
-		p.feDel = append(p.feDel, key)
+		p.FrontDel = append(p.FrontDel, key)
 		for i := range old.slots {
-			p.slotDel = append(p.slotDel, slotKey{old.id, uint32(i)})
+			p.SlotDel = append(p.SlotDel, slotKey{old.id, uint32(i)})
 		}
 		for _, s := range old.stray {
-			p.slotDel = append(p.slotDel, slotKey{old.id, s})
+			p.SlotDel = append(p.SlotDel, slotKey{old.id, s})
 		}
-		p.freed = append(p.freed, old.id)
+		p.Freed = append(p.Freed, old.id)
 	}
 	return p
 }

@@ -50,35 +50,11 @@ func (m *model) check(prev, next services.Table) error {
 	return nil
 }
 
-// steps returns p's operations on m, one map entry each, in order.
-func (m *model) steps(p *plan) []func() {
-	var steps []func()
-	for i, k := range p.holes.Keys {
-		steps = append(steps, func() { m.slots[k] = p.holes.Vals[i] })
-	}
-	for _, k := range p.feDel {
-		steps = append(steps, func() { delete(m.fes, k) })
-	}
-	for i, k := range p.feShrink.Keys {
-		steps = append(steps, func() { m.fes[k] = p.feShrink.Vals[i] })
-	}
-	for _, k := range p.slotDel {
-		steps = append(steps, func() { delete(m.slots, k) })
-	}
-	for i, k := range p.slots.Keys {
-		steps = append(steps, func() { m.slots[k] = p.slots.Vals[i] })
-	}
-	for i, k := range p.fes.Keys {
-		steps = append(steps, func() { m.fes[k] = p.fes.Vals[i] })
-	}
-	return steps
-}
-
 // apply carries p out one entry at a time, as the kernel does a batch,
 // checking (when check) what a new flow may see after each, and that the
 // backends map never holds more than limit entries.
 func (m *model) apply(p *plan, prev, next services.Table, limit int, check bool) error {
-	for i, s := range m.steps(p) {
+	for i, s := range p.Steps(m.fes, m.slots) {
 		s()
 		if check {
 			if err := m.check(prev, next); err != nil {
@@ -181,8 +157,8 @@ func syncModel(m *model, state map[feKey]*feState, a *lbplan.IDs, prev, t servic
 	if err := m.apply(p, prev, t, limit, true); err != nil {
 		return nil, err
 	}
-	a.Free = append(a.Free, p.freed...)
-	return p.next, m.equal(t)
+	a.Free = append(a.Free, p.Freed...)
+	return p.Next, m.equal(t)
 }
 
 // runSequence moves the maps through tables, checking after every
@@ -202,8 +178,8 @@ func runSequence(t *testing.T, tables []services.Table) {
 		}
 		prev = next
 		st, orphans, _ := stateFrom(m.fes, m.slots)
-		if p := makePlan(st, next, &lbplan.IDs{Last: 1 << 20}); p.ops() != 0 || len(orphans) != 0 {
-			t.Fatalf("sync %d: read back, the same table needs %d operations, %d orphans", i, p.ops(), len(orphans))
+		if p := makePlan(st, next, &lbplan.IDs{Last: 1 << 20}); p.Ops() != 0 || len(orphans) != 0 {
+			t.Fatalf("sync %d: read back, the same table needs %d operations, %d orphans", i, p.Ops(), len(orphans))
 		}
 	}
 }
@@ -253,8 +229,8 @@ func TestPlanKinds(t *testing.T) {
 	}
 	p := makePlan(nil, tab, &lbplan.IDs{})
 	var got []string
-	for i, fk := range p.fes.Keys {
-		got = append(got, fmt.Sprintf("%s count=%d flags=%d", fk.key(), p.fes.Vals[i].Count, p.fes.Vals[i].Flags))
+	for i, fk := range p.Fronts.Keys {
+		got = append(got, fmt.Sprintf("%s count=%d flags=%d", fk.key(), p.Fronts.Vals[i].Count, p.Fronts.Vals[i].Flags))
 	}
 	slices.Sort(got)
 	want := []string{"192.168.0.1:30080/TCP count=0 flags=1", "192.168.0.9:80/UDP count=1 flags=0"}
@@ -336,7 +312,7 @@ func FuzzStateFrom(f *testing.F) {
 		// What a new flow sees during this Sync is not checked: the
 		// maps may have been inconsistent before it.
 		p := makePlan(state, next, a)
-		p.slotDel = append(p.slotDel, orphans...)
+		p.SlotDel = append(p.SlotDel, orphans...)
 		if err := m.apply(p, nil, next, max(len(m.slots), 16*6), false); err != nil {
 			t.Fatal(err)
 		}

@@ -212,7 +212,7 @@ func TestPrograms(t *testing.T) {
 	)
 	a := &lbplan.IDs{}
 	p := makePlan(nil, tab, a)
-	if err := applyPlan(maps[mapFrontends], maps[mapBackends], p); err != nil {
+	if err := p.Apply(maps[mapFrontends], maps[mapBackends], "frontends"); err != nil {
 		t.Fatal(err)
 	}
 	ap := netip.MustParseAddrPort
@@ -298,7 +298,7 @@ func TestPrograms(t *testing.T) {
 	// connection keeps its backend, a new one goes to the new backend.
 	tab[services.Key{Addr: ap("192.168.1.10:0").Addr(), Port: 30053, Proto: services.UDP}].ExternalBackends = []services.Backend{{Addr: ap("10.42.0.6:5353")}}
 	tab[services.Key{Addr: ap("192.168.1.10:0").Addr(), Port: 30080, Proto: services.TCP}].ExternalBackends = []services.Backend{{Addr: ap("10.42.0.6:8080")}}
-	if err := applyPlan(maps[mapFrontends], maps[mapBackends], makePlan(p.next, tab, a)); err != nil {
+	if err := makePlan(p.Next, tab, a).Apply(maps[mapFrontends], maps[mapBackends], "frontends"); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

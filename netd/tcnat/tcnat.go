@@ -336,41 +336,14 @@ func (d *Dataplane) Sync(ctx context.Context, t services.Table) error {
 		}
 	}
 	p := makePlan(d.state, t, d.ids)
-	p.slotDel = append(p.slotDel, d.orphans...)
-	if err := d.apply(p); err != nil {
+	p.SlotDel = append(p.SlotDel, d.orphans...)
+	if err := p.Apply(d.maps[mapFrontends], d.maps[mapBackends], "frontends"); err != nil {
 		d.state = nil
 		return err
 	}
-	d.state, d.orphans = p.next, nil
-	d.ids.Free = append(d.ids.Free, p.freed...)
-	d.lastOps = p.ops()
-	return nil
-}
-
-func (d *Dataplane) apply(p *plan) error {
-	return applyPlan(d.maps[mapFrontends], d.maps[mapBackends], p)
-}
-
-// applyPlan carries p out on the frontends and backends maps.
-func applyPlan(fes, backends *ebpf.Map, p *plan) error {
-	if err := bpfpin.Put(backends, p.holes); err != nil {
-		return fmt.Errorf("write backends: %w", err)
-	}
-	if err := bpfpin.Delete(fes, p.feDel); err != nil {
-		return fmt.Errorf("delete frontends: %w", err)
-	}
-	if err := bpfpin.Put(fes, p.feShrink); err != nil {
-		return fmt.Errorf("write frontends: %w", err)
-	}
-	if err := bpfpin.Delete(backends, p.slotDel); err != nil {
-		return fmt.Errorf("delete backends: %w", err)
-	}
-	if err := bpfpin.Put(backends, p.slots); err != nil {
-		return fmt.Errorf("write backends: %w", err)
-	}
-	if err := bpfpin.Put(fes, p.fes); err != nil {
-		return fmt.Errorf("write frontends: %w", err)
-	}
+	d.state, d.orphans = p.Next, nil
+	d.ids.Free = append(d.ids.Free, p.Freed...)
+	d.lastOps = p.Ops()
 	return nil
 }
 
