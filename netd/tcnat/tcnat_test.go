@@ -483,7 +483,7 @@ func TestTooLarge(t *testing.T) {
 	d := open(t, l.config())
 	small := bpftest.Table(nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:8080"))
 	bpftest.Sync(t, d, small)
-	big := bigTable(services.MaxFrontends + 1)
+	big := bpftest.BigTable(services.MaxFrontends+1, services.NodePort)
 	if err := d.Sync(context.Background(), big); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Sync of %d frontends = %v, want ErrTooLarge", len(big), err)
 	}

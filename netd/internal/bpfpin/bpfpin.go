@@ -142,14 +142,9 @@ func OpenMap(path string, spec *ebpf.MapSpec) (m *ebpf.Map, pinned bool, err err
 // Runs reports whether the link of info runs the program insns (by its
 // tag). A program's tag leaves out which maps it reads: see UsesOnly.
 func Runs(info *link.Info, insns asm.Instructions) (bool, error) {
-	p, err := ebpf.NewProgramFromID(info.Program)
+	pinfo, err := programInfo(info)
 	if err != nil {
-		return false, fmt.Errorf("link's program: %w", err)
-	}
-	defer p.Close()
-	pinfo, err := p.Info()
-	if err != nil {
-		return false, fmt.Errorf("link's program info: %w", err)
+		return false, err
 	}
 	// Marshalling resolves the jumps' offsets, which the tag covers.
 	insns = slices.Clone(insns)
@@ -164,14 +159,9 @@ func Runs(info *link.Info, insns asm.Instructions) (bool, error) {
 // longer pinned (after a New that failed part way, say), which Runs
 // cannot tell.
 func UsesOnly(info *link.Info, maps map[string]*ebpf.Map) (bool, error) {
-	p, err := ebpf.NewProgramFromID(info.Program)
+	pinfo, err := programInfo(info)
 	if err != nil {
-		return false, fmt.Errorf("link's program: %w", err)
-	}
-	defer p.Close()
-	pinfo, err := p.Info()
-	if err != nil {
-		return false, fmt.Errorf("link's program info: %w", err)
+		return false, err
 	}
 	used, ok := pinfo.MapIDs()
 	if !ok {
@@ -193,6 +183,20 @@ func UsesOnly(info *link.Info, maps map[string]*ebpf.Map) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// programInfo returns the info of the program of the link of info.
+func programInfo(info *link.Info) (*ebpf.ProgramInfo, error) {
+	p, err := ebpf.NewProgramFromID(info.Program)
+	if err != nil {
+		return nil, fmt.Errorf("link's program: %w", err)
+	}
+	defer p.Close()
+	pinfo, err := p.Info()
+	if err != nil {
+		return nil, fmt.Errorf("link's program info: %w", err)
+	}
+	return pinfo, nil
 }
 
 // nativeEndian is the machine's byte order as one of the two values
