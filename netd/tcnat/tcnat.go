@@ -210,6 +210,19 @@ func removeStale(dir string, want map[string]bool) error {
 // inNetns runs fn on a thread in the network namespace ns: the tcx
 // links' interface indexes are looked up and resolved there.
 func inNetns(ns *os.File, fn func() error) error {
+	return onThread(func() error {
+		if err := netns.Set(netns.NsHandle(ns.Fd())); err != nil {
+			return fmt.Errorf("enter node netns: %w", err)
+		}
+		return nil
+	}, fn)
+}
+
+// onThread runs fn on a thread of its own that enter moved to another
+// network namespace, then moves the thread back. A thread that enter
+// failed to move, or that cannot go back, stays locked, and Go ends it
+// with its goroutine.
+func onThread(enter, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -219,8 +232,8 @@ func inNetns(ns *os.File, fn func() error) error {
 			return
 		}
 		defer orig.Close()
-		if err := netns.Set(netns.NsHandle(ns.Fd())); err != nil {
-			errc <- fmt.Errorf("enter node netns: %w", err)
+		if err := enter(); err != nil {
+			errc <- err
 			return
 		}
 		err = fn()
