@@ -3,6 +3,7 @@ package ebpflb
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -128,6 +129,21 @@ func udpServer(t *testing.T, addr string) {
 		t.Fatal(err)
 	}
 	bpftest.ServeUDP(t, pc, func(net.Addr) string { return addr })
+}
+
+// query sends a datagram from pc to addr and returns the answer (a
+// udpServer's name) and the address it came from.
+func query(pc *net.UDPConn, addr netip.AddrPort) (string, netip.AddrPort, error) {
+	if _, err := pc.WriteToUDPAddrPort([]byte("q"), addr); err != nil {
+		return "", netip.AddrPort{}, fmt.Errorf("sendto %s: %w", addr, err)
+	}
+	pc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 100)
+	n, from, err := pc.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		return "", from, fmt.Errorf("reply from %s: %w", addr, err)
+	}
+	return string(buf[:n]), from, nil
 }
 
 // dial connects to addr over TCP and returns the server's name and the
