@@ -10,23 +10,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/outpost-mesh/outpost/netd/internal/bpftest"
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
-
-// bigTable returns n ClusterIP frontends with 4 backends each.
-func bigTable(n int) services.Table {
-	t := make(services.Table, n)
-	for i := range n {
-		k := services.Key{Addr: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80, Proto: services.TCP}
-		f := &services.Frontend{Key: k, Kind: services.ClusterIP, Service: fmt.Sprintf("default/s%d", i)}
-		for j := range 4 {
-			a := netip.AddrFrom4([4]byte{10, 42, byte(i >> 6), byte(i<<2 | j)})
-			f.Backends = append(f.Backends, services.Backend{Addr: netip.AddrPortFrom(a, 8080)})
-		}
-		t[k] = f
-	}
-	return t
-}
 
 // BenchmarkSync programs n Services with 4 backends each into empty maps
 // with one Sync (emptying them again is not timed). The programs are
@@ -53,21 +40,8 @@ func BenchmarkSync(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { d.Remove(context.Background()) })
-			full, ctx := bigTable(n), context.Background()
-			b.ResetTimer()
-			for range b.N {
-				if err := d.Sync(ctx, full); err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				if want := n * (1 + max(4-inlineSlots, 0)); d.lastOps != want {
-					b.Fatalf("Sync made %d map changes, want %d", d.lastOps, want)
-				}
-				if err := d.Sync(ctx, nil); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-			}
+			bpftest.BenchSync(b, d, bpftest.BigTable(n, services.ClusterIP),
+				func() int { return d.lastOps }, n*(1+max(4-inlineSlots, 0)))
 		})
 	}
 }
@@ -75,14 +49,14 @@ func BenchmarkSync(b *testing.B) {
 // BenchmarkPlan is the Go side of BenchmarkSync's first Sync of 10,000
 // Services: checking the table and planning the map writes.
 func BenchmarkPlan(b *testing.B) {
-	full := bigTable(10000)
+	full := bpftest.BigTable(10000, services.ClusterIP)
 	b.ReportAllocs()
 	for range b.N {
 		if err := validate(full); err != nil {
 			b.Fatal(err)
 		}
-		if p := makePlan(nil, full, &ids{}); len(p.svcs.keys) != len(full) {
-			b.Fatalf("%d services entries", len(p.svcs.keys))
+		if p := makePlan(nil, full, &lbplan.IDs{}); len(p.Fronts.Keys) != len(full) {
+			b.Fatalf("%d services entries", len(p.Fronts.Keys))
 		}
 	}
 }
@@ -90,8 +64,8 @@ func BenchmarkPlan(b *testing.B) {
 // BenchmarkPlanOne is the Go side of a Sync of 10,000 Services that
 // changes one Service's backends, after the first.
 func BenchmarkPlanOne(b *testing.B) {
-	full := bigTable(10000)
-	state := makePlan(nil, full, &ids{}).next
+	full := bpftest.BigTable(10000, services.ClusterIP)
+	state := makePlan(nil, full, &lbplan.IDs{}).Next
 	changed := maps.Clone(full)
 	for k, f := range changed {
 		g := *f
@@ -105,8 +79,8 @@ func BenchmarkPlanOne(b *testing.B) {
 		if err := validate(changed); err != nil {
 			b.Fatal(err)
 		}
-		if p := makePlan(state, changed, &ids{next: 20000}); p.ops() != 1 {
-			b.Fatalf("%d operations", p.ops())
+		if p := makePlan(state, changed, &lbplan.IDs{Last: 20000}); p.Ops() != 1 {
+			b.Fatalf("%d operations", p.Ops())
 		}
 	}
 }

@@ -19,13 +19,10 @@ package ebpflb
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -34,6 +31,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/outpost-mesh/outpost/netd/internal/bpfpin"
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -111,14 +110,14 @@ type Dataplane struct {
 
 	mu     sync.Mutex
 	closed bool
-	maps   map[string]*ebpf.Map
-	links  map[string]link.Link
+	objs   *bpfpin.Objects
+	maps   map[string]*ebpf.Map // objs.Maps
 	// state is what the maps hold, nil when it must be read from them
 	// (after a Sync that failed part way). orphans are backend slots
 	// of no frontend, found when reading them.
 	state   map[svcKey]*svcState
 	orphans []slotKey
-	ids     *ids
+	ids     *lbplan.IDs
 	// lastOps is how many map entries the last Sync wrote or deleted.
 	lastOps int
 }
@@ -142,54 +141,27 @@ func New(cfg Config) (*Dataplane, error) {
 		}
 		cfg.NetnsCookie = c
 	}
-	// Check the file system before making directories on it.
-	dir := cfg.PinDir
-	for {
-		if _, err := os.Stat(dir); err == nil || dir == "/" {
-			break
-		}
-		dir = filepath.Dir(dir)
-	}
-	if ok, err := isBPFFS(dir); err != nil {
+	if err := bpfpin.MakeDir(cfg.PinDir); err != nil {
 		return nil, err
-	} else if !ok {
-		return nil, fmt.Errorf("pin dir %s: not on a bpffs mount", cfg.PinDir)
 	}
-	if err := os.MkdirAll(cfg.PinDir, 0o700); err != nil {
-		return nil, fmt.Errorf("pin dir: %w", err)
-	}
-	d := &Dataplane{cfg: cfg, maps: map[string]*ebpf.Map{}, links: map[string]link.Link{}}
-	var made []pinner
-	if err := d.open(&made); err != nil {
+	objs := bpfpin.NewObjects(cfg.PinDir)
+	d := &Dataplane{cfg: cfg, objs: objs, maps: objs.Maps}
+	if err := d.open(); err != nil {
 		// Take back what this call pinned, so that a failed first New
 		// (a kernel without one of the hooks, say) leaves no program
 		// attached while the agent falls back to nftables; what was
 		// adopted stays.
-		for _, p := range slices.Backward(made) {
-			p.Unpin()
-		}
-		d.closeHandles()
-		if len(made) > 0 {
-			os.Remove(cfg.PinDir) // if empty
-		}
+		objs.Abandon()
 		return nil, err
 	}
 	return d, nil
 }
 
-// pinner is a map or link pinned by New.
-type pinner interface{ Unpin() error }
-
-// open opens or makes the maps and links, adding to made those it pins.
-func (d *Dataplane) open(made *[]pinner) error {
+// open opens or makes the maps and links.
+func (d *Dataplane) open() error {
 	for name, spec := range mapSpecs(&d.cfg) {
-		m, pinned, err := openMap(filepath.Join(d.cfg.PinDir, name), spec)
-		if err != nil {
-			return fmt.Errorf("map %s: %w", name, err)
-		}
-		d.maps[name] = m
-		if pinned {
-			*made = append(*made, m)
+		if err := d.objs.OpenMap(name, spec); err != nil {
+			return err
 		}
 	}
 	if err := d.maps[mapScope].Put(d.cfg.NetnsCookie, uint32(1)); err != nil {
@@ -204,10 +176,7 @@ func (d *Dataplane) open(made *[]pinner) error {
 		if err != nil {
 			return fmt.Errorf("hook %s: %w", h.name, err)
 		}
-		d.links[h.name] = l
-		if pinned {
-			*made = append(*made, l)
-		}
+		d.objs.AddLink(h.name, l, pinned)
 	}
 	if legacy != "" {
 		// No program reads it any more.
@@ -246,53 +215,22 @@ func (d *Dataplane) migrate() (string, error) {
 		// first Sync.
 		return path, nil
 	}
-	legacy := map[svcKey]legacyVal{}
-	var k svcKey
-	var v legacyVal
-	it := old.Iterate()
-	for it.Next(&k, &v) {
-		legacy[k] = v
-	}
-	if err := it.Err(); err != nil {
+	legacy, err := bpfpin.Entries[svcKey, legacyVal](old)
+	if err != nil {
 		return "", fmt.Errorf("read legacy services map: %w", err)
 	}
 	slots, err := readSlots(d.maps[mapBackends])
 	if err != nil {
 		return "", err
 	}
-	var b batch[svcKey, svcVal]
+	var b bpfpin.Batch[svcKey, svcVal]
 	for k, v := range migrate(legacy, slots) {
-		b.add(k, v)
+		b.Add(k, v)
 	}
-	if err := put(d.maps[mapServices], b); err != nil {
+	if err := bpfpin.Put(d.maps[mapServices], b); err != nil {
 		return "", fmt.Errorf("write services: %w", err)
 	}
 	return path, nil
-}
-
-// openMap loads the map pinned at path, or makes and pins it (pinned
-// true).
-func openMap(path string, spec *ebpf.MapSpec) (m *ebpf.Map, pinned bool, err error) {
-	m, err = ebpf.LoadPinnedMap(path, nil)
-	if err == nil {
-		if err := spec.Compatible(m); err != nil {
-			m.Close()
-			return nil, false, fmt.Errorf("pinned at %s: %w (Remove the dataplane to change its layout or sizes)", path, err)
-		}
-		return m, false, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, false, fmt.Errorf("load pinned: %w", err)
-	}
-	m, err = ebpf.NewMap(spec)
-	if err != nil {
-		return nil, false, fmt.Errorf("create: %w", err)
-	}
-	if err := m.Pin(path); err != nil {
-		m.Close()
-		return nil, false, fmt.Errorf("pin: %w", err)
-	}
-	return m, true, nil
 }
 
 // openLink adopts h's pinned link, replacing its program if it is not
@@ -372,49 +310,10 @@ func (d *Dataplane) runs(l link.Link, insns asm.Instructions) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("link info: %w", err)
 	}
-	p, err := ebpf.NewProgramFromID(info.Program)
-	if err != nil {
-		return false, fmt.Errorf("link's program: %w", err)
+	if ours, err := bpfpin.UsesOnly(info, d.maps); err != nil || !ours {
+		return false, err
 	}
-	defer p.Close()
-	pinfo, err := p.Info()
-	if err != nil {
-		return false, fmt.Errorf("link's program info: %w", err)
-	}
-	used, ok := pinfo.MapIDs()
-	if !ok {
-		return false, fmt.Errorf("link's program info: no map ids: %w", ebpf.ErrNotSupported)
-	}
-	ours := map[ebpf.MapID]bool{}
-	for _, m := range d.maps {
-		info, err := m.Info()
-		if err != nil {
-			return false, fmt.Errorf("map info: %w", err)
-		}
-		if id, ok := info.ID(); ok {
-			ours[id] = true
-		}
-	}
-	for _, id := range used {
-		if !ours[id] {
-			return false, nil
-		}
-	}
-	// Marshalling resolves the jumps' offsets, which the tag covers.
-	insns = slices.Clone(insns)
-	if err := insns.Marshal(io.Discard, nativeEndian()); err != nil {
-		return false, fmt.Errorf("marshal program: %w", err)
-	}
-	return insns.HasTag(pinfo.Tag, nativeEndian())
-}
-
-// nativeEndian is the machine's byte order as one of the two values
-// asm's marshalling knows (it does not know binary.NativeEndian).
-func nativeEndian() binary.ByteOrder {
-	if binary.NativeEndian.Uint16([]byte{1, 0}) == 1 {
-		return binary.LittleEndian
-	}
-	return binary.BigEndian
+	return bpfpin.Runs(info, insns)
 }
 
 // replace loads this version's program for h and swaps it into l in one
@@ -433,14 +332,8 @@ func (d *Dataplane) replace(l link.Link, h hook) error {
 
 // readState reads what the service and backend maps hold.
 func (d *Dataplane) readState() error {
-	svcs := map[svcKey]svcVal{}
-	var k svcKey
-	var v svcVal
-	it := d.maps[mapServices].Iterate()
-	for it.Next(&k, &v) {
-		svcs[k] = v
-	}
-	if err := it.Err(); err != nil {
+	svcs, err := bpfpin.Entries[svcKey, svcVal](d.maps[mapServices])
+	if err != nil {
 		return fmt.Errorf("read services: %w", err)
 	}
 	slots, err := readSlots(d.maps[mapBackends])
@@ -453,14 +346,8 @@ func (d *Dataplane) readState() error {
 
 // readSlots reads the backends map m.
 func readSlots(m *ebpf.Map) (map[slotKey]beVal, error) {
-	slots := map[slotKey]beVal{}
-	var sk slotKey
-	var b beVal
-	it := m.Iterate()
-	for it.Next(&sk, &b) {
-		slots[sk] = b
-	}
-	if err := it.Err(); err != nil {
+	slots, err := bpfpin.Entries[slotKey, beVal](m)
+	if err != nil {
 		return nil, fmt.Errorf("read backends: %w", err)
 	}
 	return slots, nil
@@ -489,78 +376,15 @@ func (d *Dataplane) Sync(ctx context.Context, t services.Table) error {
 		}
 	}
 	p := makePlan(d.state, t, d.ids)
-	p.slotDel = append(p.slotDel, d.orphans...)
-	if err := d.apply(p); err != nil {
+	p.SlotDel = append(p.SlotDel, d.orphans...)
+	if err := p.Apply(d.maps[mapServices], d.maps[mapBackends], "services"); err != nil {
 		// What the maps hold now is in between: read it again next time.
 		d.state = nil
 		return err
 	}
-	d.state, d.orphans = p.next, nil
-	d.ids.free = append(d.ids.free, p.freed...)
-	d.lastOps = p.ops()
-	return nil
-}
-
-func (d *Dataplane) apply(p *plan) error {
-	svcs, backends := d.maps[mapServices], d.maps[mapBackends]
-	if err := put(backends, p.holes); err != nil {
-		return fmt.Errorf("write backends: %w", err)
-	}
-	if err := del(svcs, p.svcDel); err != nil {
-		return fmt.Errorf("delete services: %w", err)
-	}
-	if err := put(svcs, p.svcShrink); err != nil {
-		return fmt.Errorf("write services: %w", err)
-	}
-	if err := del(backends, p.slotDel); err != nil {
-		return fmt.Errorf("delete backends: %w", err)
-	}
-	if err := put(backends, p.slots); err != nil {
-		return fmt.Errorf("write backends: %w", err)
-	}
-	if err := put(svcs, p.svcs); err != nil {
-		return fmt.Errorf("write services: %w", err)
-	}
-	return nil
-}
-
-// put writes b's entries, in one batch where the kernel has batch
-// operations (5.6).
-func put[K, V any](m *ebpf.Map, b batch[K, V]) error {
-	if len(b.keys) == 0 {
-		return nil
-	}
-	_, err := m.BatchUpdate(b.keys, b.vals, nil)
-	if !errors.Is(err, ebpf.ErrNotSupported) {
-		return err
-	}
-	for i := range b.keys {
-		if err := m.Put(b.keys[i], b.vals[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// del deletes keys, in one batch where the kernel can; a key already
-// gone is not an error.
-func del[K any](m *ebpf.Map, keys []K) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	n, err := m.BatchDelete(keys, nil)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, ebpf.ErrNotSupported) && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return err
-	}
-	// One at a time from where the batch stopped.
-	for _, k := range keys[min(max(n, 0), len(keys)):] {
-		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return err
-		}
-	}
+	d.state, d.orphans = p.Next, nil
+	d.ids.Free = append(d.ids.Free, p.Freed...)
+	d.lastOps = p.Ops()
 	return nil
 }
 
@@ -599,20 +423,7 @@ func (d *Dataplane) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.closed = true
-	return d.closeHandles()
-}
-
-func (d *Dataplane) closeHandles() error {
-	var errs []error
-	for name, l := range d.links {
-		errs = append(errs, l.Close())
-		delete(d.links, name)
-	}
-	for name, m := range d.maps {
-		errs = append(errs, m.Close())
-		delete(d.maps, name)
-	}
-	return errors.Join(errs...)
+	return d.objs.Close()
 }
 
 // Remove takes the node's service routing away: it detaches the programs
@@ -628,26 +439,7 @@ func (d *Dataplane) Remove(ctx context.Context) error {
 		return ErrClosed
 	}
 	d.closed = true
-	var errs []error
-	// Links first: the programs stop before the maps they read go.
-	for _, h := range hooks {
-		if l := d.links[h.name]; l != nil {
-			if err := l.Unpin(); err != nil {
-				errs = append(errs, fmt.Errorf("unpin link %s: %w", h.name, err))
-			}
-		}
-	}
-	for name, m := range d.maps {
-		if err := m.Unpin(); err != nil {
-			errs = append(errs, fmt.Errorf("unpin map %s: %w", name, err))
-		}
-	}
-	// Closing the last handle of an unpinned link detaches it.
-	errs = append(errs, d.closeHandles())
-	if err := os.Remove(d.cfg.PinDir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, fmt.Errorf("pin dir: %w", err))
-	}
-	return errors.Join(errs...)
+	return d.objs.Remove()
 }
 
 // RemovePins takes away the routing of a node whose dataplane is not
@@ -658,13 +450,6 @@ func RemovePins(ctx context.Context, pinDir string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if ok, err := isBPFFS(pinDir); errors.Is(err, os.ErrNotExist) {
-		return nil
-	} else if err != nil {
-		return err
-	} else if !ok {
-		return fmt.Errorf("pin dir %s: not on a bpffs mount", pinDir)
-	}
 	var names []string
 	for _, h := range hooks {
 		names = append(names, "link_"+h.name)
@@ -673,16 +458,7 @@ func RemovePins(ctx context.Context, pinDir string) error {
 		names = append(names, name)
 	}
 	names = append(names, legacyServices)
-	var errs []error
-	for _, name := range names {
-		if err := os.Remove(filepath.Join(pinDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	if err := os.Remove(pinDir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, fmt.Errorf("pin dir: %w", err))
-	}
-	return errors.Join(errs...)
+	return bpfpin.RemovePins(pinDir, names)
 }
 
 // Supported returns nil if the kernel can run the dataplane, or an error
@@ -742,23 +518,4 @@ func NetnsCookie() (uint64, error) {
 
 // MountBPFFS mounts a bpffs at path, made if missing, unless one is
 // there already.
-func MountBPFFS(path string) error {
-	if err := os.MkdirAll(path, 0o700); err != nil {
-		return fmt.Errorf("bpffs: %w", err)
-	}
-	if ok, err := isBPFFS(path); err != nil || ok {
-		return err
-	}
-	if err := unix.Mount("bpffs", path, "bpf", 0, "mode=0700"); err != nil {
-		return fmt.Errorf("mount bpffs at %s: %w", path, err)
-	}
-	return nil
-}
-
-func isBPFFS(path string) (bool, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
-		return false, fmt.Errorf("statfs %s: %w", path, err)
-	}
-	return uint32(st.Type) == unix.BPF_FS_MAGIC, nil
-}
+func MountBPFFS(path string) error { return bpfpin.MountBPFFS(path) }

@@ -22,6 +22,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/outpost-mesh/outpost/netd/internal/bpftest"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -46,7 +47,7 @@ func TestTCP(t *testing.T) {
 	if _, err := dialName("10.96.0.10:80"); err == nil {
 		t.Fatal("the ClusterIP answers before Sync")
 	}
-	sync_(t, d, table(
+	bpftest.Sync(t, d, bpftest.Table(
 		frontend("10.96.0.10:80", tcp, backends4...),
 		frontend("10.96.0.11:80", tcp),
 		frontend("10.96.0.12:80", udp, backends4...),
@@ -90,29 +91,23 @@ func TestUDP(t *testing.T) {
 		udpServer(t, b)
 	}
 	d := open(t, cfg)
-	sync_(t, d, table(frontend("10.96.0.10:53", udp, ubs...), frontend("10.96.0.11:53", udp)))
+	bpftest.Sync(t, d, bpftest.Table(frontend("10.96.0.10:53", udp, ubs...), frontend("10.96.0.11:53", udp)))
 
 	pc, err := net.ListenUDP("udp4", &net.UDPAddr{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	cluster := &net.UDPAddr{IP: net.IPv4(10, 96, 0, 10), Port: 53}
 	seen := map[string]bool{}
-	buf := make([]byte, 100)
 	for range 40 {
-		if _, err := pc.WriteToUDP([]byte("q"), cluster); err != nil {
-			t.Fatalf("sendto the ClusterIP: %v", err)
-		}
-		pc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		n, from, err := pc.ReadFromUDPAddrPort(buf)
+		name, from, err := query(pc, netip.MustParseAddrPort("10.96.0.10:53"))
 		if err != nil {
-			t.Fatalf("reply: %v", err)
+			t.Fatal(err)
 		}
 		if from.String() != "10.96.0.10:53" {
 			t.Errorf("reply from %s, want the ClusterIP 10.96.0.10:53", from)
 		}
-		seen[string(buf[:n])] = true
+		seen[name] = true
 	}
 	if len(seen) != len(ubs) {
 		t.Errorf("backends answering %v, want all of %v", seen, ubs)
@@ -133,6 +128,7 @@ func TestUDP(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 100)
 	n, err := c.Read(buf)
 	if err != nil || !slices.Contains(ubs, string(buf[:n])) {
 		t.Errorf("reply on the connected socket = %q, %v", buf[:n], err)
@@ -154,7 +150,7 @@ func TestIPv6(t *testing.T) {
 	}
 	tcpServer(t, backends4[0])
 	d := open(t, cfg)
-	sync_(t, d, table(
+	bpftest.Sync(t, d, bpftest.Table(
 		frontend("[fd96::10]:80", tcp, b6...),
 		frontend("[fd96::10]:53", udp, b6...),
 		frontend("[fd96::11]:80", tcp),
@@ -186,14 +182,9 @@ func TestIPv6(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	if _, err := pc.WriteToUDP([]byte("q"), net.UDPAddrFromAddrPort(netip.MustParseAddrPort("[fd96::10]:53"))); err != nil {
-		t.Fatalf("sendto the IPv6 ClusterIP: %v", err)
-	}
-	pc.SetReadDeadline(time.Now().Add(5 * time.Second))
-	buf := make([]byte, 100)
-	n, from, err := pc.ReadFromUDPAddrPort(buf)
-	if err != nil || from.String() != "[fd96::10]:53" || !slices.Contains(b6, string(buf[:n])) {
-		t.Errorf("reply %q from %s, %v; want a backend's from [fd96::10]:53", buf[:n], from, err)
+	name, from, err := query(pc, netip.MustParseAddrPort("[fd96::10]:53"))
+	if err != nil || from.String() != "[fd96::10]:53" || !slices.Contains(b6, name) {
+		t.Errorf("reply %q from %s, %v; want a backend's from [fd96::10]:53", name, from, err)
 	}
 
 	// ::ffff:10.96.0.10 on an IPv6 socket, UDP then TCP.
@@ -202,13 +193,9 @@ func TestIPv6(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dual.Close()
-	if _, err := dual.WriteToUDPAddrPort([]byte("q"), netip.MustParseAddrPort("[::ffff:10.96.0.10]:53")); err != nil {
-		t.Fatalf("sendto ::ffff:10.96.0.10: %v", err)
-	}
-	dual.SetReadDeadline(time.Now().Add(5 * time.Second))
-	n, from, err = dual.ReadFromUDPAddrPort(buf)
-	if err != nil || from.Addr().Unmap().String() != "10.96.0.10" || from.Port() != 53 || string(buf[:n]) != "127.0.0.2:5353" {
-		t.Errorf("v4-mapped UDP reply %q from %s, %v; want 127.0.0.2:5353's from 10.96.0.10:53", buf[:n], from, err)
+	name, from, err = query(dual, netip.MustParseAddrPort("[::ffff:10.96.0.10]:53"))
+	if err != nil || from.Addr().Unmap().String() != "10.96.0.10" || from.Port() != 53 || name != "127.0.0.2:5353" {
+		t.Errorf("v4-mapped UDP reply %q from %s, %v; want 127.0.0.2:5353's from 10.96.0.10:53", name, from, err)
 	}
 
 	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -221,7 +208,8 @@ func TestIPv6(t *testing.T) {
 	if err := unix.Connect(fd, &unix.SockaddrInet6{Port: 80, Addr: mapped}); err != nil {
 		t.Fatalf("connect to ::ffff:10.96.0.10: %v", err)
 	}
-	n, err = unix.Read(fd, buf)
+	buf := make([]byte, 100)
+	n, err := unix.Read(fd, buf)
 	if err != nil || string(buf[:n]) != backends4[0]+"\n" {
 		t.Errorf("v4-mapped connect answered %q, %v; want %s", buf[:n], err, backends4[0])
 	}
@@ -246,7 +234,7 @@ func TestAffinity(t *testing.T) {
 	d := open(t, cfg)
 	f := frontend("10.96.0.10:80", tcp, backends4...)
 	f.Affinity = 10 * time.Second
-	sync_(t, d, table(f))
+	bpftest.Sync(t, d, bpftest.Table(f))
 	stuck := func() string {
 		t.Helper()
 		first := ""
@@ -274,7 +262,7 @@ func TestAffinity(t *testing.T) {
 			break
 		}
 	}
-	sync_(t, d, table(f2))
+	bpftest.Sync(t, d, bpftest.Table(f2))
 	if got := stuck(); got != b {
 		t.Errorf("after another backend changed, went to %s, want still %s", got, b)
 	}
@@ -310,7 +298,7 @@ func TestAffinity(t *testing.T) {
 			f3.Backends = append(f3.Backends, services.Backend{Addr: netip.MustParseAddrPort(a)})
 		}
 	}
-	sync_(t, d, table(f3))
+	bpftest.Sync(t, d, bpftest.Table(f3))
 	if got := stuck(); got == b {
 		t.Errorf("went to removed backend %s", b)
 	}
@@ -327,7 +315,7 @@ func TestScope(t *testing.T) {
 	tcpServer(t, backends4[0])
 	d := open(t, cfg)
 	// 127.0.0.9 answers only in the other namespace.
-	sync_(t, d, table(frontend("10.96.0.10:80", tcp, backends4[0]), frontend("10.96.0.20:80", tcp, "127.0.0.9:8080")))
+	bpftest.Sync(t, d, bpftest.Table(frontend("10.96.0.10:80", tcp, backends4[0]), frontend("10.96.0.20:80", tcp, "127.0.0.9:8080")))
 
 	inOtherNetns(t, func() {
 		lo, err := netlink.LinkByName("lo")
@@ -415,7 +403,7 @@ func TestUpdateNoGap(t *testing.T) {
 	d := open(t, cfg)
 	sets := [][]string{all[:1], all[:3], all[2:8], all[5:6], all, all[3:5], all[7:]}
 	tab := func(i int) services.Table {
-		tb := table(frontend("10.96.0.10:80", tcp, sets[i%len(sets)]...))
+		tb := bpftest.Table(frontend("10.96.0.10:80", tcp, sets[i%len(sets)]...))
 		// Other frontends come and go meanwhile, their ids reused.
 		for j := range i % 5 {
 			f := frontend(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 96, 1, byte(j)}), 80).String(), tcp, all[j:j+2]...)
@@ -423,7 +411,7 @@ func TestUpdateNoGap(t *testing.T) {
 		}
 		return tb
 	}
-	sync_(t, d, tab(0))
+	bpftest.Sync(t, d, tab(0))
 
 	var stop atomic.Bool
 	var ok, failed atomic.Int64
@@ -466,7 +454,7 @@ func TestUpdateNoGap(t *testing.T) {
 func linkIDs(t *testing.T, d *Dataplane) (links map[string]link.ID, progs map[string]ebpf.ProgramID) {
 	t.Helper()
 	links, progs = map[string]link.ID{}, map[string]ebpf.ProgramID{}
-	for name, l := range d.links {
+	for name, l := range d.objs.Links {
 		info, err := l.Info()
 		if err != nil {
 			t.Fatal(err)
@@ -489,9 +477,9 @@ func TestAdoptUpgradeRemove(t *testing.T) {
 	for _, b := range backends4 {
 		tcpServer(t, b)
 	}
-	tab := table(frontend("10.96.0.10:80", tcp, backends4...), frontend("10.96.0.11:80", tcp, backends4[1:]...))
+	tab := bpftest.Table(frontend("10.96.0.10:80", tcp, backends4...), frontend("10.96.0.11:80", tcp, backends4[1:]...))
 	d1 := open(t, cfg)
-	sync_(t, d1, tab)
+	bpftest.Sync(t, d1, tab)
 	if d1.lastOps == 0 {
 		t.Fatal("first Sync wrote nothing")
 	}
@@ -508,7 +496,7 @@ func TestAdoptUpgradeRemove(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 	// The agent is away: routing stays.
-	echo(t, conn)
+	bpftest.Echo(t, conn)
 	if _, err := dialName("10.96.0.11:80"); err != nil {
 		t.Fatalf("connect with no agent: %v", err)
 	}
@@ -518,16 +506,16 @@ func TestAdoptUpgradeRemove(t *testing.T) {
 	if !maps_equal(links1, links2) || !maps_equal(progs1, progs2) {
 		t.Errorf("adopting changed links %v -> %v, programs %v -> %v", links1, links2, progs1, progs2)
 	}
-	sync_(t, d2, tab)
+	bpftest.Sync(t, d2, tab)
 	if d2.lastOps != 0 {
 		t.Errorf("first Sync after adoption made %d map changes, want none", d2.lastOps)
 	}
-	tab2 := table(frontend("10.96.0.10:80", tcp, backends4[:2]...), frontend("10.96.0.11:80", tcp, backends4[1:]...))
-	sync_(t, d2, tab2)
+	tab2 := bpftest.Table(frontend("10.96.0.10:80", tcp, backends4[:2]...), frontend("10.96.0.11:80", tcp, backends4[1:]...))
+	bpftest.Sync(t, d2, tab2)
 	if d2.lastOps != 1 { // count lowered with the inline slots, in one entry
 		t.Errorf("dropping one backend made %d map changes, want 1", d2.lastOps)
 	}
-	echo(t, conn)
+	bpftest.Echo(t, conn)
 	for range 10 {
 		if name, err := dialName("10.96.0.10:80"); err != nil || name == backends4[2] {
 			t.Fatalf("after adoption reached %q, %v", name, err)
@@ -548,7 +536,7 @@ func TestAdoptUpgradeRemove(t *testing.T) {
 			t.Errorf("upgrade kept program %d of hook %s", id, name)
 		}
 	}
-	echo(t, conn)
+	bpftest.Echo(t, conn)
 	if _, err := dialName("10.96.0.10:80"); err != nil {
 		t.Fatalf("after upgrade: %v", err)
 	}
@@ -651,8 +639,8 @@ func TestLimits(t *testing.T) {
 	cfg := setup(t)
 	tcpServer(t, backends4[0])
 	d := open(t, cfg)
-	tab := table(frontend("10.96.0.10:80", tcp, backends4[0]))
-	sync_(t, d, tab)
+	tab := bpftest.Table(frontend("10.96.0.10:80", tcp, backends4[0]))
+	bpftest.Sync(t, d, tab)
 	big := services.Table{}
 	for i := range services.MaxFrontends + 1 {
 		f := frontend(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 100, byte(i >> 8), byte(i)}), uint16(80+i>>16)).String(), tcp, backends4[0])
@@ -668,8 +656,8 @@ func TestLimits(t *testing.T) {
 		want error
 	}{
 		{"frontends", big, ErrTooLarge},
-		{"backends", table(wide), ErrTooLarge},
-		{"family", table(frontend("10.96.0.10:80", tcp, "[fd00::2]:80")), ErrInvalid},
+		{"backends", bpftest.Table(wide), ErrTooLarge},
+		{"family", bpftest.Table(frontend("10.96.0.10:80", tcp, "[fd00::2]:80")), ErrInvalid},
 	} {
 		if err := d.Sync(context.Background(), tc.t); !errors.Is(err, tc.want) {
 			t.Errorf("Sync(%s) = %v, want %v", tc.name, err, tc.want)
@@ -745,8 +733,8 @@ func TestRepair(t *testing.T) {
 	d1.Close()
 
 	d2 := open(t, cfg)
-	tab := table(frontend("10.96.0.10:80", tcp, backends4...), frontend("10.96.0.11:80", tcp, backends4[2]))
-	sync_(t, d2, tab)
+	tab := bpftest.Table(frontend("10.96.0.10:80", tcp, backends4...), frontend("10.96.0.11:80", tcp, backends4[2]))
+	bpftest.Sync(t, d2, tab)
 	m := newModel()
 	var sk svcKey
 	var sv svcVal
@@ -813,7 +801,7 @@ func TestRemovePins(t *testing.T) {
 	cfg := setup(t)
 	tcpServer(t, backends4[0])
 	d := open(t, cfg)
-	sync_(t, d, table(frontend("10.96.0.10:80", tcp, backends4[0])))
+	bpftest.Sync(t, d, bpftest.Table(frontend("10.96.0.10:80", tcp, backends4[0])))
 	d.Close()
 	if _, err := dialName("10.96.0.10:80"); err != nil {
 		t.Fatalf("with the dataplane closed: %v", err)

@@ -2,25 +2,23 @@ package ebpflb
 
 import (
 	"bufio"
-	"context"
 	"errors"
-	"io"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
 	"github.com/outpost-mesh/outpost/internal/netnstest"
+	"github.com/outpost-mesh/outpost/netd/internal/bpftest"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -30,15 +28,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // hierarchy holds the test process, and returns that cgroup's directory.
 func needKernel(t testing.TB) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loads eBPF programs and mounts bpffs")
-	}
-	if err := Supported(); err != nil {
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			t.Skipf("kernel lacks what the dataplane needs: %v", err)
-		}
-		t.Fatal(err)
-	}
+	bpftest.NeedKernel(t, Supported)
 	cg, err := ownCgroup()
 	if err != nil {
 		t.Skipf("no cgroup2 hierarchy holding the test: %v", err)
@@ -76,16 +66,7 @@ func ownCgroup() (string, error) {
 // goes when t ends, and with it whatever t left pinned.
 func bpffs(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "bpf")
-	if err := MountBPFFS(dir); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount bpffs: %v", err)
-		}
-	})
-	return filepath.Join(dir, "node")
+	return filepath.Join(bpftest.Mount(t), "node")
 }
 
 // setup runs in t's network namespace of its own: it returns a Config
@@ -109,15 +90,7 @@ func setup(t *testing.T) Config {
 func open(t *testing.T, cfg Config) *Dataplane {
 	t.Helper()
 	d, err := New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := d.Remove(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
-			t.Errorf("Remove: %v", err)
-		}
-	})
-	return d
+	return bpftest.Opened(t, d, err, ErrClosed)
 }
 
 // addAddrs adds IPv6 addresses to the namespace's loopback (IPv4
@@ -145,35 +118,7 @@ func tcpServer(t *testing.T, addr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() {
-				if _, err := io.WriteString(c, addr+"\n"); err != nil {
-					return
-				}
-				io.Copy(c, c)
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
+	bpftest.ServeTCP(t, ln, func(net.Conn) string { return addr + "\n" })
 }
 
 // udpServer answers each datagram with its name.
@@ -183,21 +128,22 @@ func udpServer(t *testing.T, addr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		buf := make([]byte, 1500)
-		for {
-			_, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteTo([]byte(addr), from)
-		}
-	})
-	t.Cleanup(func() {
-		pc.Close()
-		wg.Wait()
-	})
+	bpftest.ServeUDP(t, pc, func(net.Addr) string { return addr })
+}
+
+// query sends a datagram from pc to addr and returns the answer (a
+// udpServer's name) and the address it came from.
+func query(pc *net.UDPConn, addr netip.AddrPort) (string, netip.AddrPort, error) {
+	if _, err := pc.WriteToUDPAddrPort([]byte("q"), addr); err != nil {
+		return "", netip.AddrPort{}, fmt.Errorf("sendto %s: %w", addr, err)
+	}
+	pc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 100)
+	n, from, err := pc.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		return "", from, fmt.Errorf("reply from %s: %w", addr, err)
+	}
+	return string(buf[:n]), from, nil
 }
 
 // dial connects to addr over TCP and returns the server's name and the
@@ -225,20 +171,6 @@ func dialName(addr string) (string, error) {
 	}
 	c.Close()
 	return name, nil
-}
-
-// echo checks that c still carries data both ways.
-func echo(t *testing.T, c net.Conn) {
-	t.Helper()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	defer c.SetDeadline(time.Time{})
-	if _, err := io.WriteString(c, "ping\n"); err != nil {
-		t.Fatalf("write on the established connection: %v", err)
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil || line != "ping\n" {
-		t.Fatalf("echo on the established connection = %q, %v", line, err)
-	}
 }
 
 // peerName returns getpeername(2) of c's socket.
@@ -282,21 +214,6 @@ func frontend(addr string, proto services.Proto, backends ...string) *services.F
 		f.Backends = append(f.Backends, services.Backend{Addr: netip.MustParseAddrPort(b), Local: true})
 	}
 	return f
-}
-
-func table(fs ...*services.Frontend) services.Table {
-	t := services.Table{}
-	for _, f := range fs {
-		t[f.Key] = f
-	}
-	return t
-}
-
-func sync_(t *testing.T, d *Dataplane, tab services.Table) {
-	t.Helper()
-	if err := d.Sync(context.Background(), tab); err != nil {
-		t.Fatalf("Sync: %v", err)
-	}
 }
 
 // inNetns reports whether t runs in its network namespace of its own,

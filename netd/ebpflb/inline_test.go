@@ -18,6 +18,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/outpost-mesh/outpost/netd/internal/bpftest"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -77,7 +78,7 @@ func TestInlineBoundary(t *testing.T) {
 		"10.96.1.2:80": all[1 : inlineSlots+2],
 		"10.96.1.3:80": all,
 	}
-	tab := table(frontend("10.96.1.4:53", udp, ubs...))
+	tab := bpftest.Table(frontend("10.96.1.4:53", udp, ubs...))
 	for addr, bs := range sets {
 		f := frontend(addr, tcp, bs...)
 		tab[f.Key] = f
@@ -85,7 +86,7 @@ func TestInlineBoundary(t *testing.T) {
 	aff := frontend("10.96.1.5:80", tcp, all[:inlineSlots+2]...)
 	aff.Affinity = time.Hour
 	tab[aff.Key] = aff
-	sync_(t, d, tab)
+	bpftest.Sync(t, d, tab)
 	for addr, bs := range sets {
 		reachAll(t, addr, bs)
 	}
@@ -96,23 +97,18 @@ func TestInlineBoundary(t *testing.T) {
 	}
 	defer pc.Close()
 	seen := map[string]bool{}
-	buf := make([]byte, 100)
 	for i := 0; len(seen) < len(ubs); i++ {
 		if i == 400 {
 			t.Fatalf("UDP: after %d datagrams %d of %d backends answered", i, len(seen), len(ubs))
 		}
-		if _, err := pc.WriteToUDP([]byte("q"), &net.UDPAddr{IP: net.IPv4(10, 96, 1, 4), Port: 53}); err != nil {
-			t.Fatalf("sendto: %v", err)
-		}
-		pc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		n, from, err := pc.ReadFromUDPAddrPort(buf)
+		name, from, err := query(pc, netip.MustParseAddrPort("10.96.1.4:53"))
 		if err != nil {
-			t.Fatalf("reply: %v", err)
+			t.Fatal(err)
 		}
 		if from.String() != "10.96.1.4:53" {
-			t.Fatalf("reply from %s (backend %s), want the ClusterIP", from, buf[:n])
+			t.Fatalf("reply from %s (backend %s), want the ClusterIP", from, name)
 		}
-		seen[string(buf[:n])] = true
+		seen[name] = true
 	}
 
 	// Affinity: forget it until a connect picks a backend beyond the
@@ -170,8 +166,8 @@ func TestGrowShrinkAcrossInline(t *testing.T) {
 		o := (i * 3) % (len(all) - n + 1)
 		sets = append(sets, all[o:o+n])
 	}
-	tab := func(i int) services.Table { return table(frontend("10.96.0.10:80", tcp, sets[i]...)) }
-	sync_(t, d, tab(0))
+	tab := func(i int) services.Table { return bpftest.Table(frontend("10.96.0.10:80", tcp, sets[i]...)) }
+	bpftest.Sync(t, d, tab(0))
 
 	var gen atomic.Int64 // the last Sync that returned
 	var stop atomic.Bool
@@ -241,7 +237,7 @@ func TestAdoptLegacy(t *testing.T) {
 	for _, b := range all {
 		tcpServer(t, b)
 	}
-	tab := table(frontend("10.96.0.10:80", tcp, all[:2]...), frontend("10.96.0.11:80", tcp, all...))
+	tab := bpftest.Table(frontend("10.96.0.10:80", tcp, all[:2]...), frontend("10.96.0.11:80", tcp, all...))
 
 	// The old agent's pins.
 	if err := os.MkdirAll(cfg.PinDir, 0o700); err != nil {
@@ -318,7 +314,7 @@ func TestAdoptLegacy(t *testing.T) {
 	reachAll(t, "10.96.0.10:80", all[:2])
 	reachAll(t, "10.96.0.11:80", all)
 
-	sync_(t, d, tab)
+	bpftest.Sync(t, d, tab)
 	if want := 2 + inlineSlots; d.lastOps != want {
 		t.Errorf("first Sync after the upgrade made %d map changes, want %d (the slots now inline)", d.lastOps, want)
 	}
@@ -329,7 +325,7 @@ func TestAdoptLegacy(t *testing.T) {
 			t.Errorf("backends map still holds inline slot %v", sk)
 		}
 	}
-	sync_(t, d, tab)
+	bpftest.Sync(t, d, tab)
 	if d.lastOps != 0 {
 		t.Errorf("second Sync made %d map changes, want none", d.lastOps)
 	}
@@ -353,7 +349,7 @@ func TestNewMapsReplacePrograms(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, progs1 := linkIDs(t, d1)
-	sync_(t, d1, table(frontend("10.96.0.10:80", tcp, backends4[0])))
+	bpftest.Sync(t, d1, bpftest.Table(frontend("10.96.0.10:80", tcp, backends4[0])))
 	for name, m := range d1.maps {
 		if err := m.Unpin(); err != nil {
 			t.Fatalf("unpin %s: %v", name, err)
@@ -368,7 +364,7 @@ func TestNewMapsReplacePrograms(t *testing.T) {
 			t.Errorf("hook %s kept program %d, which reads the old maps", name, id)
 		}
 	}
-	sync_(t, d2, table(frontend("10.96.0.10:80", tcp, backends4[1])))
+	bpftest.Sync(t, d2, bpftest.Table(frontend("10.96.0.10:80", tcp, backends4[1])))
 	if name, err := dialName("10.96.0.10:80"); err != nil || name != backends4[1] {
 		t.Errorf("after Sync on the new maps reached %q, %v; want %s", name, err, backends4[1])
 	}

@@ -3,10 +3,9 @@ package ebpflb
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"time"
 
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -40,72 +39,10 @@ type svcState struct {
 	dirty bool
 }
 
-// batch is map entries to write in one batch.
-type batch[K, V any] struct {
-	keys []K
-	vals []V
-}
-
-func (b *batch[K, V]) add(k K, v V) {
-	b.keys = append(b.keys, k)
-	b.vals = append(b.vals, v)
-}
-
-// plan is a Sync's map operations, in the order they are made. The order
-// keeps, at every moment and for every frontend, its Count no greater
-// than the slots it has filled (a connect never picks an empty slot), and
-// the backends map no fuller than the larger of the old and new tables.
-// Inline slots change with the services entry that holds them, in one
-// update; the steps below about slots are about the backends map's.
-type plan struct {
-	// 1. Frontends that shrink: the slots below their new Count that
-	// change (keys that exist already).
-	holes batch[slotKey, beVal]
-	// 2. Frontends removed, and those that shrink lowered to their new
-	// Count.
-	svcDel    []svcKey
-	svcShrink batch[svcKey, svcVal]
-	// 3. Slots no frontend uses any more.
-	slotDel []slotKey
-	// 4. Frontends that are new or grow or keep their size: every slot
-	// that changes, new ones included.
-	slots batch[slotKey, beVal]
-	// 5. Their services entries, raising Count last, and those whose
-	// inline slots or affinity change.
-	svcs batch[svcKey, svcVal]
-
-	// next is the state once the plan is carried out, and freed the
-	// frontend ids it no longer uses.
-	next  map[svcKey]*svcState
-	freed []uint32
-}
-
-// ops returns how many map entries p writes or deletes.
-func (p *plan) ops() int {
-	return len(p.holes.keys) + len(p.svcDel) + len(p.svcShrink.keys) + len(p.slotDel) + len(p.slots.keys) + len(p.svcs.keys)
-}
-
-// ids hands out frontend ids. An id freed by a Sync is handed out again
-// only by a later one, so a program that read a removed frontend's entry
-// just before it went never finds another frontend's backends under it.
-// The highest id grows only when no freed id is left, so ids stay at or
-// below maxID.
-type ids struct {
-	next uint32
-	free []uint32
-}
-
-const maxID = 2 * services.MaxFrontends
-
-func (a *ids) get() uint32 {
-	if len(a.free) > 0 {
-		id := a.free[0]
-		a.free = a.free[1:]
-		return id
-	}
-	a.next++
-	return a.next
-}
+// plan is a Sync's map operations. Inline slots change with the
+// services entry that holds them, in one update; the plan's steps about
+// slots are about the backends map's.
+type plan = lbplan.Plan[svcKey, svcVal, slotKey, beVal, svcState]
 
 // validate checks t against the limits and for frontends that cannot be
 // routed.
@@ -138,54 +75,10 @@ func validate(t services.Table) error {
 	return nil
 }
 
-// affinitySeconds is f's ClientIP affinity timeout in whole seconds,
-// rounded up; 0 for none.
-func affinitySeconds(d time.Duration) uint32 {
-	if d <= 0 {
-		return 0
-	}
-	s := (d + time.Second - 1) / time.Second
-	return uint32(min(s, math.MaxUint32))
-}
-
 // desired returns f's backends as slot values, without repeats, in f's
 // order.
 func desired(f *services.Frontend) []beVal {
-	return desiredIn(nil, f)
-}
-
-// desiredIn is desired, its slice cut from *arena (which it refills when
-// short), so that a Sync of many frontends allocates their slots in a
-// few large arrays rather than one each.
-func desiredIn(arena *[]beVal, f *services.Frontend) []beVal {
-	var out []beVal
-	if arena == nil {
-		out = make([]beVal, 0, len(f.Backends))
-	} else {
-		if cap(*arena)-len(*arena) < len(f.Backends) {
-			*arena = make([]beVal, 0, max(arenaSize, len(f.Backends)))
-		}
-		a := *arena
-		out = a[len(a) : len(a) : len(a)+len(f.Backends)]
-		*arena = a[:len(a)+len(f.Backends)] // what out does not use stays unused
-	}
-	var seen map[beVal]struct{} // for frontends of many backends
-	if len(f.Backends) > 16 {
-		seen = make(map[beVal]struct{}, len(f.Backends))
-	}
-	for _, b := range f.Backends {
-		v := beOf(b)
-		if seen != nil {
-			if _, ok := seen[v]; ok {
-				continue
-			}
-			seen[v] = struct{}{}
-		} else if slices.Contains(out, v) {
-			continue
-		}
-		out = append(out, v)
-	}
-	return out
+	return lbplan.Desired(nil, f.Backends, beOf)
 }
 
 // holds reports whether slots are bs, in their order.
@@ -201,44 +94,14 @@ func holds(slots []beVal, bs []services.Backend) bool {
 	return true
 }
 
-// arenaSize is how many slots desiredIn allocates at once.
-const arenaSize = 1024
-
-// assign returns the slots of want given the slots old: a backend kept
-// stays in its slot when that slot is below len(want), so that a client
-// with affinity for it keeps it and its slot needs no write; the other
-// slots take the new backends and those moved down, in want's order.
-func assign(old, want []beVal) []beVal {
-	if slices.Equal(old, want) {
-		return old
-	}
-	n := len(want)
-	out := make([]beVal, n)
-	filled := make([]bool, n)
-	var rest []beVal
-	for _, b := range want {
-		if i := slices.Index(old, b); i >= 0 && i < n && !filled[i] {
-			out[i], filled[i] = b, true
-			continue
-		}
-		rest = append(rest, b)
-	}
-	for i := range out {
-		if !filled[i] {
-			out[i], rest = rest[0], rest[1:]
-		}
-	}
-	return out
-}
-
 // makePlan returns the operations that move the maps from cur to t, which
 // must be valid. It does no I/O; a takes the new frontends' ids.
-func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
-	p := &plan{next: make(map[svcKey]*svcState, len(t))}
+func makePlan(cur map[svcKey]*svcState, t services.Table, a *lbplan.IDs) *plan {
+	p := &plan{Next: make(map[svcKey]*svcState, len(t))}
 	// Most Syncs write a few entries; a first one writes them all.
 	if len(cur) == 0 {
-		p.svcs.keys = make([]svcKey, 0, len(t))
-		p.svcs.vals = make([]svcVal, 0, len(t))
+		p.Fronts.Keys = make([]svcKey, 0, len(t))
+		p.Fronts.Vals = make([]svcVal, 0, len(t))
 	}
 	// The states of new frontends, and the slots of all, allocated
 	// together.
@@ -246,34 +109,34 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 	var arena []beVal
 	for k, f := range t {
 		key := keyOf(k)
-		aff := affinitySeconds(f.Affinity)
+		aff := lbplan.AffinitySeconds(f.Affinity)
 		old := cur[key]
 		if old != nil && aff == old.aff && !old.dirty && len(old.stray) == 0 && holds(old.slots, f.Backends) {
 			// Unchanged, found without making its slots: most
 			// frontends of most Syncs.
-			p.next[key] = old
+			p.Next[key] = old
 			continue
 		}
-		want := desiredIn(&arena, f)
+		want := lbplan.Desired(&arena, f.Backends, beOf)
 		n := uint32(len(want))
 		if old == nil {
-			id := a.get()
+			id := a.Get()
 			for i := inlineSlots; i < len(want); i++ {
-				p.slots.add(slotKey{id, uint32(i)}, want[i])
+				p.Slots.Add(slotKey{id, uint32(i)}, want[i])
 			}
-			p.svcs.add(key, svcValOf(id, aff, want))
+			p.Fronts.Add(key, svcValOf(id, aff, want))
 			if len(fresh) == cap(fresh) {
 				fresh = make([]svcState, 0, 16)
 			}
 			fresh = append(fresh, svcState{id: id, aff: aff, slots: want})
-			p.next[key] = &fresh[len(fresh)-1]
+			p.Next[key] = &fresh[len(fresh)-1]
 			continue
 		}
-		slots := assign(old.slots, want)
+		slots := lbplan.Assign(old.slots, want)
 		oldN := uint32(len(old.slots))
-		writes := &p.slots
+		writes := &p.Slots
 		if n < oldN {
-			writes = &p.holes
+			writes = &p.Holes
 		}
 		inlineChanged := false
 		for i, b := range slots {
@@ -284,41 +147,41 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 				inlineChanged = true
 				continue
 			}
-			writes.add(slotKey{old.id, uint32(i)}, b)
+			writes.Add(slotKey{old.id, uint32(i)}, b)
 		}
 		val := svcValOf(old.id, aff, slots)
 		switch {
 		case n < oldN:
-			p.svcShrink.add(key, val)
+			p.FrontShrink.Add(key, val)
 			for i := max(n, inlineSlots); i < oldN; i++ {
-				p.slotDel = append(p.slotDel, slotKey{old.id, i})
+				p.SlotDel = append(p.SlotDel, slotKey{old.id, i})
 			}
 		case n > oldN || aff != old.aff || old.dirty || inlineChanged:
-			p.svcs.add(key, val)
+			p.Fronts.Add(key, val)
 		}
 		for _, s := range old.stray {
 			if s >= n || s < inlineSlots {
-				p.slotDel = append(p.slotDel, slotKey{old.id, s})
+				p.SlotDel = append(p.SlotDel, slotKey{old.id, s})
 			}
 		}
 		if aff == old.aff && !old.dirty && len(old.stray) == 0 && slices.Equal(slots, old.slots) {
-			p.next[key] = old // unchanged: states are not modified once made
+			p.Next[key] = old // unchanged: states are not modified once made
 			continue
 		}
-		p.next[key] = &svcState{id: old.id, aff: aff, slots: slots}
+		p.Next[key] = &svcState{id: old.id, aff: aff, slots: slots}
 	}
 	for key, old := range cur {
-		if _, ok := p.next[key]; ok {
+		if _, ok := p.Next[key]; ok {
 			continue
 		}
-		p.svcDel = append(p.svcDel, key)
+		p.FrontDel = append(p.FrontDel, key)
 		for i := inlineSlots; i < len(old.slots); i++ {
-			p.slotDel = append(p.slotDel, slotKey{old.id, uint32(i)})
+			p.SlotDel = append(p.SlotDel, slotKey{old.id, uint32(i)})
 		}
 		for _, s := range old.stray {
-			p.slotDel = append(p.slotDel, slotKey{old.id, s})
+			p.SlotDel = append(p.SlotDel, slotKey{old.id, s})
 		}
-		p.freed = append(p.freed, old.id)
+		p.Freed = append(p.Freed, old.id)
 	}
 	return p
 }
@@ -328,10 +191,9 @@ func makePlan(cur map[svcKey]*svcState, t services.Table, a *ids) *plan {
 // (to delete), and the ids allocator. Entries are trusted only as far as
 // their sizes: a Count beyond services.MaxBackends or an id claimed twice
 // makes the frontend be rewritten rather than believed.
-func stateFrom(svcs map[svcKey]svcVal, slots map[slotKey]beVal) (map[svcKey]*svcState, []slotKey, *ids) {
+func stateFrom(svcs map[svcKey]svcVal, slots map[slotKey]beVal) (map[svcKey]*svcState, []slotKey, *lbplan.IDs) {
 	state := make(map[svcKey]*svcState, len(svcs))
 	byID := make(map[uint32]*svcState, len(svcs))
-	a := &ids{}
 	keys := make([]svcKey, 0, len(svcs))
 	for k := range svcs {
 		keys = append(keys, k)
@@ -346,14 +208,13 @@ func stateFrom(svcs map[svcKey]svcVal, slots map[slotKey]beVal) (map[svcKey]*svc
 		v := svcs[k]
 		s := &svcState{id: v.ID, aff: v.Affinity}
 		state[k] = s
-		if byID[v.ID] != nil || v.ID == 0 || v.ID > maxID || v.Count > services.MaxBackends {
+		if byID[v.ID] != nil || v.ID == 0 || v.ID > lbplan.MaxID || v.Count > services.MaxBackends {
 			// Start it afresh under a new id: Sync writes its slots,
 			// then its entry.
 			s.dirty = true
 			redo = append(redo, s)
 			continue
 		}
-		a.next = max(a.next, v.ID)
 		byID[v.ID] = s
 		s.slots = make([]beVal, v.Count)
 		for i := range min(int(v.Count), inlineSlots) {
@@ -372,13 +233,9 @@ func stateFrom(svcs map[svcKey]svcVal, slots map[slotKey]beVal) (map[svcKey]*svc
 			s.stray = append(s.stray, k.Slot)
 		}
 	}
-	for id := uint32(1); id < a.next; id++ {
-		if byID[id] == nil {
-			a.free = append(a.free, id)
-		}
-	}
+	a := lbplan.IDsFrom(byID)
 	for _, s := range redo {
-		s.id = a.get()
+		s.id = a.Get()
 	}
 	return state, orphans, a
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -68,26 +69,7 @@ func (m *model) check(prev, next services.Table) error {
 // checking what a connect may see after each, and that the backends
 // map never holds more than limit entries.
 func (m *model) apply(p *plan, prev, next services.Table, limit int) error {
-	var steps []func()
-	for i, k := range p.holes.keys {
-		steps = append(steps, func() { m.slots[k] = p.holes.vals[i] })
-	}
-	for _, k := range p.svcDel {
-		steps = append(steps, func() { delete(m.svcs, k) })
-	}
-	for i, k := range p.svcShrink.keys {
-		steps = append(steps, func() { m.svcs[k] = p.svcShrink.vals[i] })
-	}
-	for _, k := range p.slotDel {
-		steps = append(steps, func() { delete(m.slots, k) })
-	}
-	for i, k := range p.slots.keys {
-		steps = append(steps, func() { m.slots[k] = p.slots.vals[i] })
-	}
-	for i, k := range p.svcs.keys {
-		steps = append(steps, func() { m.svcs[k] = p.svcs.vals[i] })
-	}
-	for i, s := range steps {
+	for i, s := range p.Steps(m.svcs, m.slots) {
 		s()
 		if err := m.check(prev, next); err != nil {
 			return fmt.Errorf("after step %d: %w", i, err)
@@ -122,7 +104,7 @@ func (m *model) equal(t services.Table) error {
 		if !slices.Equal(got, want) {
 			return fmt.Errorf("%s: backends %v, want %v", k, got, want)
 		}
-		if v.Affinity != affinitySeconds(f.Affinity) || v.Tag != v.ID {
+		if v.Affinity != lbplan.AffinitySeconds(f.Affinity) || v.Tag != v.ID {
 			return fmt.Errorf("%s: affinity %d", k, v.Affinity)
 		}
 	}
@@ -162,7 +144,7 @@ func randTable(r *rand.Rand, nf int) services.Table {
 
 // syncModel plans the move from state to t and carries it out on m,
 // checking it as it goes, as Sync does.
-func syncModel(m *model, state map[svcKey]*svcState, orphans []slotKey, a *ids, prev, t services.Table) (map[svcKey]*svcState, error) {
+func syncModel(m *model, state map[svcKey]*svcState, orphans []slotKey, a *lbplan.IDs, prev, t services.Table) (map[svcKey]*svcState, error) {
 	limit := len(m.slots)
 	n := 0
 	for _, f := range t {
@@ -170,12 +152,12 @@ func syncModel(m *model, state map[svcKey]*svcState, orphans []slotKey, a *ids, 
 	}
 	limit = max(limit, n)
 	p := makePlan(state, t, a)
-	p.slotDel = append(p.slotDel, orphans...)
+	p.SlotDel = append(p.SlotDel, orphans...)
 	if err := m.apply(p, prev, t, limit); err != nil {
 		return nil, err
 	}
-	a.free = append(a.free, p.freed...)
-	return p.next, m.equal(t)
+	a.Free = append(a.Free, p.Freed...)
+	return p.Next, m.equal(t)
 }
 
 // TestPlanSequence moves the maps through random tables, checking after
@@ -186,7 +168,7 @@ func syncModel(m *model, state map[svcKey]*svcState, orphans []slotKey, a *ids, 
 func TestPlanSequence(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	m := newModel()
-	state, a := map[svcKey]*svcState{}, &ids{}
+	state, a := map[svcKey]*svcState{}, &lbplan.IDs{}
 	prev := services.Table{}
 	for i := range 500 {
 		next := randTable(r, 12)
@@ -196,30 +178,8 @@ func TestPlanSequence(t *testing.T) {
 		}
 		prev = next
 		st, orphans, _ := stateFrom(m.svcs, m.slots)
-		if p := makePlan(st, next, &ids{next: 1 << 20}); p.ops() != 0 || len(orphans) != 0 {
-			t.Fatalf("sync %d: read back, the same table needs %d operations, %d orphans", i, p.ops(), len(orphans))
-		}
-	}
-}
-
-func TestAssign(t *testing.T) {
-	be := func(n ...byte) []beVal {
-		var out []beVal
-		for _, b := range n {
-			out = append(out, beVal{Addr: [16]byte{15: b}, Port: port2(80)})
-		}
-		return out
-	}
-	for _, tc := range []struct{ old, want, got []beVal }{
-		{nil, be(1, 2), be(1, 2)},
-		{be(1, 2, 3), be(3, 2, 1), be(1, 2, 3)},    // kept where they are
-		{be(1, 2, 3), be(1, 3), be(1, 3)},          // 3 moves down into 2's slot
-		{be(1, 2, 3), be(4, 3, 2), be(4, 2, 3)},    // 4 takes 1's slot
-		{be(1, 2), be(2, 5, 6, 7), be(5, 2, 6, 7)}, // new ones fill from the lowest free slot
-		{be(1, 2), nil, []beVal{}},
-	} {
-		if got := assign(tc.old, tc.want); !slices.Equal(got, tc.got) {
-			t.Errorf("assign(%v, %v) = %v, want %v", tc.old, tc.want, got, tc.got)
+		if p := makePlan(st, next, &lbplan.IDs{Last: 1 << 20}); p.Ops() != 0 || len(orphans) != 0 {
+			t.Fatalf("sync %d: read back, the same table needs %d operations, %d orphans", i, p.Ops(), len(orphans))
 		}
 	}
 }
@@ -295,7 +255,7 @@ func FuzzStateFrom(f *testing.F) {
 		// What a connect sees during this Sync is not checked: the
 		// maps may have been inconsistent before it.
 		p := makePlan(state, next, a)
-		p.slotDel = append(p.slotDel, orphans...)
+		p.SlotDel = append(p.SlotDel, orphans...)
 		limit := max(len(m.slots), 16*3*inlineSlots)
 		if err := m.applyUnchecked(p, limit); err != nil {
 			t.Fatal(err)
@@ -308,26 +268,11 @@ func FuzzStateFrom(f *testing.F) {
 
 // applyUnchecked carries p out, checking only the map limit.
 func (m *model) applyUnchecked(p *plan, limit int) error {
-	for i, k := range p.holes.keys {
-		m.slots[k] = p.holes.vals[i]
-	}
-	for _, k := range p.svcDel {
-		delete(m.svcs, k)
-	}
-	for i, k := range p.svcShrink.keys {
-		m.svcs[k] = p.svcShrink.vals[i]
-	}
-	for _, k := range p.slotDel {
-		delete(m.slots, k)
-	}
-	for i, k := range p.slots.keys {
-		m.slots[k] = p.slots.vals[i]
+	for i, s := range p.Steps(m.svcs, m.slots) {
+		s()
 		if len(m.slots) > limit {
-			return fmt.Errorf("%d backend entries, limit %d", len(m.slots), limit)
+			return fmt.Errorf("after step %d: %d backend entries, limit %d", i, len(m.slots), limit)
 		}
-	}
-	for i, k := range p.svcs.keys {
-		m.svcs[k] = p.svcs.vals[i]
 	}
 	return nil
 }
@@ -397,7 +342,7 @@ func TestMigrate(t *testing.T) {
 		for k, f := range tab {
 			id++
 			want := desired(f)
-			legacy[keyOf(k)] = legacyVal{ID: id, Count: uint32(len(want)), Affinity: affinitySeconds(f.Affinity)}
+			legacy[keyOf(k)] = legacyVal{ID: id, Count: uint32(len(want)), Affinity: lbplan.AffinitySeconds(f.Affinity)}
 			for j, b := range want {
 				slots[slotKey{id, uint32(j)}] = b
 			}
@@ -409,8 +354,8 @@ func TestMigrate(t *testing.T) {
 		}
 		st, orphans, a := stateFrom(m.svcs, m.slots)
 		p := makePlan(st, tab, a)
-		if len(orphans) != 0 || p.ops() != inline || len(p.slotDel) != inline {
-			t.Fatalf("table %d: after migrating, %d orphans and %d operations (%d deletes), want %d deletes", i, len(orphans), p.ops(), len(p.slotDel), inline)
+		if len(orphans) != 0 || p.Ops() != inline || len(p.SlotDel) != inline {
+			t.Fatalf("table %d: after migrating, %d orphans and %d operations (%d deletes), want %d deletes", i, len(orphans), p.Ops(), len(p.SlotDel), inline)
 		}
 	}
 	// A missing inline slot shortens the frontend to the slots below it.
@@ -465,7 +410,7 @@ func FuzzMigrate(f *testing.F) {
 			}
 		}
 		p := makePlan(state, next, a)
-		p.slotDel = append(p.slotDel, orphans...)
+		p.SlotDel = append(p.SlotDel, orphans...)
 		if err := m.applyUnchecked(p, max(len(m.slots), 16*3*inlineSlots)); err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+
+	"github.com/outpost-mesh/outpost/netd/internal/bpfasm"
 )
 
 // progVersion is mixed into every program: bump it whenever the programs
@@ -94,7 +96,7 @@ func program(h hook) asm.Instructions {
 		asm.FnGetNetnsCookie.Call(),
 		asm.StoreMem(asm.RFP, stNetns, asm.R0, asm.DWord),
 	}
-	insns = append(insns, lookup(mapScope, stNetns)...)
+	insns = append(insns, bpfasm.Lookup(mapScope, stNetns)...)
 	insns = append(insns, asm.JEq.Imm(asm.R0, 0, "allow"))
 	if h.forward {
 		insns = append(insns, forward(h)...)
@@ -120,55 +122,12 @@ func program(h hook) asm.Instructions {
 	)
 }
 
-// lookup calls bpf_map_lookup_elem on the map named m with the key on the
-// stack at off; the value's pointer or NULL is in R0.
-func lookup(m string, off int16) asm.Instructions {
-	return asm.Instructions{
-		asm.LoadMapPtr(asm.R1, 0).WithReference(m),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, int32(off)),
-		asm.FnMapLookupElem.Call(),
-	}
-}
-
-// update calls bpf_map_update_elem(m, key at koff, value at voff, BPF_ANY).
-func update(m string, koff, voff int16) asm.Instructions {
-	return asm.Instructions{
-		asm.LoadMapPtr(asm.R1, 0).WithReference(m),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, int32(koff)),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, int32(voff)),
-		asm.Mov.Imm(asm.R4, 0),
-		asm.FnMapUpdateElem.Call(),
-	}
-}
-
-// zero64 stores a zero u64 on the stack at off. (asm.StoreImm refuses
-// the 64-bit size, which the kernel has always had: the immediate is sign
-// extended.)
-func zero64(off int16) asm.Instruction {
-	return asm.Instruction{OpCode: asm.StoreImmOp(asm.DWord), Dst: asm.RFP, Offset: off}
-}
-
-// copyMem copies n bytes (a multiple of size) from src+soff to dst+doff.
-func copyMem(dst asm.Register, doff int16, src asm.Register, soff int16, n int16, size asm.Size) asm.Instructions {
-	var insns asm.Instructions
-	w := int16(size.Sizeof())
-	for i := int16(0); i < n; i += w {
-		insns = append(insns,
-			asm.LoadMem(asm.R1, src, soff+i, size),
-			asm.StoreMem(dst, doff+i, asm.R1, size))
-	}
-	return insns
-}
-
 // userAddr stores the context's user address, 16 bytes with IPv4 mapped,
 // and port at off and off+16 on the stack, which must be zeroed.
 func userAddr(h hook, off int16) asm.Instructions {
 	var insns asm.Instructions
 	if h.v6 {
-		insns = copyMem(asm.RFP, off, asm.R6, ctxUserIP6, 16, asm.Word)
+		insns = bpfasm.CopyMem(asm.RFP, off, asm.R6, ctxUserIP6, 16, asm.Word)
 	} else {
 		insns = asm.Instructions{
 			// 0xffff0000 stored little-endian is 00 00 ff ff: bytes
@@ -189,7 +148,7 @@ func userAddr(h hook, off int16) asm.Instructions {
 func setUser(h hook, src asm.Register, off int16) asm.Instructions {
 	var insns asm.Instructions
 	if h.v6 {
-		insns = copyMem(asm.R6, ctxUserIP6, src, off, 16, asm.Word)
+		insns = bpfasm.CopyMem(asm.R6, ctxUserIP6, src, off, 16, asm.Word)
 	} else {
 		insns = asm.Instructions{
 			asm.LoadMem(asm.R1, src, off+12, asm.Word),
@@ -207,9 +166,9 @@ func setUser(h hook, src asm.Register, off int16) asm.Instructions {
 // and peer name.
 func forward(h hook) asm.Instructions {
 	insns := asm.Instructions{
-		zero64(stSvcKey),
-		zero64(stSvcKey + 8),
-		zero64(stSvcKey + 16),
+		bpfasm.Zero64(stSvcKey),
+		bpfasm.Zero64(stSvcKey + 8),
+		bpfasm.Zero64(stSvcKey + 16),
 	}
 	insns = append(insns, userAddr(h, stSvcKey)...)
 	insns = append(insns,
@@ -218,14 +177,14 @@ func forward(h hook) asm.Instructions {
 		asm.Mov.Imm(asm.R1, 0),
 		asm.StoreMem(asm.RFP, stRetried, asm.R1, asm.DWord),
 	)
-	svc := lookup(mapServices, stSvcKey)
+	svc := bpfasm.Lookup(mapServices, stSvcKey)
 	svc[0] = svc[0].WithSymbol("service")
 	insns = append(insns, svc...)
 	insns = append(insns, asm.JEq.Imm(asm.R0, 0, "allow"))
 	// Copy the entry out at once, in order, its Tag last: an entry
 	// replaced by Sync may be reused for another frontend's meanwhile,
 	// and then the copy's ID and Tag differ (see svcVal.Tag).
-	insns = append(insns, copyMem(asm.RFP, stSvcVal, asm.R0, 0, svcValSize, asm.DWord)...)
+	insns = append(insns, bpfasm.CopyMem(asm.RFP, stSvcVal, asm.R0, 0, svcValSize, asm.DWord)...)
 	insns = append(insns,
 		asm.LoadMem(asm.R1, asm.RFP, stSvcVal+svcID, asm.Word),
 		asm.LoadMem(asm.R2, asm.RFP, stSvcVal+svcTag, asm.Word),
@@ -244,13 +203,13 @@ func forward(h hook) asm.Instructions {
 		asm.LoadMem(asm.R1, asm.RFP, stID, asm.Word),
 		asm.StoreMem(asm.RFP, stAffKey+8, asm.R1, asm.Word),
 		asm.StoreImm(asm.RFP, stAffKey+12, 0, asm.Word),
-		zero64(stNow),
+		bpfasm.Zero64(stNow),
 		asm.LoadMem(asm.R1, asm.RFP, stAffinity, asm.Word),
 		asm.JEq.Imm(asm.R1, 0, "pick"),
 		asm.FnKtimeGetNs.Call(),
 		asm.StoreMem(asm.RFP, stNow, asm.R0, asm.DWord),
 	)
-	insns = append(insns, lookup(mapAffinity, stAffKey)...)
+	insns = append(insns, bpfasm.Lookup(mapAffinity, stAffKey)...)
 	insns = append(insns,
 		asm.JEq.Imm(asm.R0, 0, "pick"),
 		// Honoured while younger than the timeout.
@@ -266,7 +225,7 @@ func forward(h hook) asm.Instructions {
 		asm.JGE.Reg(asm.R1, asm.R2, "pick"),
 		asm.StoreMem(asm.RFP, stSlot, asm.R1, asm.Word),
 	)
-	insns = append(insns, copyMem(asm.RFP, stAffVal, asm.R0, 0, 32, asm.DWord)...)
+	insns = append(insns, bpfasm.CopyMem(asm.RFP, stAffVal, asm.R0, 0, 32, asm.DWord)...)
 	insns = append(insns, backend("aff")...)
 	insns = append(insns,
 		asm.JEq.Imm(asm.R0, 0, "pick"),
@@ -316,8 +275,8 @@ func forward(h hook) asm.Instructions {
 		asm.StoreMem(asm.RFP, stAffVal+affPort, asm.R1, asm.Half),
 		asm.StoreImm(asm.RFP, stAffVal+affPort+2, 0, asm.Half),
 	)
-	insns = append(insns, copyMem(asm.RFP, stAffVal+affAddr, asm.R7, beAddr, 16, asm.DWord)...)
-	insns = append(insns, update(mapAffinity, stAffKey, stAffVal)...)
+	insns = append(insns, bpfasm.CopyMem(asm.RFP, stAffVal+affAddr, asm.R7, beAddr, 16, asm.DWord)...)
+	insns = append(insns, bpfasm.Update(mapAffinity, stAffKey, stAffVal)...)
 
 	// Point the socket at the backend.
 	rewrite := setUser(h, asm.R7, beAddr)
@@ -330,13 +289,13 @@ func forward(h hook) asm.Instructions {
 		asm.FnGetSocketCookie.Call(),
 		asm.StoreMem(asm.RFP, stRevKey, asm.R0, asm.DWord),
 	)
-	insns = append(insns, copyMem(asm.RFP, stRevKey+8, asm.R7, beAddr, 16, asm.DWord)...)
+	insns = append(insns, bpfasm.CopyMem(asm.RFP, stRevKey+8, asm.R7, beAddr, 16, asm.DWord)...)
 	insns = append(insns,
-		zero64(stRevKey+24),
+		bpfasm.Zero64(stRevKey+24),
 		asm.LoadMem(asm.R1, asm.R7, bePort, asm.Half),
 		asm.StoreMem(asm.RFP, stRevKey+24, asm.R1, asm.Half),
 	)
-	insns = append(insns, update(mapRevNAT, stRevKey, stSvcKey)...)
+	insns = append(insns, bpfasm.Update(mapRevNAT, stRevKey, stSvcKey)...)
 	return append(insns, asm.Ja.Label("allow"))
 }
 
@@ -370,7 +329,7 @@ func backend(p string) asm.Instructions {
 		asm.StoreMem(asm.RFP, stSlotKey, asm.R2, asm.Word),
 		asm.StoreMem(asm.RFP, stSlotKey+4, asm.R1, asm.Word),
 	)
-	insns = append(insns, lookup(mapBackends, stSlotKey)...)
+	insns = append(insns, bpfasm.Lookup(mapBackends, stSlotKey)...)
 	return append(insns, asm.Mov.Reg(asm.R0, asm.R0).WithSymbol(p+"_found"))
 }
 
@@ -381,12 +340,12 @@ func reverse(h hook) asm.Instructions {
 		asm.Mov.Reg(asm.R1, asm.R6),
 		asm.FnGetSocketCookie.Call(),
 		asm.StoreMem(asm.RFP, stRevKey, asm.R0, asm.DWord),
-		zero64(stRevKey + 8),
-		zero64(stRevKey + 16),
-		zero64(stRevKey + 24),
+		bpfasm.Zero64(stRevKey + 8),
+		bpfasm.Zero64(stRevKey + 16),
+		bpfasm.Zero64(stRevKey + 24),
 	}
 	insns = append(insns, userAddr(h, stRevKey+8)...)
-	insns = append(insns, lookup(mapRevNAT, stRevKey)...)
+	insns = append(insns, bpfasm.Lookup(mapRevNAT, stRevKey)...)
 	insns = append(insns, asm.JEq.Imm(asm.R0, 0, "allow"))
 	insns = append(insns, setUser(h, asm.R0, 0)...)
 	return append(insns, asm.Ja.Label("allow"))
@@ -406,16 +365,5 @@ func programSpec(h hook) *ebpf.ProgramSpec {
 
 // load loads h's program against maps.
 func load(h hook, maps map[string]*ebpf.Map) (*ebpf.Program, error) {
-	spec := programSpec(h)
-	spec.Instructions = append(asm.Instructions(nil), spec.Instructions...)
-	for name, m := range maps {
-		if err := spec.Instructions.AssociateMap(name, m); err != nil && len(spec.Instructions.ReferenceOffsets()[name]) > 0 {
-			return nil, fmt.Errorf("program %s: map %s: %w", h.name, name, err)
-		}
-	}
-	p, err := ebpf.NewProgram(spec)
-	if err != nil {
-		return nil, fmt.Errorf("load program %s: %w", h.name, err)
-	}
-	return p, nil
+	return bpfasm.Load(h.name, programSpec(h), maps)
 }

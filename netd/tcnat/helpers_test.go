@@ -3,16 +3,11 @@ package tcnat
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/outpost-mesh/outpost/internal/netnstest"
+	"github.com/outpost-mesh/outpost/netd/internal/bpftest"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -31,31 +27,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // needKernel skips t unless the kernel runs the dataplane.
 func needKernel(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loads eBPF programs, mounts bpffs, makes network namespaces")
-	}
-	if err := Supported(); err != nil {
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			t.Skipf("kernel lacks what the dataplane needs: %v", err)
-		}
-		t.Fatal(err)
-	}
-}
-
-// bpffs mounts a bpffs of t's own and returns its directory; the mount
-// goes when t ends, and with it whatever t left pinned.
-func bpffs(t testing.TB) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "bpf")
-	if err := MountBPFFS(dir); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount bpffs: %v", err)
-		}
-	})
-	return dir
+	bpftest.NeedKernel(t, Supported)
 }
 
 // nodeSysctls make a namespace a router that masquerades nothing by
@@ -155,15 +127,7 @@ func (l *lab) config() Config {
 func open(t *testing.T, cfg Config) *Dataplane {
 	t.Helper()
 	d, err := New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := d.Remove(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
-			t.Errorf("Remove: %v", err)
-		}
-	})
-	return d
+	return bpftest.Opened(t, d, err, ErrClosed)
 }
 
 // tcpServer listens at addr in ns and answers each connection with
@@ -178,35 +142,7 @@ func tcpServer(t *testing.T, ns, addr string) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() {
-				if _, err := fmt.Fprintf(c, "%s %s\n", addr, c.RemoteAddr()); err != nil {
-					return
-				}
-				io.Copy(c, c)
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
+	bpftest.ServeTCP(t, ln, func(c net.Conn) string { return fmt.Sprintf("%s %s\n", addr, c.RemoteAddr()) })
 }
 
 // udpServer answers each datagram with "<its address> <the client's>".
@@ -219,21 +155,7 @@ func udpServer(t *testing.T, ns, addr string) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		buf := make([]byte, 1500)
-		for {
-			_, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteTo([]byte(addr+" "+from.String()), from)
-		}
-	})
-	t.Cleanup(func() {
-		pc.Close()
-		wg.Wait()
-	})
+	bpftest.ServeUDP(t, pc, func(from net.Addr) string { return addr + " " + from.String() })
 }
 
 // answer is what a server said: which backend, and whom it saw.
@@ -329,20 +251,6 @@ func askUDP(t *testing.T, ns, addr string) (answer, netip.AddrPort) {
 	}
 }
 
-// echo checks that c still carries data both ways.
-func echo(t *testing.T, c net.Conn) {
-	t.Helper()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	defer c.SetDeadline(time.Time{})
-	if _, err := io.WriteString(c, "ping\n"); err != nil {
-		t.Fatalf("write on the established connection: %v", err)
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil || line != "ping\n" {
-		t.Fatalf("echo on the established connection = %q, %v", line, err)
-	}
-}
-
 // nodePort returns a NodePort frontend at addr with external backends.
 func nodePort(addr string, proto services.Proto, backends ...string) *services.Frontend {
 	ap := netip.MustParseAddrPort(addr)
@@ -356,21 +264,6 @@ func nodePort(addr string, proto services.Proto, backends ...string) *services.F
 	}
 	f.Backends = f.ExternalBackends
 	return f
-}
-
-func table(fs ...*services.Frontend) services.Table {
-	t := services.Table{}
-	for _, f := range fs {
-		t[f.Key] = f
-	}
-	return t
-}
-
-func sync_(t *testing.T, d *Dataplane, tab services.Table) {
-	t.Helper()
-	if err := d.Sync(context.Background(), tab); err != nil {
-		t.Fatalf("Sync: %v", err)
-	}
 }
 
 // attached returns the ids of the programs attached to the interface

@@ -3,10 +3,9 @@ package tcnat
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"time"
 
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -46,68 +45,9 @@ type feState struct {
 	dirty bool
 }
 
-// batch is map entries to write in one batch.
-type batch[K, V any] struct {
-	keys []K
-	vals []V
-}
-
-func (b *batch[K, V]) add(k K, v V) {
-	b.keys = append(b.keys, k)
-	b.vals = append(b.vals, v)
-}
-
-// plan is a Sync's map operations, in the order they are made. The order
-// keeps, at every moment and for every frontend, its Count no greater
-// than the slots it has filled (a new flow never picks an empty slot),
-// and the backends map no fuller than the larger of the old and new
-// tables. It is the order netd/ebpflb's plan keeps, for the same reasons.
-type plan struct {
-	// 1. Frontends that shrink: the slots below their new Count that
-	// change (keys that exist already).
-	holes batch[slotKey, beVal]
-	// 2. Frontends removed, and those that shrink lowered to their new
-	// Count.
-	feDel    []feKey
-	feShrink batch[feKey, feVal]
-	// 3. Slots no frontend uses any more.
-	slotDel []slotKey
-	// 4. Frontends that are new or grow or keep their size: every slot
-	// that changes, new ones included.
-	slots batch[slotKey, beVal]
-	// 5. Their frontends entries, raising Count last.
-	fes batch[feKey, feVal]
-
-	// next is the state once the plan is carried out, and freed the
-	// frontend ids it no longer uses.
-	next  map[feKey]*feState
-	freed []uint32
-}
-
-// ops returns how many map entries p writes or deletes.
-func (p *plan) ops() int {
-	return len(p.holes.keys) + len(p.feDel) + len(p.feShrink.keys) + len(p.slotDel) + len(p.slots.keys) + len(p.fes.keys)
-}
-
-// ids hands out frontend ids. An id freed by a Sync is handed out again
-// only by a later one, so a program that read a removed frontend's entry
-// just before it went never finds another frontend's backends under it.
-type ids struct {
-	next uint32
-	free []uint32
-}
-
-const maxID = 2 * services.MaxFrontends
-
-func (a *ids) get() uint32 {
-	if len(a.free) > 0 {
-		id := a.free[0]
-		a.free = a.free[1:]
-		return id
-	}
-	a.next++
-	return a.next
-}
+// plan is a Sync's map operations, in the order netd/ebpflb's plan
+// keeps, for the same reasons.
+type plan = lbplan.Plan[feKey, feVal, slotKey, beVal, feState]
 
 // validate checks the frontends of t this dataplane routes against the
 // limits and for what cannot be routed.
@@ -145,16 +85,6 @@ func validate(t services.Table) error {
 	return nil
 }
 
-// affinitySeconds is the ClientIP affinity timeout in whole seconds,
-// rounded up; 0 for none.
-func affinitySeconds(d time.Duration) uint32 {
-	if d <= 0 {
-		return 0
-	}
-	s := (d + time.Second - 1) / time.Second
-	return uint32(min(s, math.MaxUint32))
-}
-
 func flagsOf(f *services.Frontend) uint32 {
 	if f.ExternalLocal {
 		return flagLocal
@@ -165,102 +95,71 @@ func flagsOf(f *services.Frontend) uint32 {
 // desired returns f's external backends as slot values, without
 // repeats, in f's order.
 func desired(f *services.Frontend) []beVal {
-	out := make([]beVal, 0, len(f.ExternalBackends))
-	for _, b := range f.ExternalBackends {
-		v := beOf(b)
-		if !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// assign returns the slots of want given the slots old: a backend kept
-// stays in its slot when that slot is below len(want), so that a client
-// with affinity for it keeps it and its slot needs no write; the other
-// slots take the new backends and those moved down, in want's order.
-func assign(old, want []beVal) []beVal {
-	n := len(want)
-	out := make([]beVal, n)
-	filled := make([]bool, n)
-	var rest []beVal
-	for _, b := range want {
-		if i := slices.Index(old, b); i >= 0 && i < n && !filled[i] {
-			out[i], filled[i] = b, true
-			continue
-		}
-		rest = append(rest, b)
-	}
-	for i := range out {
-		if !filled[i] {
-			out[i], rest = rest[0], rest[1:]
-		}
-	}
-	return out
+	return lbplan.Desired(nil, f.ExternalBackends, beOf)
 }
 
 // makePlan returns the operations that move the maps from cur to t, which
 // must be valid. It does no I/O; a takes the new frontends' ids.
-func makePlan(cur map[feKey]*feState, t services.Table, a *ids) *plan {
-	p := &plan{next: make(map[feKey]*feState, len(t))}
+func makePlan(cur map[feKey]*feState, t services.Table, a *lbplan.IDs) *plan {
+	p := &plan{Next: make(map[feKey]*feState, len(t))}
 	for k, f := range t {
 		if !routed(f) {
 			continue
 		}
 		key := keyOf(k)
 		want := desired(f)
-		aff, flags := affinitySeconds(f.Affinity), flagsOf(f)
+		aff, flags := lbplan.AffinitySeconds(f.Affinity), flagsOf(f)
 		n := uint32(len(want))
 		old := cur[key]
 		if old == nil {
-			id := a.get()
+			id := a.Get()
 			for i, b := range want {
-				p.slots.add(slotKey{id, uint32(i)}, b)
+				p.Slots.Add(slotKey{id, uint32(i)}, b)
 			}
-			p.fes.add(key, feVal{ID: id, Count: n, Affinity: aff, Flags: flags})
-			p.next[key] = &feState{id: id, aff: aff, flags: flags, slots: want}
+			p.Fronts.Add(key, feVal{ID: id, Count: n, Affinity: aff, Flags: flags})
+			p.Next[key] = &feState{id: id, aff: aff, flags: flags, slots: want}
 			continue
 		}
-		slots := assign(old.slots, want)
+		slots := lbplan.Assign(old.slots, want)
 		oldN := uint32(len(old.slots))
-		writes := &p.slots
+		writes := &p.Slots
 		if n < oldN {
-			writes = &p.holes
+			writes = &p.Holes
 		}
 		for i, b := range slots {
 			if i >= len(old.slots) || old.slots[i] != b {
-				writes.add(slotKey{old.id, uint32(i)}, b)
+				writes.Add(slotKey{old.id, uint32(i)}, b)
 			}
 		}
 		val := feVal{ID: old.id, Count: n, Affinity: aff, Flags: flags}
 		switch {
 		case n < oldN:
-			p.feShrink.add(key, val)
+			p.FrontShrink.Add(key, val)
 			for i := n; i < oldN; i++ {
-				p.slotDel = append(p.slotDel, slotKey{old.id, i})
+				p.SlotDel = append(p.SlotDel, slotKey{old.id, i})
 			}
 		case n > oldN || aff != old.aff || flags != old.flags || old.dirty:
-			p.fes.add(key, val)
+			p.Fronts.Add(key, val)
 		}
 		for _, s := range old.stray {
 			if s >= n {
-				p.slotDel = append(p.slotDel, slotKey{old.id, s})
+				p.SlotDel = append(p.SlotDel, slotKey{old.id, s})
 			}
 		}
-		p.next[key] = &feState{id: old.id, aff: aff, flags: flags, slots: slots}
+		p.Next[key] = &feState{id: old.id, aff: aff, flags: flags, slots: slots}
 	}
 	for key, old := range cur {
-		if _, ok := p.next[key]; ok {
+		if _, ok := p.Next[key]; ok {
 			continue
 		}
-		p.feDel = append(p.feDel, key)
+		p.FrontDel = append(p.FrontDel, key)
 		for i := range old.slots {
-			p.slotDel = append(p.slotDel, slotKey{old.id, uint32(i)})
+			p.SlotDel = append(p.SlotDel, slotKey{old.id, uint32(i)})
 		}
 		for _, s := range old.stray {
-			p.slotDel = append(p.slotDel, slotKey{old.id, s})
+			p.SlotDel = append(p.SlotDel, slotKey{old.id, s})
 		}
-		p.freed = append(p.freed, old.id)
+		p.Freed = append(p.Freed, old.id)
 	}
 	return p
 }
@@ -270,10 +169,9 @@ func makePlan(cur map[feKey]*feState, t services.Table, a *ids) *plan {
 // (to delete), and the ids allocator. Entries are trusted only as far as
 // their sizes: a Count beyond services.MaxBackends or an id claimed twice
 // makes the frontend be rewritten rather than believed.
-func stateFrom(fes map[feKey]feVal, slots map[slotKey]beVal) (map[feKey]*feState, []slotKey, *ids) {
+func stateFrom(fes map[feKey]feVal, slots map[slotKey]beVal) (map[feKey]*feState, []slotKey, *lbplan.IDs) {
 	state := make(map[feKey]*feState, len(fes))
 	byID := make(map[uint32]*feState, len(fes))
-	a := &ids{}
 	keys := make([]feKey, 0, len(fes))
 	for k := range fes {
 		keys = append(keys, k)
@@ -288,12 +186,11 @@ func stateFrom(fes map[feKey]feVal, slots map[slotKey]beVal) (map[feKey]*feState
 		v := fes[k]
 		s := &feState{id: v.ID, aff: v.Affinity, flags: v.Flags}
 		state[k] = s
-		if byID[v.ID] != nil || v.ID == 0 || v.ID > maxID || v.Count > services.MaxBackends {
+		if byID[v.ID] != nil || v.ID == 0 || v.ID > lbplan.MaxID || v.Count > services.MaxBackends {
 			s.dirty = true
 			redo = append(redo, s)
 			continue
 		}
-		a.next = max(a.next, v.ID)
 		byID[v.ID] = s
 		s.slots = make([]beVal, v.Count)
 	}
@@ -309,13 +206,9 @@ func stateFrom(fes map[feKey]feVal, slots map[slotKey]beVal) (map[feKey]*feState
 			s.stray = append(s.stray, k.Slot)
 		}
 	}
-	for id := uint32(1); id < a.next; id++ {
-		if byID[id] == nil {
-			a.free = append(a.free, id)
-		}
-	}
+	a := lbplan.IDsFrom(byID)
 	for _, s := range redo {
-		s.id = a.get()
+		s.id = a.Get()
 	}
 	return state, orphans, a
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -49,35 +50,11 @@ func (m *model) check(prev, next services.Table) error {
 	return nil
 }
 
-// steps returns p's operations on m, one map entry each, in order.
-func (m *model) steps(p *plan) []func() {
-	var steps []func()
-	for i, k := range p.holes.keys {
-		steps = append(steps, func() { m.slots[k] = p.holes.vals[i] })
-	}
-	for _, k := range p.feDel {
-		steps = append(steps, func() { delete(m.fes, k) })
-	}
-	for i, k := range p.feShrink.keys {
-		steps = append(steps, func() { m.fes[k] = p.feShrink.vals[i] })
-	}
-	for _, k := range p.slotDel {
-		steps = append(steps, func() { delete(m.slots, k) })
-	}
-	for i, k := range p.slots.keys {
-		steps = append(steps, func() { m.slots[k] = p.slots.vals[i] })
-	}
-	for i, k := range p.fes.keys {
-		steps = append(steps, func() { m.fes[k] = p.fes.vals[i] })
-	}
-	return steps
-}
-
 // apply carries p out one entry at a time, as the kernel does a batch,
 // checking (when check) what a new flow may see after each, and that the
 // backends map never holds more than limit entries.
 func (m *model) apply(p *plan, prev, next services.Table, limit int, check bool) error {
-	for i, s := range m.steps(p) {
+	for i, s := range p.Steps(m.fes, m.slots) {
 		s()
 		if check {
 			if err := m.check(prev, next); err != nil {
@@ -118,7 +95,7 @@ func (m *model) equal(t services.Table) error {
 		if !slices.Equal(got, want) {
 			return fmt.Errorf("%s: backends %v, want %v", k, got, want)
 		}
-		if v.Affinity != affinitySeconds(f.Affinity) || v.Flags != flagsOf(f) {
+		if v.Affinity != lbplan.AffinitySeconds(f.Affinity) || v.Flags != flagsOf(f) {
 			return fmt.Errorf("%s: affinity %d flags %d", k, v.Affinity, v.Flags)
 		}
 	}
@@ -168,7 +145,7 @@ func randTable(r *rand.Rand, nf int) services.Table {
 
 // syncModel plans the move from state to t and carries it out on m,
 // checking it as it goes, as Sync does.
-func syncModel(m *model, state map[feKey]*feState, a *ids, prev, t services.Table) (map[feKey]*feState, error) {
+func syncModel(m *model, state map[feKey]*feState, a *lbplan.IDs, prev, t services.Table) (map[feKey]*feState, error) {
 	n := 0
 	for _, f := range t {
 		if routed(f) {
@@ -180,8 +157,8 @@ func syncModel(m *model, state map[feKey]*feState, a *ids, prev, t services.Tabl
 	if err := m.apply(p, prev, t, limit, true); err != nil {
 		return nil, err
 	}
-	a.free = append(a.free, p.freed...)
-	return p.next, m.equal(t)
+	a.Free = append(a.Free, p.Freed...)
+	return p.Next, m.equal(t)
 }
 
 // runSequence moves the maps through tables, checking after every
@@ -192,7 +169,7 @@ func syncModel(m *model, state map[feKey]*feState, a *ids, prev, t services.Tabl
 func runSequence(t *testing.T, tables []services.Table) {
 	t.Helper()
 	m := newModel()
-	state, a := map[feKey]*feState{}, &ids{}
+	state, a := map[feKey]*feState{}, &lbplan.IDs{}
 	prev := services.Table{}
 	for i, next := range tables {
 		var err error
@@ -201,8 +178,8 @@ func runSequence(t *testing.T, tables []services.Table) {
 		}
 		prev = next
 		st, orphans, _ := stateFrom(m.fes, m.slots)
-		if p := makePlan(st, next, &ids{next: 1 << 20}); p.ops() != 0 || len(orphans) != 0 {
-			t.Fatalf("sync %d: read back, the same table needs %d operations, %d orphans", i, p.ops(), len(orphans))
+		if p := makePlan(st, next, &lbplan.IDs{Last: 1 << 20}); p.Ops() != 0 || len(orphans) != 0 {
+			t.Fatalf("sync %d: read back, the same table needs %d operations, %d orphans", i, p.Ops(), len(orphans))
 		}
 	}
 }
@@ -250,10 +227,10 @@ func TestPlanKinds(t *testing.T) {
 	} {
 		tab[f.Key] = f
 	}
-	p := makePlan(nil, tab, &ids{})
+	p := makePlan(nil, tab, &lbplan.IDs{})
 	var got []string
-	for i, fk := range p.fes.keys {
-		got = append(got, fmt.Sprintf("%s count=%d flags=%d", fk.key(), p.fes.vals[i].Count, p.fes.vals[i].Flags))
+	for i, fk := range p.Fronts.Keys {
+		got = append(got, fmt.Sprintf("%s count=%d flags=%d", fk.key(), p.Fronts.Vals[i].Count, p.Fronts.Vals[i].Flags))
 	}
 	slices.Sort(got)
 	want := []string{"192.168.0.1:30080/TCP count=0 flags=1", "192.168.0.9:80/UDP count=1 flags=0"}
@@ -335,7 +312,7 @@ func FuzzStateFrom(f *testing.F) {
 		// What a new flow sees during this Sync is not checked: the
 		// maps may have been inconsistent before it.
 		p := makePlan(state, next, a)
-		p.slotDel = append(p.slotDel, orphans...)
+		p.SlotDel = append(p.SlotDel, orphans...)
 		if err := m.apply(p, nil, next, max(len(m.slots), 16*6), false); err != nil {
 			t.Fatal(err)
 		}
@@ -468,7 +445,7 @@ func FuzzTable(f *testing.F) {
 			return
 		}
 		m := newModel()
-		if _, err := syncModel(m, map[feKey]*feState{}, &ids{}, services.Table{}, tab); err != nil {
+		if _, err := syncModel(m, map[feKey]*feState{}, &lbplan.IDs{}, services.Table{}, tab); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -2,10 +2,11 @@ package tcnat
 
 import (
 	"encoding/binary"
-	"fmt"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+
+	"github.com/outpost-mesh/outpost/netd/internal/bpfasm"
 )
 
 // progVersion is mixed into every program: bump it whenever the programs
@@ -223,58 +224,11 @@ func parse(f family) asm.Instructions {
 	return append(insns, ports...)
 }
 
-// lookup calls bpf_map_lookup_elem on the map named m with the key on the
-// stack at off; the value's pointer or NULL is in R0.
-func lookup(m string, off int16) asm.Instructions {
-	return asm.Instructions{
-		asm.LoadMapPtr(asm.R1, 0).WithReference(m),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, int32(off)),
-		asm.FnMapLookupElem.Call(),
-	}
-}
-
-// update calls bpf_map_update_elem(m, key at koff, value at voff, BPF_ANY).
-func update(m string, koff, voff int16) asm.Instructions {
-	return asm.Instructions{
-		asm.LoadMapPtr(asm.R1, 0).WithReference(m),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, int32(koff)),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, int32(voff)),
-		asm.Mov.Imm(asm.R4, 0),
-		asm.FnMapUpdateElem.Call(),
-	}
-}
-
-// zero stores n zero bytes (a multiple of 8) on the stack at off. (asm.StoreImm
-// refuses the 64-bit size, which the kernel has always had: the
-// immediate is sign extended.)
-func zero(off, n int16) asm.Instructions {
-	var insns asm.Instructions
-	for i := int16(0); i < n; i += 8 {
-		insns = append(insns, asm.Instruction{OpCode: asm.StoreImmOp(asm.DWord), Dst: asm.RFP, Offset: off + i})
-	}
-	return insns
-}
-
-// copyMem copies n bytes (a multiple of size) from src+soff to dst+doff.
-func copyMem(dst asm.Register, doff int16, src asm.Register, soff int16, n int16, size asm.Size) asm.Instructions {
-	var insns asm.Instructions
-	w := int16(size.Sizeof())
-	for i := int16(0); i < n; i += w {
-		insns = append(insns,
-			asm.LoadMem(asm.R1, src, soff+i, size),
-			asm.StoreMem(dst, doff+i, asm.R1, size))
-	}
-	return insns
-}
-
 // addr16 stores the packet's address at IP header offset hoff, 16 bytes
 // with IPv4 mapped, on the stack at off, which must be zeroed.
 func addr16(f family, off, hoff int16) asm.Instructions {
 	if f.v6 {
-		return copyMem(asm.RFP, off, asm.RFP, stIP+hoff, 16, asm.Word)
+		return bpfasm.CopyMem(asm.RFP, off, asm.RFP, stIP+hoff, 16, asm.Word)
 	}
 	return asm.Instructions{
 		asm.StoreImm(asm.RFP, off+10, -1, asm.Half), // ::ffff:
@@ -291,22 +245,22 @@ func ingress(f family, mark uint32) asm.Instructions {
 	var insns asm.Instructions
 	add := func(is ...asm.Instruction) { insns = append(insns, is...) }
 	// The frontend.
-	add(zero(stFeKey, 24)...)
+	add(bpfasm.Zero(stFeKey, 24)...)
 	add(addr16(f, stFeKey, f.daddr())...)
 	add(
 		asm.LoadMem(asm.R1, asm.RFP, stL4+2, asm.Half),
 		asm.StoreMem(asm.RFP, stFeKey+16, asm.R1, asm.Half),
 		asm.StoreMem(asm.RFP, stFeKey+18, asm.R8, asm.Byte),
 	)
-	add(lookup(mapFrontends, stFeKey)...)
+	add(bpfasm.Lookup(mapFrontends, stFeKey)...)
 	add(asm.JEq.Imm(asm.R0, 0, "next"))
 	// Copy the entry out at once: Sync may replace it meanwhile.
-	add(copyMem(asm.RFP, stFeVal, asm.R0, 0, 16, asm.DWord)...)
+	add(bpfasm.CopyMem(asm.RFP, stFeVal, asm.R0, 0, 16, asm.DWord)...)
 
 	// The flow.
-	add(zero(stCtKey, 40)...)
+	add(bpfasm.Zero(stCtKey, 40)...)
 	add(addr16(f, stCtKey, f.saddr())...)
-	add(copyMem(asm.RFP, stCtKey+16, asm.RFP, stFeKey, 16, asm.DWord)...)
+	add(bpfasm.CopyMem(asm.RFP, stCtKey+16, asm.RFP, stFeKey, 16, asm.DWord)...)
 	add(
 		asm.LoadMem(asm.R1, asm.RFP, stL4, asm.Half),
 		asm.StoreMem(asm.RFP, stCtKey+32, asm.R1, asm.Half),
@@ -314,7 +268,7 @@ func ingress(f family, mark uint32) asm.Instructions {
 		asm.StoreMem(asm.RFP, stCtKey+34, asm.R1, asm.Half),
 		asm.StoreMem(asm.RFP, stCtKey+36, asm.R8, asm.Byte),
 	)
-	add(zero(stSyn, 8)...)
+	add(bpfasm.Zero(stSyn, 8)...)
 	add(
 		asm.JNE.Imm(asm.R8, 6, f.l("flow")),
 		asm.Mov.Reg(asm.R2, asm.R7),
@@ -328,11 +282,11 @@ func ingress(f family, mark uint32) asm.Instructions {
 		asm.Mov.Imm(asm.R1, 1),
 		asm.StoreMem(asm.RFP, stSyn, asm.R1, asm.DWord),
 	)
-	flow := lookup(mapConntrack, stCtKey)
+	flow := bpfasm.Lookup(mapConntrack, stCtKey)
 	flow[0] = flow[0].WithSymbol(f.l("flow"))
 	add(flow...)
 	add(asm.JEq.Imm(asm.R0, 0, f.l("pick")))
-	add(copyMem(asm.RFP, stBe, asm.R0, 0, 28, asm.Word)...)
+	add(bpfasm.CopyMem(asm.RFP, stBe, asm.R0, 0, 28, asm.Word)...)
 	// A TCP connection keeps its backend to the end, removed or not, as
 	// kube-proxy leaves its conntrack entries. A SYN (a retransmitted
 	// one, or a new connection from the same port) and a UDP packet,
@@ -349,7 +303,7 @@ func ingress(f family, mark uint32) asm.Instructions {
 		asm.LoadMem(asm.R1, asm.RFP, stBe+ctSlot, asm.Word),
 		asm.StoreMem(asm.RFP, stSlotKey+4, asm.R1, asm.Word),
 	)
-	add(lookup(mapBackends, stSlotKey)...)
+	add(bpfasm.Lookup(mapBackends, stSlotKey)...)
 	add(asm.JEq.Imm(asm.R0, 0, f.l("pick")))
 	for _, w := range []struct {
 		off  int16
@@ -370,9 +324,9 @@ func ingress(f family, mark uint32) asm.Instructions {
 	)
 	// ClientIP affinity. Its key and time are set on every path, so
 	// that the verifier sees them written wherever they are read.
-	add(zero(stAffKey, 24)...)
-	add(zero(stNow, 8)...)
-	add(copyMem(asm.RFP, stAffKey, asm.RFP, stCtKey, 16, asm.DWord)...)
+	add(bpfasm.Zero(stAffKey, 24)...)
+	add(bpfasm.Zero(stNow, 8)...)
+	add(bpfasm.CopyMem(asm.RFP, stAffKey, asm.RFP, stCtKey, 16, asm.DWord)...)
 	add(
 		asm.LoadMem(asm.R1, asm.RFP, stFeVal+feID, asm.Word),
 		asm.StoreMem(asm.RFP, stAffKey+16, asm.R1, asm.Word),
@@ -381,7 +335,7 @@ func ingress(f family, mark uint32) asm.Instructions {
 		asm.FnKtimeGetNs.Call(),
 		asm.StoreMem(asm.RFP, stNow, asm.R0, asm.DWord),
 	)
-	add(lookup(mapAffinity, stAffKey)...)
+	add(bpfasm.Lookup(mapAffinity, stAffKey)...)
 	add(
 		asm.JEq.Imm(asm.R0, 0, f.l("random")),
 		// Honoured while younger than the timeout, and while its slot
@@ -406,12 +360,12 @@ func ingress(f family, mark uint32) asm.Instructions {
 		asm.LoadMem(asm.R1, asm.RFP, stFeVal+feID, asm.Word).WithSymbol(f.l("slot")),
 		asm.StoreMem(asm.RFP, stSlotKey, asm.R1, asm.Word),
 	)
-	add(lookup(mapBackends, stSlotKey)...)
+	add(bpfasm.Lookup(mapBackends, stSlotKey)...)
 	// Sync keeps Count no greater than the slots filled; a slot missing
 	// is a Sync that shrank the frontend meanwhile: drop, and the
 	// client's retransmission finds the new Count.
 	add(asm.JEq.Imm(asm.R0, 0, "drop"))
-	add(copyMem(asm.RFP, stBe, asm.R0, 0, 20, asm.Word)...)
+	add(bpfasm.CopyMem(asm.RFP, stBe, asm.R0, 0, 20, asm.Word)...)
 	add(
 		asm.LoadMem(asm.R1, asm.RFP, stFeVal+feFlags, asm.Word),
 		asm.StoreMem(asm.RFP, stBe+beFlags, asm.R1, asm.Byte),
@@ -428,14 +382,14 @@ func ingress(f family, mark uint32) asm.Instructions {
 		asm.StoreMem(asm.RFP, stAffVal+affSlot, asm.R1, asm.Word),
 		asm.StoreImm(asm.RFP, stAffVal+affSlot+4, 0, asm.Word),
 	)
-	add(update(mapAffinity, stAffKey, stAffVal)...)
+	add(bpfasm.Update(mapAffinity, stAffKey, stAffVal)...)
 	// Remember the flow, and its replies' way back.
-	record := update(mapConntrack, stCtKey, stBe)
+	record := bpfasm.Update(mapConntrack, stCtKey, stBe)
 	record[0] = record[0].WithSymbol(f.l("record"))
 	add(record...)
-	add(zero(stRevKey, 40)...)
-	add(copyMem(asm.RFP, stRevKey, asm.RFP, stBe, 16, asm.Word)...)
-	add(copyMem(asm.RFP, stRevKey+16, asm.RFP, stCtKey, 16, asm.DWord)...)
+	add(bpfasm.Zero(stRevKey, 40)...)
+	add(bpfasm.CopyMem(asm.RFP, stRevKey, asm.RFP, stBe, 16, asm.Word)...)
+	add(bpfasm.CopyMem(asm.RFP, stRevKey+16, asm.RFP, stCtKey, 16, asm.DWord)...)
 	add(
 		asm.LoadMem(asm.R1, asm.RFP, stBe+bePort, asm.Half),
 		asm.StoreMem(asm.RFP, stRevKey+32, asm.R1, asm.Half),
@@ -443,7 +397,7 @@ func ingress(f family, mark uint32) asm.Instructions {
 		asm.StoreMem(asm.RFP, stRevKey+34, asm.R1, asm.Half),
 		asm.StoreMem(asm.RFP, stRevKey+36, asm.R8, asm.Byte),
 	)
-	add(update(mapReverse, stRevKey, stFeKey)...)
+	add(bpfasm.Update(mapReverse, stRevKey, stFeKey)...)
 
 	// Ask postrouting to masquerade, unless the client's address is
 	// to be kept.
@@ -466,7 +420,7 @@ func ingress(f family, mark uint32) asm.Instructions {
 func egress(f family) asm.Instructions {
 	var insns asm.Instructions
 	add := func(is ...asm.Instruction) { insns = append(insns, is...) }
-	add(zero(stRevKey, 40)...)
+	add(bpfasm.Zero(stRevKey, 40)...)
 	add(addr16(f, stRevKey, f.saddr())...)
 	add(addr16(f, stRevKey+16, f.daddr())...)
 	add(
@@ -476,9 +430,9 @@ func egress(f family) asm.Instructions {
 		asm.StoreMem(asm.RFP, stRevKey+34, asm.R1, asm.Half),
 		asm.StoreMem(asm.RFP, stRevKey+36, asm.R8, asm.Byte),
 	)
-	add(lookup(mapReverse, stRevKey)...)
+	add(bpfasm.Lookup(mapReverse, stRevKey)...)
 	add(asm.JEq.Imm(asm.R0, 0, "next"))
-	add(copyMem(asm.RFP, stBe, asm.R0, 0, 20, asm.Word)...)
+	add(bpfasm.CopyMem(asm.RFP, stBe, asm.R0, 0, 20, asm.Word)...)
 	add(rewrite(f, false)...)
 	return insns
 }
@@ -588,15 +542,5 @@ func programSpec(dir direction, mark uint32) *ebpf.ProgramSpec {
 
 // load loads dir's program against maps.
 func load(dir direction, mark uint32, maps map[string]*ebpf.Map) (*ebpf.Program, error) {
-	spec := programSpec(dir, mark)
-	for name, m := range maps {
-		if err := spec.Instructions.AssociateMap(name, m); err != nil && len(spec.Instructions.ReferenceOffsets()[name]) > 0 {
-			return nil, fmt.Errorf("program %s: map %s: %w", dir.name, name, err)
-		}
-	}
-	p, err := ebpf.NewProgram(spec)
-	if err != nil {
-		return nil, fmt.Errorf("load program %s: %w", dir.name, err)
-	}
-	return p, nil
+	return bpfasm.Load(dir.name, programSpec(dir, mark), maps)
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/outpost-mesh/outpost/netd/internal/bpftest"
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -201,16 +203,16 @@ func TestPrograms(t *testing.T) {
 	spread := nodePort("192.168.1.10:30083", services.TCP, "10.42.1.1:80", "10.42.1.2:80", "10.42.1.3:80", "10.42.1.4:80")
 	local := nodePort("192.168.1.10:30081", services.TCP, "10.42.0.7:8080")
 	local.ExternalLocal = true
-	tab := table(
+	tab := bpftest.Table(
 		nodePort("192.168.1.10:30080", services.TCP, "10.42.0.5:8080"),
 		nodePort("192.168.1.10:30053", services.UDP, "10.42.0.5:5353"),
 		nodePort("[fd00::10]:30080", services.TCP, "[fd42::5]:8080"),
 		nodePort("192.168.1.10:30099", services.TCP),
 		local, sticky, spread,
 	)
-	a := &ids{}
+	a := &lbplan.IDs{}
 	p := makePlan(nil, tab, a)
-	if err := applyPlan(maps[mapFrontends], maps[mapBackends], p); err != nil {
+	if err := p.Apply(maps[mapFrontends], maps[mapBackends], "frontends"); err != nil {
 		t.Fatal(err)
 	}
 	ap := netip.MustParseAddrPort
@@ -296,7 +298,7 @@ func TestPrograms(t *testing.T) {
 	// connection keeps its backend, a new one goes to the new backend.
 	tab[services.Key{Addr: ap("192.168.1.10:0").Addr(), Port: 30053, Proto: services.UDP}].ExternalBackends = []services.Backend{{Addr: ap("10.42.0.6:5353")}}
 	tab[services.Key{Addr: ap("192.168.1.10:0").Addr(), Port: 30080, Proto: services.TCP}].ExternalBackends = []services.Backend{{Addr: ap("10.42.0.6:8080")}}
-	if err := applyPlan(maps[mapFrontends], maps[mapBackends], makePlan(p.next, tab, a)); err != nil {
+	if err := makePlan(p.Next, tab, a).Apply(maps[mapFrontends], maps[mapBackends], "frontends"); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -3,13 +3,11 @@ package tcnat
 import (
 	"errors"
 	"fmt"
-	"runtime"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -62,30 +60,20 @@ func Supported() error {
 		}
 		progs = append(progs, p)
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
+	err := onThread(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("scratch netns: %w", err)
-			return
+			return fmt.Errorf("scratch netns: %w", err)
 		}
+		return nil
+	}, func() error {
 		// The loopback is index 1 in every namespace.
 		l, err := link.AttachTCX(link.TCXOptions{Interface: 1, Program: progs[0], Attach: ebpf.AttachTCXIngress})
 		if err == nil {
 			l.Close()
 		}
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
+		return err
+	})
+	if err != nil {
 		if errors.Is(err, unix.EINVAL) {
 			err = fmt.Errorf("%w: %w", err, ebpf.ErrNotSupported)
 		}

@@ -58,24 +58,20 @@ package tcnat
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
+	"github.com/outpost-mesh/outpost/netd/internal/bpfpin"
+	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -91,14 +87,14 @@ type Dataplane struct {
 	mu     sync.Mutex
 	closed bool
 	ns     *os.File // the node's network namespace
-	maps   map[string]*ebpf.Map
-	links  map[string]link.Link // by pin name
+	objs   *bpfpin.Objects
+	maps   map[string]*ebpf.Map // objs.Maps
 	// state is what the maps hold, nil when it must be read from them
 	// (after a Sync that failed part way). orphans are backend slots
 	// of no frontend, found when reading them.
 	state   map[feKey]*feState
 	orphans []slotKey
-	ids     *ids
+	ids     *lbplan.IDs
 	// lastOps is how many map entries the last Sync wrote or deleted.
 	lastOps int
 }
@@ -121,20 +117,30 @@ func New(cfg Config) (*Dataplane, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("tcnat config: %w", err)
 	}
-	// Check the file system before making directories on it.
-	dir := cfg.PinDir
-	for {
-		if _, err := os.Stat(dir); err == nil || dir == "/" {
-			break
-		}
-		dir = filepath.Dir(dir)
-	}
-	if ok, err := isBPFFS(dir); err != nil {
+	ns, err := openNetns(cfg.HostNetNS)
+	if err != nil {
 		return nil, err
-	} else if !ok {
-		return nil, fmt.Errorf("pin dir %s: not on a bpffs mount", cfg.PinDir)
 	}
-	path := cfg.HostNetNS
+	if err := bpfpin.MakeDir(cfg.PinDir); err != nil {
+		ns.Close()
+		return nil, err
+	}
+	objs := bpfpin.NewObjects(cfg.PinDir)
+	d := &Dataplane{cfg: cfg, ns: ns, objs: objs, maps: objs.Maps}
+	if err := d.open(); err != nil {
+		// Take back what this call pinned, so that a failed first New
+		// leaves nothing attached while the agent falls back to
+		// nftables; what was adopted stays.
+		objs.Abandon()
+		ns.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// openNetns opens the network namespace at path, "" for the calling
+// thread's.
+func openNetns(path string) (*os.File, error) {
 	if path == "" {
 		path = "/proc/thread-self/ns/net"
 	}
@@ -142,40 +148,13 @@ func New(cfg Config) (*Dataplane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open node netns: %w", err)
 	}
-	if err := os.MkdirAll(cfg.PinDir, 0o700); err != nil {
-		ns.Close()
-		return nil, fmt.Errorf("pin dir: %w", err)
-	}
-	d := &Dataplane{cfg: cfg, ns: ns, maps: map[string]*ebpf.Map{}, links: map[string]link.Link{}}
-	var made []pinner
-	if err := d.open(&made); err != nil {
-		// Take back what this call pinned, so that a failed first New
-		// leaves nothing attached while the agent falls back to
-		// nftables; what was adopted stays.
-		for _, p := range slices.Backward(made) {
-			p.Unpin()
-		}
-		d.closeHandles()
-		if len(made) > 0 {
-			os.Remove(cfg.PinDir) // if empty
-		}
-		return nil, err
-	}
-	return d, nil
+	return ns, nil
 }
 
-// pinner is a map or link pinned by New.
-type pinner interface{ Unpin() error }
-
-func (d *Dataplane) open(made *[]pinner) error {
+func (d *Dataplane) open() error {
 	for name, spec := range mapSpecs(&d.cfg) {
-		m, pinned, err := openMap(filepath.Join(d.cfg.PinDir, name), spec)
-		if err != nil {
-			return fmt.Errorf("map %s: %w", name, err)
-		}
-		d.maps[name] = m
-		if pinned {
-			*made = append(*made, m)
+		if err := d.objs.OpenMap(name, spec); err != nil {
+			return err
 		}
 	}
 	err := inNetns(d.ns, func() error {
@@ -197,10 +176,7 @@ func (d *Dataplane) open(made *[]pinner) error {
 				if err != nil {
 					return fmt.Errorf("interface %s %s: %w", name, dir.name, err)
 				}
-				d.links[pin] = l
-				if pinned {
-					*made = append(*made, l)
-				}
+				d.objs.AddLink(pin, l, pinned)
 			}
 		}
 		return removeStale(d.cfg.PinDir, want)
@@ -217,13 +193,13 @@ func (d *Dataplane) open(made *[]pinner) error {
 // removeStale removes the link pins under dir that are not in want: the
 // links of interfaces taken out of the Config.
 func removeStale(dir string, want map[string]bool) error {
-	ents, err := os.ReadDir(dir)
+	names, err := bpfpin.Names(dir, "link_")
 	if err != nil {
-		return fmt.Errorf("pin dir: %w", err)
+		return err
 	}
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "link_") && !want[e.Name()] {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+	for _, name := range names {
+		if !want[name] {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
 				return fmt.Errorf("remove stale link: %w", err)
 			}
 		}
@@ -234,6 +210,19 @@ func removeStale(dir string, want map[string]bool) error {
 // inNetns runs fn on a thread in the network namespace ns: the tcx
 // links' interface indexes are looked up and resolved there.
 func inNetns(ns *os.File, fn func() error) error {
+	return onThread(func() error {
+		if err := netns.Set(netns.NsHandle(ns.Fd())); err != nil {
+			return fmt.Errorf("enter node netns: %w", err)
+		}
+		return nil
+	}, fn)
+}
+
+// onThread runs fn on a thread of its own that enter moved to another
+// network namespace, then moves the thread back. A thread that enter
+// failed to move, or that cannot go back, stays locked, and Go ends it
+// with its goroutine.
+func onThread(enter, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -243,8 +232,8 @@ func inNetns(ns *os.File, fn func() error) error {
 			return
 		}
 		defer orig.Close()
-		if err := netns.Set(netns.NsHandle(ns.Fd())); err != nil {
-			errc <- fmt.Errorf("enter node netns: %w", err)
+		if err := enter(); err != nil {
+			errc <- err
 			return
 		}
 		err = fn()
@@ -256,31 +245,6 @@ func inNetns(ns *os.File, fn func() error) error {
 		errc <- err
 	}()
 	return <-errc
-}
-
-// openMap loads the map pinned at path, or makes and pins it (pinned
-// true).
-func openMap(path string, spec *ebpf.MapSpec) (m *ebpf.Map, pinned bool, err error) {
-	m, err = ebpf.LoadPinnedMap(path, nil)
-	if err == nil {
-		if err := spec.Compatible(m); err != nil {
-			m.Close()
-			return nil, false, fmt.Errorf("pinned at %s: %w (Remove the dataplane to change its layout or sizes)", path, err)
-		}
-		return m, false, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, false, fmt.Errorf("load pinned: %w", err)
-	}
-	m, err = ebpf.NewMap(spec)
-	if err != nil {
-		return nil, false, fmt.Errorf("create: %w", err)
-	}
-	if err := m.Pin(path); err != nil {
-		m.Close()
-		return nil, false, fmt.Errorf("pin: %w", err)
-	}
-	return m, true, nil
 }
 
 // openLink adopts the link pinned at path if it is still attached to
@@ -303,7 +267,7 @@ func (d *Dataplane) openLink(path string, ifindex int, dir direction) (l link.Li
 				return nil, false, fmt.Errorf("remove dead link: %w", err)
 			}
 		} else {
-			same, err := runs(info, programSpec(dir, d.cfg.MasqueradeMark).Instructions)
+			same, err := bpfpin.Runs(info, programSpec(dir, d.cfg.MasqueradeMark).Instructions)
 			if err == nil && !same {
 				err = d.replace(l, dir)
 			}
@@ -332,34 +296,6 @@ func (d *Dataplane) openLink(path string, ifindex int, dir direction) (l link.Li
 	return l, true, nil
 }
 
-// runs reports whether the link of info runs the program insns.
-func runs(info *link.Info, insns asm.Instructions) (bool, error) {
-	p, err := ebpf.NewProgramFromID(info.Program)
-	if err != nil {
-		return false, fmt.Errorf("link's program: %w", err)
-	}
-	defer p.Close()
-	pinfo, err := p.Info()
-	if err != nil {
-		return false, fmt.Errorf("link's program info: %w", err)
-	}
-	// Marshalling resolves the jumps' offsets, which the tag covers.
-	insns = slices.Clone(insns)
-	if err := insns.Marshal(io.Discard, nativeEndian()); err != nil {
-		return false, fmt.Errorf("marshal program: %w", err)
-	}
-	return insns.HasTag(pinfo.Tag, nativeEndian())
-}
-
-// nativeEndian is the machine's byte order as one of the two values
-// asm's marshalling knows.
-func nativeEndian() binary.ByteOrder {
-	if binary.NativeEndian.Uint16([]byte{1, 0}) == 1 {
-		return binary.LittleEndian
-	}
-	return binary.BigEndian
-}
-
 // replace loads this version's program for dir and swaps it into l in
 // one step: the interface never passes a packet without a program.
 func (d *Dataplane) replace(l link.Link, dir direction) error {
@@ -376,24 +312,12 @@ func (d *Dataplane) replace(l link.Link, dir direction) error {
 
 // readState reads what the frontend and backend maps hold.
 func (d *Dataplane) readState() error {
-	fes := map[feKey]feVal{}
-	var k feKey
-	var v feVal
-	it := d.maps[mapFrontends].Iterate()
-	for it.Next(&k, &v) {
-		fes[k] = v
-	}
-	if err := it.Err(); err != nil {
+	fes, err := bpfpin.Entries[feKey, feVal](d.maps[mapFrontends])
+	if err != nil {
 		return fmt.Errorf("read frontends: %w", err)
 	}
-	slots := map[slotKey]beVal{}
-	var sk slotKey
-	var b beVal
-	it = d.maps[mapBackends].Iterate()
-	for it.Next(&sk, &b) {
-		slots[sk] = b
-	}
-	if err := it.Err(); err != nil {
+	slots, err := bpfpin.Entries[slotKey, beVal](d.maps[mapBackends])
+	if err != nil {
 		return fmt.Errorf("read backends: %w", err)
 	}
 	d.state, d.orphans, d.ids = stateFrom(fes, slots)
@@ -425,80 +349,14 @@ func (d *Dataplane) Sync(ctx context.Context, t services.Table) error {
 		}
 	}
 	p := makePlan(d.state, t, d.ids)
-	p.slotDel = append(p.slotDel, d.orphans...)
-	if err := d.apply(p); err != nil {
+	p.SlotDel = append(p.SlotDel, d.orphans...)
+	if err := p.Apply(d.maps[mapFrontends], d.maps[mapBackends], "frontends"); err != nil {
 		d.state = nil
 		return err
 	}
-	d.state, d.orphans = p.next, nil
-	d.ids.free = append(d.ids.free, p.freed...)
-	d.lastOps = p.ops()
-	return nil
-}
-
-func (d *Dataplane) apply(p *plan) error {
-	return applyPlan(d.maps[mapFrontends], d.maps[mapBackends], p)
-}
-
-// applyPlan carries p out on the frontends and backends maps.
-func applyPlan(fes, backends *ebpf.Map, p *plan) error {
-	if err := put(backends, p.holes); err != nil {
-		return fmt.Errorf("write backends: %w", err)
-	}
-	if err := del(fes, p.feDel); err != nil {
-		return fmt.Errorf("delete frontends: %w", err)
-	}
-	if err := put(fes, p.feShrink); err != nil {
-		return fmt.Errorf("write frontends: %w", err)
-	}
-	if err := del(backends, p.slotDel); err != nil {
-		return fmt.Errorf("delete backends: %w", err)
-	}
-	if err := put(backends, p.slots); err != nil {
-		return fmt.Errorf("write backends: %w", err)
-	}
-	if err := put(fes, p.fes); err != nil {
-		return fmt.Errorf("write frontends: %w", err)
-	}
-	return nil
-}
-
-// put writes b's entries, in one batch where the kernel has batch
-// operations (5.6).
-func put[K, V any](m *ebpf.Map, b batch[K, V]) error {
-	if len(b.keys) == 0 {
-		return nil
-	}
-	_, err := m.BatchUpdate(b.keys, b.vals, nil)
-	if !errors.Is(err, ebpf.ErrNotSupported) {
-		return err
-	}
-	for i := range b.keys {
-		if err := m.Put(b.keys[i], b.vals[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// del deletes keys, in one batch where the kernel can; a key already
-// gone is not an error.
-func del[K any](m *ebpf.Map, keys []K) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	n, err := m.BatchDelete(keys, nil)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, ebpf.ErrNotSupported) && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return err
-	}
-	for _, k := range keys[min(max(n, 0), len(keys)):] {
-		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return err
-		}
-	}
+	d.state, d.orphans = p.Next, nil
+	d.ids.Free = append(d.ids.Free, p.Freed...)
+	d.lastOps = p.Ops()
 	return nil
 }
 
@@ -513,15 +371,7 @@ func (d *Dataplane) Close() error {
 }
 
 func (d *Dataplane) closeHandles() error {
-	var errs []error
-	for name, l := range d.links {
-		errs = append(errs, l.Close())
-		delete(d.links, name)
-	}
-	for name, m := range d.maps {
-		errs = append(errs, m.Close())
-		delete(d.maps, name)
-	}
+	errs := []error{d.objs.Close()}
 	if d.ns != nil {
 		errs = append(errs, d.ns.Close())
 		d.ns = nil
@@ -544,18 +394,7 @@ func (d *Dataplane) Remove(ctx context.Context) error {
 		return ErrClosed
 	}
 	d.closed = true
-	var errs []error
-	// Links first: the programs stop before the maps they read go.
-	for name, l := range d.links {
-		if err := l.Unpin(); err != nil {
-			errs = append(errs, fmt.Errorf("unpin link %s: %w", name, err))
-		}
-	}
-	for name, m := range d.maps {
-		if err := m.Unpin(); err != nil {
-			errs = append(errs, fmt.Errorf("unpin map %s: %w", name, err))
-		}
-	}
+	errs := []error{d.objs.Unpin()}
 	if err := removeNFT(int(d.ns.Fd()), d.cfg.Table); err != nil {
 		errs = append(errs, err)
 	}
@@ -579,40 +418,18 @@ func Uninstall(ctx context.Context, cfg Config) error {
 	}
 	cfg.setDefaults()
 	var errs []error
-	if ok, err := isBPFFS(cfg.PinDir); err == nil && ok {
-		ents, err := os.ReadDir(cfg.PinDir)
-		if err != nil {
-			return fmt.Errorf("pin dir: %w", err)
-		}
-		var names []string
-		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), "link_") {
-				names = append(names, e.Name())
-			}
-		}
+	// Links first, then maps.
+	names, err := bpfpin.Names(cfg.PinDir, "link_")
+	if err == nil {
 		for name := range mapSpecs(&cfg) {
 			names = append(names, name)
 		}
-		for _, name := range names {
-			if err := os.Remove(filepath.Join(cfg.PinDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
-			}
-		}
-		if err := os.Remove(cfg.PinDir); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("pin dir: %w", err))
-		}
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
-	} else if err == nil {
-		errs = append(errs, fmt.Errorf("pin dir %s: not on a bpffs mount", cfg.PinDir))
+		err = bpfpin.RemovePins(cfg.PinDir, names)
 	}
-	path := cfg.HostNetNS
-	if path == "" {
-		path = "/proc/thread-self/ns/net"
-	}
-	ns, err := os.Open(path)
+	errs = append(errs, err)
+	ns, err := openNetns(cfg.HostNetNS)
 	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("open node netns: %w", err))...)
+		return errors.Join(append(errs, err)...)
 	}
 	defer ns.Close()
 	return errors.Join(append(errs, removeNFT(int(ns.Fd()), cfg.Table))...)
@@ -620,23 +437,4 @@ func Uninstall(ctx context.Context, cfg Config) error {
 
 // MountBPFFS mounts a bpffs at path, made if missing, unless one is
 // there already.
-func MountBPFFS(path string) error {
-	if err := os.MkdirAll(path, 0o700); err != nil {
-		return fmt.Errorf("bpffs: %w", err)
-	}
-	if ok, err := isBPFFS(path); err != nil || ok {
-		return err
-	}
-	if err := unix.Mount("bpffs", path, "bpf", 0, "mode=0700"); err != nil {
-		return fmt.Errorf("mount bpffs at %s: %w", path, err)
-	}
-	return nil
-}
-
-func isBPFFS(path string) (bool, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
-		return false, fmt.Errorf("statfs %s: %w", path, err)
-	}
-	return uint32(st.Type) == unix.BPF_FS_MAGIC, nil
-}
+func MountBPFFS(path string) error { return bpfpin.MountBPFFS(path) }

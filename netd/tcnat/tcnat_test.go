@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/outpost-mesh/outpost/internal/netnstest"
+	"github.com/outpost-mesh/outpost/netd/internal/bpftest"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -26,13 +27,13 @@ func TestNodePort(t *testing.T) {
 		return
 	}
 	needKernel(t)
-	l := newLab(t, filepath.Join(bpffs(t), "node"))
+	l := newLab(t, filepath.Join(bpftest.Mount(t), "node"))
 	tcpServer(t, l.pod, "10.1.0.2:8080")
 	tcpServer(t, l.pod, "[fd01::2]:8080")
 	udpServer(t, l.pod, "10.1.0.2:5353")
 	udpServer(t, l.pod, "[fd01::2]:5353")
 	d := open(t, l.config())
-	sync_(t, d, table(
+	bpftest.Sync(t, d, bpftest.Table(
 		nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:8080"),
 		nodePort("[fd00::1]:30080", services.TCP, "[fd01::2]:8080"),
 		nodePort("10.0.0.1:30053", services.UDP, "10.1.0.2:5353"),
@@ -74,14 +75,14 @@ func TestExternalLocal(t *testing.T) {
 		return
 	}
 	needKernel(t)
-	l := newLab(t, filepath.Join(bpffs(t), "node"))
+	l := newLab(t, filepath.Join(bpftest.Mount(t), "node"))
 	tcpServer(t, l.pod, "10.1.0.2:8080")
 	udpServer(t, l.pod, "10.1.0.2:5353")
 	d := open(t, l.config())
 	tcp := nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:8080")
 	udp := nodePort("10.0.0.1:30053", services.UDP, "10.1.0.2:5353")
 	tcp.ExternalLocal, udp.ExternalLocal = true, true
-	sync_(t, d, table(tcp, udp))
+	bpftest.Sync(t, d, bpftest.Table(tcp, udp))
 	if a := ask(t, l.client, "10.0.0.1:30080"); netip.MustParseAddrPort(a.peer).Addr() != netip.MustParseAddr("10.0.0.2") {
 		t.Errorf("TCP: backend saw %s, want the client 10.0.0.2", a.peer)
 	}
@@ -100,13 +101,13 @@ func TestOtherNode(t *testing.T) {
 		return
 	}
 	needKernel(t)
-	l := newLab(t, filepath.Join(bpffs(t), "node"))
+	l := newLab(t, filepath.Join(bpftest.Mount(t), "node"))
 	nodeB := netnstest.NewNS(t, "nodeB", nodeSysctls...)
 	veth(t, l.node, "nodeb", []string{"10.2.0.1/24"}, nodeB, "nodea", []string{"10.2.0.2/24"})
 	tcpServer(t, nodeB, "10.2.0.2:8080")
 	udpServer(t, nodeB, "10.2.0.2:5353")
 	d := open(t, l.config())
-	sync_(t, d, table(
+	bpftest.Sync(t, d, bpftest.Table(
 		nodePort("10.0.0.1:30080", services.TCP, "10.2.0.2:8080"),
 		nodePort("10.0.0.1:30053", services.UDP, "10.2.0.2:5353"),
 	))
@@ -127,11 +128,11 @@ func TestBackendRemoved(t *testing.T) {
 		return
 	}
 	needKernel(t)
-	l := newLab(t, filepath.Join(bpffs(t), "node"))
+	l := newLab(t, filepath.Join(bpftest.Mount(t), "node"))
 	tcpServer(t, l.pod, "10.1.0.2:8080")
 	tcpServer(t, l.pod, "10.1.0.3:8080")
 	d := open(t, l.config())
-	sync_(t, d, table(nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:8080", "10.1.0.3:8080")))
+	bpftest.Sync(t, d, bpftest.Table(nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:8080", "10.1.0.3:8080")))
 	ask(t, l.client, "10.0.0.1:30080") // neighbours resolved
 	a, c, err := dial(t, l.client, "10.0.0.1:30080")
 	if err != nil {
@@ -142,22 +143,22 @@ func TestBackendRemoved(t *testing.T) {
 	if a.backend == kept {
 		kept = "10.1.0.3:8080"
 	}
-	sync_(t, d, table(nodePort("10.0.0.1:30080", services.TCP, kept)))
+	bpftest.Sync(t, d, bpftest.Table(nodePort("10.0.0.1:30080", services.TCP, kept)))
 	for range 20 {
 		if got := ask(t, l.client, "10.0.0.1:30080"); got.backend != kept {
 			t.Fatalf("a new connection went to %s, removed", got.backend)
 		}
 	}
-	echo(t, c)
+	bpftest.Echo(t, c)
 
 	// No backends at all: new connections are dropped, the
 	// established one still works.
-	sync_(t, d, table(nodePort("10.0.0.1:30080", services.TCP)))
+	bpftest.Sync(t, d, bpftest.Table(nodePort("10.0.0.1:30080", services.TCP)))
 	if _, c2, err := dial(t, l.client, "10.0.0.1:30080"); err == nil {
 		c2.Close()
 		t.Error("connected to a NodePort without backends")
 	}
-	echo(t, c)
+	bpftest.Echo(t, c)
 }
 
 // TestAdoptUpgradeRemove: a new Dataplane over the pins of one that was
@@ -170,14 +171,14 @@ func TestAdoptUpgradeRemove(t *testing.T) {
 		return
 	}
 	needKernel(t)
-	l := newLab(t, filepath.Join(bpffs(t), "node"))
+	l := newLab(t, filepath.Join(bpftest.Mount(t), "node"))
 	tcpServer(t, l.pod, "10.1.0.2:8080")
 	cfg := l.config()
 	d, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sync_(t, d, table(nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:8080")))
+	bpftest.Sync(t, d, bpftest.Table(nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:8080")))
 	ask(t, l.client, "10.0.0.1:30080")
 	_, c, err := dial(t, l.client, "10.0.0.1:30080")
 	if err != nil {
@@ -197,7 +198,7 @@ func TestAdoptUpgradeRemove(t *testing.T) {
 	if err := d.Sync(context.Background(), nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Sync after Close = %v, want ErrClosed", err)
 	}
-	echo(t, c) // the routing outlives the dataplane
+	bpftest.Echo(t, c) // the routing outlives the dataplane
 
 	d2, err := New(cfg)
 	if err != nil {
@@ -209,11 +210,11 @@ func TestAdoptUpgradeRemove(t *testing.T) {
 	if len(d2.state) != 1 {
 		t.Errorf("adopted state has %d frontends, want 1", len(d2.state))
 	}
-	sync_(t, d2, table(nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:8080")))
+	bpftest.Sync(t, d2, bpftest.Table(nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:8080")))
 	if d2.lastOps != 0 {
 		t.Errorf("Sync of the same table after adoption made %d changes, want 0", d2.lastOps)
 	}
-	echo(t, c)
+	bpftest.Echo(t, c)
 	d2.Close()
 
 	progVersion++
@@ -223,7 +224,7 @@ func TestAdoptUpgradeRemove(t *testing.T) {
 	if len(after["ingress"]) != 1 || len(after["egress"]) != 1 || equalIDs(after, before) {
 		t.Errorf("after upgrade attached %v, want one new program per direction (was %v)", after, before)
 	}
-	echo(t, c)
+	bpftest.Echo(t, c)
 	if a := ask(t, l.client, "10.0.0.1:30080"); a.backend != "10.1.0.2:8080" {
 		t.Errorf("after upgrade: answer %+v", a)
 	}
@@ -285,14 +286,14 @@ func TestTwoNodes(t *testing.T) {
 		return
 	}
 	needKernel(t)
-	fs := bpffs(t)
+	fs := bpftest.Mount(t)
 	var labs []*lab
 	for i, port := range []string{"8080", "8081"} {
 		l := newLab(t, filepath.Join(fs, "node"+port))
 		tcpServer(t, l.pod, "10.1.0.2:"+port)
 		udpServer(t, l.pod, "10.1.0.2:"+port)
 		d := open(t, l.config())
-		sync_(t, d, table(
+		bpftest.Sync(t, d, bpftest.Table(
 			nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:"+port),
 			nodePort("10.0.0.1:30080", services.UDP, "10.1.0.2:"+port),
 		))
@@ -353,10 +354,10 @@ func TestSameLAN(t *testing.T) {
 	tcpServer(t, nodeB, "10.0.0.3:8080")
 	udpServer(t, nodeB, "10.0.0.3:5353")
 	cfg := DefaultConfig()
-	cfg.PinDir = filepath.Join(bpffs(t), "nodeA")
+	cfg.PinDir = filepath.Join(bpftest.Mount(t), "nodeA")
 	cfg.HostNetNS, cfg.Interfaces = nodeA, []string{"lan0"}
 	d := open(t, cfg)
-	sync_(t, d, table(
+	bpftest.Sync(t, d, bpftest.Table(
 		nodePort("10.0.0.1:30080", services.TCP, "10.0.0.3:8080"),
 		nodePort("10.0.0.1:30053", services.UDP, "10.0.0.3:5353"),
 	))
@@ -391,7 +392,7 @@ func TestInterfaces(t *testing.T) {
 	mkVeth("lan0")
 	mkVeth("lan1")
 	cfg := DefaultConfig()
-	cfg.PinDir = filepath.Join(bpffs(t), "node")
+	cfg.PinDir = filepath.Join(bpftest.Mount(t), "node")
 	cfg.HostNetNS = node
 	count := func(name string) int {
 		n := 0
@@ -477,12 +478,12 @@ func TestTooLarge(t *testing.T) {
 		return
 	}
 	needKernel(t)
-	l := newLab(t, filepath.Join(bpffs(t), "node"))
+	l := newLab(t, filepath.Join(bpftest.Mount(t), "node"))
 	tcpServer(t, l.pod, "10.1.0.2:8080")
 	d := open(t, l.config())
-	small := table(nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:8080"))
-	sync_(t, d, small)
-	big := bigTable(services.MaxFrontends + 1)
+	small := bpftest.Table(nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:8080"))
+	bpftest.Sync(t, d, small)
+	big := bpftest.BigTable(services.MaxFrontends+1, services.NodePort)
 	if err := d.Sync(context.Background(), big); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Sync of %d frontends = %v, want ErrTooLarge", len(big), err)
 	}

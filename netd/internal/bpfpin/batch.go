@@ -1,0 +1,77 @@
+package bpfpin
+
+import (
+	"errors"
+
+	"github.com/cilium/ebpf"
+)
+
+// Batch is map entries to write in one batch.
+type Batch[K, V any] struct {
+	Keys []K
+	Vals []V
+}
+
+// Add appends the entry k, v.
+func (b *Batch[K, V]) Add(k K, v V) {
+	b.Keys = append(b.Keys, k)
+	b.Vals = append(b.Vals, v)
+}
+
+// Len returns how many entries b holds.
+func (b *Batch[K, V]) Len() int { return len(b.Keys) }
+
+// Put writes b's entries to m, in one batch where the kernel has batch
+// operations (5.6), else one at a time.
+func Put[K, V any](m *ebpf.Map, b Batch[K, V]) error {
+	if len(b.Keys) == 0 {
+		return nil
+	}
+	_, err := m.BatchUpdate(b.Keys, b.Vals, nil)
+	if !errors.Is(err, ebpf.ErrNotSupported) {
+		return err
+	}
+	for i := range b.Keys {
+		if err := m.Put(b.Keys[i], b.Vals[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Delete deletes keys from m, in one batch where the kernel can; a key
+// already gone is not an error.
+func Delete[K any](m *ebpf.Map, keys []K) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	n, err := m.BatchDelete(keys, nil)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, ebpf.ErrNotSupported) && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	// One at a time from where the batch stopped.
+	for _, k := range keys[min(max(n, 0), len(keys)):] {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Entries reads every entry of m. The caller owns the returned map.
+func Entries[K comparable, V any](m *ebpf.Map) (map[K]V, error) {
+	out := map[K]V{}
+	var k K
+	var v V
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		out[k] = v
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
