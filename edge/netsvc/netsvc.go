@@ -313,11 +313,11 @@ func (s *Services) dataplanes(podCIDR netip.Prefix) ([]services.Dataplane, func(
 	switch {
 	case mode == RoutingEBPF:
 		s.log.Info("services routed with eBPF socket load-balancing", "outside", outside, "pin_dir", s.cfg.PinDir, "cgroup", s.cfg.Cgroup)
-		how := "tc programs"
+		how := "eBPF tc programs"
 		if outside != "tc" {
 			how = "nftables rules"
 		}
-		s.cfg.Event(corev1.EventTypeNormal, "ServiceRouting", "Services are routed with eBPF socket load-balancing, NodePorts and external IPs reached from outside with eBPF "+how)
+		s.cfg.Event(corev1.EventTypeNormal, "ServiceRouting", "Services are routed with eBPF socket load-balancing, NodePorts and external IPs reached from outside with "+how)
 	case why != nil:
 		s.log.Warn("services routed with nftables: eBPF socket load-balancing is not available", "err", why)
 		s.cfg.Event(corev1.EventTypeWarning, "ServiceRoutingFallback", fmt.Sprintf("Services are routed with nftables rules: eBPF socket load-balancing is not available: %v", why))

@@ -173,6 +173,11 @@ func TestServicesRun(t *testing.T) {
 			if !strings.Contains(ev.String(), "ServiceRouting:") {
 				t.Errorf("events %q, want one saying how Services are routed", ev)
 			}
+			// The node's only address is the bridge's: no LAN interface
+			// for tc programs, so nftables rules take traffic from outside.
+			if mode == RoutingEBPF && !strings.Contains(ev.String(), "reached from outside with nftables rules") {
+				t.Errorf("events %q, want one saying nftables rules take NodePorts from outside", ev)
+			}
 
 			// The Service's name, at the cluster DNS address over UDP.
 			var ans string
