@@ -179,6 +179,7 @@ func startServicesNode(t *testing.T, mode, name string) *svcNode {
 		t.Errorf("%d tc links pinned under %s-tc in %s mode", got, s.pinDir(), mode)
 	}
 	s.pins.add(tc)
+	slices.Sort(s.pins.links)
 	s.f.logf("pinned under %s: links %v, programs %v, maps %v", s.pinDir(), s.pins.links, s.pins.progs, s.pins.maps)
 	s.k = newKubectl(t, "1.33")
 	s.k.kubeconfig = filepath.Join(s.h.dataDir, "admin.kubeconfig")
@@ -480,6 +481,8 @@ func (s *svcNode) testAgentRestart(t *testing.T) {
 		// new ones: routing had no gap.
 		var now bpfPins
 		now.read(t, s.pinDir())
+		now.read(t, s.pinDir()+"-tc")
+		slices.Sort(now.links)
 		if !slices.Equal(now.links, s.pins.links) {
 			t.Errorf("eBPF links after the restart %v, want those before %v, adopted", now.links, s.pins.links)
 			s.pins.add(&now)
