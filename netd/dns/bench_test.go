@@ -10,37 +10,10 @@ import (
 	"time"
 
 	miekg "github.com/miekg/dns"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// bigCluster returns n Services in 100 namespaces, one in ten headless,
-// each with a slice of three ready endpoints and two named ports.
-func bigCluster(n int) ([]*corev1.Service, []*discoveryv1.EndpointSlice) {
-	svcs := make([]*corev1.Service, 0, n)
-	slices := make([]*discoveryv1.EndpointSlice, 0, n)
-	tcp := corev1.ProtocolTCP
-	ports := []port{{"http", 80, tcp}, {"metrics", 9090, tcp}}
-	for i := range n {
-		ns := fmt.Sprintf("ns-%d", i%100)
-		name := fmt.Sprintf("svc-%d", i)
-		if i%10 == 0 {
-			svcs = append(svcs, headless(ns, name, ports...))
-		} else {
-			svcs = append(svcs, service(ns, name, []string{fmt.Sprintf("10.43.%d.%d", i/256, i%256)}, ports...))
-		}
-		var eps []endpoint
-		for j := range 3 {
-			k := 3*i + j
-			eps = append(eps, endpoint{addr: fmt.Sprintf("10.42.%d.%d", k/256%256, k%256)})
-		}
-		slices = append(slices, slice(ns, name, name+"-a", discoveryv1.AddressTypeIPv4, ports, eps...))
-	}
-	return svcs, slices
-}
-
 func BenchmarkNewZone10k(b *testing.B) {
-	svcs, slices := bigCluster(10_000)
+	svcs, slices := agentCluster(10_000, 3)
 	b.ReportAllocs()
 	var z *Zone
 	for b.Loop() {
@@ -50,7 +23,7 @@ func BenchmarkNewZone10k(b *testing.B) {
 }
 
 func TestNewZoneBig(t *testing.T) {
-	svcs, slices := bigCluster(10_000)
+	svcs, slices := agentCluster(10_000, 3)
 	z := newZone("cluster.local", svcs, slices)
 	for _, name := range []string{"svc-1.ns-1.svc.cluster.local.", "svc-10.ns-10.svc.cluster.local.", "_http._tcp.svc-10.ns-10.svc.cluster.local."} {
 		r, ok := z.lookup(name)
@@ -63,7 +36,7 @@ func TestNewZoneBig(t *testing.T) {
 // BenchmarkAnswer is the handler alone: decode, look up, encode.
 func BenchmarkAnswer(b *testing.B) {
 	s := testServer(b, nil)
-	svcs, slices := bigCluster(10_000)
+	svcs, slices := agentCluster(10_000, 3)
 	s.SetZone(newZone("cluster.local", svcs, slices))
 	req := new(miekg.Msg)
 	req.SetQuestion("svc-1234.ns-34.svc.cluster.local.", miekg.TypeA)
@@ -93,7 +66,7 @@ func BenchmarkServeUDP(b *testing.B) {
 		b.Fatal(err)
 	}
 	s := testServer(b, func(c *Config) { c.PacketConn, c.Listener = pc, ln })
-	svcs, slices := bigCluster(10_000)
+	svcs, slices := agentCluster(10_000, 3)
 	s.SetZone(newZone("cluster.local", svcs, slices))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -143,7 +116,7 @@ func BenchmarkServeUDP(b *testing.B) {
 // BenchmarkLookup is the zone's share of an answer, for the compact zone
 // and the map-of-names zone it replaced: find a name, make its records.
 func BenchmarkLookup(b *testing.B) {
-	svcs, slices := bigCluster(10_000)
+	svcs, slices := agentCluster(10_000, 3)
 	names := []string{
 		"svc-1234.ns-34.svc.cluster.local.",
 		"10-42-14-210.svc-1234.ns-34.svc.cluster.local.",
