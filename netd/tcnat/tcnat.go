@@ -267,7 +267,13 @@ func (d *Dataplane) openLink(path string, ifindex int, dir direction) (l link.Li
 				return nil, false, fmt.Errorf("remove dead link: %w", err)
 			}
 		} else {
-			same, err := bpfpin.Runs(info, programSpec(dir, d.cfg.MasqueradeMark).Instructions)
+			// A program's tag leaves out which maps it reads: a link may
+			// run this version's program on maps no longer pinned, after
+			// a New that failed part way, say.
+			same, err := bpfpin.UsesOnly(info, d.maps)
+			if err == nil && same {
+				same, err = bpfpin.Runs(info, programSpec(dir, d.cfg.MasqueradeMark).Instructions)
+			}
 			if err == nil && !same {
 				err = d.replace(l, dir)
 			}

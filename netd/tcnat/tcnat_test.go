@@ -497,3 +497,46 @@ func TestTooLarge(t *testing.T) {
 		t.Errorf("after the refused Sync: answer %+v", a)
 	}
 }
+
+// TestNewMapsReplacePrograms: a node whose maps are gone from the pins
+// (a New that failed part way, say) gets its maps anew, and programs that
+// read them: the pinned links' programs, which read the old maps, are
+// replaced though their tags are this version's.
+func TestNewMapsReplacePrograms(t *testing.T) {
+	if !netnstest.Enter(t) {
+		return
+	}
+	needKernel(t)
+	l := newLab(t, filepath.Join(bpftest.Mount(t), "node"))
+	tcpServer(t, l.pod, "10.1.0.2:8080")
+	cfg := l.config()
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bpftest.Sync(t, d, bpftest.Table(nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:8080")))
+	before := attached(t, l.node, "lan0")
+	for name, m := range d.maps {
+		if err := m.Unpin(); err != nil {
+			t.Fatalf("unpin %s: %v", name, err)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d2, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := d2.Remove(context.Background()); err != nil {
+			t.Errorf("remove: %v", err)
+		}
+	})
+	after := attached(t, l.node, "lan0")
+	if len(after["ingress"]) != 1 || len(after["egress"]) != 1 || equalIDs(after, before) {
+		t.Errorf("attached %v after the maps were made anew, want one new program per direction (before %v)", after, before)
+	}
+	bpftest.Sync(t, d2, bpftest.Table(nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:8080")))
+	ask(t, l.client, "10.0.0.1:30080")
+}
