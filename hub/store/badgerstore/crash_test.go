@@ -129,7 +129,9 @@ func TestCrashRecovery(t *testing.T) {
 			t.Fatalf("round %d: revision %d after reopen, acknowledged up to %d, previous round ended at %d", round, cur, maxRev, lastRev)
 		}
 		// A watcher resumes from before the crash and sees every later write.
-		from := max(lastRev, cur-50)
+		// From 1 at least: a watch from 0 starts at the current revision,
+		// and would wait out its minute for writes that came before it.
+		from := max(lastRev, cur-50, 1)
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
 		ch, err := s.Watch(wctx, "/crash/", from)
 		if err != nil {
