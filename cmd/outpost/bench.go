@@ -2,8 +2,11 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/outpost-mesh/outpost/bench/report"
 )
 
 // newBenchCmd returns `outpost bench`, the parent of the benchmark commands.
@@ -29,4 +32,18 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(newBenchStreamsCmd())     // bench_streams.go: outpost bench streams
 	cmd.AddCommand(newBenchServicesCmd())    // bench_services.go: outpost bench services
 	return cmd
+}
+
+// writeReport prints rep's tables on the command's output, writes rep as
+// JSON to out, and says where.
+func writeReport(cmd *cobra.Command, rep interface{ Render(io.Writer) error }, out string) error {
+	fmt.Fprintln(cmd.OutOrStdout())
+	if err := rep.Render(cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	if err := report.WriteJSON(out, rep); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "\nresults written to %s\n", out)
+	return nil
 }

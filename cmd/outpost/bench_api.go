@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outpost-mesh/outpost/bench/apibench"
-	"github.com/outpost-mesh/outpost/bench/report"
 )
 
 // newBenchAPICmd returns `outpost bench api`, which measures the hub's
@@ -62,15 +61,7 @@ seconds, with rough numbers.
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout())
-			if err := rep.Render(cmd.OutOrStdout()); err != nil {
-				return err
-			}
-			if err := report.WriteJSON(out, rep); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "\nresults written to %s\n", out)
-			return nil
+			return writeReport(cmd, rep, out)
 		},
 	}
 	cmd.AddCommand(newBenchAPIMemoryCmd()) // bench_api_memory.go: outpost bench api memory

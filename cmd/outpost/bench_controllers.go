@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outpost-mesh/outpost/bench/fleetbench"
-	"github.com/outpost-mesh/outpost/bench/report"
 )
 
 // newBenchControllersCmd returns `outpost bench controllers`, which
@@ -55,15 +54,7 @@ The results are printed as a table next to the targets (for 1,000 nodes and
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout())
-			if err := rep.Render(cmd.OutOrStdout()); err != nil {
-				return err
-			}
-			if err := report.WriteJSON(out, rep); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "\nresults written to %s\n", out)
-			return nil
+			return writeReport(cmd, rep, out)
 		},
 	}
 	f := cmd.Flags()

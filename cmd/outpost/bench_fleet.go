@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outpost-mesh/outpost/bench/fleetbench"
-	"github.com/outpost-mesh/outpost/bench/report"
 )
 
 // newBenchFleetCmd returns `outpost bench fleet`, which measures a hub it
@@ -65,15 +64,7 @@ run takes three to four minutes on two CPUs; --quick (50 nodes of 2 pods, a
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout())
-			if err := rep.Render(cmd.OutOrStdout()); err != nil {
-				return err
-			}
-			if err := report.WriteJSON(out, rep); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "\nresults written to %s\n", out)
-			return nil
+			return writeReport(cmd, rep, out)
 		},
 	}
 	f := cmd.Flags()

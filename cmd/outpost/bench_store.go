@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/outpost-mesh/outpost/bench/report"
 	"github.com/outpost-mesh/outpost/bench/storebench"
 )
 
@@ -58,15 +57,7 @@ four minutes; --quick about one, with rough numbers.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout())
-			if err := rep.Render(cmd.OutOrStdout()); err != nil {
-				return err
-			}
-			if err := report.WriteJSON(out, rep); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "\nresults written to %s\n", out)
-			return nil
+			return writeReport(cmd, rep, out)
 		},
 	}
 	flags.register(cmd.Flags())

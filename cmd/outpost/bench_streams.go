@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/outpost-mesh/outpost/bench/report"
 	"github.com/outpost-mesh/outpost/bench/streamsbench"
 )
 
@@ -83,15 +82,7 @@ takes about half a minute on two CPUs; --quick about 15 seconds.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout())
-			if err := rep.Render(cmd.OutOrStdout()); err != nil {
-				return err
-			}
-			if err := report.WriteJSON(out, rep); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "\nresults written to %s\n", out)
-			return nil
+			return writeReport(cmd, rep, out)
 		},
 	}
 	f := cmd.Flags()
