@@ -472,24 +472,6 @@ func (b *builder) frontAddr(s *service, what, str string) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// wantsTopology reports whether svc asks for topology aware routing: by
-// spec.trafficDistribution, else by its topology annotation (the
-// deprecated one first, as kube-proxy reads them).
-func wantsTopology(svc *corev1.Service) bool {
-	if td := svc.Spec.TrafficDistribution; td != nil {
-		switch *td {
-		case corev1.ServiceTrafficDistributionPreferClose, corev1.ServiceTrafficDistributionPreferSameZone,
-			corev1.ServiceTrafficDistributionPreferSameNode:
-			return true
-		}
-	}
-	v, ok := svc.Annotations[corev1.DeprecatedAnnotationTopologyAwareHints]
-	if !ok {
-		v = svc.Annotations[corev1.AnnotationTopologyMode]
-	}
-	return v == "Auto" || v == "auto"
-}
-
 func parseProto(p corev1.Protocol) (Proto, bool) {
 	switch p {
 	case corev1.ProtocolTCP, "": // "" is what the API defaults to TCP

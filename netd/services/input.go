@@ -128,6 +128,24 @@ func FromService(s *corev1.Service) *Service {
 	return out
 }
 
+// wantsTopology reports whether svc asks for topology aware routing: by
+// spec.trafficDistribution, else by its topology annotation (the
+// deprecated one first, as kube-proxy reads them).
+func wantsTopology(svc *corev1.Service) bool {
+	if td := svc.Spec.TrafficDistribution; td != nil {
+		switch *td {
+		case corev1.ServiceTrafficDistributionPreferClose, corev1.ServiceTrafficDistributionPreferSameZone,
+			corev1.ServiceTrafficDistributionPreferSameNode:
+			return true
+		}
+	}
+	v, ok := svc.Annotations[corev1.DeprecatedAnnotationTopologyAwareHints]
+	if !ok {
+		v = svc.Annotations[corev1.AnnotationTopologyMode]
+	}
+	return v == "Auto" || v == "auto"
+}
+
 // FromSlice returns what routing and DNS read of e; nil for nil. Node
 // names, port names and protocols are interned; e is not kept.
 func FromSlice(e *discoveryv1.EndpointSlice) *Slice {
