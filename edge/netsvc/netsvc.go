@@ -397,8 +397,9 @@ func (s *Services) openTC() (*tcnat.Dataplane, error) {
 // uninstallTC takes away the tc programs of an earlier run where this
 // one translates with nftables, so that stale maps translate nothing.
 func (s *Services) uninstallTC() {
-	if err := tcnat.Uninstall(context.Background(), s.tcConfig()); err != nil {
-		s.log.Warn("tc programs of an earlier run not removed", "pin_dir", s.tcConfig().PinDir, "err", err)
+	cfg := s.tcConfig()
+	if err := tcnat.Uninstall(context.Background(), cfg); err != nil {
+		s.log.Warn("tc programs of an earlier run not removed", "pin_dir", cfg.PinDir, "err", err)
 	}
 }
 
