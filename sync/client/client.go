@@ -394,7 +394,7 @@ func (c *Client) hello(ctx context.Context, conn *quic.Conn) (*stream.Stream, se
 	if err != nil {
 		return nil, session.Resume{}, fmt.Errorf("open session stream: %w", err)
 	}
-	st := stream.New(qs)
+	st := stream.NewLean(qs)
 	// A hub that stops answering after the handshake would otherwise hold
 	// the wait for the Welcome until the idle timeout, however long after
 	// ctx.
@@ -528,7 +528,7 @@ func (c *Client) statusLoop(ctx context.Context, conn *quic.Conn) error {
 			if err != nil {
 				return fmt.Errorf("open status stream: %w", err)
 			}
-			st = stream.New(qs)
+			st = stream.NewLean(qs)
 		}
 		if err := st.Write(&wire.StatusPush{Items: items}); err != nil {
 			return fmt.Errorf("push status: %w", err)
@@ -587,7 +587,7 @@ func (c *Client) tunnels(ctx context.Context, conn *quic.Conn) error {
 }
 
 func (c *Client) serveTunnel(ctx context.Context, qs *quic.Stream) {
-	st := stream.New(qs)
+	st := stream.NewLean(qs)
 	m, err := st.Read()
 	if err != nil {
 		st.Abort(wire.CodeBadRequest)
@@ -668,7 +668,7 @@ func (c *Client) renew(ctx context.Context, conn *quic.Conn) (*x509.Certificate,
 	if err != nil {
 		return nil, fmt.Errorf("open renew stream: %w", err)
 	}
-	st := stream.New(qs)
+	st := stream.NewLean(qs)
 	defer st.CancelRead(0)
 	stop := st.AbortWhenDone(ctx)
 	defer stop()

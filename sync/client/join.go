@@ -66,7 +66,7 @@ func Join(ctx context.Context, cfg JoinConfig) (cert, ca []byte, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("join stream: %w", err)
 	}
-	st := stream.New(qs)
+	st := stream.NewLean(qs)
 	defer st.CancelRead(0)
 	stop := st.AbortWhenDone(ctx)
 	defer stop()

@@ -42,7 +42,7 @@ func (c *Client) usageLoop(ctx context.Context, conn *quic.Conn) error {
 						}
 						return fmt.Errorf("open usage stream: %w", err)
 					}
-					st = stream.New(qs)
+					st = stream.NewLean(qs)
 				}
 				if err := st.Write(u); err != nil {
 					return fmt.Errorf("send usage: %w", err)

@@ -30,6 +30,14 @@ func New(qs *quic.Stream) *Stream {
 	return &Stream{qs: qs, r: wire.NewReader(qs, 0), w: wire.NewWriter(qs)}
 }
 
+// NewLean wraps qs as New does, writing frames with wire's lean
+// compression (wire.Writer.SetLean): a node's streams.
+func NewLean(qs *quic.Stream) *Stream {
+	s := New(qs)
+	s.w.SetLean()
+	return s
+}
+
 // Read reads the next frame; io.EOF at the clean end of the peer's side.
 func (s *Stream) Read() (wire.Message, error) { return s.r.Read() }
 

@@ -47,24 +47,48 @@ func (e *FrameTooLargeError) Is(target error) bool { return target == ErrFrameTo
 
 // Shared zstd coders: EncodeAll and DecodeAll are safe for concurrent use,
 // and one of each for the process keeps a hub with thousands of sessions
-// from holding thousands of coder windows.
+// from holding thousands of coder windows. Each is made on first use.
 var (
-	zstdOnce sync.Once
-	zstdEnc  *zstd.Encoder
-	zstdDec  *zstd.Decoder
+	decOnce sync.Once
+	zstdDec *zstd.Decoder
+	// encoders[0] is the hub's: zstd's default level, two at once, a
+	// 1 MiB window, 3.8 MB of memory, for the large views it sends to many
+	// nodes. encoders[1] is a node's (Writer.SetLean): the fastest level,
+	// one at once, a 256 KiB window, 0.7 MB, for statuses and events.
+	encoders [2]struct {
+		once sync.Once
+		enc  *zstd.Encoder
+	}
 )
 
-func coders() (*zstd.Encoder, *zstd.Decoder) {
-	zstdOnce.Do(func() {
+func encoder(lean bool) *zstd.Encoder {
+	i, opts := 0, []zstd.EOption{
+		zstd.WithEncoderLevel(zstd.SpeedDefault),
+		zstd.WithEncoderConcurrency(2),
+		zstd.WithWindowSize(1 << 20),
+		zstd.WithLowerEncoderMem(true),
+	}
+	if lean {
+		i, opts = 1, []zstd.EOption{
+			zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithEncoderConcurrency(1),
+			zstd.WithWindowSize(256 << 10),
+			zstd.WithLowerEncoderMem(true),
+		}
+	}
+	e := &encoders[i]
+	e.once.Do(func() {
 		var err error
-		zstdEnc, err = zstd.NewWriter(nil,
-			zstd.WithEncoderLevel(zstd.SpeedDefault),
-			zstd.WithEncoderConcurrency(2),
-			zstd.WithWindowSize(1<<20),
-			zstd.WithLowerEncoderMem(true))
-		if err != nil {
+		if e.enc, err = zstd.NewWriter(nil, opts...); err != nil {
 			panic(fmt.Sprintf("wire: zstd encoder: %v", err)) // static options
 		}
+	})
+	return e.enc
+}
+
+func decoder() *zstd.Decoder {
+	decOnce.Do(func() {
+		var err error
 		zstdDec, err = zstd.NewReader(nil,
 			zstd.WithDecoderConcurrency(2),
 			zstd.WithDecoderLowmem(true),
@@ -74,7 +98,7 @@ func coders() (*zstd.Encoder, *zstd.Decoder) {
 			panic(fmt.Sprintf("wire: zstd decoder: %v", err))
 		}
 	})
-	return zstdEnc, zstdDec
+	return zstdDec
 }
 
 // Writer writes frames to a stream. It is not safe for concurrent use.
@@ -82,6 +106,7 @@ type Writer struct {
 	w        io.Writer
 	max      int
 	compress bool
+	lean     bool
 	buf      []byte
 	n        int64
 }
@@ -94,6 +119,11 @@ func NewWriter(w io.Writer) *Writer {
 
 // SetCompression turns compression on or off.
 func (w *Writer) SetCompression(on bool) { w.compress = on }
+
+// SetLean makes w compress with the process's lean encoder, which takes
+// a fifth of the memory of the default one and compresses statuses and
+// events a little less: for a node, whose agent must stay small.
+func (w *Writer) SetLean() { w.lean = true }
 
 // BytesWritten returns the bytes of frames written so far.
 func (w *Writer) BytesWritten() int64 { return w.n }
@@ -108,8 +138,7 @@ func (w *Writer) Write(m Message) error {
 		return &FrameTooLargeError{Size: uint64(len(body)), Limit: w.max}
 	}
 	if w.compress && len(body) >= CompressMin {
-		enc, _ := coders()
-		z := enc.EncodeAll(body, nil)
+		z := encoder(w.lean).EncodeAll(body, nil)
 		if len(z) < len(body)-len(body)/8 { // only where it pays
 			body, flags = z, flagZstd
 		}
@@ -188,8 +217,7 @@ func (r *Reader) Read() (Message, error) {
 		return nil, fmt.Errorf("%w: unknown frame flags %#x", ErrMalformed, flags)
 	}
 	if flags&flagZstd != 0 {
-		_, dec := coders()
-		plain, err := dec.DecodeAll(body, nil)
+		plain, err := decoder().DecodeAll(body, nil)
 		if err != nil {
 			if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
 				return nil, &FrameTooLargeError{Size: uint64(len(plain)), Limit: r.max}

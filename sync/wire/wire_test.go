@@ -87,27 +87,32 @@ func TestCompression(t *testing.T) {
 	m := &Batch{Changes: changes, Revision: 50}
 	plain := len(Marshal(m))
 
-	var buf bytes.Buffer
-	w := NewWriter(&buf)
-	if err := w.Write(m); err != nil {
-		t.Fatal(err)
-	}
-	if got := buf.Len(); got > plain/10 {
-		t.Errorf("compressed frame is %d bytes of %d plain, want under a tenth", got, plain)
-	}
-	got, err := NewReader(&buf, 0).Read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, m) {
-		t.Error("compressed batch did not round-trip")
-	}
+	for _, lean := range []bool{false, true} {
+		var buf bytes.Buffer
+		w := NewWriter(&buf)
+		if lean {
+			w.SetLean()
+		}
+		if err := w.Write(m); err != nil {
+			t.Fatal(err)
+		}
+		if got := buf.Len(); got > plain/10 {
+			t.Errorf("lean %v: compressed frame is %d bytes of %d plain, want under a tenth", lean, got, plain)
+		}
+		got, err := NewReader(&buf, 0).Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, m) {
+			t.Errorf("lean %v: compressed batch did not round-trip", lean)
+		}
 
-	// Small messages are not compressed: the flag byte stays 0.
-	buf.Reset()
-	w.Write(&Ack{Revision: 5})
-	if b := buf.Bytes(); b[2] != 0 {
-		t.Errorf("Ack frame flags = %#x, want 0", b[2])
+		// Small messages are not compressed: the flag byte stays 0.
+		buf.Reset()
+		w.Write(&Ack{Revision: 5})
+		if b := buf.Bytes(); b[2] != 0 {
+			t.Errorf("lean %v: Ack frame flags = %#x, want 0", lean, b[2])
+		}
 	}
 }
 
