@@ -335,10 +335,15 @@ func (s *Store) Inventory() ([]wire.InventoryEntry, error) {
 }
 
 // scanObjects calls fn with every object under prefix, in key order; raw
-// is valid only during the call.
+// is valid only during the call. Values are not prefetched: prefetching
+// copies each, where Item.Value hands out the bytes in the memtable or
+// the mapped table (or reads the value log), and a scan of the 20,000
+// Services and EndpointSlices of a large cluster, which the service
+// proxy makes at every rebuild, would otherwise allocate all their bytes
+// again each time.
 func (s *Store) scanObjects(prefix []byte, fn func(k wire.Key, rev int64, raw []byte)) error {
 	return s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 16})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
