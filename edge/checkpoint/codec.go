@@ -158,15 +158,37 @@ func appendKeyParts(b []byte, k wire.Key) []byte {
 // splitKeyParts parses what appendKeyParts appends; on failure it returns
 // why.
 func splitKeyParts(b []byte) (wire.Key, string) {
-	parts := bytes.Split(b, []byte{0})
-	if len(parts) != 3 {
-		return wire.Key{}, fmt.Sprintf("key has %d parts, want 3", len(parts))
+	if n := bytes.Count(b, []byte{0}); n != 2 {
+		return wire.Key{}, fmt.Sprintf("key has %d parts, want 3", n+1)
 	}
-	k := wire.Key{Resource: string(parts[0]), Namespace: string(parts[1]), Name: string(parts[2])}
+	i := bytes.IndexByte(b, 0)
+	j := i + 1 + bytes.IndexByte(b[i+1:], 0)
+	k := wire.Key{Resource: resourceName(b[:i]), Namespace: string(b[i+1 : j]), Name: string(b[j+1:])}
 	if err := k.Validate(); err != nil {
 		return wire.Key{}, err.Error()
 	}
 	return k, ""
+}
+
+// resourceName returns b as a string, the constant for the resources the
+// hub sends: a scan of the view parses every key, and need not allocate
+// the same few names each time.
+func resourceName(b []byte) string {
+	switch string(b) { // compiled without a copy
+	case wire.ResourcePods:
+		return wire.ResourcePods
+	case wire.ResourceServices:
+		return wire.ResourceServices
+	case wire.ResourceEndpointSlices:
+		return wire.ResourceEndpointSlices
+	case wire.ResourceConfigMaps:
+		return wire.ResourceConfigMaps
+	case wire.ResourceSecrets:
+		return wire.ResourceSecrets
+	case wire.ResourceNodes:
+		return wire.ResourceNodes
+	}
+	return string(b)
 }
 
 // objectKey returns the badger key of the object k (valid by validKey).
