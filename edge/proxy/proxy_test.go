@@ -331,4 +331,11 @@ func TestMinSync(t *testing.T) {
 	if s := kept; s.Name != "web" || len(s.Ports) != 1 {
 		t.Errorf("the kept Service %+v, want web with its port", s)
 	}
+	// What the view no longer holds leaves the cache.
+	v.Set(t, service("web", "10.43.0.20"))
+	now = now.Add(2 * time.Second)
+	p.step(t.Context())
+	if len(p.objs.slices) != 0 || len(p.objs.svcs) != 1 || p.objs.svcs[webKey] == nil {
+		t.Errorf("after the slice's removal the cache holds %d slices and %d Services, want none and web", len(p.objs.slices), len(p.objs.svcs))
+	}
 }
