@@ -10,6 +10,8 @@ import (
 	"time"
 
 	miekg "github.com/miekg/dns"
+
+	"github.com/outpost-mesh/outpost/netd/services"
 )
 
 func BenchmarkNewZone10k(b *testing.B) {
@@ -20,6 +22,28 @@ func BenchmarkNewZone10k(b *testing.B) {
 		z = newZone("cluster.local", svcs, slices)
 	}
 	b.ReportMetric(float64(z.Len()), "names")
+}
+
+// BenchmarkRebuildZone10k rebuilds the zone of BenchmarkNewZone10k from
+// objects already decoded, as a node does at each change: afresh, and
+// sized after the zone it replaces.
+func BenchmarkRebuildZone10k(b *testing.B) {
+	svcs, slices := agentCluster(10_000, 3)
+	cs, ce := services.FromServices(svcs), services.FromSlices(slices)
+	for _, like := range []bool{false, true} {
+		b.Run(map[bool]string{false: "NewZone", true: "NewZoneLike"}[like], func(b *testing.B) {
+			z := NewZone("cluster.local", cs, ce)
+			b.ReportAllocs()
+			for b.Loop() {
+				if like {
+					z = NewZoneLike(z, "cluster.local", cs, ce)
+				} else {
+					z = NewZone("cluster.local", cs, ce)
+				}
+			}
+			b.ReportMetric(float64(z.Len()), "names")
+		})
+	}
 }
 
 func TestNewZoneBig(t *testing.T) {

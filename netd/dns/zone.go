@@ -164,6 +164,15 @@ func canonicalDomain(domain string) string {
 // have their records together. A host name keeps at most 65535
 // addresses. NewZone does not keep or change its arguments.
 func NewZone(domain string, svcs []*services.Service, slices []*services.Slice) *Zone {
+	return NewZoneLike(nil, domain, svcs, slices)
+}
+
+// NewZoneLike is NewZone with the new zone's arrays sized after those of
+// prev, the zone it replaces (nil for none): a node rebuilds its zone at
+// each change of the cluster, and one of about the last one's size is
+// then made with one allocation per array, where NewZone grows each from
+// nothing, leaving four times the zone's size to collect.
+func NewZoneLike(prev *Zone, domain string, svcs []*services.Service, slices []*services.Slice) *Zone {
 	domain = canonicalDomain(domain)
 	b := zoneBuilder{
 		z: &Zone{
@@ -173,6 +182,9 @@ func NewZone(domain string, svcs []*services.Service, slices []*services.Slice) 
 			count:     3, // svc.DOMAIN, pod.DOMAIN, dns-version.DOMAIN
 		},
 		intern: make(map[string]uint32),
+	}
+	if prev != nil {
+		b.presize(prev)
 	}
 
 	type nsName struct{ ns, name string }
@@ -579,6 +591,32 @@ func (b *zoneBuilder) addPTR(a netip.Addr, ref uint32) {
 	}
 }
 
+// presize gives the zone's arrays and the arena room for an eighth more
+// than prev's.
+func (b *zoneBuilder) presize(prev *Zone) {
+	z := b.z
+	z.svcs = make([]svcRec, 0, room(len(prev.svcs)))
+	z.hosts = make([]hostRec, 0, room(len(prev.hosts)))
+	z.hostAddrs = make([]addr16, 0, room(len(prev.hostAddrs)))
+	z.baseAddrs = make([]addr16, 0, room(len(prev.baseAddrs)))
+	z.ports = make([]portRec, 0, room(len(prev.ports)))
+	z.srvs = make([]srvRec, 0, room(len(prev.srvs)))
+	z.ptr4 = make([]ptr4, 0, room(len(prev.ptr4)))
+	z.ptr6 = make([]ptr6, 0, room(len(prev.ptr6)))
+	b.arena = make([]byte, 0, room(len(prev.arena)))
+}
+
+func room(n int) int { return n + n/8 }
+
+// trim returns s, or a copy without its spare capacity where that is
+// over a quarter of its length.
+func trim[S ~[]E, E any](s S) S {
+	if cap(s)-len(s) > len(s)/4 {
+		return slices.Clone(s)
+	}
+	return s
+}
+
 // finish ends the ranges, sorts the PTR entries without duplicates
 // (which two services sharing an address leave), and gives back what the
 // arrays' growth left over.
@@ -609,14 +647,14 @@ func (b *zoneBuilder) finish() {
 		}
 		z.table[j] = uint32(i) + 1
 	}
-	z.svcs = slices.Clone(z.svcs)
-	z.hosts = slices.Clone(z.hosts)
-	z.hostAddrs = slices.Clone(z.hostAddrs)
-	z.baseAddrs = slices.Clone(z.baseAddrs)
-	z.ports = slices.Clone(z.ports)
-	z.srvs = slices.Clone(z.srvs)
-	z.ptr4 = slices.Clone(z.ptr4)
-	z.ptr6 = slices.Clone(z.ptr6)
+	z.svcs = trim(z.svcs)
+	z.hosts = trim(z.hosts)
+	z.hostAddrs = trim(z.hostAddrs)
+	z.baseAddrs = trim(z.baseAddrs)
+	z.ports = trim(z.ports)
+	z.srvs = trim(z.srvs)
+	z.ptr4 = trim(z.ptr4)
+	z.ptr6 = trim(z.ptr6)
 }
 
 // label returns s lowercase when it is a DNS label as Kubernetes names

@@ -13,6 +13,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/outpost-mesh/outpost/netd/services"
 )
 
 // Pools the random clusters of TestZoneDifferential draw from, small so
@@ -114,6 +116,7 @@ func TestZoneDifferential(t *testing.T) {
 	}
 	var asked, existed, ptrs int
 	defer func() { t.Logf("%d names asked, %d that exist, %d PTRs", asked, existed, ptrs) }()
+	var prev *Zone
 	for seed := range uint64(iterations) {
 		r := rand.New(rand.NewPCG(seed, 1))
 		svcs, sls := randomCluster(r)
@@ -123,6 +126,12 @@ func TestZoneDifferential(t *testing.T) {
 			t.Helper()
 			t.Fatalf("seed %d: "+format, append([]any{seed}, args...)...)
 		}
+		// The zone sized after the last seed's, larger or smaller, is
+		// the same zone.
+		if diff := sameZone(NewZoneLike(prev, domain, services.FromServices(svcs), services.FromSlices(sls)), z); diff != "" {
+			fail("NewZoneLike differs from NewZone: %s", diff)
+		}
+		prev = z
 		if z.Len() != len(old.names) {
 			fail("Len() = %d, want %d", z.Len(), len(old.names))
 		}
@@ -192,6 +201,24 @@ func TestZoneDifferential(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sameZone returns how a's records differ from b's, "" if they do not.
+// Their hash tables are not compared: each zone has a seed of its own.
+func sameZone(a, b *Zone) string {
+	switch {
+	case a.domain != b.domain || a.svcSuffix != b.svcSuffix || a.podSuffix != b.podSuffix || a.count != b.count:
+		return fmt.Sprintf("domain %q count %d, want %q count %d", a.domain, a.count, b.domain, b.count)
+	case a.arena != b.arena:
+		return fmt.Sprintf("arena %q, want %q", a.arena, b.arena)
+	case !slices.Equal(a.svcs, b.svcs) || !slices.Equal(a.hosts, b.hosts) || !slices.Equal(a.hostAddrs, b.hostAddrs) || !slices.Equal(a.baseAddrs, b.baseAddrs):
+		return fmt.Sprintf("services %v hosts %v %v addrs %v, want %v %v %v %v", a.svcs, a.hosts, a.hostAddrs, a.baseAddrs, b.svcs, b.hosts, b.hostAddrs, b.baseAddrs)
+	case !slices.Equal(a.ports, b.ports) || !slices.Equal(a.srvs, b.srvs):
+		return fmt.Sprintf("ports %v srvs %v, want %v %v", a.ports, a.srvs, b.ports, b.srvs)
+	case !slices.Equal(a.ptr4, b.ptr4) || !slices.Equal(a.ptr6, b.ptr6):
+		return fmt.Sprintf("ptr %v %v, want %v %v", a.ptr4, a.ptr6, b.ptr4, b.ptr6)
+	}
+	return ""
 }
 
 func rrStrings(rrs []miekg.RR) []string {
