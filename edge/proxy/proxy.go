@@ -111,6 +111,7 @@ type Proxy struct {
 	problems map[services.Problem]bool
 	failing  string
 	objs     objectCache
+	zone     *dns.Zone // the last one built, which the next is sized after
 }
 
 // New returns a Proxy of cfg; Run starts it.
@@ -219,7 +220,8 @@ func (p *Proxy) apply(ctx context.Context, local map[netip.Addr]bool) error {
 		}
 	}
 	if p.cfg.DNS != nil {
-		p.cfg.DNS.SetZone(dns.NewZone(p.cfg.Domain, svcs, slices))
+		p.zone = dns.NewZoneLike(p.zone, p.cfg.Domain, svcs, slices)
+		p.cfg.DNS.SetZone(p.zone)
 	}
 	return errors.Join(errs...)
 }
