@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -278,11 +279,43 @@ func (f *Flags) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	slog.Info("edge agent starting", "node", f.NodeName, "hub", f.Hub, "data_dir", f.DataDir)
+	gc, from := GCPercent(os.LookupEnv)
+	if from == "default" {
+		debug.SetGCPercent(gc)
+	}
+	slog.Info("edge agent starting", "node", f.NodeName, "hub", f.Hub, "data_dir", f.DataDir, "gogc", gc, "gogc_from", from)
 	start := time.Now()
 	err = a.Run(ctx)
 	slog.Info("edge agent stopped", "after", time.Since(start).Round(time.Second), "err", err)
 	return err
+}
+
+// DefaultGCPercent is the agent's GOGC unless the environment sets one:
+// the heap grows by half its live size between collections, not by all
+// of it as Go's default lets it. On a gateway memory is scarcer than CPU,
+// and the agent allocates in bursts (a rebuild of its service routing
+// and DNS zone at each change of a large cluster) over a live heap that
+// holds what it routes. With 10,000 Services created through the hub,
+// the agent's peak RSS was 95.3 MB (mean of three runs of `outpost bench
+// services`) at 100 and 89.2 MB at 50, its CPU time within the runs'
+// noise.
+const DefaultGCPercent = 50
+
+// GCPercent returns the agent's GOGC and where it comes from: the GOGC
+// environment variable as the Go runtime read it ("GOGC"), or
+// DefaultGCPercent ("default"), which the agent sets. lookup is
+// os.LookupEnv.
+func GCPercent(lookup func(string) (string, bool)) (int, string) {
+	if v, ok := lookup("GOGC"); ok {
+		if v == "off" {
+			return -1, "GOGC"
+		}
+		if n, err := strconv.Atoi(v); err == nil {
+			return n, "GOGC"
+		}
+		return 100, "GOGC" // the runtime takes what it cannot parse as 100
+	}
+	return DefaultGCPercent, "default"
 }
 
 // The edge command's help.

@@ -61,3 +61,23 @@ func TestEvictionFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestGCPercent(t *testing.T) {
+	for _, c := range []struct {
+		env      map[string]string
+		want     int
+		wantFrom string
+	}{
+		{nil, DefaultGCPercent, "default"},
+		{map[string]string{"GOGC": "200"}, 200, "GOGC"},
+		{map[string]string{"GOGC": "off"}, -1, "GOGC"},
+		{map[string]string{"GOGC": "OFF"}, 100, "GOGC"}, // as the runtime reads it
+		{map[string]string{"GOGC": ""}, 100, "GOGC"},
+		{map[string]string{"GOMEMLIMIT": "1GiB"}, DefaultGCPercent, "default"},
+	} {
+		got, from := GCPercent(func(k string) (string, bool) { v, ok := c.env[k]; return v, ok })
+		if got != c.want || from != c.wantFrom {
+			t.Errorf("GCPercent(%v) = %d, %q; want %d, %q", c.env, got, from, c.want, c.wantFrom)
+		}
+	}
+}
