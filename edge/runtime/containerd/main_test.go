@@ -220,6 +220,11 @@ func newRuntime(t *testing.T, mod func(*Config)) *Runtime {
 			t.Fatalf("import %s: %v", name, err)
 		}
 	}
+	// The test's temporary directories, which its pods' logs go to, are
+	// made before the cleanup is registered, so that they are removed
+	// after it: cleanupRuntime's Runtime attaches to running containers
+	// again, and would make their log directories anew once removed.
+	t.TempDir()
 	t.Cleanup(func() { cleanupRuntime(t, cfg, r) })
 	return r
 }
