@@ -1,0 +1,336 @@
+// Package mesh is the site mesh of an edge node: the nodes of one site (the
+// topology.outpost.dev/site label) on one LAN gossip with
+// github.com/hashicorp/memberlist, so that each knows which of its peers
+// are alive when the hub cannot say. Gossip is encrypted with the site's
+// keys (memberlist's keyring: one primary, older ones still accepted while
+// a new key rolls out) and carries the site's name as its label, which
+// memberlist authenticates with the key: a node of another site, even one
+// holding the same key, or a node without the key, cannot join.
+//
+// Liveness is memberlist's SWIM with Lifeguard: a peer that misses its
+// probes, direct and through others, is suspected, and declared dead when
+// the suspicion times out without it refuting; the timeout shortens as
+// other peers confirm the suspicion. Config's defaults tune memberlist's
+// LAN configuration for sites of a handful of gateways on weak LANs.
+package mesh
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// DefaultPort is the port the mesh listens on, over UDP and TCP, as
+// memberlist's.
+const DefaultPort = 7946
+
+// Config configures a Mesh.
+type Config struct {
+	// NodeName is the node's name, unique in the site; required.
+	NodeName string
+	// Site is the node's site; required. Gossip is labelled with it.
+	Site string
+	// Bind is the node's LAN address and port to listen on, over UDP
+	// and TCP; port 0 picks a free one (tests). Required.
+	Bind netip.AddrPort
+	// Advertise is the address peers reach the node at; zero for Bind.
+	Advertise netip.AddrPort
+	// Keys are the site's gossip keys, of 16, 24 or 32 bytes (AES-128,
+	// -192, -256): the first encrypts what the node sends, all are tried
+	// on what it receives. At least one is required.
+	Keys [][]byte
+	// Logger receives memberlist's messages, each once a minute at most;
+	// nil discards them.
+	Logger *slog.Logger
+
+	// ProbeInterval is how often the node probes a random peer: 1s, as
+	// memberlist's LAN configuration. A probe not answered within
+	// ProbeTimeout (500ms) is retried through IndirectChecks (3) other
+	// peers and over TCP; Lifeguard stretches both up to
+	// AwarenessMaxMultiplier (8) times while the node itself is slow.
+	ProbeInterval, ProbeTimeout time.Duration
+	IndirectChecks              int
+	AwarenessMaxMultiplier      int
+	// SuspicionMult sets how long a suspected peer has to refute before
+	// it is declared dead: SuspicionMult times the probe interval, times
+	// log10 of the site's size when over 10 nodes. 3, against
+	// memberlist's 4: a site is small, and a dead node's endpoints should
+	// leave routing within seconds (3s at up to 10 nodes). Until other
+	// peers confirm the suspicion, the timeout is up to
+	// SuspicionMaxTimeoutMult (3, against memberlist's 6) times that, so
+	// that a peer that only this node cannot reach is not declared dead
+	// at once.
+	SuspicionMult, SuspicionMaxTimeoutMult int
+	// GossipInterval is how often the node gossips to GossipNodes random
+	// peers: 200ms and 3, as memberlist's LAN configuration.
+	GossipInterval time.Duration
+	GossipNodes    int
+	// PushPullInterval is how often the node syncs its whole state with
+	// a random peer over TCP: 15s, against memberlist's 30s, for a site's
+	// state is a few hundred bytes.
+	PushPullInterval time.Duration
+	// DeadNodeReclaimTime is how long after a node is declared dead a
+	// node of its name may come back from another address: 10s, so that
+	// a gateway that reboots onto a new DHCP lease rejoins at once.
+	DeadNodeReclaimTime time.Duration
+}
+
+// DefaultConfig returns the defaults above; NodeName, Site, Bind and Keys
+// are the caller's.
+func DefaultConfig() Config {
+	return Config{
+		ProbeInterval:           time.Second,
+		ProbeTimeout:            500 * time.Millisecond,
+		IndirectChecks:          3,
+		AwarenessMaxMultiplier:  8,
+		SuspicionMult:           3,
+		SuspicionMaxTimeoutMult: 3,
+		GossipInterval:          200 * time.Millisecond,
+		GossipNodes:             3,
+		PushPullInterval:        15 * time.Second,
+		DeadNodeReclaimTime:     10 * time.Second,
+	}
+}
+
+// maxSiteLen bounds a site's name, which labels every packet (memberlist
+// takes labels of up to 255 bytes).
+const maxSiteLen = 200
+
+// labelPrefix makes the site's name a label of the mesh's own.
+const labelPrefix = "outpost-site/"
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeName == "":
+		return errors.New("mesh: no node name")
+	case c.Site == "" || len(c.Site) > maxSiteLen:
+		return fmt.Errorf("mesh: site %q must have 1 to %d bytes", c.Site, maxSiteLen)
+	case !c.Bind.IsValid():
+		return errors.New("mesh: no address to listen on")
+	case len(c.Keys) == 0:
+		return errors.New("mesh: no gossip key: the site's gossip is always encrypted")
+	case c.ProbeInterval <= 0 || c.ProbeTimeout <= 0 || c.ProbeTimeout >= c.ProbeInterval:
+		return fmt.Errorf("mesh: probe timeout %v must be positive and under the probe interval %v", c.ProbeTimeout, c.ProbeInterval)
+	case c.IndirectChecks < 0 || c.AwarenessMaxMultiplier < 1:
+		return errors.New("mesh: indirect checks must not be negative nor the awareness multiplier under 1")
+	case c.SuspicionMult < 1 || c.SuspicionMaxTimeoutMult < 1:
+		return errors.New("mesh: suspicion multipliers must be at least 1")
+	case c.GossipInterval <= 0 || c.GossipNodes < 1 || c.PushPullInterval <= 0 || c.DeadNodeReclaimTime < 0:
+		return errors.New("mesh: gossip interval, gossip nodes and push-pull interval must be positive")
+	}
+	for i, k := range c.Keys {
+		if err := checkKey(k); err != nil {
+			return fmt.Errorf("mesh: key %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func checkKey(k []byte) error {
+	switch len(k) {
+	case 16, 24, 32:
+		return nil
+	}
+	return fmt.Errorf("a key has 16, 24 or 32 bytes, not %d", len(k))
+}
+
+// Mesh is the node's membership of its site's mesh.
+type Mesh struct {
+	ml      *memberlist.Memberlist
+	keyring *memberlist.Keyring
+	name    string
+	changes chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New starts the node's membership: it listens on cfg.Bind and answers
+// peers, but joins none until Join.
+func New(cfg Config) (*Mesh, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	keyring, err := memberlist.NewKeyring(cfg.Keys, cfg.Keys[0])
+	if err != nil {
+		return nil, fmt.Errorf("mesh: keyring: %w", err)
+	}
+	m := &Mesh{keyring: keyring, name: cfg.NodeName, changes: make(chan struct{}, 1)}
+
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.NodeName
+	mc.Label = labelPrefix + cfg.Site
+	mc.BindAddr = cfg.Bind.Addr().String()
+	mc.BindPort = int(cfg.Bind.Port())
+	mc.AdvertiseAddr, mc.AdvertisePort = mc.BindAddr, mc.BindPort
+	if cfg.Advertise.IsValid() {
+		mc.AdvertiseAddr, mc.AdvertisePort = cfg.Advertise.Addr().String(), int(cfg.Advertise.Port())
+	}
+	mc.Keyring = keyring
+	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	mc.ProbeInterval, mc.ProbeTimeout = cfg.ProbeInterval, cfg.ProbeTimeout
+	mc.IndirectChecks, mc.AwarenessMaxMultiplier = cfg.IndirectChecks, cfg.AwarenessMaxMultiplier
+	mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = cfg.SuspicionMult, cfg.SuspicionMaxTimeoutMult
+	mc.GossipInterval, mc.GossipNodes = cfg.GossipInterval, cfg.GossipNodes
+	mc.PushPullInterval, mc.GossipToTheDeadTime = cfg.PushPullInterval, cfg.PushPullInterval
+	mc.DeadNodeReclaimTime = cfg.DeadNodeReclaimTime
+	mc.DNSConfigPath = "" // peers are addresses, never names to resolve
+	mc.Events = &events{m: m}
+	mc.Logger = log.New(newLogWriter(cfg.Logger, time.Minute), "", 0)
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: start on %v: %w", cfg.Bind, err)
+	}
+	m.ml = ml
+	return m, nil
+}
+
+// Addr returns the address the node advertises to its peers, with the
+// port it listens on.
+func (m *Mesh) Addr() netip.AddrPort {
+	n := m.ml.LocalNode()
+	a, _ := netip.AddrFromSlice(n.Addr)
+	return netip.AddrPortFrom(a.Unmap(), n.Port)
+}
+
+// Join contacts peers and merges their view of the site with the node's.
+// It returns how many it reached; an error only if it reached none.
+func (m *Mesh) Join(peers []netip.AddrPort) (int, error) {
+	addrs := make([]string, 0, len(peers))
+	for _, p := range peers {
+		if p.IsValid() {
+			addrs = append(addrs, p.String())
+		}
+	}
+	if len(addrs) == 0 {
+		return 0, errors.New("mesh: join: no peer address")
+	}
+	n, err := m.ml.Join(addrs)
+	if err != nil {
+		return n, fmt.Errorf("mesh: join: %w", err)
+	}
+	return n, nil
+}
+
+// PeerState is how the node sees a peer.
+type PeerState string
+
+const (
+	// Alive: the peer answers, directly or through others.
+	Alive PeerState = "Alive"
+	// Suspect: the peer missed its probes and has not refuted yet; it
+	// still counts as alive.
+	Suspect PeerState = "Suspect"
+)
+
+// Peer is a peer the node holds alive.
+type Peer struct {
+	Name  string
+	Addr  netip.AddrPort
+	State PeerState
+}
+
+// Peers returns the peers the node holds alive (suspects included, as
+// SWIM does until they are declared dead), itself left out, by name.
+func (m *Mesh) Peers() []Peer {
+	var out []Peer
+	for _, n := range m.ml.Members() {
+		if n.Name == m.name {
+			continue
+		}
+		a, _ := netip.AddrFromSlice(n.Addr)
+		p := Peer{Name: n.Name, Addr: netip.AddrPortFrom(a.Unmap(), n.Port), State: Alive}
+		if n.State == memberlist.StateSuspect {
+			p.State = Suspect
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b Peer) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Alive returns the names of the peers Peers returns.
+func (m *Mesh) Alive() []string {
+	peers := m.Peers()
+	out := make([]string, len(peers))
+	for i, p := range peers {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// Changes returns a channel that receives when a peer has joined, left,
+// died or changed since the last receive (several changes may come as
+// one).
+func (m *Mesh) Changes() <-chan struct{} { return m.changes }
+
+// SetKeys makes keys the node's gossip keys, the first one encrypting
+// what it sends: new ones are added, the first is made primary, and
+// those not given are dropped. A site rotates its key in three steps,
+// each on every node before the next: add the new key, make it primary,
+// drop the old one.
+func (m *Mesh) SetKeys(keys [][]byte) error {
+	if len(keys) == 0 {
+		return errors.New("mesh: set keys: none given")
+	}
+	for i, k := range keys {
+		if err := checkKey(k); err != nil {
+			return fmt.Errorf("mesh: set keys: key %d: %w", i, err)
+		}
+	}
+	for _, k := range keys {
+		if err := m.keyring.AddKey(k); err != nil {
+			return fmt.Errorf("mesh: add key: %w", err)
+		}
+	}
+	if err := m.keyring.UseKey(keys[0]); err != nil {
+		return fmt.Errorf("mesh: use key: %w", err)
+	}
+	for _, k := range m.keyring.GetKeys() {
+		if !slices.ContainsFunc(keys, func(w []byte) bool { return string(w) == string(k) }) {
+			if err := m.keyring.RemoveKey(k); err != nil {
+				return fmt.Errorf("mesh: remove key: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Leave tells the peers the node is leaving, waiting up to timeout for
+// the message to go out; they then hold it as left, not dead.
+func (m *Mesh) Leave(timeout time.Duration) error {
+	if err := m.ml.Leave(timeout); err != nil {
+		return fmt.Errorf("mesh: leave: %w", err)
+	}
+	return nil
+}
+
+// Close stops the node's membership at once, without telling the peers:
+// they will find it dead. Leave first for a clean exit.
+func (m *Mesh) Close() error {
+	m.closeOnce.Do(func() { m.closeErr = m.ml.Shutdown() })
+	return m.closeErr
+}
+
+// events turns memberlist's membership events into Changes.
+type events struct{ m *Mesh }
+
+func (e *events) NotifyJoin(*memberlist.Node)   { e.m.changed() }
+func (e *events) NotifyLeave(*memberlist.Node)  { e.m.changed() }
+func (e *events) NotifyUpdate(*memberlist.Node) { e.m.changed() }
+
+func (m *Mesh) changed() {
+	select {
+	case m.changes <- struct{}{}:
+	default:
+	}
+}
