@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -43,22 +45,6 @@ func start(t *testing.T, cfg Config) *Mesh {
 	return m
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not within %v: %s", what, within, state)
-		}
-		time.Sleep(20 * time.Millisecond) // a poll's interval, not a wait for an outcome
-	}
-}
-
 func sees(m *Mesh, want ...string) func() (bool, string) {
 	return func() (bool, string) {
 		got := m.Alive()
@@ -84,9 +70,9 @@ func site(t *testing.T, n int, keys ...[]byte) []*Mesh {
 
 func TestJoinSeesPeers(t *testing.T) {
 	ms := site(t, 3, key1)
-	eventually(t, 10*time.Second, "n0 sees both peers", sees(ms[0], "n1", "n2"))
-	eventually(t, 10*time.Second, "n1 sees both peers", sees(ms[1], "n0", "n2"))
-	eventually(t, 10*time.Second, "n2 sees both peers", sees(ms[2], "n0", "n1"))
+	wait.For(t, 10*time.Second, "n0 sees both peers", sees(ms[0], "n1", "n2"))
+	wait.For(t, 10*time.Second, "n1 sees both peers", sees(ms[1], "n0", "n2"))
+	wait.For(t, 10*time.Second, "n2 sees both peers", sees(ms[2], "n0", "n1"))
 	select {
 	case <-ms[0].Changes():
 	default:
@@ -104,26 +90,26 @@ func TestJoinSeesPeers(t *testing.T) {
 
 func TestDeadAndLeftPeers(t *testing.T) {
 	ms := site(t, 4, key1)
-	eventually(t, 10*time.Second, "n0 sees all peers", sees(ms[0], "n1", "n2", "n3"))
+	wait.For(t, 10*time.Second, "n0 sees all peers", sees(ms[0], "n1", "n2", "n3"))
 
 	// n3 stops without a word: the others find it dead.
 	if err := ms[3].Close(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "n3 declared dead", sees(ms[0], "n1", "n2"))
-	eventually(t, 5*time.Second, "n3 declared dead on n1", sees(ms[1], "n0", "n2"))
+	wait.For(t, 15*time.Second, "n3 declared dead", sees(ms[0], "n1", "n2"))
+	wait.For(t, 5*time.Second, "n3 declared dead on n1", sees(ms[1], "n0", "n2"))
 
 	// n2 leaves: the others drop it at once.
 	if err := ms[2].Leave(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "n2 gone", sees(ms[0], "n1"))
-	eventually(t, 5*time.Second, "n2 gone on n1", sees(ms[1], "n0"))
+	wait.For(t, 5*time.Second, "n2 gone", sees(ms[0], "n1"))
+	wait.For(t, 5*time.Second, "n2 gone on n1", sees(ms[1], "n0"))
 }
 
 func TestStrangersCannotJoin(t *testing.T) {
 	ms := site(t, 2, key1)
-	eventually(t, 10*time.Second, "n0 sees n1", sees(ms[0], "n1"))
+	wait.For(t, 10*time.Second, "n0 sees n1", sees(ms[0], "n1"))
 	for name, cfg := range map[string]Config{
 		"another site, same key": testConfig("x1", "s2", key1),
 		"same site, another key": testConfig("x2", "s1", key2),
@@ -144,7 +130,7 @@ func TestStrangersCannotJoin(t *testing.T) {
 
 func TestKeyRotation(t *testing.T) {
 	ms := site(t, 2, key1)
-	eventually(t, 10*time.Second, "n0 sees n1", sees(ms[0], "n1"))
+	wait.For(t, 10*time.Second, "n0 sees n1", sees(ms[0], "n1"))
 	// Each step on every node before the next: add key2, make it
 	// primary, drop key1.
 	for _, keys := range [][][]byte{{key1, key2}, {key2, key1}, {key2}} {
@@ -165,7 +151,7 @@ func TestKeyRotation(t *testing.T) {
 	if _, err := newcomer.Join([]netip.AddrPort{ms[1].Addr()}); err != nil {
 		t.Fatalf("a node with the new key: Join = %v", err)
 	}
-	eventually(t, 10*time.Second, "n0 sees the newcomer", sees(ms[0], "n1", "n2"))
+	wait.For(t, 10*time.Second, "n0 sees the newcomer", sees(ms[0], "n1", "n2"))
 	old := start(t, testConfig("n3", "s1", key1))
 	if _, err := old.Join([]netip.AddrPort{ms[0].Addr()}); err == nil {
 		t.Error("a node with only the dropped key joined")
