@@ -50,6 +50,10 @@ type Config struct {
 	// Logger receives memberlist's messages, each once a minute at most;
 	// nil discards them.
 	Logger *slog.Logger
+	// Transport, if not nil, carries the gossip in place of memberlist's
+	// own UDP and TCP transport on Bind, whose port must then be the one
+	// it listens on (benchmarks count the bytes with it).
+	Transport memberlist.NodeAwareTransport
 
 	// ProbeInterval is how often the node probes a random peer: 1s, as
 	// memberlist's LAN configuration. A probe not answered within
@@ -174,6 +178,9 @@ func New(cfg Config) (*Mesh, error) {
 	mc.AdvertiseAddr, mc.AdvertisePort = mc.BindAddr, mc.BindPort
 	if cfg.Advertise.IsValid() {
 		mc.AdvertiseAddr, mc.AdvertisePort = cfg.Advertise.Addr().String(), int(cfg.Advertise.Port())
+	}
+	if cfg.Transport != nil {
+		mc.Transport = cfg.Transport
 	}
 	mc.Keyring = keyring
 	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true

@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"go.uber.org/goleak"
 
 	"github.com/outpost-mesh/outpost/internal/wait"
@@ -246,5 +248,44 @@ func TestLogWriter(t *testing.T) {
 	// A nil logger discards.
 	if n, err := newLogWriter(nil, time.Minute).Write([]byte("[ERR] x")); n != 7 || err != nil {
 		t.Errorf("Write to a nil logger = %d, %v", n, err)
+	}
+}
+
+// countingTransport counts the bytes of packets a transport sends.
+type countingTransport struct {
+	*memberlist.NetTransport
+	sent atomic.Int64
+}
+
+func (c *countingTransport) WriteTo(b []byte, addr string) (time.Time, error) {
+	c.sent.Add(int64(len(b)))
+	return c.NetTransport.WriteTo(b, addr)
+}
+
+func (c *countingTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
+	c.sent.Add(int64(len(b)))
+	return c.NetTransport.WriteToAddress(b, a)
+}
+
+func TestTransport(t *testing.T) {
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{"127.0.0.1"}, BindPort: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := &countingTransport{NetTransport: nt}
+	cfg := testConfig("n1", "s1", key1)
+	cfg.Bind = netip.AddrPortFrom(cfg.Bind.Addr(), uint16(nt.GetAutoBindPort()))
+	cfg.Transport = ct
+	n1 := start(t, cfg)
+	n0 := start(t, testConfig("n0", "s1", key1))
+	if _, err := n1.Join([]netip.AddrPort{n0.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 10*time.Second, "n0 sees n1 through its transport", sees(n0, "n1"))
+	wait.For(t, 10*time.Second, "n1 probes n0 over UDP", func() (bool, string) {
+		return ct.sent.Load() > 0, fmt.Sprintf("%d bytes sent", ct.sent.Load())
+	})
+	if a := n1.Addr(); a != cfg.Bind {
+		t.Errorf("Addr() = %v, want %v", a, cfg.Bind)
 	}
 }
