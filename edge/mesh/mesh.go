@@ -12,6 +12,11 @@
 // the suspicion times out without it refuting; the timeout shortens as
 // other peers confirm the suspicion. Config's defaults tune memberlist's
 // LAN configuration for sites of a handful of gateways on weak LANs.
+//
+// Over the same gossip each node tells its peers the readiness of its own
+// pods (SetPods, PodStates; see pods.go and, for the messages,
+// podwire.go), so that routing can narrow the hub's EndpointSlices while
+// the hub is away.
 package mesh
 
 import (
@@ -153,6 +158,18 @@ type Mesh struct {
 	keyring *memberlist.Keyring
 	name    string
 	changes chan struct{}
+	log     *logWriter
+
+	// pods is the readiness of the node's pods and its peers'; queue
+	// holds the deltas of the node's own to gossip.
+	pods  *podTable
+	queue *memberlist.TransmitLimitedQueue
+
+	// members mirrors memberlist's alive members (the node itself
+	// included), kept by its events: the delegate's callbacks read it,
+	// and must not call memberlist, whose locks some of them run under.
+	membersMu sync.Mutex
+	members   map[string]bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -168,7 +185,13 @@ func New(cfg Config) (*Mesh, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mesh: keyring: %w", err)
 	}
-	m := &Mesh{keyring: keyring, name: cfg.NodeName, changes: make(chan struct{}, 1)}
+	m := &Mesh{
+		keyring: keyring, name: cfg.NodeName, changes: make(chan struct{}, 1),
+		log:     newLogWriter(cfg.Logger, time.Minute),
+		pods:    newPodTable(cfg.NodeName),
+		members: map[string]bool{},
+	}
+	m.queue = &memberlist.TransmitLimitedQueue{NumNodes: m.numMembers, RetransmitMult: retransmitMult}
 
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.NodeName
@@ -192,7 +215,8 @@ func New(cfg Config) (*Mesh, error) {
 	mc.DeadNodeReclaimTime = cfg.DeadNodeReclaimTime
 	mc.DNSConfigPath = "" // peers are addresses, never names to resolve
 	mc.Events = &events{m: m}
-	mc.Logger = log.New(newLogWriter(cfg.Logger, time.Minute), "", 0)
+	mc.Delegate = &delegate{m: m}
+	mc.Logger = log.New(m.log, "", 0)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return nil, fmt.Errorf("mesh: start on %v: %w", cfg.Bind, err)
@@ -328,11 +352,64 @@ func (m *Mesh) Close() error {
 	return m.closeErr
 }
 
-// events turns memberlist's membership events into Changes.
+// retransmitMult is how many times, times log10 of the site's size plus
+// one, a delta of the node's pods is gossiped: 4, as memberlist's own
+// messages.
+const retransmitMult = 4
+
+// SetPods tells the site the node's own pods and their readiness, as its
+// runtime and probes see them now: what changed since the last call is
+// gossiped at once (and the whole in every push-pull). Pods whose UID is
+// empty or over 128 bytes are left out.
+func (m *Mesh) SetPods(pods []PodReady) {
+	for _, d := range m.pods.setOwn(pods) {
+		m.queue.QueueBroadcast(broadcast(d))
+	}
+}
+
+// PodStates returns what each node of the site, the node itself
+// included, last said of its pods, by node. A node that left or died is
+// forgotten. Whether a node may speak for a pod (the pod's endpoints name
+// it) is for the caller to check.
+func (m *Mesh) PodStates() []NodePods { return m.pods.snapshot() }
+
+// refused logs a message from a peer that did not decode, once a minute
+// at most for the same error.
+func (m *Mesh) refused(err error) {
+	m.log.Write([]byte("[WARN] memberlist: refused a peer's pod readiness: " + err.Error()))
+}
+
+func (m *Mesh) isMember(name string) bool {
+	m.membersMu.Lock()
+	defer m.membersMu.Unlock()
+	return m.members[name]
+}
+
+func (m *Mesh) numMembers() int {
+	m.membersMu.Lock()
+	defer m.membersMu.Unlock()
+	return len(m.members)
+}
+
+// events keeps members, forgets the pods of peers that go, and signals
+// Changes.
 type events struct{ m *Mesh }
 
-func (e *events) NotifyJoin(*memberlist.Node)   { e.m.changed() }
-func (e *events) NotifyLeave(*memberlist.Node)  { e.m.changed() }
+func (e *events) NotifyJoin(n *memberlist.Node) {
+	e.m.membersMu.Lock()
+	e.m.members[n.Name] = true
+	e.m.membersMu.Unlock()
+	e.m.changed()
+}
+
+func (e *events) NotifyLeave(n *memberlist.Node) {
+	e.m.membersMu.Lock()
+	delete(e.m.members, n.Name)
+	e.m.membersMu.Unlock()
+	e.m.pods.forget(n.Name)
+	e.m.changed()
+}
+
 func (e *events) NotifyUpdate(*memberlist.Node) { e.m.changed() }
 
 func (m *Mesh) changed() {
