@@ -46,8 +46,7 @@ idle gossip under 2 kbit/s per node at 10 nodes, judged on the max over
 nodes) and written as JSON to --out. Taking a dead node's endpoints out
 of service routing is not wired yet and not measured. A full run takes
 about seven minutes on two CPUs: three counting idle gossip, two growing
-the sites of 50 nodes (after 49 joins in a row a site converges only
-with push/pull); --quick about 45 seconds.`,
+the sites of 50 nodes until they converge; --quick about 45 seconds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context() // canceled on SIGINT and SIGTERM by main
