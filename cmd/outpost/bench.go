@@ -31,6 +31,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(newBenchDensityCmd())     // bench_density.go: outpost bench density
 	cmd.AddCommand(newBenchStreamsCmd())     // bench_streams.go: outpost bench streams
 	cmd.AddCommand(newBenchServicesCmd())    // bench_services.go: outpost bench services
+	cmd.AddCommand(newBenchMeshCmd())        // bench_mesh.go: outpost bench mesh
 	return cmd
 }
 

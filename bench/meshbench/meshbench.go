@@ -1,0 +1,97 @@
+// Package meshbench measures the site mesh (edge/mesh) with real
+// memberlist on loopback, every node a Mesh of this process on a port of
+// its own with mesh.DefaultConfig's timings: how long a node takes to
+// join a converged site until every node sees every other alive, how long
+// the others take to drop a node that crashes and one that leaves, and
+// how many bytes a node of an idle site sends. It backs
+// `outpost bench mesh`.
+package meshbench
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/outpost-mesh/outpost/edge/mesh"
+)
+
+// Config sets what is measured. Durations encode in JSON as nanoseconds.
+type Config struct {
+	// Sizes are the numbers of nodes of the sites measured: 3, 10 and 50.
+	Sizes []int `json:"sizes"`
+	// Runs is how many times the join and the deaths are timed at each
+	// size, each run on a fresh site: 3. The median and the max are
+	// reported.
+	Runs int `json:"runs"`
+	// Idle is how long the bytes a node of an idle site sends are
+	// counted: 60s, four push/pull intervals.
+	Idle time.Duration `json:"idle_ns"`
+	// Settle is how long a converged site is left before the bytes are
+	// counted, so that the gossip of the joins has died down: 5s.
+	Settle time.Duration `json:"settle_ns"`
+	// Timeout bounds each wait for the nodes to see a join or a death:
+	// 1m.
+	Timeout time.Duration `json:"timeout_ns"`
+
+	// meshConfig returns the configuration every node starts from, its
+	// name, site, address, keys and transport set by the benchmark; nil
+	// is mesh.DefaultConfig, what is measured. Tests set faster timings.
+	meshConfig func() mesh.Config
+}
+
+// DefaultConfig returns the defaults above.
+func DefaultConfig() Config {
+	return Config{
+		Sizes:   []int{3, 10, 50},
+		Runs:    3,
+		Idle:    time.Minute,
+		Settle:  5 * time.Second,
+		Timeout: time.Minute,
+	}
+}
+
+// QuickConfig returns DefaultConfig scaled down for a fast look: sites of
+// 3 and 10 nodes, one run, 10s of idle gossip.
+func QuickConfig() Config {
+	c := DefaultConfig()
+	c.Sizes = []int{3, 10}
+	c.Runs = 1
+	c.Idle = 10 * time.Second
+	return c
+}
+
+// maxNodes bounds a site's size: every node is a memberlist in this
+// process with two sockets and a dozen goroutines.
+const maxNodes = 200
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case len(c.Sizes) == 0:
+		return errors.New("no site size to measure")
+	case c.Runs < 1:
+		return errors.New("runs must be at least 1")
+	case c.Idle <= 0 || c.Timeout <= 0:
+		return errors.New("idle time and timeout must be positive")
+	case c.Settle < 0:
+		return errors.New("settle time must not be negative")
+	}
+	for i, n := range c.Sizes {
+		if n < 2 || n > maxNodes {
+			return fmt.Errorf("site of %d nodes: want 2 to %d", n, maxNodes)
+		}
+		if slices.Contains(c.Sizes[:i], n) {
+			return fmt.Errorf("site of %d nodes given twice", n)
+		}
+	}
+	return nil
+}
+
+// nodeConfig returns the configuration every node starts from.
+func (c Config) nodeConfig() mesh.Config {
+	if c.meshConfig != nil {
+		return c.meshConfig()
+	}
+	return mesh.DefaultConfig()
+}
