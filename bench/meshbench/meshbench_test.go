@@ -89,9 +89,12 @@ func TestCountingTransport(t *testing.T) {
 	if got := b.t.Sent(); got.Streams < 1 || got.StreamBytes == 0 {
 		t.Errorf("the joiner sent %+v after its join, want a stream written to", got)
 	}
-	if got := a.t.Sent(); got.StreamBytes == 0 {
-		t.Errorf("the joined sent %+v, want its reply on the stream it accepted", got)
-	}
+	// The joiner may read a's reply before a's Write has returned and
+	// been counted.
+	wait.For(t, 10*time.Second, "the joined's reply on the stream it accepted", func() (bool, string) {
+		got := a.t.Sent()
+		return got.StreamBytes > 0, fmt.Sprintf("the joined sent %+v", got)
+	})
 	for _, n := range []*node{a, b} {
 		wait.For(t, 10*time.Second, n.name+" probes and pushes over both", func() (bool, string) {
 			got := n.t.Sent()
@@ -183,8 +186,9 @@ func TestRun(t *testing.T) {
 	if s.Crash.Max < fastMesh().ProbeTimeout+s.SuspicionMin {
 		t.Errorf("crash found in %v, before a probe timeout and the suspicion (%v) could pass", s.Crash.Max, s.SuspicionMin)
 	}
-	if want := 3 * fastMesh().ProbeInterval; s.SuspicionMin != want || s.SuspicionMax != 3*want {
-		t.Errorf("suspicion %v to %v, want %v to %v", s.SuspicionMin, s.SuspicionMax, want, 3*want)
+	fm := fastMesh()
+	if lo, hi := suspicionTimeouts(fm.SuspicionMult, fm.SuspicionMaxTimeoutMult, 3, fm.ProbeInterval); s.SuspicionMin != lo || s.SuspicionMax != hi {
+		t.Errorf("suspicion %v to %v, want %v to %v", s.SuspicionMin, s.SuspicionMax, lo, hi)
 	}
 	i := s.Idle
 	if len(i.Nodes) != 3 || !i.Converged || i.Duration < cfg.Idle {
@@ -303,19 +307,24 @@ func TestRender(t *testing.T) {
 }
 
 // TestSuspicionTimeouts checks the figures against memberlist's formula:
-// SuspicionMult probe intervals, times log10 of the nodes over 10.
+// SuspicionMult probe intervals, times log10 of the nodes over 10, up to
+// the max multiplier while SuspicionMult-2 confirmations are awaited.
 func TestSuspicionTimeouts(t *testing.T) {
 	for _, tc := range []struct {
-		size   int
-		lo, hi time.Duration
+		mult, size int
+		lo, hi     time.Duration
 	}{
-		{3, 3 * time.Second, 9 * time.Second},
-		{10, 3 * time.Second, 9 * time.Second},
-		{50, 5094 * time.Millisecond, 15282 * time.Millisecond},
+		{3, 3, 3 * time.Second, 9 * time.Second},
+		{3, 10, 3 * time.Second, 9 * time.Second},
+		{3, 50, 5094 * time.Millisecond, 15282 * time.Millisecond},
+		{2, 10, 2 * time.Second, 2 * time.Second}, // no confirmation awaited
+		{4, 3, 4 * time.Second, 4 * time.Second},  // 2 awaited, 1 other node to give them
+		{4, 4, 4 * time.Second, 12 * time.Second}, // 2 awaited, 2 to give them
+		{2, 50, 3396 * time.Millisecond, 3396 * time.Millisecond},
 	} {
-		lo, hi := suspicionTimeouts(3, 3, tc.size, time.Second)
+		lo, hi := suspicionTimeouts(tc.mult, 3, tc.size, time.Second)
 		if lo != tc.lo || hi != tc.hi {
-			t.Errorf("suspicionTimeouts(3, 3, %d, 1s) = %v, %v; want %v, %v", tc.size, lo, hi, tc.lo, tc.hi)
+			t.Errorf("suspicionTimeouts(%d, 3, %d, 1s) = %v, %v; want %v, %v", tc.mult, tc.size, lo, hi, tc.lo, tc.hi)
 		}
 	}
 }

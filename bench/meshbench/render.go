@@ -191,8 +191,12 @@ func (r *Report) Render(w io.Writer) error {
 	var b strings.Builder
 	res := r.Result
 	m := res.Mesh
-	fmt.Fprintf(&b, "site mesh (edge/mesh) on loopback, every node with mesh.DefaultConfig's timings: probe every %s (timeout %s, %d indirect),\nsuspicion %dx the probe interval (up to %dx that until a second peer confirms), gossip every %s to %d, push/pull every %s\n\n",
-		report.Duration(m.ProbeInterval), report.Duration(m.ProbeTimeout), m.IndirectChecks, m.SuspicionMult, m.SuspicionMaxTimeoutMult,
+	confirm := "no confirmation awaited"
+	if k := m.SuspicionMult - 2; k >= 1 {
+		confirm = fmt.Sprintf("up to %dx that until %d more peer(s) confirm", m.SuspicionMaxTimeoutMult, k)
+	}
+	fmt.Fprintf(&b, "site mesh (edge/mesh) on loopback, every node with mesh.DefaultConfig's timings: probe every %s (timeout %s, %d indirect),\nsuspicion %dx the probe interval (%s), gossip every %s to %d, push/pull every %s\n\n",
+		report.Duration(m.ProbeInterval), report.Duration(m.ProbeTimeout), m.IndirectChecks, m.SuspicionMult, confirm,
 		report.Duration(m.GossipInterval), m.GossipNodes, report.Duration(m.PushPullInterval))
 
 	mt := report.NewTable(fmt.Sprintf("membership: median and max of %d runs, each on a fresh site", r.Config.Runs),

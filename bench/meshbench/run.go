@@ -161,11 +161,16 @@ func summarize(runs []time.Duration) Times {
 
 // suspicionTimeouts returns how long a suspected node has to refute
 // before it is declared dead in a site of size nodes, as memberlist
-// computes it: once another peer has confirmed the suspicion, and at
-// first (with mesh.DefaultConfig's SuspicionMult of 3 memberlist waits for
-// one confirmation, from a peer whose own probe failed).
+// computes it: SuspicionMult probe intervals, times log10 of the nodes
+// over 10, once the confirmations it expects have come, and up to
+// maxMult times that until then. It expects SuspicionMult-2 of them,
+// from peers whose own probes failed, and none where the site has too
+// few other nodes (or SuspicionMult is under 3): lo and hi are then one.
 func suspicionTimeouts(mult, maxMult, size int, probe time.Duration) (lo, hi time.Duration) {
 	nodeScale := math.Max(1, math.Log10(math.Max(1, float64(size))))
 	lo = time.Duration(mult) * time.Duration(nodeScale*1000) * probe / 1000
+	if k := mult - 2; k < 1 || size-2 < k {
+		return lo, lo
+	}
 	return lo, time.Duration(maxMult) * lo
 }
