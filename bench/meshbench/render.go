@@ -57,8 +57,8 @@ type SizeResult struct {
 	Crash Times `json:"crash"`
 	Leave Times `json:"leave"`
 	// SuspicionMin and SuspicionMax are how long memberlist gives a
-	// suspected node to refute at this size: once a second peer has
-	// confirmed the suspicion, and without.
+	// suspected node to refute at this size: once the confirmations it
+	// awaits have come, and before (one when it awaits none).
 	SuspicionMin time.Duration `json:"suspicion_min_ns"`
 	SuspicionMax time.Duration `json:"suspicion_max_ns"`
 	Idle         IdleResult    `json:"idle"`
@@ -207,7 +207,7 @@ func (r *Report) Render(w io.Writer) error {
 			report.Duration(s.SuspicionMin)+" to "+report.Duration(s.SuspicionMax))
 	}
 	b.WriteString(mt.String())
-	fmt.Fprintf(&b, "join: a node joins one member of a converged site of one node fewer, timed from its start until every node sees every other alive;\ncrash: a node is closed without a word, timed until no other lists it alive (memberlist's dead, after suspicion); then a node is added back\nand another leaves (Leave, then Close), timed the same way; suspicion: how long a suspected node has to refute, once a second peer\nconfirms and without; views polled every %s\n\n", report.Duration(pollEvery))
+	fmt.Fprintf(&b, "join: a node joins one member of a converged site of one node fewer, timed from its start until every node sees every other alive;\ncrash: a node is closed without a word, timed until no other lists it alive (memberlist's dead, after suspicion); then a node is added back\nand another leaves (Leave, then Close), timed the same way; suspicion: how long a suspected node has to refute, once the confirmations\nmemberlist awaits have come and before; views polled every %s\n\n", report.Duration(pollEvery))
 
 	it := report.NewTable("idle gossip sent per node",
 		"nodes", "bytes/min mean", "bytes/min max", "kbit/s mean", "kbit/s max", "UDP packets/min", "streams/min", "counted", "converged")
