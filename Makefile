@@ -89,6 +89,7 @@ bench: build
 	bin/outpost bench density --out $(BENCH_DIR)/density.json
 	bin/outpost bench streams --out $(BENCH_DIR)/streams.json
 	bin/outpost bench services --out $(BENCH_DIR)/services.json
+	bin/outpost bench mesh --out $(BENCH_DIR)/mesh.json
 
 # Edge gateways are ARM; the binaries are static (CGO_ENABLED=0) and
 # stripped.
