@@ -33,7 +33,19 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	if w.log == nil {
 		return len(p), nil
 	}
-	line := strings.TrimSpace(string(p))
+	level, msg := parseLine(string(p))
+	if !w.log.Enabled(context.Background(), level) || !w.first(msg) {
+		return len(p), nil
+	}
+	w.log.Log(context.Background(), level, msg)
+	return len(p), nil
+}
+
+// parseLine returns the level of one of memberlist's log lines and its
+// message, as the mesh logs it: "[WARN] memberlist: x" is "mesh: x" at
+// warning level; a line without a level tag is info.
+func parseLine(line string) (slog.Level, string) {
+	line = strings.TrimSpace(line)
 	level, msg := slog.LevelInfo, line
 	for _, l := range []struct {
 		tag   string
@@ -44,12 +56,7 @@ func (w *logWriter) Write(p []byte) (int, error) {
 			break
 		}
 	}
-	msg = strings.TrimPrefix(msg, "memberlist: ")
-	if !w.log.Enabled(context.Background(), level) || !w.first(msg) {
-		return len(p), nil
-	}
-	w.log.Log(context.Background(), level, "mesh: "+msg)
-	return len(p), nil
+	return level, "mesh: " + strings.TrimPrefix(msg, "memberlist: ")
 }
 
 // first reports whether msg was not logged within the last period.

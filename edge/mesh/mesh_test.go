@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"go.uber.org/goleak"
 
+	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
@@ -193,57 +193,45 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+func TestParseLine(t *testing.T) {
+	for _, c := range []struct {
+		line  string
+		level slog.Level
+		msg   string
+	}{
+		{"[WARN] memberlist: label mismatch from=10.0.0.9:7946\n", slog.LevelWarn, "mesh: label mismatch from=10.0.0.9:7946"},
+		{"[ERR] memberlist: failed to decrypt", slog.LevelError, "mesh: failed to decrypt"},
+		{"[DEBUG] memberlist: probing n1", slog.LevelDebug, "mesh: probing n1"},
+		{"[INFO] memberlist: joined", slog.LevelInfo, "mesh: joined"},
+		{"no tag at all\n", slog.LevelInfo, "mesh: no tag at all"},
+	} {
+		if level, msg := parseLine(c.line); level != c.level || msg != c.msg {
+			t.Errorf("parseLine(%q) = %v, %q; want %v, %q", c.line, level, msg, c.level, c.msg)
+		}
+	}
 }
 
 func TestLogWriter(t *testing.T) {
-	var buf syncBuffer
-	w := newLogWriter(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})), time.Minute)
+	rec := testlog.NewRecorder(t, slog.LevelInfo)
+	w := newLogWriter(slog.New(rec), time.Minute)
 	now := time.Unix(1000, 0)
 	w.now = func() time.Time { return now }
-	for _, line := range []string{
-		"[WARN] memberlist: label mismatch from=10.0.0.9:7946\n",
-		"[WARN] memberlist: label mismatch from=10.0.0.9:7946\n", // again at once: dropped
-		"[DEBUG] memberlist: probing n1\n",                       // under the level
-		"[ERR] memberlist: failed to decrypt\n",
-		"no tag at all\n",
-	} {
+	mismatch := "[WARN] memberlist: label mismatch from=10.0.0.9:7946\n"
+	for _, line := range []string{mismatch, mismatch, "[DEBUG] memberlist: probing n1\n", "[ERR] memberlist: failed to decrypt\n"} {
 		if n, err := w.Write([]byte(line)); n != len(line) || err != nil {
 			t.Fatalf("Write = %d, %v", n, err)
 		}
 	}
-	now = now.Add(2 * time.Minute)
-	w.Write([]byte("[WARN] memberlist: label mismatch from=10.0.0.9:7946\n")) // a period later: logged again
-	got := buf.String()
-	for _, want := range []string{
-		`level=WARN msg="mesh: label mismatch from=10.0.0.9:7946"`,
-		`level=ERROR msg="mesh: failed to decrypt"`,
-		`level=INFO msg="mesh: no tag at all"`,
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("log lacks %s:\n%s", want, got)
-		}
+	if n := rec.Count("mesh: label mismatch from=10.0.0.9:7946"); n != 1 {
+		t.Errorf("a line said twice at once logged %d times, want once", n)
 	}
-	if n := strings.Count(got, "label mismatch"); n != 2 {
-		t.Errorf("the repeated line logged %d times, want 2 (once a period):\n%s", n, got)
+	if rec.Count("mesh: probing n1") != 0 || rec.Count("mesh: failed to decrypt") != 1 {
+		t.Error("a debug line logged at info, or an error not logged")
 	}
-	if strings.Contains(got, "probing") {
-		t.Errorf("a debug line logged at info:\n%s", got)
+	now = now.Add(2 * time.Minute) // a period later: logged again
+	w.Write([]byte(mismatch))
+	if n := rec.Count("mesh: label mismatch from=10.0.0.9:7946"); n != 2 {
+		t.Errorf("the line logged %d times after a period, want 2", n)
 	}
 	// A nil logger discards.
 	if n, err := newLogWriter(nil, time.Minute).Write([]byte("[ERR] x")); n != 7 || err != nil {
