@@ -205,11 +205,7 @@ func (r *Report) Render(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
-	tt := report.NewTable("targets", "goal", "measured", "status")
-	for _, tg := range r.Targets {
-		tt.AddRow(tg.Goal, tg.Detail, tg.Status)
-	}
-	b.WriteString(tt.String())
+	b.WriteString(report.TargetTable(r.Targets))
 	b.WriteString("\nreferences\n")
 	for _, ref := range r.References {
 		fmt.Fprintf(&b, "  %s\n", ref)

@@ -220,11 +220,7 @@ func (r *Report) Render(w io.Writer) error {
 	b.WriteString(it.String())
 	fmt.Fprintf(&b, "on a fresh site, converged, then left %s to settle: the bytes each node sends, as memberlist hands them to the kernel (encrypted,\nlabelled with a site name of %d bytes): UDP packets (probes, acks, gossip) and what it writes on TCP streams, those it dials (push/pull) and accepts (their replies);\nIP, UDP and TCP headers not counted (28 B a UDP packet would add; the target's detail says how much); streams/min: streams dialed\n\n", report.Duration(r.Config.Settle), len(siteName))
 
-	tt := report.NewTable("targets", "goal", "measured", "status")
-	for _, tg := range r.Targets {
-		tt.AddRow(tg.Goal, tg.Detail, tg.Status)
-	}
-	b.WriteString(tt.String())
+	b.WriteString(report.TargetTable(r.Targets))
 	report.WriteLoad(&b, res.Load)
 	report.WriteEnd(&b, r.Targets, r.Machine)
 	_, err := io.WriteString(w, b.String())

@@ -119,3 +119,15 @@ func TestErrorSet(t *testing.T) {
 		t.Errorf("List() of an empty set = %q, want nil", empty.List())
 	}
 }
+
+func TestTargetTable(t *testing.T) {
+	got := TargetTable([]Target{
+		{Goal: "under 1s", Detail: "0.4s", Status: TargetMet},
+		{Goal: "under 60 MB", Detail: "88 MB", Status: TargetMissed},
+	})
+	for _, want := range []string{"targets\n", "goal", "measured", "status", "under 1s", "0.4s", "met", "under 60 MB", "88 MB", "MISSED"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("TargetTable lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -24,6 +24,16 @@ const (
 	TargetNA     = "n/a"
 )
 
+// TargetTable returns the targets as a table of goal, what was measured,
+// and whether it was met, as every benchmark's report shows them.
+func TargetTable(targets []Target) string {
+	t := NewTable("targets", "goal", "measured", "status")
+	for _, tg := range targets {
+		t.AddRow(tg.Goal, tg.Detail, tg.Status)
+	}
+	return t.String()
+}
+
 // WriteEnd appends what every benchmark's report ends with: a line for
 // each target the run did not meet, then the machine it ran on.
 func WriteEnd(b *strings.Builder, targets []Target, m Machine) {

@@ -223,11 +223,7 @@ func (r *Report) Render(w io.Writer) error {
 		b.WriteString(rt.String())
 		b.WriteString("outpost-edge with its containerd; routing: as the node says on itself; create, the Services and EndpointSlices through client-go, 16 at once, then one more; programmed: from the first\ncreate until the agent's DNS server answers for that last one (the agent syncs its dataplanes before it sets the zone); agent CPU, peak RSS (VmHWM, reset before) over that time\n\n")
 	}
-	tt := report.NewTable("targets", "goal", "measured", "status")
-	for _, tg := range r.Targets {
-		tt.AddRow(tg.Goal, tg.Detail, tg.Status)
-	}
-	b.WriteString(tt.String())
+	b.WriteString(report.TargetTable(r.Targets))
 	report.WriteLoad(&b, res.Load)
 	report.WriteEnd(&b, r.Targets, r.Machine)
 	_, err := io.WriteString(w, b.String())

@@ -136,11 +136,7 @@ func (r *Report) Render(w io.Writer) error {
 	fmt.Fprintf(&b, "from the write of a line into the pod's input (a FIFO on the node, copied to its output by cat) to the line in the node's log file (looked at every %v) and read from logs -f; a line every %v\n\n",
 		filePoll, r.Config.LogInterval)
 
-	tt := report.NewTable("targets", "goal", "measured", "status")
-	for _, tg := range r.Targets {
-		tt.AddRow(tg.Goal, tg.Detail, tg.Status)
-	}
-	b.WriteString(tt.String())
+	b.WriteString(report.TargetTable(r.Targets))
 	report.WriteLoad(&b, res.Load)
 	report.WriteEnd(&b, r.Targets, r.Machine)
 	_, err := io.WriteString(w, b.String())
