@@ -58,17 +58,31 @@ type upstream struct {
 	stopped bool
 }
 
+// listenPair listens on one free port of loopback over UDP and TCP, as a
+// resolver does. The kernel picks the UDP port, which another process may
+// hold over TCP: then it tries another.
+func listenPair(t *testing.T) (net.PacketConn, net.Listener) {
+	t.Helper()
+	var err error
+	for range 20 {
+		var pc net.PacketConn
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		ln, lerr := net.Listen("tcp", pc.LocalAddr().String())
+		if lerr == nil {
+			return pc, ln
+		}
+		pc.Close()
+		err = lerr
+	}
+	t.Fatalf("no port free over both UDP and TCP: %v", err)
+	return nil, nil
+}
+
 func startUpstream(t *testing.T) *upstream {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		pc.Close()
-		t.Fatal(err)
-	}
+	pc, ln := listenPair(t)
 	u := &upstream{addr: pc.LocalAddr().String(), done: make(chan struct{})}
 	h := miekg.HandlerFunc(u.serve)
 	var started sync.WaitGroup
