@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,19 @@ func defaultVia(t testing.TB, ns string, gws ...string) {
 type lab struct {
 	node, client, pod string
 	pins              string
+}
+
+// enterLab runs t in a network namespace of its own on a kernel that has
+// tc programs, and returns a lab whose pins are under a bpffs of the
+// test's; nil in the process that made the namespace, which must return
+// at once.
+func enterLab(t *testing.T) *lab {
+	t.Helper()
+	if !netnstest.Enter(t) {
+		return nil
+	}
+	needKernel(t)
+	return newLab(t, filepath.Join(bpftest.Mount(t), "node"))
 }
 
 func newLab(t *testing.T, pins string) *lab {

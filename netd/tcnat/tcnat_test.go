@@ -23,11 +23,10 @@ import (
 // address and port it connected to, and the pod sees the node (the flow
 // is masqueraded).
 func TestNodePort(t *testing.T) {
-	if !netnstest.Enter(t) {
+	l := enterLab(t)
+	if l == nil {
 		return
 	}
-	needKernel(t)
-	l := newLab(t, filepath.Join(bpftest.Mount(t), "node"))
 	tcpServer(t, l.pod, "10.1.0.2:8080")
 	tcpServer(t, l.pod, "[fd01::2]:8080")
 	udpServer(t, l.pod, "10.1.0.2:5353")
@@ -71,11 +70,10 @@ func TestNodePort(t *testing.T) {
 // client's own address, and the reply, routed by the pod straight to
 // the client through the node, still comes from the NodePort.
 func TestExternalLocal(t *testing.T) {
-	if !netnstest.Enter(t) {
+	l := enterLab(t)
+	if l == nil {
 		return
 	}
-	needKernel(t)
-	l := newLab(t, filepath.Join(bpftest.Mount(t), "node"))
 	tcpServer(t, l.pod, "10.1.0.2:8080")
 	udpServer(t, l.pod, "10.1.0.2:5353")
 	d := open(t, l.config())
@@ -97,11 +95,10 @@ func TestExternalLocal(t *testing.T) {
 // the client: masquerading makes its replies come back through node A,
 // and it sees node A's address.
 func TestOtherNode(t *testing.T) {
-	if !netnstest.Enter(t) {
+	l := enterLab(t)
+	if l == nil {
 		return
 	}
-	needKernel(t)
-	l := newLab(t, filepath.Join(bpftest.Mount(t), "node"))
 	nodeB := netnstest.NewNS(t, "nodeB", nodeSysctls...)
 	veth(t, l.node, "nodeb", []string{"10.2.0.1/24"}, nodeB, "nodea", []string{"10.2.0.2/24"})
 	tcpServer(t, nodeB, "10.2.0.2:8080")
@@ -124,11 +121,10 @@ func TestOtherNode(t *testing.T) {
 // TestBackendRemoved: once Sync takes a backend away, new connections
 // avoid it, and one established to it keeps working.
 func TestBackendRemoved(t *testing.T) {
-	if !netnstest.Enter(t) {
+	l := enterLab(t)
+	if l == nil {
 		return
 	}
-	needKernel(t)
-	l := newLab(t, filepath.Join(bpftest.Mount(t), "node"))
 	tcpServer(t, l.pod, "10.1.0.2:8080")
 	tcpServer(t, l.pod, "10.1.0.3:8080")
 	d := open(t, l.config())
@@ -167,11 +163,10 @@ func TestBackendRemoved(t *testing.T) {
 // version swaps the programs in place; Remove leaves no program, pin or
 // nftables table behind.
 func TestAdoptUpgradeRemove(t *testing.T) {
-	if !netnstest.Enter(t) {
+	l := enterLab(t)
+	if l == nil {
 		return
 	}
-	needKernel(t)
-	l := newLab(t, filepath.Join(bpftest.Mount(t), "node"))
 	tcpServer(t, l.pod, "10.1.0.2:8080")
 	cfg := l.config()
 	d, err := New(cfg)
@@ -474,11 +469,10 @@ func TestInterfaces(t *testing.T) {
 
 // TestTooLarge: a table beyond the limits changes nothing.
 func TestTooLarge(t *testing.T) {
-	if !netnstest.Enter(t) {
+	l := enterLab(t)
+	if l == nil {
 		return
 	}
-	needKernel(t)
-	l := newLab(t, filepath.Join(bpftest.Mount(t), "node"))
 	tcpServer(t, l.pod, "10.1.0.2:8080")
 	d := open(t, l.config())
 	small := bpftest.Table(nodePort("10.0.0.1:30080", services.TCP, "10.1.0.2:8080"))
@@ -503,11 +497,10 @@ func TestTooLarge(t *testing.T) {
 // read them: the pinned links' programs, which read the old maps, are
 // replaced though their tags are this version's.
 func TestNewMapsReplacePrograms(t *testing.T) {
-	if !netnstest.Enter(t) {
+	l := enterLab(t)
+	if l == nil {
 		return
 	}
-	needKernel(t)
-	l := newLab(t, filepath.Join(bpftest.Mount(t), "node"))
 	tcpServer(t, l.pod, "10.1.0.2:8080")
 	cfg := l.config()
 	d, err := New(cfg)
