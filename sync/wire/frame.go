@@ -61,23 +61,29 @@ var (
 	}
 )
 
+// encoder returns the hub's encoder, or with lean a node's, made on its
+// first use; the options are built then only, not at every frame.
 func encoder(lean bool) *zstd.Encoder {
-	i, opts := 0, []zstd.EOption{
-		zstd.WithEncoderLevel(zstd.SpeedDefault),
-		zstd.WithEncoderConcurrency(2),
-		zstd.WithWindowSize(1 << 20),
-		zstd.WithLowerEncoderMem(true),
-	}
+	i := 0
 	if lean {
-		i, opts = 1, []zstd.EOption{
-			zstd.WithEncoderLevel(zstd.SpeedFastest),
-			zstd.WithEncoderConcurrency(1),
-			zstd.WithWindowSize(256 << 10),
-			zstd.WithLowerEncoderMem(true),
-		}
+		i = 1
 	}
 	e := &encoders[i]
 	e.once.Do(func() {
+		opts := []zstd.EOption{
+			zstd.WithEncoderLevel(zstd.SpeedDefault),
+			zstd.WithEncoderConcurrency(2),
+			zstd.WithWindowSize(1 << 20),
+			zstd.WithLowerEncoderMem(true),
+		}
+		if lean {
+			opts = []zstd.EOption{
+				zstd.WithEncoderLevel(zstd.SpeedFastest),
+				zstd.WithEncoderConcurrency(1),
+				zstd.WithWindowSize(256 << 10),
+				zstd.WithLowerEncoderMem(true),
+			}
+		}
 		var err error
 		if e.enc, err = zstd.NewWriter(nil, opts...); err != nil {
 			panic(fmt.Sprintf("wire: zstd encoder: %v", err)) // static options
