@@ -30,15 +30,16 @@ func newLogWriter(l *slog.Logger, every time.Duration) *logWriter {
 }
 
 func (w *logWriter) Write(p []byte) (int, error) {
-	if w.log == nil {
-		return len(p), nil
-	}
-	level, msg := parseLine(string(p))
-	if !w.log.Enabled(context.Background(), level) || !w.first(msg) {
-		return len(p), nil
+	w.once(parseLine(string(p)))
+	return len(p), nil
+}
+
+// once logs msg at level unless it was logged within the period.
+func (w *logWriter) once(level slog.Level, msg string) {
+	if w.log == nil || !w.log.Enabled(context.Background(), level) || !w.first(msg) {
+		return
 	}
 	w.log.Log(context.Background(), level, msg)
-	return len(p), nil
 }
 
 // parseLine returns the level of one of memberlist's log lines and its

@@ -384,7 +384,7 @@ func (m *Mesh) PodStates() []NodePods { return m.pods.snapshot() }
 // refused logs a message from a peer that did not decode, once a minute
 // at most for the same error.
 func (m *Mesh) refused(err error) {
-	m.log.Write([]byte("[WARN] memberlist: refused a peer's pod readiness: " + err.Error()))
+	m.log.once(slog.LevelWarn, "mesh: refused a peer's pod readiness: "+err.Error())
 }
 
 func (m *Mesh) isMember(name string) bool {
