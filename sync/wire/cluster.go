@@ -27,6 +27,25 @@ func ClusterDNSAddr(serviceCIDR netip.Prefix) netip.Addr {
 // Services: "ebpf", or "nftables" where its kernel lacks cgroup BPF.
 const AnnotationServiceRouting = "outpost.dev/service-routing"
 
+// The site mesh's annotations, which a node sets on its own Node through
+// its status reports while it runs the mesh of its site (the nodes whose
+// SiteLabel has the same value), and removes when it does not:
+//
+//   - AnnotationMeshAddr is the address and port the node's mesh listens
+//     on, as "192.168.1.10:7946" or "[fd00::1]:7946": its site peers join
+//     it there, also after a reboot while the hub is away (the site's
+//     Nodes are in each node's view, and so in its checkpoint).
+//   - AnnotationMeshAlive lists the site peers the node holds alive now
+//     (suspects included, as SWIM does), sorted and separated by commas,
+//     the node itself left out; "" when it holds none alive. The hub
+//     reads it, from nodes whose session is up, to tell a node whose
+//     uplink is down from a node that is dead (the SiteReachable
+//     condition).
+const (
+	AnnotationMeshAddr  = "outpost.dev/mesh-addr"
+	AnnotationMeshAlive = "outpost.dev/mesh-alive"
+)
+
 // NodeAnnotations are the annotations a node sets on its Node through its
 // status reports: the hub applies these from a report, and no other.
-var NodeAnnotations = []string{AnnotationServiceRouting}
+var NodeAnnotations = []string{AnnotationServiceRouting, AnnotationMeshAddr, AnnotationMeshAlive}
