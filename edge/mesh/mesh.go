@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -93,6 +94,11 @@ type Config struct {
 	// a site of 50 nodes that had just grown took over a minute to
 	// converge in `outpost bench mesh`, at 15s under one.
 	PushPullInterval time.Duration
+	// TCPTimeout bounds a TCP exchange with a peer (a join, a push-pull,
+	// a probe's fallback): 3s, against memberlist's 10s, for the site's
+	// state is small and its nodes share a LAN, and a rejoin dialling a
+	// dead peer should give up soon.
+	TCPTimeout time.Duration
 	// DeadNodeReclaimTime is how long after a node is declared dead a
 	// node of its name may come back from another address: 10s, so that
 	// a gateway that reboots onto a new DHCP lease rejoins at once.
@@ -112,6 +118,7 @@ func DefaultConfig() Config {
 		GossipInterval:          200 * time.Millisecond,
 		GossipNodes:             3,
 		PushPullInterval:        15 * time.Second,
+		TCPTimeout:              3 * time.Second,
 		DeadNodeReclaimTime:     10 * time.Second,
 	}
 }
@@ -141,8 +148,8 @@ func (c Config) Validate() error {
 		return errors.New("mesh: indirect checks must not be negative nor the awareness multiplier under 1")
 	case c.SuspicionMult < 1 || c.SuspicionMaxTimeoutMult < 1:
 		return errors.New("mesh: suspicion multipliers must be at least 1")
-	case c.GossipInterval <= 0 || c.GossipNodes < 1 || c.PushPullInterval <= 0 || c.DeadNodeReclaimTime < 0:
-		return errors.New("mesh: gossip interval, gossip nodes and push-pull interval must be positive")
+	case c.GossipInterval <= 0 || c.GossipNodes < 1 || c.PushPullInterval <= 0 || c.TCPTimeout <= 0 || c.DeadNodeReclaimTime < 0:
+		return errors.New("mesh: gossip interval, gossip nodes, push-pull interval and TCP timeout must be positive")
 	}
 	for i, k := range c.Keys {
 		if err := checkKey(k); err != nil {
@@ -165,6 +172,7 @@ type Mesh struct {
 	ml      *memberlist.Memberlist
 	keyring *memberlist.Keyring
 	name    string
+	addr    netip.AddrPort
 	changes chan struct{}
 	log     *logWriter
 
@@ -177,7 +185,10 @@ type Mesh struct {
 	// included), kept by its events: the delegate's callbacks read it,
 	// and must not call memberlist, whose locks some of them run under.
 	membersMu sync.Mutex
-	members   map[string]bool
+	members   map[string]netip.AddrPort
+	// gone holds the peers the node saw go (die or leave) that have not
+	// come back, under membersMu.
+	gone map[string]bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -197,7 +208,7 @@ func New(cfg Config) (*Mesh, error) {
 		keyring: keyring, name: cfg.NodeName, changes: make(chan struct{}, 1),
 		log:     newLogWriter(cfg.Logger, time.Minute),
 		pods:    newPodTable(cfg.NodeName),
-		members: map[string]bool{},
+		members: map[string]netip.AddrPort{}, gone: map[string]bool{},
 	}
 	m.queue = &memberlist.TransmitLimitedQueue{NumNodes: m.numMembers, RetransmitMult: retransmitMult}
 
@@ -220,7 +231,7 @@ func New(cfg Config) (*Mesh, error) {
 	mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = cfg.SuspicionMult, cfg.SuspicionMaxTimeoutMult
 	mc.GossipInterval, mc.GossipNodes = cfg.GossipInterval, cfg.GossipNodes
 	mc.PushPullInterval, mc.GossipToTheDeadTime = cfg.PushPullInterval, cfg.PushPullInterval
-	mc.DeadNodeReclaimTime = cfg.DeadNodeReclaimTime
+	mc.DeadNodeReclaimTime, mc.TCPTimeout = cfg.DeadNodeReclaimTime, cfg.TCPTimeout
 	mc.DNSConfigPath = "" // peers are addresses, never names to resolve
 	mc.Events = &events{m: m}
 	mc.Delegate = &delegate{m: m}
@@ -230,16 +241,13 @@ func New(cfg Config) (*Mesh, error) {
 		return nil, fmt.Errorf("mesh: start on %v: %w", cfg.Bind, err)
 	}
 	m.ml = ml
+	m.addr = nodeAddr(ml.LocalNode()) // fixed at creation
 	return m, nil
 }
 
 // Addr returns the address the node advertises to its peers, with the
 // port it listens on.
-func (m *Mesh) Addr() netip.AddrPort {
-	n := m.ml.LocalNode()
-	a, _ := netip.AddrFromSlice(n.Addr)
-	return netip.AddrPortFrom(a.Unmap(), n.Port)
-}
+func (m *Mesh) Addr() netip.AddrPort { return m.addr }
 
 // Join contacts peers and merges their view of the site with the node's.
 // It returns how many it reached; an error only if it reached none.
@@ -260,39 +268,25 @@ func (m *Mesh) Join(peers []netip.AddrPort) (int, error) {
 	return n, nil
 }
 
-// PeerState is how the node sees a peer.
-type PeerState string
-
-const (
-	// Alive: the peer answers, directly or through others.
-	Alive PeerState = "Alive"
-	// Suspect: the peer missed its probes and has not refuted yet; it
-	// still counts as alive.
-	Suspect PeerState = "Suspect"
-)
-
 // Peer is a peer the node holds alive.
 type Peer struct {
-	Name  string
-	Addr  netip.AddrPort
-	State PeerState
+	Name string
+	Addr netip.AddrPort
 }
 
 // Peers returns the peers the node holds alive (suspects included, as
 // SWIM does until they are declared dead), itself left out, by name.
+// They come from memberlist's events: its Members returns nodes that it
+// goes on changing, which cannot be read without a race.
 func (m *Mesh) Peers() []Peer {
-	var out []Peer
-	for _, n := range m.ml.Members() {
-		if n.Name == m.name {
-			continue
+	m.membersMu.Lock()
+	out := make([]Peer, 0, len(m.members))
+	for name, addr := range m.members {
+		if name != m.name {
+			out = append(out, Peer{Name: name, Addr: addr})
 		}
-		a, _ := netip.AddrFromSlice(n.Addr)
-		p := Peer{Name: n.Name, Addr: netip.AddrPortFrom(a.Unmap(), n.Port), State: Alive}
-		if n.State == memberlist.StateSuspect {
-			p.State = Suspect
-		}
-		out = append(out, p)
 	}
+	m.membersMu.Unlock()
 	slices.SortFunc(out, func(a, b Peer) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
@@ -305,6 +299,26 @@ func (m *Mesh) Alive() []string {
 		out[i] = p.Name
 	}
 	return out
+}
+
+// Gone returns the peers the node saw go, dead or left, that have not come
+// back since, by name. Only what the node saw counts: a peer it never
+// held alive (one that was dead before the node started) is not among
+// them, so that nothing is taken for dead without a sign of it.
+func (m *Mesh) Gone() []string {
+	m.membersMu.Lock()
+	defer m.membersMu.Unlock()
+	out := slices.Collect(maps.Keys(m.gone))
+	slices.Sort(out)
+	return out
+}
+
+// ForgetGone forgets the gone peers for which keep returns false: those
+// no longer of the site.
+func (m *Mesh) ForgetGone(keep func(name string) bool) {
+	m.membersMu.Lock()
+	defer m.membersMu.Unlock()
+	maps.DeleteFunc(m.gone, func(name string, _ bool) bool { return !keep(name) })
 }
 
 // Changes returns a channel that receives when a peer has joined, left,
@@ -390,7 +404,8 @@ func (m *Mesh) refused(err error) {
 func (m *Mesh) isMember(name string) bool {
 	m.membersMu.Lock()
 	defer m.membersMu.Unlock()
-	return m.members[name]
+	_, ok := m.members[name]
+	return ok
 }
 
 func (m *Mesh) numMembers() int {
@@ -405,20 +420,38 @@ type events struct{ m *Mesh }
 
 func (e *events) NotifyJoin(n *memberlist.Node) {
 	e.m.membersMu.Lock()
-	e.m.members[n.Name] = true
+	e.m.members[n.Name] = nodeAddr(n)
+	delete(e.m.gone, n.Name)
 	e.m.membersMu.Unlock()
 	e.m.changed()
+}
+
+// nodeAddr returns where n is reached. Events run under memberlist's
+// lock of n, so n may be read then.
+func nodeAddr(n *memberlist.Node) netip.AddrPort {
+	a, _ := netip.AddrFromSlice(n.Addr)
+	return netip.AddrPortFrom(a.Unmap(), n.Port)
 }
 
 func (e *events) NotifyLeave(n *memberlist.Node) {
 	e.m.membersMu.Lock()
 	delete(e.m.members, n.Name)
+	if n.Name != e.m.name {
+		e.m.gone[n.Name] = true
+	}
 	e.m.membersMu.Unlock()
 	e.m.pods.forget(n.Name)
 	e.m.changed()
 }
 
-func (e *events) NotifyUpdate(*memberlist.Node) { e.m.changed() }
+func (e *events) NotifyUpdate(n *memberlist.Node) {
+	e.m.membersMu.Lock()
+	if _, ok := e.m.members[n.Name]; ok {
+		e.m.members[n.Name] = nodeAddr(n)
+	}
+	e.m.membersMu.Unlock()
+	e.m.changed()
+}
 
 func (m *Mesh) changed() {
 	select {

