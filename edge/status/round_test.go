@@ -211,12 +211,16 @@ func TestFillIPs(t *testing.T) {
 	}
 }
 
-// TestPodAddrs: the node's pod IPs and their readiness, as last reported,
+// TestPodAddrs: the node's pod IPs and their readiness (and the pods'
+// readiness by UID, PodsReady), as last reported,
 // once a round was observed; a pod whose container exited is not ready.
 func TestPodAddrs(t *testing.T) {
 	rn := newRoundNode(t, 2)
 	if _, ok := rn.PodAddrs(); ok {
 		t.Error("the pods are known before a round was observed")
+	}
+	if _, ok := rn.PodsReady(); ok {
+		t.Error("the pods' readiness is known before a round was observed")
 	}
 	observe := func() {
 		actual, err := rn.rt.List(t.Context())
@@ -250,5 +254,9 @@ func TestPodAddrs(t *testing.T) {
 	}
 	if len(ready) != 2 || n != 1 {
 		t.Errorf("PodAddrs after an exit = %v, want one of two ready", ready)
+	}
+	byUID, ok := rn.PodsReady()
+	if want := map[string]bool{"uid-000": false, "uid-001": true}; !ok || !maps.Equal(byUID, want) {
+		t.Errorf("PodsReady after an exit = %v, %v; want %v", byUID, ok, want)
 	}
 }

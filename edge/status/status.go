@@ -306,6 +306,30 @@ func (r *Reporter) PodAddrs() (ready map[netip.Addr]bool, ok bool) {
 	return ready, true
 }
 
+// PodsReady returns, for each of the node's pods as last reported, by
+// UID, whether it is ready (its Ready condition True): for the site mesh,
+// which tells the node's peers, so that they drop its pods that do not
+// serve while the hub is away. ok is false until the first round since
+// the start was reported.
+func (r *Reporter) PodsReady() (ready map[string]bool, ok bool) {
+	if !r.observed.Load() {
+		return nil, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ready = make(map[string]bool, len(r.reported))
+	for uid, s := range r.reported {
+		isReady := false
+		for _, c := range s.status.Conditions {
+			if c.Type == corev1.PodReady {
+				isReady = c.Status == corev1.ConditionTrue
+			}
+		}
+		ready[uid] = isReady
+	}
+	return ready, true
+}
+
 // reportLocked reports rd's pods and the node as of now, and arms the
 // timer of Run for the next report due. r.loopMu is held.
 func (r *Reporter) reportLocked(rd Round, now time.Time) {
