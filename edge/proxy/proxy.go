@@ -1,8 +1,9 @@
 // Package proxy is the edge agent's service proxy: it keeps the node's
 // service routing (netd's dataplanes: eBPF socket load-balancing, or
 // nftables where the kernel lacks cgroup BPF) and its DNS server's zone in
-// step with the Services and EndpointSlices of the checkpoint and with the
-// node's own pods as the runtime sees them, with the hub or without it.
+// step with the Services and EndpointSlices of the checkpoint, with the
+// node's own pods as the runtime sees them, and with other nodes' pods as
+// the site mesh says they are, with the hub or without it.
 package proxy
 
 import (
@@ -40,6 +41,15 @@ type LocalPods interface {
 	PodAddrs() (ready map[netip.Addr]bool, ok bool)
 }
 
+// Peers tells the proxy what the site mesh says of other nodes' pods.
+type Peers interface {
+	// PeerHealth returns what the site mesh says now: the site peers the node saw
+	// die or leave and that have not come back (gone), and the pods that their own
+	// node says are not ready, by UID, each with the name of that node (unready).
+	// gen changes whenever either may have. The maps are the caller's to read, not modify.
+	PeerHealth() (gen uint64, gone map[string]bool, unready map[[16]byte]string)
+}
+
 // Zones takes the DNS zones the proxy builds: the node's DNS server.
 type Zones interface {
 	SetZone(*dns.Zone)
@@ -59,6 +69,13 @@ type Config struct {
 	// the node drops its dead pods from routing and DNS at once, even
 	// while the hub (whose EndpointSlices still list them) is away.
 	Local LocalPods
+	// Peers, if not nil, says which of other nodes' pods the site mesh
+	// knows not to serve: those of nodes it saw die or leave, and those
+	// their own node says are not ready. They leave routing and DNS
+	// even while the site is cut off from the hub; the hub's
+	// EndpointSlices stay the source of truth, which the mesh only
+	// narrows. The agent calls Kick when the mesh's view changes.
+	Peers Peers
 	// Dataplanes route as the table says; each gets every table.
 	Dataplanes []services.Dataplane
 	// DNS, if not nil, gets the cluster zone; Domain is the cluster
@@ -79,7 +96,8 @@ type Config struct {
 	// MinSync is the least time between two rebuilds, as kube-proxy's
 	// --min-sync-period: 500ms. Changes that come meanwhile (the
 	// thousands of a bulk create, in many batches) are applied together.
-	// A pod killed on the node leaves routing within Poll plus MinSync.
+	// A pod killed on the node, or one the mesh says is down, leaves
+	// routing within Poll plus MinSync.
 	MinSync time.Duration
 	// Clock is the time; nil for the wall clock.
 	Clock func() time.Time
@@ -106,6 +124,7 @@ type Proxy struct {
 	// Owned by Run.
 	gen      uint64
 	local    map[netip.Addr]bool
+	peerGen  uint64 // Peers' generation of the last rebuild
 	synced   bool
 	applied  time.Time // when the last rebuild was made
 	problems map[services.Problem]bool
@@ -130,7 +149,9 @@ func New(cfg Config) (*Proxy, error) {
 	return &Proxy{cfg: cfg, kick: make(chan struct{}, 1), problems: map[services.Problem]bool{}}, nil
 }
 
-// Kick makes Run look at the view now: the hub sent changes.
+// Kick makes Run look at the view and the mesh now: the hub sent
+// changes, or the mesh's view of the site's peers changed. A change
+// within MinSync of the last rebuild waits for the next poll.
 func (p *Proxy) Kick() {
 	select {
 	case p.kick <- struct{}{}:
@@ -164,7 +185,11 @@ func (p *Proxy) step(ctx context.Context) {
 			local = l
 		}
 	}
-	if p.synced && gen == p.gen && mapsEqual(local, p.local) {
+	var h peerHealth
+	if p.cfg.Peers != nil {
+		h.gen, h.gone, h.unready = p.cfg.Peers.PeerHealth()
+	}
+	if p.synced && gen == p.gen && mapsEqual(local, p.local) && h.gen == p.peerGen {
 		return
 	}
 	now := p.cfg.Clock()
@@ -172,7 +197,7 @@ func (p *Proxy) step(ctx context.Context) {
 		return // the next look after MinSync applies it, with what came meanwhile
 	}
 	p.applied = now
-	if err := p.apply(ctx, local); err != nil {
+	if err := p.apply(ctx, local, h); err != nil {
 		if msg := err.Error(); msg != p.failing {
 			p.cfg.Logger.Warn("service routing not updated; retrying", "err", err)
 			p.failing = msg
@@ -184,7 +209,14 @@ func (p *Proxy) step(ctx context.Context) {
 		p.cfg.Logger.Info("service routing updated again")
 		p.failing = ""
 	}
-	p.synced, p.gen, p.local = true, gen, local
+	p.synced, p.gen, p.local, p.peerGen = true, gen, local, h.gen
+}
+
+// peerHealth is what Peers.PeerHealth returned; zero without a mesh.
+type peerHealth struct {
+	gen     uint64
+	gone    map[string]bool
+	unready map[[16]byte]string
 }
 
 func mapsEqual(a, b map[netip.Addr]bool) bool {
@@ -200,12 +232,12 @@ func mapsEqual(a, b map[netip.Addr]bool) bool {
 }
 
 // apply reads the view, builds the table and the zone and hands them on.
-func (p *Proxy) apply(ctx context.Context, local map[netip.Addr]bool) error {
+func (p *Proxy) apply(ctx context.Context, local map[netip.Addr]bool, h peerHealth) error {
 	svcs, slices, undecodable, err := p.read()
 	if err != nil {
 		return err
 	}
-	slices = p.narrow(slices, local)
+	slices = p.narrow(slices, local, h)
 	in := services.Input{Node: p.cfg.NodeName, Zone: p.cfg.Zone, Services: svcs, Slices: slices}
 	if p.cfg.NodeAddrs != nil {
 		in.NodeAddrs = p.cfg.NodeAddrs()
@@ -237,24 +269,26 @@ func (p *Proxy) read() (svcs []*services.Service, eps []*services.Slice, problem
 	return svcs, eps, problems, nil
 }
 
-// narrow returns slices with the node's own endpoints that the runtime
-// says do not serve marked not ready (and not serving): the hub's view of
-// them may be old, and is while it is away. Other nodes' endpoints are
-// left as the hub sent them (the site mesh will narrow those). The
+// narrow returns slices with the endpoints the node knows not to serve
+// marked not ready and not serving (terminating left as it is), so that
+// routing and DNS leave them out: the hub's view of them may be old, and
+// is while it is away. Those are the node's own endpoints that the
+// runtime says do not serve (local; nil while it is not known), and
+// other nodes' endpoints that the mesh says are down (h): those of a
+// node gone, and those of a pod whose own node says it is not ready. A
+// node's claim about another node's pod is ignored, and so is what the
+// mesh says of this node's own. Nothing is added or made ready. The
 // slices given are not modified.
-func (p *Proxy) narrow(in []*services.Slice, local map[netip.Addr]bool) []*services.Slice {
-	if local == nil {
+func (p *Proxy) narrow(in []*services.Slice, local map[netip.Addr]bool, h peerHealth) []*services.Slice {
+	if local == nil && len(h.gone) == 0 && len(h.unready) == 0 {
 		return in
 	}
 	out := in[:0:0]
 	for _, s := range in {
 		var copied *services.Slice
-		for i, ep := range s.Endpoints {
-			if ep.NodeName == "" || ep.NodeName != p.cfg.NodeName || len(ep.Addresses) == 0 {
-				continue
-			}
-			a, err := netip.ParseAddr(ep.Addresses[0])
-			if err != nil || local[a] || !ep.Ready && !ep.Serving {
+		for i := range s.Endpoints {
+			ep := &s.Endpoints[i]
+			if !ep.Ready && !ep.Serving || !p.down(ep, local, h) {
 				continue
 			}
 			if copied == nil {
@@ -270,6 +304,26 @@ func (p *Proxy) narrow(in []*services.Slice, local map[netip.Addr]bool) []*servi
 		out = append(out, s)
 	}
 	return out
+}
+
+// down reports whether the node knows ep not to serve, as narrow says.
+func (p *Proxy) down(ep *services.Endpoint, local map[netip.Addr]bool, h peerHealth) bool {
+	switch {
+	case ep.NodeName == "":
+		return false // no node to ask
+	case ep.NodeName == p.cfg.NodeName:
+		if local == nil || len(ep.Addresses) == 0 {
+			return false
+		}
+		a, err := netip.ParseAddr(ep.Addresses[0])
+		return err == nil && !local[a]
+	case h.gone[ep.NodeName]:
+		return true
+	case ep.PodUID != [16]byte{}:
+		node, ok := h.unready[ep.PodUID]
+		return ok && node == ep.NodeName
+	}
+	return false
 }
 
 // routeDNS sends port 53 of the cluster DNS address to the node's own

@@ -1,6 +1,7 @@
 package services
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -274,4 +275,33 @@ func generate(data []byte) fuzzInput {
 		fi.Slices = append(fi.Slices, sl)
 	}
 	return fi
+}
+
+// FuzzParseUID checks ParseUID against encoding/hex: a UID is
+// accepted exactly when its dashes are in place, the rest is hex, and
+// it is not the nil UUID, and its bytes are those of its digits.
+func FuzzParseUID(f *testing.F) {
+	for _, s := range []string{"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "0F1E2D3C-4B5A-6978-8796-A5B4C3D2E1F0",
+		"00000000-0000-0000-0000-000000000000", "0f1e2d3c4b5a69788796a5b4c3d2e1f0", "", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1fg"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := ParseUID(s)
+		var want [16]byte
+		wantOK := len(s) == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-'
+		if wantOK {
+			b, err := hex.DecodeString(s[:8] + s[9:13] + s[14:18] + s[19:23] + s[24:])
+			wantOK = err == nil && len(b) == 16
+			if wantOK {
+				want = [16]byte(b)
+				wantOK = want != [16]byte{}
+			}
+		}
+		if !wantOK {
+			want = [16]byte{}
+		}
+		if ok != wantOK || got != want {
+			t.Errorf("ParseUID(%q) = %x, %v; want %x, %v", s, got, ok, want, wantOK)
+		}
+	})
 }

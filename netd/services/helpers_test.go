@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Builders of Services and EndpointSlices for the tests.
@@ -139,6 +140,14 @@ func ep(addr string, opts ...epOpt) discoveryv1.Endpoint {
 }
 
 func on(node string) epOpt { return func(e *discoveryv1.Endpoint) { e.NodeName = &node } }
+
+// pod is a targetRef to the Pod of uid, as the EndpointSlice controller
+// writes it.
+func pod(uid string) epOpt {
+	return func(e *discoveryv1.Endpoint) {
+		e.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "p-" + uid[:8], UID: types.UID(uid)}
+	}
+}
 
 func ready(v bool) epOpt   { return func(e *discoveryv1.Endpoint) { e.Conditions.Ready = &v } }
 func serving(v bool) epOpt { return func(e *discoveryv1.Endpoint) { e.Conditions.Serving = &v } }
