@@ -172,6 +172,7 @@ type Mesh struct {
 	ml      *memberlist.Memberlist
 	keyring *memberlist.Keyring
 	name    string
+	site    string
 	addr    netip.AddrPort
 	changes chan struct{}
 	log     *logWriter
@@ -205,7 +206,7 @@ func New(cfg Config) (*Mesh, error) {
 		return nil, fmt.Errorf("mesh: keyring: %w", err)
 	}
 	m := &Mesh{
-		keyring: keyring, name: cfg.NodeName, changes: make(chan struct{}, 1),
+		keyring: keyring, name: cfg.NodeName, site: cfg.Site, changes: make(chan struct{}, 1),
 		log:     newLogWriter(cfg.Logger, time.Minute),
 		pods:    newPodTable(cfg.NodeName),
 		members: map[string]netip.AddrPort{}, gone: map[string]bool{},

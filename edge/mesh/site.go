@@ -22,10 +22,19 @@ import (
 
 // Source is the node's knowledge of its site, as the hub last sent it.
 type Source interface {
-	// Site returns the site's keys to use at now, primary first (none:
-	// the node is in no site, or has not been sent its keys yet), and
-	// the site's other nodes.
-	Site(now time.Time) (keys [][]byte, peers []SitePeer, err error)
+	// Site returns the node's site as of now.
+	Site(now time.Time) (SiteView, error)
+}
+
+// SiteView is what the hub last said of the node's site.
+type SiteView struct {
+	// Name is the site's name, "" for none.
+	Name string
+	// Keys are the site's keys to use now, primary first; none while the
+	// node has not been sent them.
+	Keys [][]byte
+	// Peers are the site's other nodes.
+	Peers []SitePeer
 }
 
 // SitePeer is another node of the site.
@@ -38,8 +47,8 @@ type SitePeer struct {
 
 // SiteConfig configures a Site.
 type SiteConfig struct {
-	// Mesh configures the membership; its Keys are left empty, for they
-	// are the Source's.
+	// Mesh configures the membership; its Site and Keys are left empty,
+	// for they are the Source's.
 	Mesh Config
 	// Source says the site's keys and peers; required.
 	Source Source
@@ -80,6 +89,7 @@ type Site struct {
 	m  *Mesh // nil while the mesh is not up
 
 	// Owned by Run.
+	site    string
 	keys    [][]byte
 	peers   []SitePeer
 	joinAt  time.Time
@@ -133,14 +143,20 @@ func (s *Site) Run(ctx context.Context) error {
 // the site the node's pods, and starts the joins due.
 func (s *Site) step(joins *sync.WaitGroup) {
 	now := s.cfg.Clock()
-	keys, peers, err := s.cfg.Source.Site(now)
+	v, err := s.cfg.Source.Site(now)
 	if err != nil {
 		s.fail("site mesh: the site's keys and peers not read", err)
 		return
 	}
+	keys, peers := v.Keys, v.Peers
 	m := s.mesh()
+	if m != nil && v.Name != s.site {
+		s.cfg.Logger.Info("site mesh stopped: the node moved to another site", "site", s.site, "now", v.Name)
+		s.stop()
+		m = nil
+	}
 	switch {
-	case len(keys) == 0:
+	case v.Name == "" || len(keys) == 0:
 		if m != nil {
 			s.cfg.Logger.Info("site mesh stopped: the node holds no key of its site")
 			s.stop()
@@ -148,7 +164,7 @@ func (s *Site) step(joins *sync.WaitGroup) {
 		return
 	case m == nil:
 		cfg := s.cfg.Mesh
-		cfg.Keys = keys
+		cfg.Site, cfg.Keys = v.Name, keys
 		var err error
 		if m, err = New(cfg); err != nil {
 			s.fail("site mesh not started; trying again", err)
@@ -157,7 +173,7 @@ func (s *Site) step(joins *sync.WaitGroup) {
 		s.mu.Lock()
 		s.m = m
 		s.mu.Unlock()
-		s.keys, s.peers, s.joinAt = keys, nil, time.Time{}
+		s.site, s.keys, s.peers, s.joinAt = v.Name, keys, nil, time.Time{}
 		s.failing = ""
 		s.cfg.Logger.Info("site mesh up", "site", cfg.Site, "address", m.Addr(), "peers", len(peers))
 		s.changed()
@@ -252,6 +268,9 @@ func (s *Site) Alive() ([]string, bool) {
 	}
 	return m.Alive(), true
 }
+
+// Generation returns the generation Health would return now.
+func (s *Site) Generation() uint64 { return s.gen.Load() }
 
 // Health returns what the mesh says of the site's other nodes: those the
 // node saw go and that have not come back (gone), and the pods their own

@@ -19,19 +19,26 @@ import (
 // would hold it: the keys, and each node's mesh address once it said one.
 type fakeSite struct {
 	mu    sync.Mutex
+	name  string
 	keys  [][]byte
 	addrs map[string]netip.AddrPort
 	names []string
 }
 
-func (f *fakeSite) Site(time.Time) ([][]byte, []SitePeer, error) {
+func (f *fakeSite) Site(time.Time) (SiteView, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var peers []SitePeer
+	v := SiteView{Name: f.name, Keys: slices.Clone(f.keys)}
 	for _, n := range f.names {
-		peers = append(peers, SitePeer{Name: n, Addr: f.addrs[n]})
+		v.Peers = append(v.Peers, SitePeer{Name: n, Addr: f.addrs[n]})
 	}
-	return slices.Clone(f.keys), peers, nil
+	return v, nil
+}
+
+func (f *fakeSite) setName(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.name = name
 }
 
 func (f *fakeSite) setKeys(keys ...[]byte) {
@@ -69,7 +76,7 @@ func (p *ownPods) set(pods ...PodReady) {
 func runSite(t *testing.T, f *fakeSite, name string, pods *ownPods) (*Site, func()) {
 	t.Helper()
 	cfg := DefaultSiteConfig()
-	cfg.Mesh = testConfig(name, "s1")
+	cfg.Mesh = testConfig(name, "")
 	cfg.Source, cfg.Pods = f, pods.get
 	cfg.Look, cfg.Rejoin = 50*time.Millisecond, 300*time.Millisecond
 	cfg.Logger = testlog.New(t, slog.LevelInfo)
@@ -108,11 +115,11 @@ func alive(s *Site, want ...string) func() (bool, string) {
 }
 
 func TestSiteFromItsSource(t *testing.T) {
-	f := &fakeSite{addrs: map[string]netip.AddrPort{}, names: []string{"a", "b", "c"}}
+	f := &fakeSite{name: "s1", addrs: map[string]netip.AddrPort{}, names: []string{"a", "b", "c"}}
 
 	// No keys yet: no mesh.
 	cfg := DefaultSiteConfig()
-	cfg.Mesh, cfg.Source, cfg.Logger = testConfig("a", "s1"), f, testlog.New(t, slog.LevelInfo)
+	cfg.Mesh, cfg.Source, cfg.Logger = testConfig("a", ""), f, testlog.New(t, slog.LevelInfo)
 	cfg.Look = 20 * time.Millisecond
 	s0, err := NewSite(cfg)
 	if err != nil {
@@ -176,6 +183,25 @@ func TestSiteFromItsSource(t *testing.T) {
 		_, gone, _ := a.Health()
 		return len(gone) == 0, fmt.Sprintf("gone %v", gone)
 	})
+
+	// The site is renamed (the nodes' label changed): every node starts
+	// again in the new site, labelled with its name.
+	f.setName("s2")
+	wait.For(t, 5*time.Second, "every node's mesh of s2", func() (bool, string) {
+		for _, s := range []*Site{a, b, c} {
+			if m := s.mesh(); m == nil || m.site != "s2" {
+				return false, "a node's mesh is not of s2"
+			}
+		}
+		return true, ""
+	})
+	// Listening on port 0, they listen on new ports: as the hub would,
+	// the source tells the others.
+	for name, s := range map[string]*Site{"a": a, "b": b, "c": c} {
+		addr, _ := s.Addr()
+		f.said(name, addr)
+	}
+	wait.For(t, 10*time.Second, "a sees b and c in s2", alive(a, "b", "c"))
 
 	// The node leaves the site (no keys): its mesh stops.
 	f.setKeys()
