@@ -156,6 +156,15 @@ func siteCondition(r siteReport, uplink bool) *corev1.NodeCondition {
 	return c
 }
 
+// siteStatus returns the status of the SiteReachable condition in conds,
+// "" if there is none.
+func siteStatus(conds []corev1.NodeCondition) corev1.ConditionStatus {
+	if i := conditionIndex(conds, ConditionSiteReachable); i >= 0 {
+		return conds[i].Status
+	}
+	return ""
+}
+
 // setSiteCondition returns conds with their SiteReachable condition made
 // want (nil: removed), and whether that changed them; conds itself is not
 // modified. A condition that changes is heartbeated now; its transition
