@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/admission"
 	"github.com/outpost-mesh/outpost/hub/auth"
+	"github.com/outpost-mesh/outpost/hub/controllers/nodelifecycle"
 	"github.com/outpost-mesh/outpost/hub/pki"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
@@ -325,13 +327,31 @@ func (g *syncGlue) nodeStatus(ctx context.Context, n *corev1.Node) error {
 				return err
 			}
 		}
+		// The report replaces the status but for SiteReachable, which is
+		// the hub's (nodelifecycle decides it from the node's site
+		// peers): a report that does not carry it keeps the hub's.
+		site, hasSite := nodeCondition(cur.Status.Conditions, nodelifecycle.ConditionSiteReachable)
 		cur.Status = n.Status
+		if _, has := nodeCondition(cur.Status.Conditions, nodelifecycle.ConditionSiteReachable); hasSite && !has {
+			cur.Status.Conditions = append(slices.Clone(cur.Status.Conditions), site)
+		}
 		_, err = nodes.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) && attempt < 3 {
 			continue
 		}
 		return err
 	}
+}
+
+// nodeCondition returns the condition of type t in conds, and whether
+// there is one.
+func nodeCondition(conds []corev1.NodeCondition, t corev1.NodeConditionType) (corev1.NodeCondition, bool) {
+	for _, c := range conds {
+		if c.Type == t {
+			return c, true
+		}
+	}
+	return corev1.NodeCondition{}, false
 }
 
 // mirrorPod creates the mirror of a static pod of node, replacing one of an

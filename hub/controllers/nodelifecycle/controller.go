@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/outpost-mesh/outpost/hub/controllers"
+	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // Component is the source of the controller's Events, as upstream's.
@@ -31,10 +32,15 @@ const Component = "node-controller"
 // package's own, so that other controllers' indexes do not clash with it.
 const podsByNode = "nodelifecycle.outpost.dev/nodeName"
 
+// nodesBySite indexes the nodes cache by their site (wire.SiteLabel).
+const nodesBySite = "nodelifecycle.outpost.dev/site"
+
 // Controller watches the Nodes, their Leases and their pods, and carries
 // out what Decide says of each node: it is the I/O shell of Decide. Each
 // node is decided again when it, its Lease or one of its pods changes,
-// and at the next deadline Decide names (AddAfter); no ticker polls.
+// when a Node of its site changes its site or its mesh report or a Lease
+// of its site starts or stops being current, and at the next deadline
+// Decide names (AddAfter); no ticker polls.
 type Controller struct {
 	cfg    Config
 	client kubernetes.Interface
@@ -43,6 +49,7 @@ type Controller struct {
 	events record.EventRecorder
 
 	nodes  corelisters.NodeLister
+	bySite cache.Indexer // the nodes cache, indexed by nodesBySite
 	leases coordinationlisters.LeaseLister
 	pods   cache.Indexer
 	synced []cache.InformerSynced
@@ -53,6 +60,7 @@ type Controller struct {
 	mu      sync.Mutex
 	warned  map[string]string    // node: the bad offline tolerance last warned of
 	untimed map[string]time.Time // node: when its untimed NoExecute taints were first seen
+	held    map[string]bool      // node: its eviction is held, and this was said
 }
 
 // New returns a Controller of c and cfg. It registers the Node, Lease and
@@ -76,56 +84,80 @@ func New(c controllers.Context, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodelifecycle: index pods by node: %w", err)
 	}
+	err = nodes.Informer().AddIndexers(cache.Indexers{nodesBySite: func(obj any) ([]string, error) {
+		if n, ok := obj.(*corev1.Node); ok && siteOf(n) != "" {
+			return []string{siteOf(n)}, nil
+		}
+		return nil, nil
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("nodelifecycle: index nodes by site: %w", err)
+	}
 	ctl := &Controller{
 		cfg: cfg, client: c.Client, clock: c.Clock,
 		log:    c.Logger.With("controller", "nodelifecycle"),
 		events: c.Events(Component),
-		nodes:  nodes.Lister(), leases: leases.Lister(), pods: pods.Informer().GetIndexer(),
+		nodes:  nodes.Lister(), bySite: nodes.Informer().GetIndexer(),
+		leases: leases.Lister(), pods: pods.Informer().GetIndexer(),
 		synced: []cache.InformerSynced{nodes.Informer().HasSynced, leases.Informer().HasSynced, pods.Informer().HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodelifecycle", Clock: c.Clock}),
 		warned:  map[string]string{},
 		untimed: map[string]time.Time{},
+		held:    map[string]bool{},
 	}
+	// Each handler names the nodes to decide again for a change of one
+	// object (key), and those of its site when the change matters to
+	// their SiteReachable (site, given old nil on an add and cur nil on a
+	// delete).
 	handlers := []struct {
-		inf cache.SharedIndexInformer
-		key func(obj any) []string
+		inf  cache.SharedIndexInformer
+		key  func(obj any) []string
+		site func(old, cur any) []string
 	}{
 		{nodes.Informer(), func(obj any) []string {
 			if n, ok := obj.(*corev1.Node); ok {
 				return []string{n.Name}
 			}
 			return nil
-		}},
+		}, ctl.nodeSiteChanged},
 		{leases.Informer(), func(obj any) []string {
 			if l, ok := obj.(*coordinationv1.Lease); ok && l.Namespace == corev1.NamespaceNodeLease {
 				return []string{l.Name}
 			}
 			return nil
-		}},
+		}, ctl.leaseSiteChanged},
 		{pods.Informer(), func(obj any) []string {
 			if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
 				return []string{p.Spec.NodeName}
 			}
 			return nil
-		}},
+		}, nil},
 	}
 	for _, h := range handlers {
-		enqueue := func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
+		enqueue := func(old, cur any) {
+			for _, obj := range []any{old, cur} {
+				for _, k := range h.key(obj) {
+					ctl.queue.Add(k)
+				}
 			}
-			for _, k := range h.key(obj) {
-				ctl.queue.Add(k)
+			if h.site != nil {
+				for _, k := range h.site(old, cur) {
+					ctl.queue.Add(k)
+				}
 			}
 		}
 		_, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: enqueue,
+			AddFunc: func(obj any) { enqueue(nil, obj) },
 			UpdateFunc: func(old, cur any) {
-				enqueue(old) // a pod bound anew, say
-				enqueue(cur)
+				enqueue(old, cur) // old: a pod bound anew, say
 			},
-			DeleteFunc: enqueue,
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				enqueue(obj, nil)
+			},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("nodelifecycle: add event handler: %w", err)
@@ -151,6 +183,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		c.mu.Lock()
 		delete(c.warned, name)
 		delete(c.untimed, name)
+		delete(c.held, name)
 		c.mu.Unlock()
 		return nil
 	}
@@ -174,13 +207,112 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 			pods = append(pods, p)
 		}
 	}
+	site, err := c.sitePeers(node)
+	if err != nil {
+		return err
+	}
 	now := c.clock.Now()
-	d := Decide(Input{Node: node, Lease: lease, Pods: pods, Now: now, Since: c.since, UntimedSince: c.untimedSince(node, now)}, c.cfg)
+	d := Decide(Input{Node: node, Lease: lease, Pods: pods, Now: now, Since: c.since, UntimedSince: c.untimedSince(node, now), Site: site}, c.cfg)
 	if d.After > 0 {
 		c.queue.AddAfter(name, d.After)
 	}
 	c.warnTolerance(node, d.BadTolerance)
+	c.sayHeld(node, d.EvictionHeld)
 	return c.apply(ctx, node, d)
+}
+
+// sitePeers returns the other Nodes of node's site with their Leases, nil
+// if it is in none.
+func (c *Controller) sitePeers(node *corev1.Node) ([]SitePeer, error) {
+	site := siteOf(node)
+	if site == "" {
+		return nil, nil
+	}
+	objs, err := c.bySite.ByIndex(nodesBySite, site)
+	if err != nil {
+		return nil, err
+	}
+	peers := make([]SitePeer, 0, len(objs))
+	for _, o := range objs {
+		n, ok := o.(*corev1.Node)
+		if !ok || n.Name == node.Name {
+			continue
+		}
+		l, err := c.leases.Leases(corev1.NamespaceNodeLease).Get(n.Name)
+		switch {
+		case apierrors.IsNotFound(err):
+			l = nil
+		case err != nil:
+			return nil, err
+		}
+		peers = append(peers, SitePeer{Node: n, Lease: l})
+	}
+	return peers, nil
+}
+
+// siteNodes returns the names of the nodes of site, none for "".
+func (c *Controller) siteNodes(site string) []string {
+	if site == "" {
+		return nil
+	}
+	names, err := c.bySite.IndexKeys(nodesBySite, site)
+	if err != nil {
+		return nil // the index is registered in New: not reached
+	}
+	return names
+}
+
+// nodeSiteChanged returns the nodes whose SiteReachable a change of a
+// Node from old to cur may change: those of its old and new site when it
+// came, went, moved, or its mesh report changed; none otherwise, so that
+// the nodes' frequent status reports do not wake their whole site.
+func (c *Controller) nodeSiteChanged(old, cur any) []string {
+	o, _ := old.(*corev1.Node)
+	n, _ := cur.(*corev1.Node)
+	if o != nil && n != nil {
+		oa, ook := o.Annotations[wire.AnnotationMeshAlive]
+		na, nok := n.Annotations[wire.AnnotationMeshAlive]
+		if siteOf(o) == siteOf(n) && ook == nok && oa == na {
+			return nil
+		}
+	}
+	var names []string
+	if o != nil {
+		names = c.siteNodes(siteOf(o))
+	}
+	if n != nil && (o == nil || siteOf(n) != siteOf(o)) {
+		names = append(names, c.siteNodes(siteOf(n))...)
+	}
+	return names
+}
+
+// leaseSiteChanged returns the nodes of the site of a Lease's node when
+// the Lease changed from old to cur so that the node starts or stops
+// being counted as connected (a renewal of a current Lease changes
+// nothing). A Lease that lapses without a change is seen by its site
+// peers' next decision, which Decide times for it.
+func (c *Controller) leaseSiteChanged(old, cur any) []string {
+	o, _ := old.(*coordinationv1.Lease)
+	l, _ := cur.(*coordinationv1.Lease)
+	if l == nil {
+		l = o
+	}
+	if l == nil || l.Namespace != corev1.NamespaceNodeLease {
+		return nil
+	}
+	if o != nil && cur != nil {
+		now := c.clock.Now()
+		was, _ := leaseCurrent(o, now, c.cfg)
+		is, _ := leaseCurrent(l, now, c.cfg)
+		if was == is {
+			return nil
+		}
+	}
+	node, err := c.nodes.Get(l.Name)
+	if err != nil {
+		return nil // no Node (yet): no site to tell
+	}
+	return c.siteNodes(siteOf(node))
 }
 
 // apply carries out d on node: conditions, taints, then pods.
@@ -192,6 +324,9 @@ func (c *Controller) apply(ctx context.Context, node *corev1.Node, d Decision) e
 		updated, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
 		if err != nil {
 			return fmt.Errorf("update conditions of node %s: %w", node.Name, err)
+		}
+		if was, is := siteStatus(node.Status.Conditions), siteStatus(d.Conditions); was != is {
+			c.log.Info("node site reachability changed", "node", node.Name, "from", was, "to", is)
 		}
 		node = updated
 		if d.StatusEvent != "" {
@@ -269,6 +404,24 @@ func (c *Controller) warnTolerance(node *corev1.Node, bad error) {
 	if bad != nil && (!warned || old != v) {
 		c.log.Warn("bad offline tolerance", "node", node.Name, "err", bad)
 		c.events.Event(node, corev1.EventTypeWarning, EventInvalidOfflineTolerance, bad.Error())
+	}
+}
+
+// sayHeld logs and records on node, once until it is no longer so, that
+// its eviction is held as its site holds it alive.
+func (c *Controller) sayHeld(node *corev1.Node, held bool) {
+	c.mu.Lock()
+	said := c.held[node.Name]
+	if held {
+		c.held[node.Name] = true
+	} else {
+		delete(c.held, node.Name)
+	}
+	c.mu.Unlock()
+	if held && !said {
+		c.log.Info("eviction held: the node's site peers hold it alive", "node", node.Name)
+		c.events.Eventf(node, corev1.EventTypeNormal, EventEvictionHeld,
+			"Node %s is unreachable past its offline tolerance, but its site peers hold it alive: its pods are running and are not evicted", node.Name)
 	}
 }
 

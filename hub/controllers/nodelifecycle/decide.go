@@ -35,6 +35,10 @@ const (
 	// EventInvalidOfflineTolerance is the Warning on a Node whose
 	// AnnotationOfflineTolerance is not a duration.
 	EventInvalidOfflineTolerance = "InvalidOfflineTolerance"
+	// EventEvictionHeld is recorded on a Node whose pods would be
+	// evicted, as it has been unreachable for its offline tolerance, but
+	// are not, as its site peers hold it alive (SiteReachable True).
+	EventEvictionHeld = "EvictionHeld"
 )
 
 // conditionTypes are the node conditions that kubelet posts, which the
@@ -65,6 +69,10 @@ type Input struct {
 	// taints that carry no timeAdded (set by hand), which is then their
 	// start; zero: Now.
 	UntimedSince time.Time
+	// Site are the other Nodes of Node's site (wire.SiteLabel) with their
+	// Leases, which the SiteReachable condition is decided from; nil if
+	// it is in none. Nodes of another site, and Node itself, are skipped.
+	Site []SitePeer
 }
 
 // Decision is what to do about one node. Its fields are independent of
@@ -86,6 +94,10 @@ type Decision struct {
 	// BadTolerance is why the node's AnnotationOfflineTolerance is not
 	// used, nil if it is fine or absent.
 	BadTolerance error
+	// EvictionHeld says the node has been unreachable for its offline
+	// tolerance, so that its pods would be evicted, but they are not as
+	// its site peers hold it alive: its pods are running.
+	EvictionHeld bool
 	// After is when to decide again if nothing changes meanwhile, 0 for
 	// not before something does.
 	After time.Duration
@@ -111,6 +123,13 @@ type Decision struct {
 // with spec.unschedulable, and evicts as upstream's taint manager does
 // the pods that do not tolerate the node's NoExecute taints, at once or
 // after their tolerationSeconds; pods that tolerate them forever stay.
+//
+// A node in a site whose nodes run the mesh has the SiteReachable
+// condition (ConditionSiteReachable), from the reports in in.Site of the
+// peers that are connected now (their Lease renewed within
+// cfg.GracePeriod). While it is True the node is not tainted
+// unreachable:NoExecute for its offline tolerance (the taint goes if it
+// has it): its pods are running, the hub merely cannot reach them.
 func Decide(in Input, cfg Config) Decision {
 	var d Decision
 	node, now := in.Node, in.Now
@@ -152,7 +171,20 @@ func Decide(in Input, cfg Config) Decision {
 		soon(unreachableAt)
 	}
 
-	// The unreachable NoExecute taint, with the node's consent.
+	// What the site's mesh says of it, decided again when a reporter's
+	// Lease lapses.
+	site := siteReports(in, cfg)
+	siteCond := siteCondition(site, reachable)
+	if c, changed := setSiteCondition(conds, siteCond, now); changed {
+		conds, d.Conditions = c, c
+	}
+	if site.reporters > 0 {
+		soon(site.lapse)
+	}
+	siteAlive := siteCond != nil && siteCond.Status == corev1.ConditionTrue
+
+	// The unreachable NoExecute taint, with the node's consent, unless
+	// its site holds it alive.
 	tol, tolSet, tolErr := offlineTolerance(node)
 	d.BadTolerance = tolErr
 	hasNoExecute := slices.ContainsFunc(node.Spec.Taints, isUnreachableNoExecute)
@@ -160,6 +192,13 @@ func Decide(in Input, cfg Config) Decision {
 	switch {
 	case reachable || !tolSet || tolErr != nil:
 		noExecute = false
+	case unreachable && siteAlive:
+		noExecute = false
+		if due := unreachableAt.Add(tol); now.Before(due) {
+			soon(due)
+		} else {
+			d.EvictionHeld = true
+		}
 	case !unreachable || hasNoExecute:
 	case !now.Before(unreachableAt.Add(tol)):
 		noExecute = true
@@ -204,17 +243,10 @@ func Decide(in Input, cfg Config) Decision {
 // lastHeard returns when the node was last heard of (its Lease renewed,
 // or it was created), and the grace it has from then.
 func lastHeard(in Input, cfg Config) (time.Time, time.Duration) {
-	t, grace := in.Node.CreationTimestamp.Time, cfg.StartupGracePeriod
-	if l := in.Lease; l != nil {
-		t, grace = l.CreationTimestamp.Time, cfg.GracePeriod
-		if l.Spec.AcquireTime != nil {
-			t = l.Spec.AcquireTime.Time
-		}
-		if l.Spec.RenewTime != nil {
-			t = l.Spec.RenewTime.Time
-		}
+	if in.Lease != nil {
+		return leaseRenewed(in.Lease), cfg.GracePeriod
 	}
-	return t, grace
+	return in.Node.CreationTimestamp.Time, cfg.StartupGracePeriod
 }
 
 func conditionIndex(conds []corev1.NodeCondition, t corev1.NodeConditionType) int {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
+	"github.com/outpost-mesh/outpost/sync/wire"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
 
@@ -320,6 +322,96 @@ func TestHubOfflineTolerance(t *testing.T) {
 		}
 		return ready == corev1.ConditionTrue && len(taints) == 0, fmt.Sprintf("Ready %s, taints %v", ready, taints)
 	})
+}
+
+// siteReachable returns the node's SiteReachable condition as "Status
+// Reason: message", "" if it has none.
+func (e *edge) siteReachable() (string, error) {
+	n, err := e.client.CoreV1().Nodes().Get(context.Background(), e.name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == nodelifecycle.ConditionSiteReachable {
+			return string(c.Status) + " " + c.Reason + ": " + c.Message, nil
+		}
+	}
+	return "", nil
+}
+
+// meshReports sets the site and the mesh peers the node holds alive, as
+// the hub (its site, at join) and its status reports would.
+func (e *edge) meshReports(site string, alive ...string) {
+	e.t.Helper()
+	ctx := context.Background()
+	n, err := e.client.CoreV1().Nodes().Get(ctx, e.name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Labels[wire.SiteLabel] = site
+	n.Annotations[wire.AnnotationMeshAlive] = strings.Join(alive, ",")
+	if _, err := e.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// waitSite waits until the node's SiteReachable is want.
+func (e *edge) waitSite(want string) {
+	e.t.Helper()
+	wait.For(e.t, 20*time.Second, e.name+" SiteReachable "+want, func() (bool, string) {
+		got, err := e.siteReachable()
+		if err != nil {
+			return false, err.Error()
+		}
+		return got == want, fmt.Sprintf("SiteReachable %q", got)
+	})
+}
+
+// TestHubSiteReachable: against a real hub, a node whose session is lost
+// while its site peers hold it alive is Ready Unknown and SiteReachable
+// True; once they lose it too, False; a node in no site has none.
+func TestHubSiteReachable(t *testing.T) {
+	h := hubtest.Start(t, onlyThis)
+	cfg := nodelifecycle.DefaultConfig()
+	cfg.GracePeriod, cfg.StartupGracePeriod = 2*time.Second, 2*time.Second
+	startController(t, h, cfg)
+	presence := startPresence(t, h, cfg.GracePeriod/4)
+	a := join(t, h.Client, "site-a", nil)
+	b := join(t, h.Client, "site-b", nil)
+	c := join(t, h.Client, "site-c", nil)
+	lone := join(t, h.Client, "lone", nil)
+	a.meshReports("store-1", "site-b", "site-c")
+	b.meshReports("store-1", "site-a", "site-c")
+	c.meshReports("store-1", "site-a", "site-b")
+	for _, e := range []*edge{a, b, c, lone} {
+		presence.Connected(e.name)
+	}
+	a.waitSite("True " + nodelifecycle.ReasonSitePeersSeeIt + ": alive per 2 of 2 site peers")
+
+	// site-a's uplink is cut.
+	presence.Disconnected(a.name)
+	wait.For(t, 20*time.Second, "site-a Unknown", func() (bool, string) {
+		ready, _, _, err := a.node()
+		if err != nil {
+			return false, err.Error()
+		}
+		return ready == corev1.ConditionUnknown, fmt.Sprintf("Ready %s", ready)
+	})
+	a.waitSite("True " + nodelifecycle.ReasonUplinkDown + ": uplink down; alive per 2 of 2 site peers")
+
+	// site-a is dead: its peers drop it.
+	b.meshReports("store-1", "site-c")
+	c.meshReports("store-1", "site-b")
+	a.waitSite("False " + nodelifecycle.ReasonSitePeersLostIt + ": site peers lost it too")
+	if got, err := lone.siteReachable(); err != nil || got != "" {
+		t.Errorf("lone node in no site: SiteReachable %q (%v), want none", got, err)
+	}
 }
 
 // events waits for an Event in ns that match says is the one.
