@@ -129,7 +129,9 @@ type Decision struct {
 // peers that are connected now (their Lease renewed within
 // cfg.GracePeriod). While it is True the node is not tainted
 // unreachable:NoExecute for its offline tolerance (the taint goes if it
-// has it): its pods are running, the hub merely cannot reach them.
+// has it), nor are its pods marked not ready: they are running, the hub
+// merely cannot reach them, and the site's other nodes, which route to
+// them from the EndpointSlices, hear of their readiness from the mesh.
 func Decide(in Input, cfg Config) Decision {
 	var d Decision
 	node, now := in.Node, in.Now
@@ -231,7 +233,7 @@ func Decide(in Input, cfg Config) Decision {
 			}
 			soon(at)
 		}
-		if unreachable && cfg.MarkPodsNotReady {
+		if unreachable && cfg.MarkPodsNotReady && !siteAlive {
 			if p, ok := notReady(pod, now); ok {
 				d.NotReady = append(d.NotReady, p)
 			}

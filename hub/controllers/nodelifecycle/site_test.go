@@ -236,3 +236,28 @@ func TestDecideSiteHoldsEviction(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideSiteKeepsPodsReady: an unreachable node's ready pods are
+// marked not ready unless its site holds it alive.
+func TestDecideSiteKeepsPodsReady(t *testing.T) {
+	cfg := DefaultConfig()
+	away := inSite(node(unknown(), unreachableNoSchedule), "store-1", true)
+	for _, tc := range []struct {
+		name string
+		in   Input
+		want []string
+	}{
+		{name: "seen", in: withSite(away, ago(time.Hour), peer("edge-b", now, true, "edge-a"))},
+		{name: "lost", in: withSite(away, ago(time.Hour), peer("edge-b", now, true)), want: []string{"web"}},
+		{name: "no reports", in: withSite(away, ago(time.Hour), peer("edge-b", ago(time.Hour), true, "edge-a")), want: []string{"web"}},
+	} {
+		tc.in.Pods = []*corev1.Pod{pod("web", corev1.ConditionTrue)}
+		var got []string
+		for _, p := range Decide(tc.in, cfg).NotReady {
+			got = append(got, p.Name)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("Decide(%s).NotReady (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
