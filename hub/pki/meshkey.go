@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/outpost-mesh/outpost/internal/atomicfile"
+	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // MeshSecretFile, under Config.Dir, holds the master secret from which the
@@ -19,12 +20,8 @@ import (
 // 0600.
 const MeshSecretFile = "mesh.secret"
 
-// MeshSecretSize is the length of the mesh secret, and MeshKeySize that of
-// the keys derived from it: AES-256, the largest key memberlist takes.
-const (
-	MeshSecretSize = 32
-	MeshKeySize    = 32
-)
+// MeshSecretSize is the length of the mesh secret.
+const MeshSecretSize = 32
 
 // meshKeyInfo begins the HKDF info of a mesh key; the version lets a
 // later derivation differ without a new secret.
@@ -54,14 +51,14 @@ func ensureMeshSecret(cfg Config) ([]byte, error) {
 	return secret, nil
 }
 
-// MeshKey returns the MeshKeySize-byte key of site's mesh for epoch (see
-// sync/view's MeshKeyPolicy): HKDF-SHA256 of MeshSecret, with the info
-// "outpost mesh key v1", a zero byte, site, a zero byte and epoch in
-// decimal. It is deterministic, so a restarted hub, and every hub of the
-// same PKI, derive the same keys. The caller owns the returned slice.
+// MeshKey returns the key of site's mesh for epoch (see sync/view's
+// MeshKeyPolicy), wire.MeshKeySize bytes: HKDF-SHA256 of MeshSecret, with
+// the info "outpost mesh key v1", a zero byte, site, a zero byte and epoch
+// in decimal. It is deterministic, so a restarted hub, and every hub of
+// the same PKI, derive the same keys. The caller owns the returned slice.
 func (p *PKI) MeshKey(site string, epoch int64) []byte {
 	info := meshKeyInfo + "\x00" + site + "\x00" + strconv.FormatInt(epoch, 10)
-	key, err := hkdf.Key(sha256.New, p.MeshSecret, nil, info, MeshKeySize)
+	key, err := hkdf.Key(sha256.New, p.MeshSecret, nil, info, wire.MeshKeySize)
 	if err != nil {
 		panic(fmt.Sprintf("pki: derive a mesh key: %v", err)) // only for a length HKDF cannot give
 	}
