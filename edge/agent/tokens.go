@@ -43,19 +43,22 @@ func (a *Agent) TokenFor(pod *corev1.Pod, volume, path string) (wire.PodToken, b
 	return t, true
 }
 
-// heldTokens lists the pod tokens of the checkpoint at their revisions,
-// for the hub to mint again only those due.
+// heldTokens lists the pod tokens and the site's mesh keys of the
+// checkpoint at their revisions, for the hub to send again only those due
+// (wire.Hello's Tokens).
 func (a *Agent) heldTokens() ([]wire.InventoryEntry, error) {
-	objs, err := a.cp.List(wire.ResourcePodTokens)
-	if a.dropCorrupt(err) {
-		objs, err = a.cp.List(wire.ResourcePodTokens)
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := make([]wire.InventoryEntry, len(objs))
-	for i, o := range objs {
-		out[i] = wire.InventoryEntry{Key: o.Key, Revision: o.Revision}
+	var out []wire.InventoryEntry
+	for _, resource := range []string{wire.ResourcePodTokens, wire.ResourceMeshKeys} {
+		objs, err := a.cp.List(resource)
+		if a.dropCorrupt(err) {
+			objs, err = a.cp.List(resource)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			out = append(out, wire.InventoryEntry{Key: o.Key, Revision: o.Revision})
+		}
 	}
 	return out, nil
 }

@@ -62,6 +62,7 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	cfg.Presence = presence
 	cfg.Usage = nodeUsage
 	cfg.Tokens = syncTokens{issuer: sa.issuer, objs: storeTokenObjects{st}}
+	cfg.MeshKeys = certs.MeshKey
 	cfg.Logger = log.With("component", "sync")
 	srv, err := server.New(cfg)
 	if err != nil {

@@ -142,6 +142,10 @@ type PKI struct {
 	// AdminCertPEM and AdminKeyPEM are the admin client certificate and key.
 	AdminCertPEM []byte
 	AdminKeyPEM  []byte
+	// MeshSecret is the master secret of the site meshes' keys
+	// (MeshKey), MeshSecretSize bytes from MeshSecretFile. It never
+	// leaves the hub.
+	MeshSecret []byte
 }
 
 // Ensure loads the PKI in cfg.Dir, creating what is missing and reissuing a
@@ -149,6 +153,8 @@ type PKI struct {
 // the serving certificate) names other than cfg.ServingNames. The CA is
 // created only when neither of its files exists: a CA certificate without its
 // key is an error, since a new CA would strand everything the old one signed.
+// The mesh secret (MeshSecretFile) is created when missing and kept when
+// present; one that cannot be read or has the wrong size is an error.
 func Ensure(cfg Config) (*PKI, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("pki config: %w", err)
@@ -191,6 +197,9 @@ func Ensure(cfg Config) (*PKI, error) {
 		usage:    x509.ExtKeyUsageClientAuth,
 	})
 	if err != nil {
+		return nil, err
+	}
+	if p.MeshSecret, err = ensureMeshSecret(cfg); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -65,9 +65,10 @@ type Config struct {
 	// Applied, if set, is called after every batch was made durable, with
 	// its changes; the agent reconciles on it. It must not block long.
 	Applied func(changes []wire.Change)
-	// HeldTokens, if set, lists the objects of wire.ResourcePodTokens the
-	// store holds, at their revisions: the Hello tells the hub, which
-	// then mints again only the tokens that are due.
+	// HeldTokens, if set, lists the objects of wire.ResourcePodTokens and
+	// wire.ResourceMeshKeys the store holds, at their revisions: the
+	// Hello tells the hub, which then mints again only the tokens that
+	// are due, and sends the site's mesh keys only when they rotated.
 	HeldTokens func() ([]wire.InventoryEntry, error)
 	// Connected, if set, is called each time a session with the hub
 	// begins, before its first status is pushed: the agent reports its

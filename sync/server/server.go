@@ -129,6 +129,14 @@ type Config struct {
 	Tokens      TokenMinter
 	TokenPolicy view.TokenPolicy
 
+	// MeshKeys derives the key of a site's mesh for an epoch
+	// (wire.MeshKeySize bytes, the same for the same arguments, as
+	// hub/pki's PKI.MeshKey), which the views of nodes that speak
+	// wire.MeshKeysVersion carry; nil sends none. MeshKeyPolicy says
+	// which epochs a node holds: view.DefaultMeshKeyPolicy.
+	MeshKeys      func(site string, epoch int64) []byte
+	MeshKeyPolicy view.MeshKeyPolicy
+
 	// IdleTimeout ends a node's connection that brought nothing for this
 	// long: 15s. Nodes send the keep-alives (sync/client's KeepAlive, 10s)
 	// and the hub answers them, so a dead link is noticed within 15s on
@@ -153,6 +161,7 @@ func DefaultConfig() Config {
 		MaxStatusItems: 1000,
 		MaxInventory:   200_000,
 		TokenPolicy:    view.DefaultTokenPolicy(),
+		MeshKeyPolicy:  view.DefaultMeshKeyPolicy(),
 	}
 }
 
@@ -173,6 +182,9 @@ func (c *Config) Validate() error {
 		return errors.New("max status items and max inventory must be positive")
 	case c.Tokens != nil && (c.TokenPolicy.MaxAge < 0 || c.TokenPolicy.MinRetry <= 0 || c.TokenPolicy.MaxRetry < c.TokenPolicy.MinRetry || c.TokenPolicy.MaxMints < 1):
 		return fmt.Errorf("token policy %+v: want a max age of 0 or more, a retry range and at least one mint a round", c.TokenPolicy)
+	case c.MeshKeys != nil && (c.MeshKeyPolicy.Period < time.Second || c.MeshKeyPolicy.Period%time.Second != 0 ||
+		c.MeshKeyPolicy.Ahead < 1 || c.MeshKeyPolicy.Ahead > wire.MaxMeshKeys-2):
+		return fmt.Errorf("mesh key policy %+v: want a period of whole seconds and 1 to %d keys ahead", c.MeshKeyPolicy, wire.MaxMeshKeys-2)
 	}
 	return nil
 }

@@ -40,6 +40,20 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 		}
 		tok = &sessionTokens{t: view.NewTokens(s.cfg.TokenPolicy, hello.Tokens, time.Now()), gen: ^uint64(0)}
 	}
+	var mesh *sessionMeshKeys
+	if s.cfg.MeshKeys != nil && version >= wire.MeshKeysVersion {
+		n := 0
+		for _, e := range hello.Tokens {
+			if e.Key.Resource == wire.ResourceMeshKeys {
+				n++
+			}
+		}
+		if n > maxHeldMeshKeys {
+			st.Fail(wire.CodeTooLarge, fmt.Sprintf("hello lists %d mesh keys; at most %d", n, maxHeldMeshKeys))
+			return
+		}
+		mesh = &sessionMeshKeys{k: view.NewMeshKeys(s.cfg.MeshKeyPolicy, hello.Tokens)}
+	}
 
 	sess, changes, rev, err := s.cfg.Views.Resume(node, hello.LastRevision)
 	byInventory := errors.Is(err, view.ErrNeedInventory)
@@ -52,11 +66,11 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 		if err != nil {
 			return
 		}
-		if tok != nil {
-			// The session keeps the tokens (from the Hello); the views
-			// know nothing of them and would delete them.
-			inv = slices.DeleteFunc(inv, func(e wire.InventoryEntry) bool { return e.Key.Resource == wire.ResourcePodTokens })
-		}
+		// The session keeps the tokens and mesh keys (from the Hello);
+		// the views know nothing of them and would delete them.
+		inv = slices.DeleteFunc(inv, func(e wire.InventoryEntry) bool {
+			return tok != nil && e.Key.Resource == wire.ResourcePodTokens || mesh != nil && e.Key.Resource == wire.ResourceMeshKeys
+		})
 		sess, changes, rev = s.cfg.Views.ResumeFromInventory(node, inv)
 		s.stats.Inventories.Add(1)
 	case err != nil:
@@ -106,6 +120,13 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 		defer tok.timer.Stop()
 		tokenDue = tok.timer.C
 	}
+	var meshDue <-chan time.Time // fires when the epoch of the site's keys moves
+	if mesh != nil {
+		mesh.timer = time.NewTimer(time.Hour)
+		mesh.timer.Stop()
+		defer mesh.timer.Stop()
+		meshDue = mesh.timer.C
+	}
 	for {
 		select {
 		case err := <-ackErr:
@@ -143,6 +164,17 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 			}
 			continue
 		}
+		// And to its site's mesh keys.
+		if mesh != nil && mesh.due(sess, time.Now()) {
+			n, err := s.meshKeyRound(ctx, log, st, sess, mesh, rev)
+			if err != nil {
+				return
+			}
+			if n > 0 {
+				sent, lastSend = rev, time.Now()
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			st.Close()
@@ -152,6 +184,8 @@ func (s *Server) session(ctx context.Context, log *slog.Logger, node string, st 
 			return
 		case <-changed:
 		case <-tokenDue:
+		case <-meshDue:
+			mesh.rearm() // in case the wall clock went back
 		case <-progress.C:
 			if rev > sent && time.Since(lastSend) >= progressInterval {
 				if err := s.sendChanges(ctx, log, st, nil, rev); err != nil {
@@ -379,5 +413,64 @@ func (s *Server) tokenRound(ctx context.Context, log *slog.Logger, node string, 
 		return 0, nil
 	}
 	log.Debug("pod tokens sent", "changes", len(changes), "revision", rev)
+	return len(changes), s.sendChanges(ctx, log, st, changes, rev)
+}
+
+// maxHeldMeshKeys bounds the mesh keys a node may say it holds: one, but
+// for a node moved between sites while it was away.
+const maxHeldMeshKeys = 16
+
+// sessionMeshKeys is a session's part in its node's mesh keys.
+type sessionMeshKeys struct {
+	k       *view.MeshKeys
+	planned bool      // whether a round ran
+	site    string    // the node's site at the last round
+	next    time.Time // when to plan again if the site stays; zero: not before it changes
+	timer   *time.Timer
+}
+
+// due reports whether the node's mesh keys need a round at now: none ran
+// yet, the node moved to another site since the last, or the epoch moved.
+func (m *sessionMeshKeys) due(sess *view.Session, now time.Time) bool {
+	return !m.planned || sess.Site() != m.site || !m.next.IsZero() && !now.Before(m.next)
+}
+
+// rearm sets the timer for m.next, if there is one.
+func (m *sessionMeshKeys) rearm() {
+	if !m.next.IsZero() {
+		m.timer.Reset(max(time.Until(m.next), 0))
+	}
+}
+
+// meshKeyRound sends the node the keys of its site, unless it holds them
+// as of now's epoch, and deletes those it holds of another site, in one
+// Batch at rev, the revision the node is at. It returns the changes sent,
+// and an error when the stream failed.
+func (s *Server) meshKeyRound(ctx context.Context, log *slog.Logger, st *stream.Stream, sess *view.Session, mesh *sessionMeshKeys, rev int64) (int, error) {
+	site := sess.Site()
+	plan := mesh.k.Plan(site, time.Now())
+	mesh.planned, mesh.site, mesh.next = true, site, plan.Next
+	mesh.rearm()
+	var changes []view.Change
+	for _, key := range plan.Delete {
+		changes = append(changes, view.Change{Change: wire.Change{Op: wire.OpDelete, Key: key, Revision: rev}})
+		mesh.k.Deleted(key)
+	}
+	if plan.Put {
+		keys := s.cfg.MeshKeyPolicy.Keys(site, plan.Epoch, s.cfg.MeshKeys)
+		if err := keys.Validate(); err != nil {
+			// A site label the API would refuse, or a bad derivation:
+			// tried again when the site or the epoch changes.
+			log.Warn("cannot send the site's mesh keys", "site", site, "err", err)
+		} else {
+			obj := wire.MarshalMeshKeys(keys)
+			changes = append(changes, view.Change{Change: wire.Change{Op: wire.OpPut, Key: plan.Key, Revision: plan.Revision, Object: obj}, Size: len(obj)})
+			mesh.k.Sent(plan.Key, plan.Revision)
+		}
+	}
+	if len(changes) == 0 {
+		return 0, nil
+	}
+	log.Debug("mesh keys sent", "site", site, "changes", len(changes), "revision", rev)
 	return len(changes), s.sendChanges(ctx, log, st, changes, rev)
 }

@@ -68,11 +68,14 @@ func tokensOf(st *memStore, pod string) (*wire.PodTokens, int64, bool) {
 	return p, c.Revision, true
 }
 
-// heldTokens lists the pod tokens st holds, as the agent does for Hello.
+// heldTokens lists the pod tokens and mesh keys st holds, as the agent
+// does for Hello.
 func heldTokens(st *memStore) func() ([]wire.InventoryEntry, error) {
 	return func() ([]wire.InventoryEntry, error) {
 		inv, _ := st.Inventory()
-		return slices.DeleteFunc(inv, func(e wire.InventoryEntry) bool { return e.Key.Resource != wire.ResourcePodTokens }), nil
+		return slices.DeleteFunc(inv, func(e wire.InventoryEntry) bool {
+			return e.Key.Resource != wire.ResourcePodTokens && e.Key.Resource != wire.ResourceMeshKeys
+		}), nil
 	}
 }
 

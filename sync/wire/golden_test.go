@@ -18,11 +18,33 @@ var rewrite = flag.Bool("rewrite", false, "write testdata/golden/ from the sampl
 
 // golden is one pinned frame: a message as a peer of some capability
 // version writes it (uncompressed), or, with object set, the encoding of
-// a PodTokens object.
+// an object that is no API object (a *PodTokens or a *MeshKeys).
 type golden struct {
 	name   string
 	msg    Message
-	object *PodTokens
+	object any
+}
+
+// encodeObject returns the encoding of a golden object.
+func encodeObject(obj any) []byte {
+	switch o := obj.(type) {
+	case *PodTokens:
+		return MarshalPodTokens(o)
+	case *MeshKeys:
+		return MarshalMeshKeys(o)
+	}
+	panic(fmt.Sprintf("golden object of type %T", obj))
+}
+
+// decodeObject decodes b as an object of the type of like.
+func decodeObject(like any, b []byte) (any, error) {
+	switch like.(type) {
+	case *PodTokens:
+		return UnmarshalPodTokens(b)
+	case *MeshKeys:
+		return UnmarshalMeshKeys(b)
+	}
+	panic(fmt.Sprintf("golden object of type %T", like))
 }
 
 // goldenFrames holds, by capability version, the frames that version
@@ -68,12 +90,23 @@ func goldenFrames() map[int][]golden {
 			{name: "usage", msg: sampleUsage()},
 			{name: "usage-unchanged", msg: &Usage{Time: time.UnixMilli(1796256060123), Window: 15 * time.Second, Unchanged: true}},
 		},
+		5: {
+			{name: "hello-meshkeys", msg: &Hello{CapabilityVersion: 5, NodeName: "edge-1", LastRevision: 12345, AgentVersion: "v0.5.0", Tokens: []InventoryEntry{
+				{Key: PodTokensKey("default", "0b5c7e6a-3f1d-4c2e-9a8b-1d2e3f4a5b6c"), Revision: 1796256000},
+				{Key: MeshKeysKey("store-7"), Revision: 1796428800},
+			}}},
+			{name: "batch-meshkeys", msg: &Batch{Changes: []Change{
+				{Op: OpPut, Key: MeshKeysKey("store-7"), Revision: 1796428800, Object: MarshalMeshKeys(sampleMeshKeys())},
+				{Op: OpDelete, Key: MeshKeysKey("store-6"), Revision: 12},
+			}, Revision: 12}},
+			{name: "meshkeys-object", object: sampleMeshKeys()},
+		},
 	}
 }
 
 func (g golden) encode(t *testing.T) []byte {
 	if g.object != nil {
-		return MarshalPodTokens(g.object)
+		return encodeObject(g.object)
 	}
 	var buf bytes.Buffer
 	w := NewWriter(&buf)
@@ -116,7 +149,7 @@ func TestGoldenFrames(t *testing.T) {
 			}
 			// The pinned bytes still decode as the message.
 			if g.object != nil {
-				got, err := UnmarshalPodTokens(pinned)
+				got, err := decodeObject(g.object, pinned)
 				if err != nil || !reflect.DeepEqual(got, g.object) {
 					t.Errorf("%s %s: decodes as %+v, %v; want %+v", path, g.name, got, err, g.object)
 				}

@@ -20,6 +20,10 @@ const (
 	// account tokens the hub mints for the pods of a node's view (see
 	// PodTokens), since capability version 3.
 	ResourcePodTokens = "podtokens"
+	// ResourceMeshKeys is no API resource either: its objects are the
+	// keys of a site's mesh, which the hub derives for the nodes of the
+	// site (see MeshKeys), since capability version 5.
+	ResourceMeshKeys = "meshkeys"
 )
 
 // Key names one object: its resource, namespace ("" for cluster-scoped

@@ -290,7 +290,9 @@ type Hello struct {
 	AgentVersion      string
 	// Tokens lists the objects of ResourcePodTokens the edge holds, at
 	// their revisions (see PodTokens), since capability version 3: the
-	// hub mints again only those that are due, or whose pod changed.
+	// hub mints again only those that are due, or whose pod changed. Since
+	// version 5 it lists those of ResourceMeshKeys too (see MeshKeys): the
+	// hub sends the site's keys again only when they rotated.
 	Tokens []InventoryEntry
 }
 
@@ -450,10 +452,11 @@ const (
 )
 
 // Change is one object of the view: Object is its Kubernetes protobuf
-// encoding for OpPut (for ResourcePodTokens, a PodTokens), empty for
-// OpDelete. Revision is the object's resourceVersion (for
-// ResourcePodTokens, when the hub mints it again: see PodTokens), or for a
-// delete the hub revision it happened at.
+// encoding for OpPut (for ResourcePodTokens, a PodTokens; for
+// ResourceMeshKeys, a MeshKeys), empty for OpDelete. Revision is the
+// object's resourceVersion (for ResourcePodTokens, when the hub mints it
+// again: see PodTokens; for ResourceMeshKeys, the start of its last key:
+// see MeshKeys), or for a delete the hub revision it happened at.
 type Change struct {
 	Op       ChangeOp
 	Key      Key

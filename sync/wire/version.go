@@ -23,14 +23,22 @@ const ALPN = "outpost-sync"
 //   - 4 (2026-12-06): the edge reports its node's and pods' resource
 //     usage (Usage, type 15) on a stream of its own, at most every 15 s,
 //     for metrics.k8s.io. An edge sends none to a hub speaking 3.
+//   - 5 (2026-12-06): the view carries the keys of the mesh of the node's
+//     site, as an object of ResourceMeshKeys (see MeshKeys), and
+//     Hello.Tokens lists the ones the edge holds too. A hub speaking 4
+//     sends none; an edge speaking 4 is sent none.
 const (
-	CapabilityVersion    = 4
+	CapabilityVersion    = 5
 	MinCapabilityVersion = 1
 )
 
 // TokensVersion is the first capability version whose views carry pod
-// tokens.
-const TokensVersion = 3
+// tokens, and MeshKeysVersion the first whose views carry the keys of the
+// node's site mesh.
+const (
+	TokensVersion   = 3
+	MeshKeysVersion = 5
+)
 
 // Negotiate returns the version two peers speak, the lower of the two, and
 // whether it is one this build still speaks.
