@@ -143,6 +143,9 @@ func runUp(ctx context.Context, c upConfig, out io.Writer, log *slog.Logger) err
 		// The nodes share this machine: each counts its own pods in
 		// kubectl top nodes, not the machine's whole usage.
 		f.NodeUsage = "agent-cgroup"
+		// They share its addresses too: each node's mesh listens on a
+		// port of its own on loopback, which it tells the others.
+		f.MeshAddr = "127.0.0.1:0"
 		acfg, err := f.Config(log.With("node", name))
 		if err != nil {
 			cancel()

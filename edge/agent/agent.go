@@ -22,6 +22,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/events"
 	"github.com/outpost-mesh/outpost/edge/eviction"
 	"github.com/outpost-mesh/outpost/edge/images"
+	"github.com/outpost-mesh/outpost/edge/mesh"
 	"github.com/outpost-mesh/outpost/edge/netsvc"
 	"github.com/outpost-mesh/outpost/edge/podworker"
 	"github.com/outpost-mesh/outpost/edge/runtime"
@@ -72,6 +73,11 @@ type Config struct {
 	// reserve, image GC and what carries out evictions. Only hard
 	// thresholds are supported.
 	Eviction *eviction.Config
+	// Mesh, if not nil, has a node of a site run its site's mesh
+	// (edge/mesh) with the keys the hub sends it: its peers see it
+	// alive while its uplink is down, and drop its pods from routing
+	// when it dies. nil runs none.
+	Mesh *MeshConfig
 	// Checkpoint configures the local store.
 	Checkpoint checkpoint.Config
 	// Sync tunes the hub connection (back-off, keep-alives); the agent
@@ -222,6 +228,12 @@ type Agent struct {
 
 	// The pod workers' round's own (Desired).
 	view viewPods // the view's pods decoded, as of a checkpoint view generation
+	// site is the node's site mesh while it runs; meshSaid is what the
+	// node last said of it on its Node (meshAnnotations), under meshMu.
+	site     atomic.Pointer[mesh.Site]
+	meshMu   sync.Mutex
+	meshSaid map[string]string
+
 	// badManifests holds why each manifest that could not be used was
 	// not, as last logged.
 	badManifests map[string]string
@@ -324,6 +336,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { a.collectGarbage(ctx) })
 	wg.Go(func() { a.usage.Run(ctx) })
+	if a.cfg.Mesh != nil {
+		wg.Go(func() { a.runMesh(ctx) })
+	}
 
 	errc := make(chan error, 1)
 	wg.Go(func() { errc <- a.connect(ctx, joined) })

@@ -22,7 +22,7 @@ func (a *Agent) buildNetServices(net *lazyNetwork) (*netsvc.Services, error) {
 	cfg := netsvc.Config{
 		NodeName: a.cfg.NodeName, Site: a.cfg.Site,
 		HostNetNS: pc.HostNetNS, NetNSDir: filepath.Join(a.cfg.DataDir, NetNSDir), Bridge: pc.Bridge,
-		Network: net, View: a.cp, Local: a.status,
+		Network: net, View: a.cp, Local: a.status, Peers: &meshPeers{a: a},
 		NodeAddrs: func() []netip.Addr {
 			if ip, err := netip.ParseAddr(a.status.HostIP()); err == nil {
 				return []netip.Addr{ip}
@@ -49,15 +49,19 @@ func (a *Agent) buildNetServices(net *lazyNetwork) (*netsvc.Services, error) {
 const BPFDir = "bpf"
 
 // nodeAnnotations returns the annotations the agent sets on its Node: how
-// it routes Services, once it chose.
+// it routes Services, once it chose, and its site mesh's address and the
+// peers it holds alive, while it runs.
 func (a *Agent) nodeAnnotations() map[string]string {
-	if a.netsvc == nil {
-		return nil
+	out := meshAnnotations(a.site.Load())
+	if a.netsvc != nil {
+		if m := a.netsvc.Mode(); m != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[wire.AnnotationServiceRouting] = m
+		}
 	}
-	if m := a.netsvc.Mode(); m != "" {
-		return map[string]string{wire.AnnotationServiceRouting: m}
-	}
-	return nil
+	return out
 }
 
 // overlayDevice names the node's VXLAN device after its bridge, so that

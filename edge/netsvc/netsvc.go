@@ -76,9 +76,12 @@ type Config struct {
 	// Network is the pod network; View the checkpoint; Local the node's
 	// pods as the agent sees them; NodeAddrs the node's addresses
 	// (NodePorts, and the overlay's underlay: the first IPv4 one).
-	Network   Network
-	View      proxy.View
-	Local     proxy.LocalPods
+	Network Network
+	View    proxy.View
+	Local   proxy.LocalPods
+	// Peers, if not nil, says what the site mesh knows of other nodes'
+	// pods, which narrows routing and DNS.
+	Peers     proxy.Peers
 	NodeAddrs func() []netip.Addr
 	// Routing is RoutingAuto, RoutingEBPF, RoutingNftables or
 	// RoutingNone.
@@ -180,6 +183,7 @@ func (s *Services) Run(ctx context.Context) error {
 
 	pcfg := proxy.DefaultConfig()
 	pcfg.NodeName, pcfg.Zone, pcfg.View, pcfg.Local, pcfg.NodeAddrs = s.cfg.NodeName, s.cfg.Zone, s.cfg.View, s.cfg.Local, s.cfg.NodeAddrs
+	pcfg.Peers = s.cfg.Peers
 	pcfg.Logger = s.log.With("component", "proxy")
 	pcfg.Dataplanes = dataplanes
 

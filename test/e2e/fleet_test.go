@@ -381,16 +381,17 @@ type edge struct {
 }
 
 // startEdge starts the agent of node name behind a new relay to h's sync
-// endpoint. The test's cleanup stops it with SIGTERM, failing the test
-// unless it exits cleanly, then closes the relay.
-func (f *fleet) startEdge(h *syncHub, name, token, caHash string) *edge {
+// endpoint, extra being more flags of `outpost edge`. The test's cleanup
+// stops it with SIGTERM, failing the test unless it exits cleanly, then
+// closes the relay.
+func (f *fleet) startEdge(h *syncHub, name, token, caHash string, extra ...string) *edge {
 	f.t.Helper()
 	relay, err := netem.Listen(h.syncAddr)
 	if err != nil {
 		f.t.Fatalf("relay for %s: %v", name, err)
 	}
 	f.t.Cleanup(func() { relay.Close() })
-	return f.runEdge(h, name, token, caHash, relay)
+	return f.runEdge(h, name, token, caHash, relay, extra...)
 }
 
 // startEdgeDirect starts the agent of node name dialing h's sync endpoint
@@ -400,7 +401,7 @@ func (f *fleet) startEdgeDirect(h *syncHub, name, token, caHash string) *edge {
 	return f.runEdge(h, name, token, caHash, nil)
 }
 
-func (f *fleet) runEdge(h *syncHub, name, token, caHash string, relay *netem.Relay) *edge {
+func (f *fleet) runEdge(h *syncHub, name, token, caHash string, relay *netem.Relay, extra ...string) *edge {
 	f.t.Helper()
 	e := &edge{f: f, name: name, dataDir: filepath.Join(f.t.TempDir(), name), relay: relay}
 	hub := h.syncAddr
@@ -409,6 +410,7 @@ func (f *fleet) runEdge(h *syncHub, name, token, caHash string, relay *netem.Rel
 	}
 	e.args = []string{"edge", "--hub", hub, "--token", token, "--ca-cert-hash", caHash,
 		"--node-name", name, "--data-dir", e.dataDir, "--runtime", "fake"}
+	e.args = append(e.args, extra...)
 	f.t.Cleanup(e.shutdown) // runs before the relay closes
 	e.start()
 	return e

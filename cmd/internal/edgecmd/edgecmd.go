@@ -24,6 +24,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/edge/agent"
 	"github.com/outpost-mesh/outpost/edge/eviction"
+	"github.com/outpost-mesh/outpost/edge/mesh"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
 	"github.com/outpost-mesh/outpost/edge/status"
@@ -64,6 +65,9 @@ type Flags struct {
 
 	UsageInterval time.Duration
 	NodeUsage     string // machine or agent-cgroup
+
+	Mesh     bool
+	MeshAddr string // "" for the node's InternalIP
 }
 
 // DefaultFlags returns the flags' defaults.
@@ -94,6 +98,7 @@ func DefaultFlags() Flags {
 		MaxPods:                          status.HostCapacity().Pods,
 		UsageInterval:                    agent.DefaultConfig().Sync.UsageInterval,
 		NodeUsage:                        "machine",
+		Mesh:                             true,
 	}
 }
 
@@ -145,6 +150,8 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.EvictionHard, "eviction-hard", f.EvictionHard, "hard eviction thresholds, as kubelet's: pods are evicted when one is met, and held back from allocatable (memory.available, nodefs.available); the list replaces the defaults, \"\" for none. Signals: memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available")
 	fs.DurationVar(&f.UsageInterval, "usage-interval", f.UsageInterval, "the least time between two reports of the node's and pods' CPU and memory usage to the hub, for kubectl top; also the window of the CPU rates")
 	fs.StringVar(&f.NodeUsage, "node-usage", f.NodeUsage, "what the node's usage in kubectl top nodes counts: machine (the whole machine) or agent-cgroup (the agent's pods only, for several agents on one machine)")
+	fs.BoolVar(&f.Mesh, "mesh", f.Mesh, "gossip with the other nodes of the node's --site (memberlist, encrypted with the site's key from the hub), so that they see it alive while its uplink is down and drop its pods from routing when it dies")
+	fs.StringVar(&f.MeshAddr, "mesh-addr", f.MeshAddr, fmt.Sprintf("address[:port] on the site's LAN the mesh listens on, over UDP and TCP (default the node's InternalIP, port %d)", mesh.DefaultPort))
 	fs.DurationVar(&f.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", f.EvictionPressureTransitionPeriod, "how long a pressure condition (MemoryPressure, DiskPressure, PIDPressure) stays after its threshold was last met, so that it does not flap")
 }
 
@@ -172,6 +179,17 @@ func (f *Flags) Config(log *slog.Logger) (agent.Config, error) {
 	default:
 		return agent.Config{}, fmt.Errorf("--node-usage %q: want machine or agent-cgroup", f.NodeUsage)
 	}
+	if f.Mesh {
+		mc := agent.DefaultMeshConfig()
+		if f.MeshAddr != "" {
+			a, err := ParseMeshAddr(f.MeshAddr)
+			if err != nil {
+				return agent.Config{}, err
+			}
+			mc.Addr = a
+		}
+		cfg.Mesh = &mc
+	}
 	if f.Runtime == "containerd" {
 		return f.containerd(cfg)
 	}
@@ -181,6 +199,19 @@ func (f *Flags) Config(log *slog.Logger) (agent.Config, error) {
 	}
 	cfg.Runtime, cfg.RuntimeVersion = rt, version
 	return cfg, nil
+}
+
+// ParseMeshAddr reads --mesh-addr: an IP address, with a port or without
+// one for mesh.DefaultPort.
+func ParseMeshAddr(s string) (netip.AddrPort, error) {
+	ap, err := netip.ParseAddrPort(s)
+	if a, aerr := netip.ParseAddr(s); aerr == nil {
+		ap, err = netip.AddrPortFrom(a, mesh.DefaultPort), nil
+	}
+	if err != nil || ap.Addr().IsUnspecified() || ap.Addr().Zone() != "" {
+		return netip.AddrPort{}, fmt.Errorf("--mesh-addr %q: want the node's IP address on the site's LAN, with a port or without (%d), such as 192.168.1.10 or 192.168.1.10:7946", s, mesh.DefaultPort)
+	}
+	return ap, nil
 }
 
 // containerd fills cfg for pods on containerd.

@@ -81,3 +81,23 @@ func TestGCPercent(t *testing.T) {
 		}
 	}
 }
+
+func TestParseMeshAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.168.1.10":      "192.168.1.10:7946",
+		"192.168.1.10:8000": "192.168.1.10:8000",
+		"127.0.0.11:0":      "127.0.0.11:0",
+		"fd00::1":           "[fd00::1]:7946",
+		"[fd00::1]:7000":    "[fd00::1]:7000",
+	} {
+		got, err := ParseMeshAddr(in)
+		if err != nil || got.String() != want {
+			t.Errorf("ParseMeshAddr(%q) = %v, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "gateway.local", "0.0.0.0", "[::]:7946", "192.168.1.10:x", "fe80::1%eth0"} {
+		if got, err := ParseMeshAddr(in); err == nil {
+			t.Errorf("ParseMeshAddr(%q) = %v, want an error", in, got)
+		}
+	}
+}
