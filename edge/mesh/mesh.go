@@ -186,10 +186,14 @@ type Mesh struct {
 	// included), kept by its events: the delegate's callbacks read it,
 	// and must not call memberlist, whose locks some of them run under.
 	membersMu sync.Mutex
-	members   map[string]netip.AddrPort
+	members   map[string]member
 	// gone holds the peers the node saw go (die or leave) that have not
 	// come back, under membersMu.
 	gone map[string]bool
+
+	// meta is the node's own Meta, encoded, under metaMu.
+	metaMu sync.Mutex
+	meta   []byte
 
 	closeOnce sync.Once
 	closeErr  error
@@ -209,7 +213,7 @@ func New(cfg Config) (*Mesh, error) {
 		keyring: keyring, name: cfg.NodeName, site: cfg.Site, changes: make(chan struct{}, 1),
 		log:     newLogWriter(cfg.Logger, time.Minute),
 		pods:    newPodTable(cfg.NodeName),
-		members: map[string]netip.AddrPort{}, gone: map[string]bool{},
+		members: map[string]member{}, gone: map[string]bool{},
 	}
 	m.queue = &memberlist.TransmitLimitedQueue{NumNodes: m.numMembers, RetransmitMult: retransmitMult}
 
@@ -273,6 +277,15 @@ func (m *Mesh) Join(peers []netip.AddrPort) (int, error) {
 type Peer struct {
 	Name string
 	Addr netip.AddrPort
+	// Meta is what the peer last said of itself (SetMeta); zero if it
+	// said nothing, or nothing that decoded.
+	Meta Meta
+}
+
+// member is a peer as memberlist's events last told it.
+type member struct {
+	addr netip.AddrPort
+	meta Meta
 }
 
 // Peers returns the peers the node holds alive (suspects included, as
@@ -282,9 +295,9 @@ type Peer struct {
 func (m *Mesh) Peers() []Peer {
 	m.membersMu.Lock()
 	out := make([]Peer, 0, len(m.members))
-	for name, addr := range m.members {
+	for name, mb := range m.members {
 		if name != m.name {
-			out = append(out, Peer{Name: name, Addr: addr})
+			out = append(out, Peer{Name: name, Addr: mb.addr, Meta: mb.meta})
 		}
 	}
 	m.membersMu.Unlock()
@@ -375,6 +388,25 @@ func (m *Mesh) Close() error {
 	return m.closeErr
 }
 
+// SetMeta tells the site m about the node: its peers see it in
+// Peer.Meta within a few gossip rounds. It waits up to a second for the
+// news to be sent (it goes later if not).
+func (m *Mesh) SetMeta(meta Meta) error {
+	b, err := encodeMeta(meta)
+	if err != nil {
+		return err
+	}
+	m.metaMu.Lock()
+	same := string(b) == string(m.meta)
+	m.meta = b
+	m.metaMu.Unlock()
+	if same {
+		return nil
+	}
+	_ = m.ml.UpdateNode(time.Second) // a timeout leaves it queued
+	return nil
+}
+
 // retransmitMult is how many times, times log10 of the site's size plus
 // one, a delta of the node's pods is gossiped: 4, as memberlist's own
 // messages.
@@ -421,14 +453,24 @@ type events struct{ m *Mesh }
 
 func (e *events) NotifyJoin(n *memberlist.Node) {
 	e.m.membersMu.Lock()
-	e.m.members[n.Name] = nodeAddr(n)
+	e.m.members[n.Name] = e.m.member(n)
 	delete(e.m.gone, n.Name)
 	e.m.membersMu.Unlock()
 	e.m.changed()
 }
 
-// nodeAddr returns where n is reached. Events run under memberlist's
-// lock of n, so n may be read then.
+// member returns n as the node keeps it. Events run under memberlist's
+// lock of n, so n may be read then. Meta that does not decode is logged
+// (once a minute) and taken as none.
+func (m *Mesh) member(n *memberlist.Node) member {
+	meta, err := decodeMeta(n.Meta)
+	if err != nil {
+		m.log.once(slog.LevelWarn, fmt.Sprintf("mesh: refused the meta of peer %q: %v", n.Name, err))
+	}
+	return member{addr: nodeAddr(n), meta: meta}
+}
+
+// nodeAddr returns where n is reached.
 func nodeAddr(n *memberlist.Node) netip.AddrPort {
 	a, _ := netip.AddrFromSlice(n.Addr)
 	return netip.AddrPortFrom(a.Unmap(), n.Port)
@@ -448,7 +490,7 @@ func (e *events) NotifyLeave(n *memberlist.Node) {
 func (e *events) NotifyUpdate(n *memberlist.Node) {
 	e.m.membersMu.Lock()
 	if _, ok := e.m.members[n.Name]; ok {
-		e.m.members[n.Name] = nodeAddr(n)
+		e.m.members[n.Name] = e.m.member(n)
 	}
 	e.m.membersMu.Unlock()
 	e.m.changed()

@@ -234,7 +234,11 @@ func (b broadcast) Finished()                             {}
 // delegate is memberlist's view of the node's pod readiness.
 type delegate struct{ m *Mesh }
 
-func (d *delegate) NodeMeta(int) []byte { return nil }
+func (d *delegate) NodeMeta(int) []byte {
+	d.m.metaMu.Lock()
+	defer d.m.metaMu.Unlock()
+	return d.m.meta
+}
 
 func (d *delegate) NotifyMsg(b []byte) {
 	n, err := decodeDelta(b)
