@@ -233,6 +233,10 @@ type Agent struct {
 	site     atomic.Pointer[mesh.Site]
 	meshMu   sync.Mutex
 	meshSaid map[string]string
+	// meta is what the node says of itself to its site (sayMeta), under
+	// metaMu.
+	metaMu sync.Mutex
+	meta   mesh.Meta
 
 	// badManifests holds why each manifest that could not be used was
 	// not, as last logged.

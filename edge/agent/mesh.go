@@ -59,9 +59,35 @@ func (a *Agent) runMesh(ctx context.Context) {
 		a.log.Warn("site mesh not started", "err", err)
 		return
 	}
+	a.metaMu.Lock()
+	_ = s.SetMeta(a.meta) // checked by sayMeta
 	a.site.Store(s)
+	a.metaMu.Unlock()
 	defer a.site.Store(nil)
 	_ = s.Run(ctx)
+}
+
+// sayMeta changes with fn what the node says of itself to its site
+// (mesh.Meta): the ports of what it serves its peers, whether its uplink
+// works, the blobs it is pulling. It may be called before the mesh is up,
+// and from any goroutine; it may wait up to a second for the news to go
+// out.
+func (a *Agent) sayMeta(fn func(*mesh.Meta)) error {
+	a.metaMu.Lock()
+	defer a.metaMu.Unlock()
+	meta := a.meta
+	meta.Pulling = slices.Clone(meta.Pulling)
+	fn(&meta)
+	if err := meta.Validate(); err != nil {
+		return err
+	}
+	if s := a.site.Load(); s != nil {
+		if err := s.SetMeta(meta); err != nil {
+			return err
+		}
+	}
+	a.meta = meta
+	return nil
 }
 
 // meshAddr returns the address the mesh listens on: the configured one,

@@ -30,6 +30,15 @@ type Meta struct {
 // MaxPulling bounds Meta.Pulling.
 const MaxPulling = 8
 
+// Validate reports whether m can be said: an error if it holds more than
+// MaxPulling digests.
+func (m Meta) Validate() error {
+	if len(m.Pulling) > MaxPulling {
+		return fmt.Errorf("mesh: meta: %d blobs pulling, at most %d", len(m.Pulling), MaxPulling)
+	}
+	return nil
+}
+
 // The encoding of a Meta:
 //
 //	version | flags | uvarint ImagePort | uvarint RelayPort | count | count × 32 bytes
@@ -46,8 +55,8 @@ const (
 // encodeMeta returns the encoding of m, nil for a zero Meta; an error if
 // m holds more than MaxPulling digests.
 func encodeMeta(m Meta) ([]byte, error) {
-	if len(m.Pulling) > MaxPulling {
-		return nil, fmt.Errorf("mesh: meta: %d blobs pulling, at most %d", len(m.Pulling), MaxPulling)
+	if err := m.Validate(); err != nil {
+		return nil, err
 	}
 	if m.ImagePort == 0 && m.RelayPort == 0 && !m.Uplink && len(m.Pulling) == 0 {
 		return nil, nil

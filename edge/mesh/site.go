@@ -85,8 +85,11 @@ type Site struct {
 	cfg SiteConfig
 	gen atomic.Uint64
 
-	mu sync.Mutex
-	m  *Mesh // nil while the mesh is not up
+	mu   sync.Mutex
+	m    *Mesh // nil while the mesh is not up
+	meta Meta  // what the node says of itself, told each mesh it starts
+	// setMu orders the telling of meta, which waits on the network.
+	setMu sync.Mutex
 
 	// Owned by Run.
 	site    string
@@ -170,9 +173,16 @@ func (s *Site) step(joins *sync.WaitGroup) {
 			s.fail("site mesh not started; trying again", err)
 			return
 		}
+		s.setMu.Lock()
 		s.mu.Lock()
 		s.m = m
+		meta := s.meta
 		s.mu.Unlock()
+		err = m.SetMeta(meta)
+		s.setMu.Unlock()
+		if err != nil {
+			s.fail("site mesh: the node's meta not said", err)
+		}
 		s.site, s.keys, s.peers, s.joinAt = v.Name, keys, nil, time.Time{}
 		s.failing = ""
 		s.cfg.Logger.Info("site mesh up", "site", cfg.Site, "address", m.Addr(), "peers", len(peers))
@@ -257,6 +267,34 @@ func (s *Site) Addr() (netip.AddrPort, bool) {
 		return netip.AddrPort{}, false
 	}
 	return m.Addr(), true
+}
+
+// SetMeta has the node say meta of itself to its site, now and in every
+// mesh the Site starts from now on.
+func (s *Site) SetMeta(meta Meta) error {
+	if err := meta.Validate(); err != nil {
+		return err
+	}
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	s.mu.Lock()
+	s.meta = meta
+	m := s.m
+	s.mu.Unlock()
+	if m == nil {
+		return nil
+	}
+	return m.SetMeta(meta)
+}
+
+// Peers returns the site peers the node holds alive, with what each said
+// of itself, by name; none while the mesh is not up.
+func (s *Site) Peers() []Peer {
+	m := s.mesh()
+	if m == nil {
+		return nil
+	}
+	return m.Peers()
 }
 
 // Alive returns the site peers the node holds alive, by name, and false

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -141,6 +142,20 @@ func TestSiteFromItsSource(t *testing.T) {
 	wait.For(t, 10*time.Second, "a sees b and c", alive(a, "b", "c"))
 	wait.For(t, 10*time.Second, "c sees a and b", alive(c, "a", "b"))
 
+	// b says something of itself: the others hear it.
+	said := Meta{RelayPort: 7947, Uplink: true}
+	if err := b.SetMeta(said); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 5*time.Second, "c hears b's meta", func() (bool, string) {
+		for _, p := range c.Peers() {
+			if p.Name == "b" {
+				return reflect.DeepEqual(p.Meta, said), fmt.Sprintf("b %+v", p)
+			}
+		}
+		return false, "c does not see b"
+	})
+
 	// b's pod stops being ready: a hears it from b.
 	pb.set(PodReady{UID: "b-1", Ready: true}, PodReady{UID: "b-2", Ready: false})
 	wait.For(t, 5*time.Second, "a hears b-2 is not ready", func() (bool, string) {
@@ -177,6 +192,9 @@ func TestSiteFromItsSource(t *testing.T) {
 	// b comes back (a new process, a new port): the others rejoin it
 	// and it is gone no more.
 	b, _ = runSite(t, f, "b", pb)
+	if err := b.SetMeta(said); err != nil {
+		t.Fatal(err)
+	}
 	wait.For(t, 10*time.Second, "a sees b again", alive(a, "b", "c"))
 	wait.For(t, 10*time.Second, "b sees a and c", alive(b, "a", "c"))
 	wait.For(t, 5*time.Second, "b no longer gone on a", func() (bool, string) {
