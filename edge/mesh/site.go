@@ -56,9 +56,10 @@ type SiteConfig struct {
 	// ready now, ok false while the node does not know yet; the site is
 	// told what changed at each Look.
 	Pods func() (pods []PodReady, ok bool)
-	// Look is how often the Source and the pods are read: 500ms, so
+	// Look is how often the Source and the pods are read: 250ms, so
 	// that a pod of the node that stops being ready leaves its peers'
-	// routing within 2 s.
+	// routing within 2 s (its probe, this, the gossip, and their
+	// proxies' rebuild, each a fraction of a second).
 	Look time.Duration
 	// Rejoin is how often the node asks the site's nodes it does not
 	// hold alive to join it: 10s. A node of the site that appears in
@@ -76,7 +77,7 @@ type SiteConfig struct {
 // DefaultSiteConfig returns the defaults above, with DefaultConfig's for
 // the membership; the rest is the caller's.
 func DefaultSiteConfig() SiteConfig {
-	return SiteConfig{Mesh: DefaultConfig(), Look: 500 * time.Millisecond, Rejoin: 10 * time.Second}
+	return SiteConfig{Mesh: DefaultConfig(), Look: 250 * time.Millisecond, Rejoin: 10 * time.Second}
 }
 
 // Site is the node's membership of its site, kept by Run. Its methods may

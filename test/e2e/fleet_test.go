@@ -375,6 +375,9 @@ type edge struct {
 	dataDir string
 	relay   *netem.Relay // nil: the agent dials the hub itself
 	args    []string
+	// netns, if set, is the network namespace the agent runs in,
+	// entered with nsenter(1).
+	netns string
 
 	starts int
 	proc   *proc
@@ -420,12 +423,21 @@ func (f *fleet) runEdge(h *syncHub, name, token, caHash string, relay *netem.Rel
 func (e *edge) start() {
 	e.f.t.Helper()
 	e.starts++
-	p := startProc(e.f.t, exec.Command(outpostBinary(e.f.t), e.args...))
+	cmd := exec.Command(outpostBinary(e.f.t), e.args...)
+	if e.netns != "" {
+		// nsenter enters the namespace and execs the agent: the process
+		// stopped is the agent itself.
+		cmd = exec.Command("nsenter", append([]string{"--net=" + e.netns, "--", outpostBinary(e.f.t)}, e.args...)...)
+	}
+	p := startProc(e.f.t, cmd)
 	e.proc = p
 	e.f.track(fmt.Sprintf("%s#%d", e.name, e.starts), p)
-	if e.relay != nil {
+	switch {
+	case e.netns != "":
+		e.f.logf("%s#%d started in %s", e.name, e.starts, e.netns)
+	case e.relay != nil:
 		e.f.logf("%s#%d started, dialing the hub via relay %s", e.name, e.starts, e.relay.Addr())
-	} else {
+	default:
 		e.f.logf("%s#%d started, dialing the hub directly", e.name, e.starts)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/outpost-mesh/outpost/internal/netnstest"
 	"github.com/outpost-mesh/outpost/internal/nodetest"
 	"github.com/outpost-mesh/outpost/internal/ociimage"
+	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/netd/overlay"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
@@ -54,7 +55,8 @@ const siteReachTimeout = 90 * time.Second
 // client pod on node A (Services routed with eBPF where the kernel runs
 // it) and one on node D (nftables) reach node B's httpd pod by its pod
 // IP and through a Service's ClusterIP, across the overlay; node C's
-// pod, of the other site, does not reach it.
+// pod, of the other site, does not reach it. Then the hub stops and the
+// site narrows routing and DNS by its mesh alone: see testSiteOffline.
 func TestSiteOverlay(t *testing.T) {
 	if !enterContainerdTest(t) {
 		return
@@ -75,6 +77,7 @@ func TestSiteOverlay(t *testing.T) {
 		extra      []string // more flags of the agent
 		client     bool     // a client pod runs on it that must reach web
 		netns      string
+		edge       *edge
 		node       *corev1.Node
 		cidr       netip.Prefix
 	}
@@ -85,7 +88,7 @@ func TestSiteOverlay(t *testing.T) {
 		{name: "e2e-site-d", site: site, lan: netip.MustParseAddr("192.168.70.5"), client: true,
 			extra: []string{"--service-routing", "nftables"}},
 	}
-	b, c := nodes[1], nodes[2]
+	a, b, c, d := nodes[0], nodes[1], nodes[2], nodes[3]
 
 	lan := newSiteLAN(t, lanHub)
 	for _, n := range nodes {
@@ -96,7 +99,7 @@ func TestSiteOverlay(t *testing.T) {
 	k.kubeconfig = filepath.Join(h.dataDir, "admin.kubeconfig")
 	k.namespace = metav1.NamespaceDefault
 	for _, n := range nodes {
-		n.node = startSiteNode(f, h, n.netns, n.site, n.name, image, n.extra...)
+		n.edge, n.node = startSiteNode(f, h, n.netns, n.site, n.name, image, n.extra...)
 		if got := nodeInternalIP(n.node); got != n.lan.String() {
 			t.Fatalf("node %s InternalIP %q, want its LAN address %s (addresses %v)", n.name, got, n.lan, n.node.Status.Addresses)
 		}
@@ -128,10 +131,24 @@ func TestSiteOverlay(t *testing.T) {
 	// on each of nodes A, C and D.
 	ctx, cancel := h.ctx()
 	defer cancel()
+	// web is ready while the file ok is in its /ready, a directory of the
+	// test's; web-2, on node D, serves the Service too.
+	readyDir := t.TempDir()
+	readyFile := filepath.Join(readyDir, "ok")
+	if err := os.WriteFile(readyFile, []byte("ok\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	web := sitePod("web", b.name, image, "httpd", "-f", "-p", "8080", "-h", "/etc")
 	web.Labels = map[string]string{"app": "site-web"}
-	want := map[string]*siteNode{"web": b}
-	create := []*corev1.Pod{web}
+	mountHostDir(web, "ready", readyDir, "/ready")
+	web.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/ready/ok"}}},
+		PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1, TimeoutSeconds: 1,
+	}
+	web2 := sitePod("web-2", d.name, image, "httpd", "-f", "-p", "8080", "-h", "/etc")
+	web2.Labels = map[string]string{"app": "site-web"}
+	want := map[string]*siteNode{"web": b, "web-2": d}
+	create := []*corev1.Pod{web, web2}
 	for _, n := range nodes {
 		if n.client || n == c {
 			name := "client-" + strings.TrimPrefix(n.name, "e2e-site-")
@@ -158,6 +175,30 @@ func TestSiteOverlay(t *testing.T) {
 	if net.ParseIP(clusterIP) == nil {
 		t.Fatalf("service site-web has cluster IP %q", clusterIP)
 	}
+	if _, err := h.cs.CoreV1().Services(metav1.NamespaceDefault).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "site-web-h"},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  map[string]string{"app": "site-web"},
+			Ports:     []corev1.ServicePort{{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create headless service: %v", err)
+	}
+	// watch-a, on node A, asks the Service for /hostname and the
+	// headless Service's name for its addresses five times a second,
+	// and writes down what it got, where the test reads it without the
+	// hub.
+	watchDir := t.TempDir()
+	watch := sitePod("watch-a", a.name, image, "sh", "-c", fmt.Sprintf(
+		`while :; do r=$(printf 'GET /hostname HTTP/1.0\r\n\r\n' | nc -w 1 %s 80 | tail -n 1); `+
+			`n=$(nslookup -type=a site-web-h.default.svc.cluster.local | awk '/^Address/ && !/:53$/ {print $2}' | sort | tr '\n' ,); `+
+			`echo "$r|$n" >> /out/watch; sleep 0.2; done`, clusterIP))
+	mountHostDir(watch, "out", watchDir, "/out")
+	if _, err := h.cs.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, watch, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod watch-a: %v", err)
+	}
+	want["watch-a"] = a
 
 	pods := map[string]*corev1.Pod{}
 	f.eventually(workloadTimeout, fmt.Sprintf("%d pods running on their nodes", len(want)), func() (bool, string) {
@@ -245,6 +286,121 @@ func TestSiteOverlay(t *testing.T) {
 	default:
 		f.logf("client-c on %s (site %s) does not reach web: %s%s", c.name, otherSite, r.stdout, r.stderr)
 	}
+
+	testSiteOffline(t, f, h, filepath.Join(watchDir, "watch"), readyFile, d.edge, webIP, pods["web-2"].Status.PodIP)
+}
+
+// testSiteOffline: with the hub stopped, the site narrows routing and
+// DNS by its mesh alone, as watch-a on node A sees it (in watchFile):
+// web leaves the Service and the headless name when it stops being
+// ready (its readyFile goes) and comes back when it is ready again;
+// web-2 leaves them when its node's agent dies (its pod runs on) and
+// comes back when the agent starts again, from its checkpoint.
+func testSiteOffline(t *testing.T, f *fleet, h *syncHub, watchFile, readyFile string, nodeOfWeb2 *edge, webIP, web2IP string) {
+	both, onlyWeb2, onlyWeb := watchSees{"web", "web-2"}, watchSees{"web-2"}, watchSees{"web"}
+	dnsBoth := []string{webIP, web2IP}
+	slices.Sort(dnsBoth)
+	f.eventually(siteReachTimeout, "watch-a gets web and web-2, and both their addresses", func() (bool, string) {
+		ok, why, _ := both.since(watchLines(watchFile), 0, dnsBoth)
+		return ok, why
+	})
+	h.stop()
+	f.logf("the hub is stopped: the site is on its own")
+
+	narrowed := func(what string, want watchSees, dns []string, change func()) {
+		t.Helper()
+		// When each line was first seen, polled often: the first line
+		// of the run that shows the change tells when it happened.
+		var seen []time.Time
+		from := watchLen(watchFile)
+		start := time.Now()
+		change()
+		var run int
+		wait.ForEvery(t, 50*time.Millisecond, 30*time.Second, what, func() (bool, string) {
+			lines := watchLines(watchFile)
+			for len(seen) < len(lines)-from {
+				seen = append(seen, time.Now())
+			}
+			ok, why, r := want.since(lines, from, dns)
+			run = r
+			return ok, why
+		})
+		f.logf("%s: %v after the change, as watch-a saw it (a request and a lookup every 0.2 s or so)", what, seen[run-from].Sub(start).Round(10*time.Millisecond))
+	}
+	narrowed("web out of routing and DNS once not ready", onlyWeb2, []string{web2IP}, func() {
+		if err := os.Remove(readyFile); err != nil {
+			t.Fatal(err)
+		}
+	})
+	narrowed("web back once ready", both, dnsBoth, func() {
+		if err := os.WriteFile(readyFile, []byte("ok\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	narrowed("web-2 out once its node's agent died", onlyWeb, []string{webIP}, nodeOfWeb2.kill)
+	narrowed("web-2 back once its node's agent started again, offline", both, dnsBoth, nodeOfWeb2.start)
+}
+
+// watchSees is the set of servers that watch-a's answers must come from.
+type watchSees []string
+
+// watchRun is how many answers in a row since a change tell the new
+// state: with two servers equally likely, ten in a row miss one of them
+// once in 500 runs.
+const watchRun = 10
+
+// since reports whether, of lines (watch-a's) after the first from, the
+// last watchRun all name a server of want and, together, all of them,
+// each with the headless name's addresses dns (sorted), and where the
+// run of lines that do so begins.
+func (want watchSees) since(lines []string, from int, dns []string) (bool, string, int) {
+	if len(lines) < from+watchRun {
+		return false, fmt.Sprintf("%d lines since the change", len(lines)-from), 0
+	}
+	wantDNS := strings.Join(dns, ",") + ","
+	fits := func(l string) bool {
+		server, addrs, _ := strings.Cut(l, "|")
+		return slices.Contains(want, server) && addrs == wantDNS
+	}
+	run := len(lines)
+	for run > from && fits(lines[run-1]) {
+		run--
+	}
+	last := lines[len(lines)-watchRun:]
+	if len(lines)-run < watchRun {
+		return false, fmt.Sprintf("last lines %q, want answers from %v and addresses %s", last, want, wantDNS), run
+	}
+	seen := map[string]bool{}
+	for _, l := range lines[run:] {
+		server, _, _ := strings.Cut(l, "|")
+		seen[server] = true
+	}
+	if len(seen) != len(want) {
+		return false, fmt.Sprintf("last lines %q, want answers from each of %v", last, want), run
+	}
+	return true, "", run
+}
+
+// watchLines returns the complete lines of watch-a's file.
+func watchLines(file string) []string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(string(b), "\n")
+	return lines[:len(lines)-1] // the last is incomplete, or empty
+}
+
+func watchLen(file string) int { return len(watchLines(file)) }
+
+// mountHostDir mounts the host's directory dir at path in pod's container,
+// as the volume name.
+func mountHostDir(pod *corev1.Pod, name, dir, path string) {
+	typ := corev1.HostPathDirectory
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: name,
+		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &typ}}})
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: path})
 }
 
 // siteLAN is the site's LAN bridge in the test's network namespace.
@@ -356,7 +512,7 @@ func startLANHub(f *fleet, addr netip.Addr) *syncHub {
 // startSiteNode is startContainerdNode for a node in the network
 // namespace at netnsPath: its agent, and so its containerd and their
 // shims, runs there, started through nsenter(1); its --site is site.
-func startSiteNode(f *fleet, h *syncHub, netnsPath, site, name, image string, extra ...string) *corev1.Node {
+func startSiteNode(f *fleet, h *syncHub, netnsPath, site, name, image string, extra ...string) (*edge, *corev1.Node) {
 	t := f.t
 	t.Helper()
 	token, caHash := h.createToken(site)
@@ -371,18 +527,12 @@ func startSiteNode(f *fleet, h *syncHub, netnsPath, site, name, image string, ex
 			t.Errorf("clean up node %s: %v", name, err)
 		}
 	})
-	e := &edge{f: f, name: name, dataDir: dir, args: []string{"edge", "--hub", h.syncAddr, "--token", token, "--ca-cert-hash", caHash,
+	e := &edge{f: f, name: name, dataDir: dir, netns: netnsPath, args: []string{"edge", "--hub", h.syncAddr, "--token", token, "--ca-cert-hash", caHash,
 		"--node-name", name, "--site", site, "--data-dir", dir, "--runtime", "containerd", "--bridge", "br-" + name,
 		"--eviction-hard", "memory.available<100Mi"}}
 	e.args = append(e.args, extra...)
 	t.Cleanup(e.shutdown)
-	// nsenter enters the namespace and execs the agent: the process
-	// stopped at cleanup is the agent itself.
-	args := append([]string{"--net=" + netnsPath, "--", outpostBinary(t)}, e.args...)
-	e.starts++
-	e.proc = startProc(t, exec.Command("nsenter", args...))
-	f.track(fmt.Sprintf("%s#%d", name, e.starts), e.proc)
-	f.logf("%s#%d started in %s, dialing the hub at %s", name, e.starts, netnsPath, h.syncAddr)
+	e.start()
 
 	im, err := ociimage.Busybox(image)
 	if err != nil {
@@ -410,7 +560,7 @@ func startSiteNode(f *fleet, h *syncHub, netnsPath, site, name, image string, ex
 		}
 		return n.Spec.PodCIDR != "", "no pod CIDR"
 	})
-	return n
+	return e, n
 }
 
 // sitePod returns a busybox pod bound to node, running cmd in container
