@@ -2,9 +2,10 @@
 // memberlist on loopback, every node a Mesh of this process on a port of
 // its own with mesh.DefaultConfig's timings: how long a node takes to
 // join a converged site until every node sees every other alive, how long
-// the others take to drop a node that crashes and one that leaves, and
-// how many bytes a node of an idle site sends. It backs
-// `outpost bench mesh`.
+// the others take to drop a node that crashes and one that leaves, how
+// long their service proxies (edge/proxy) take to stop routing to the
+// crashed node's endpoints, and how many bytes a node of an idle site
+// sends. It backs `outpost bench mesh`.
 package meshbench
 
 import (

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/bench/report"
 	"github.com/outpost-mesh/outpost/edge/mesh"
+	"github.com/outpost-mesh/outpost/edge/proxy"
 	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
@@ -195,6 +196,16 @@ func TestRun(t *testing.T) {
 	if s.Crash.Max < fastMesh().ProbeTimeout+s.SuspicionMin {
 		t.Errorf("crash found in %v, before a probe timeout and the suspicion (%v) could pass", s.Crash.Max, s.SuspicionMin)
 	}
+	// Its endpoint leaves routing only once the mesh found it dead (the
+	// crash is timed by polling, up to pollEvery late), and within the
+	// proxy's poll and min sync after (kicked, it rebuilds at once unless
+	// it rebuilt within min sync), with a second's slack for a loaded
+	// machine.
+	d, pc := s.Dropped, proxy.DefaultConfig()
+	if len(d.Runs) != 1 || d.Median != d.Runs[0] || d.Max != d.Runs[0] ||
+		d.Max < s.Crash.Max-pollEvery || d.Max > s.Crash.Max+pc.Poll+pc.MinSync+time.Second {
+		t.Errorf("endpoints dropped %+v, want one run between the crash found (%v) and %v after", d, s.Crash.Max, pc.Poll+pc.MinSync)
+	}
 	fm := fastMesh()
 	if lo, hi := suspicionTimeouts(fm.SuspicionMult, fm.SuspicionMaxTimeoutMult, 3, fm.ProbeInterval); s.SuspicionMin != lo || s.SuspicionMax != hi {
 		t.Errorf("suspicion %v to %v, want %v to %v", s.SuspicionMin, s.SuspicionMax, lo, hi)
@@ -241,14 +252,15 @@ func TestRunCanceled(t *testing.T) {
 	}
 }
 
-func sampleResult(crashMax time.Duration, kbits float64) *Result {
+func sampleResult(crashMax, droppedMax time.Duration, kbits float64) *Result {
 	times := func(med, max time.Duration) Times {
 		return Times{Runs: []time.Duration{med, med, max}, Median: med, Max: max}
 	}
 	size := func(n int) SizeResult {
 		return SizeResult{
 			Nodes: n, Join: times(200*time.Millisecond, 300*time.Millisecond), Crash: times(4*time.Second, crashMax),
-			Leave: times(100*time.Millisecond, 150*time.Millisecond), SuspicionMin: 3 * time.Second, SuspicionMax: 9 * time.Second,
+			Dropped: times(4100*time.Millisecond, droppedMax),
+			Leave:   times(100*time.Millisecond, 150*time.Millisecond), SuspicionMin: 3 * time.Second, SuspicionMax: 9 * time.Second,
 			Idle: IdleResult{Duration: time.Minute, Converged: true, Nodes: []NodeSent{{Name: "n00"}}, MeanBytesPerMin: kbits * 6000,
 				MaxBytesPerMin: kbits * 7500, MeanKbits: kbits * 0.8, MaxKbits: kbits, MaxKbitsHeaders: kbits * 1.2},
 		}
@@ -262,20 +274,22 @@ func sampleResult(crashMax time.Duration, kbits float64) *Result {
 
 func TestTargets(t *testing.T) {
 	for _, tc := range []struct {
-		crash      time.Duration
-		kbits      float64
-		dead, idle string
+		crash, dropped time.Duration
+		kbits          float64
+		dead, idle     string
 	}{
-		{4900 * time.Millisecond, 1.5, report.TargetMet, report.TargetMet},
-		{5 * time.Second, 2.5, report.TargetMet, report.TargetMissed},
-		{7 * time.Second, 1.9, report.TargetMissed, report.TargetMet},
+		{4800 * time.Millisecond, 4900 * time.Millisecond, 1.5, report.TargetMet, report.TargetMet},
+		{5 * time.Second, 5 * time.Second, 2.5, report.TargetMet, report.TargetMissed},
+		{4800 * time.Millisecond, 5100 * time.Millisecond, 1.5, report.TargetMissed, report.TargetMet}, // found, not dropped in time
+		{7 * time.Second, 7 * time.Second, 1.9, report.TargetMissed, report.TargetMet},
+		{4 * time.Second, 0, 1.5, report.TargetMissed, report.TargetMet}, // not measured
 	} {
-		got := evaluate(sampleResult(tc.crash, tc.kbits))
+		got := evaluate(sampleResult(tc.crash, tc.dropped, tc.kbits))
 		if len(got) != 2 || got[0].Status != tc.dead || got[1].Status != tc.idle {
-			t.Errorf("evaluate(crash %v, %.1f kbit/s) = %+v, want %s, %s", tc.crash, tc.kbits, got, tc.dead, tc.idle)
+			t.Errorf("evaluate(crash %v, dropped %v, %.1f kbit/s) = %+v, want %s, %s", tc.crash, tc.dropped, tc.kbits, got, tc.dead, tc.idle)
 		}
 	}
-	res := sampleResult(time.Second, 1)
+	res := sampleResult(time.Second, time.Second, 1)
 	res.Sizes = res.Sizes[:1]
 	for _, tg := range evaluate(res) {
 		if tg.Status != report.TargetNA {
@@ -285,7 +299,7 @@ func TestTargets(t *testing.T) {
 }
 
 func TestRender(t *testing.T) {
-	rep := NewReport(DefaultConfig(), sampleResult(7*time.Second, 1.5))
+	rep := NewReport(DefaultConfig(), sampleResult(7*time.Second, 7200*time.Millisecond, 1.5))
 	var b bytes.Buffer
 	if err := rep.Render(&b); err != nil {
 		t.Fatal(err)
@@ -293,15 +307,17 @@ func TestRender(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"membership: median and max of 3 runs",
-		"nodes  join p50  join max  crash p50  crash max  leave p50  leave max",
+		"nodes  join p50  join max  crash p50  crash max  dropped p50  dropped max  leave p50  leave max",
+		"4.10s        7.20s",
+		"service proxy (edge/proxy: poll 500ms, min sync 500ms",
 		"idle gossip sent per node",
 		"bytes/min mean  bytes/min max  kbit/s mean  kbit/s max",
-		"a crashed node found dead by every peer within 5.00s at 10 nodes",
-		"max 7.00s of 3 runs (median 4.00s); its endpoints leaving routing is not wired yet",
+		"a crashed node found dead and its endpoints dropped by every peer within 5.00s at 10 nodes",
+		"endpoints dropped: max 7.20s of 3 runs (median 4.10s); found dead: max 7.00s (median 4.00s)",
 		"idle gossip under 2 kbit/s per node at 10 nodes",
 		"max 1.50 kbit/s over the nodes",
 		"MISSED",
-		`target "a crashed node found dead by every peer within 5.00s at 10 nodes" MISSED`,
+		`target "a crashed node found dead and its endpoints dropped by every peer within 5.00s at 10 nodes" MISSED`,
 		"3.00s to 9.00s",
 		"load average",
 		"machine\ncpu:",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/bench/report"
 	"github.com/outpost-mesh/outpost/edge/mesh"
+	"github.com/outpost-mesh/outpost/edge/proxy"
 )
 
 // Result is what Run measured.
@@ -56,6 +57,11 @@ type SizeResult struct {
 	// alive; Leave the same from its Leave, then Close.
 	Crash Times `json:"crash"`
 	Leave Times `json:"leave"`
+	// Dropped is from the same Close until the service proxy of every
+	// other node (edge/proxy with proxy.DefaultConfig's timings, kicked
+	// by its node's mesh, as the agent runs it) has handed its dataplane
+	// a table without the crashed node's endpoint.
+	Dropped Times `json:"endpoints_dropped"`
 	// SuspicionMin and SuspicionMax are how long memberlist gives a
 	// suspected node to refute at this size: once the confirmations it
 	// awaits have come, and before (one when it awaits none).
@@ -161,14 +167,15 @@ func (res *Result) size(n int) *SizeResult {
 // is n/a.
 func evaluate(res *Result) []report.Target {
 	notRun := fmt.Sprintf("no site of %d nodes in this run", targetNodes)
-	dead := report.Target{Goal: fmt.Sprintf("a crashed node found dead by every peer within %s at %d nodes", report.Duration(targetDead), targetNodes),
+	dead := report.Target{Goal: fmt.Sprintf("a crashed node found dead and its endpoints dropped by every peer within %s at %d nodes", report.Duration(targetDead), targetNodes),
 		Status: report.TargetNA, Detail: notRun}
 	idle := report.Target{Goal: fmt.Sprintf("idle gossip under %g kbit/s per node at %d nodes", targetKbits, targetNodes),
 		Status: report.TargetNA, Detail: notRun}
 	if s := res.size(targetNodes); s != nil {
-		dead.Detail = fmt.Sprintf("max %s of %d runs (median %s); its endpoints leaving routing is not wired yet, not measured",
-			report.Duration(s.Crash.Max), len(s.Crash.Runs), report.Duration(s.Crash.Median))
-		dead.Status = status(s.Crash.Max > 0 && s.Crash.Max <= targetDead)
+		dead.Detail = fmt.Sprintf("endpoints dropped: max %s of %d runs (median %s); found dead: max %s (median %s)",
+			report.Duration(s.Dropped.Max), len(s.Dropped.Runs), report.Duration(s.Dropped.Median),
+			report.Duration(s.Crash.Max), report.Duration(s.Crash.Median))
+		dead.Status = status(s.Crash.Max > 0 && s.Dropped.Max > 0 && max(s.Crash.Max, s.Dropped.Max) <= targetDead)
 		idle.Detail = fmt.Sprintf("max %.2f kbit/s over the nodes (mean %.2f; %.2f with UDP/IP headers)", s.Idle.MaxKbits, s.Idle.MeanKbits, s.Idle.MaxKbitsHeaders)
 		idle.Status = status(len(s.Idle.Nodes) > 0 && s.Idle.MaxKbits < targetKbits)
 		if !s.Idle.Converged {
@@ -199,15 +206,18 @@ func (r *Report) Render(w io.Writer) error {
 		report.Duration(m.ProbeInterval), report.Duration(m.ProbeTimeout), m.IndirectChecks, m.SuspicionMult, confirm,
 		report.Duration(m.GossipInterval), m.GossipNodes, report.Duration(m.PushPullInterval))
 
+	pc := proxy.DefaultConfig()
 	mt := report.NewTable(fmt.Sprintf("membership: median and max of %d runs, each on a fresh site", r.Config.Runs),
-		"nodes", "join p50", "join max", "crash p50", "crash max", "leave p50", "leave max", "suspicion")
+		"nodes", "join p50", "join max", "crash p50", "crash max", "dropped p50", "dropped max", "leave p50", "leave max", "suspicion")
 	for _, s := range res.Sizes {
 		mt.AddRow(fmt.Sprint(s.Nodes), report.Duration(s.Join.Median), report.Duration(s.Join.Max),
-			report.Duration(s.Crash.Median), report.Duration(s.Crash.Max), report.Duration(s.Leave.Median), report.Duration(s.Leave.Max),
+			report.Duration(s.Crash.Median), report.Duration(s.Crash.Max), report.Duration(s.Dropped.Median), report.Duration(s.Dropped.Max),
+			report.Duration(s.Leave.Median), report.Duration(s.Leave.Max),
 			report.Duration(s.SuspicionMin)+" to "+report.Duration(s.SuspicionMax))
 	}
 	b.WriteString(mt.String())
-	fmt.Fprintf(&b, "join: a node joins one member of a converged site of one node fewer, timed from its start until every node sees every other alive;\ncrash: a node is closed without a word, timed until no other lists it alive (memberlist's dead, after suspicion); then a node is added back\nand another leaves (Leave, then Close), timed the same way; suspicion: how long a suspected node has to refute, once the confirmations\nmemberlist awaits have come and before; views polled every %s\n\n", report.Duration(pollEvery))
+	fmt.Fprintf(&b, "join: a node joins one member of a converged site of one node fewer, timed from its start until every node sees every other alive;\ncrash: a node is closed without a word, timed until no other lists it alive (memberlist's dead, after suspicion); dropped: from the same\nclose until every other node's service proxy (edge/proxy: poll %s, min sync %s, kicked by its mesh) has routing without the dead node's\nendpoint, of a Service with one on each node; then a node is added back and another leaves (Leave, then Close), timed as the crash;\nsuspicion: how long a suspected node has to refute, once the confirmations memberlist awaits have come and before; views polled every %s\n\n",
+		report.Duration(pc.Poll), report.Duration(pc.MinSync), report.Duration(pollEvery))
 
 	it := report.NewTable("idle gossip sent per node",
 		"nodes", "bytes/min mean", "bytes/min max", "kbit/s mean", "kbit/s max", "UDP packets/min", "streams/min", "counted", "converged")

@@ -29,17 +29,18 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	for _, size := range cfg.Sizes {
 		sr := SizeResult{Nodes: size}
 		sr.SuspicionMin, sr.SuspicionMax = suspicionTimeouts(base.SuspicionMult, base.SuspicionMaxTimeoutMult, size, base.ProbeInterval)
-		var join, crash, leave []time.Duration
+		var join, crash, dropped, leave []time.Duration
 		for r := range cfg.Runs {
 			logf("%d nodes, run %d of %d: join, crash, leave", size, r+1, cfg.Runs)
-			j, c, l, err := measureRun(ctx, cfg, size, fmt.Sprintf("bench-%d-%d", size, r))
+			j, c, d, l, err := measureRun(ctx, cfg, size, fmt.Sprintf("bench-%d-%d", size, r))
 			if err != nil {
 				return nil, fmt.Errorf("%d nodes, run %d: %w", size, r+1, err)
 			}
-			logf("  join seen by all in %s, crash in %s, leave in %s", report.Duration(j), report.Duration(c), report.Duration(l))
-			join, crash, leave = append(join, j), append(crash, c), append(leave, l)
+			logf("  join seen by all in %s, crash in %s (its endpoint out of routing in %s), leave in %s",
+				report.Duration(j), report.Duration(c), report.Duration(d), report.Duration(l))
+			join, crash, dropped, leave = append(join, j), append(crash, c), append(dropped, d), append(leave, l)
 		}
-		sr.Join, sr.Crash, sr.Leave = summarize(join), summarize(crash), summarize(leave)
+		sr.Join, sr.Crash, sr.Dropped, sr.Leave = summarize(join), summarize(crash), summarize(dropped), summarize(leave)
 		load(fmt.Sprintf("%d nodes: runs", size))
 
 		logf("%d nodes idle: settling %v, then counting for %v", size, cfg.Settle, cfg.Idle)
@@ -56,55 +57,78 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 }
 
 // measureRun times, on a fresh site of size nodes: a node joining the
-// others, converged, until all see all; a node crashing (Close without
-// Leave) until no other lists it alive; a node added back, then one
-// leaving (Leave, then Close) until no other lists it.
-func measureRun(ctx context.Context, cfg Config, size int, name string) (join, crash, leave time.Duration, err error) {
+// others, converged, until all see all; a node crashing, as measureCrash
+// says; a node added back, then one leaving (Leave, then Close) until no
+// other lists it.
+func measureRun(ctx context.Context, cfg Config, size int, name string) (join, crash, dropped, leave time.Duration, err error) {
 	s, err := newSite(cfg.nodeConfig(), name)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	defer func() { err = errors.Join(err, s.close()) }()
 	if err := s.grow(ctx, size-1, cfg.Timeout); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 
 	start := time.Now()
 	n, err := s.start()
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	if err := s.join(n); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	if join, err = s.waitFor(ctx, start, cfg.Timeout, fmt.Sprintf("%s's join to be seen by all", n.name), s.converged); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 
-	gone := s.pick()
-	start = time.Now()
-	if err := gone.m.Close(); err != nil {
-		return 0, 0, 0, fmt.Errorf("crash %s: %w", gone.name, err)
-	}
-	if crash, err = s.waitFor(ctx, start, cfg.Timeout, fmt.Sprintf("%s's crash to be seen by all", gone.name), s.forgot(gone)); err != nil {
-		return 0, 0, 0, err
+	if crash, dropped, err = measureCrash(ctx, cfg, s); err != nil {
+		return 0, 0, 0, 0, err
 	}
 
 	if err := s.grow(ctx, size, cfg.Timeout); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
-	gone = s.pick()
+	gone := s.pick()
 	start = time.Now()
 	if err := gone.m.Leave(cfg.Timeout); err != nil {
-		return 0, 0, 0, fmt.Errorf("%s leaves: %w", gone.name, err)
+		return 0, 0, 0, 0, fmt.Errorf("%s leaves: %w", gone.name, err)
 	}
 	if err := gone.m.Close(); err != nil {
-		return 0, 0, 0, fmt.Errorf("close %s: %w", gone.name, err)
+		return 0, 0, 0, 0, fmt.Errorf("close %s: %w", gone.name, err)
 	}
 	if leave, err = s.waitFor(ctx, start, cfg.Timeout, fmt.Sprintf("%s's leave to be seen by all", gone.name), s.forgot(gone)); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
-	return join, crash, leave, nil
+	return join, crash, dropped, leave, nil
+}
+
+// measureCrash crashes a member of s (Close without Leave), while the
+// others run the service proxy routing to an endpoint on each node, and
+// times it until no other lists it alive (crash), and until every other's
+// proxy has routing without its endpoint (dropped).
+func measureCrash(ctx context.Context, cfg Config, s *site) (crash, dropped time.Duration, err error) {
+	gone := s.pick()
+	r, err := startRouting(ctx, s.nodes, gone)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer r.stop()
+	if _, err := s.waitFor(ctx, time.Now(), cfg.Timeout, "every proxy to route to every node's endpoint", r.routed); err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if err := gone.m.Close(); err != nil {
+		return 0, 0, fmt.Errorf("crash %s: %w", gone.name, err)
+	}
+	if crash, err = s.waitFor(ctx, start, cfg.Timeout, fmt.Sprintf("%s's crash to be seen by all", gone.name), s.forgot(gone)); err != nil {
+		return 0, 0, err
+	}
+	if _, err = s.waitFor(ctx, start, cfg.Timeout, fmt.Sprintf("%s's endpoint to leave every node's routing", gone.name), r.dropped); err != nil {
+		return 0, 0, err
+	}
+	last, _ := r.lastDrop()
+	return crash, last.Sub(start), nil
 }
 
 // measureIdle counts what each node of a fresh, converged site of size
