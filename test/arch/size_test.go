@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// edgeSizeBudget (26 MiB) bounds the stripped edge binary for each ARM target: it
+// edgeSizeBudget (28 MiB) bounds the stripped edge binary for each ARM target: it
 // goes onto gateways' flash and is sent to every one of them in a
 // firmware wave. It was 16.1 MB (arm64) and 16.7 MB (armv7) at 20 MiB,
 // with badger, quic-go, zstd and the core/v1 types; the containerd client
@@ -17,10 +17,13 @@ import (
 // (arm64) and 29.4 MB (armv7), and the budget to 32 MiB. With no method
 // lookup by name left in it (TestEdgeBinaryKeepsNoMethodsByName), the
 // linker drops unused methods again: 22.7 MB (arm64) and 23.3 MB (armv7),
-// measured on 2026-12-02, and the budget is 26 MiB. Raise it only
-// knowingly, for a dependency the edge needs; a stray import (client-go
-// alone adds about 15 MB) is what it is here to catch.
-const edgeSizeBudget = 26 << 20
+// measured on 2026-12-02, and the budget was 26 MiB. The site mesh's
+// memberlist (with its msgpack codec, go-sockaddr and go-metrics) and the
+// mesh itself raised it to 27.1 MB (arm64) and 27.8 MB (armv7) on
+// 2026-12-06, and the budget to 28 MiB. Raise it only knowingly, for a
+// dependency the edge needs; a stray import (client-go alone adds about
+// 15 MB) is what it is here to catch.
+const edgeSizeBudget = 28 << 20
 
 // TestEdgeBinarySize builds the edge agent as it ships to the fleet
 // (static, stripped) for arm64 and armv7, and checks it against the
