@@ -161,16 +161,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		distError(w, http.StatusNotFound, code, "not held")
 		return
 	}
+	h := w.Header()
+	h.Set("Docker-Content-Digest", d.String())
+	h.Set("Content-Length", strconv.FormatInt(info.Size, 10))
+	h.Set("Content-Type", "application/octet-stream")
+	if kind == kindBlob && r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	ra, err := s.cfg.Content.ReaderAt(ctx, ocispec.Descriptor{Digest: d, Size: info.Size})
 	if err != nil {
 		distError(w, http.StatusNotFound, "BLOB_UNKNOWN", "not held")
 		return
 	}
 	defer ra.Close()
-	h := w.Header()
-	h.Set("Docker-Content-Digest", d.String())
-	h.Set("Content-Length", strconv.FormatInt(info.Size, 10))
-	h.Set("Content-Type", "application/octet-stream")
 	if kind == kindManifest {
 		mt, err := mediaType(ra, info.Size)
 		if err != nil {
