@@ -102,7 +102,10 @@ type Fetcher struct {
 	mu        sync.Mutex
 	bad       map[string]time.Time // peer -> until when it is skipped
 	announced map[digest.Digest]time.Time
-	clients   map[string]*peerClient // by peer name
+	// fetched are the blobs whose fetch from the registry ended, and
+	// when: containerd commits a blob a moment after its last byte.
+	fetched map[digest.Digest]time.Time
+	clients map[string]*peerClient // by peer name
 
 	annMu sync.Mutex // orders calls of Announce
 }
@@ -119,7 +122,8 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		return nil, err
 	}
 	f := &Fetcher{cfg: cfg, log: cfg.Logger, now: cfg.Now,
-		bad: map[string]time.Time{}, announced: map[digest.Digest]time.Time{}, clients: map[string]*peerClient{}}
+		bad: map[string]time.Time{}, announced: map[digest.Digest]time.Time{},
+		fetched: map[digest.Digest]time.Time{}, clients: map[string]*peerClient{}}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -152,13 +156,24 @@ func (f *Fetcher) Origin(rt http.RoundTripper) http.RoundTripper {
 	return originTransport{f: f, rt: rt}
 }
 
+// commitGrace is how long after its fetch from the registry ended a blob
+// still counts as pulling for Pulling: the node's containerd commits it
+// once it has read and checked the last byte, a moment later.
+const commitGrace = 30 * time.Second
+
 // Pulling reports whether the node said it is fetching d from outside
-// the site now (ServerConfig.Pulling).
+// the site now, or ended that fetch within commitGrace: whether a peer's
+// request for d should wait for the node's containerd to have it
+// (ServerConfig.Pulling).
 func (f *Fetcher) Pulling(d digest.Digest) bool {
+	now := f.now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t, ok := f.announced[d]
-	return ok && f.now().Sub(t) < f.cfg.AnnounceFor
+	if t, ok := f.announced[d]; ok && now.Sub(t) < f.cfg.AnnounceFor {
+		return true
+	}
+	t, ok := f.fetched[d]
+	return ok && now.Sub(t) < commitGrace
 }
 
 // siteTransport is the site host's transport.
@@ -479,10 +494,35 @@ func (f *Fetcher) withdraw(d digest.Digest) {
 	_, ok := f.announced[d]
 	delete(f.announced, d)
 	f.mu.Unlock()
-	if ok {
-		if err := f.say(); err != nil {
-			f.log.Debug("image share: pull end not announced", "digest", d, "err", err)
+	f.sayIf(ok, d)
+}
+
+// fetchedFromOrigin withdraws d, whose fetch from the registry ended; it
+// counts as pulling for commitGrace more.
+func (f *Fetcher) fetchedFromOrigin(d digest.Digest) {
+	now := f.now()
+	f.mu.Lock()
+	_, ok := f.announced[d]
+	delete(f.announced, d)
+	for x, t := range f.fetched {
+		if now.Sub(t) >= commitGrace {
+			delete(f.fetched, x)
 		}
+	}
+	if ok {
+		f.fetched[d] = now
+	}
+	f.mu.Unlock()
+	f.sayIf(ok, d)
+}
+
+// sayIf says the announced digests again if ok: d left them.
+func (f *Fetcher) sayIf(ok bool, d digest.Digest) {
+	if !ok {
+		return
+	}
+	if err := f.say(); err != nil {
+		f.log.Debug("image share: pull end not announced", "digest", d, "err", err)
 	}
 }
 
@@ -536,7 +576,7 @@ func (t originTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return resp, err
 	}
-	resp.Body = &withdrawBody{ReadCloser: resp.Body, done: func() { t.f.withdraw(d) }}
+	resp.Body = &withdrawBody{ReadCloser: resp.Body, done: func() { t.f.fetchedFromOrigin(d) }}
 	return resp, nil
 }
 

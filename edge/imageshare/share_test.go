@@ -263,6 +263,8 @@ func TestFetchFromOriginAnnounces(t *testing.T) {
 	a := startPeer(t, ca, "a", &fakeContent{}, allowAll, nil)
 	ann := &announcements{}
 	f := newTestFetcher(t, ca, "b", func() []mesh.Peer { return []mesh.Peer{a.peer()} }, ann)
+	now := time.Now()
+	f.now = func() time.Time { return now } // read by this goroutine alone
 	d := digest.FromString("nobody has it")
 	if code, _ := get(t, f, kindBlob, d); code != http.StatusNotFound {
 		t.Fatalf("status %d, want 404", code)
@@ -283,8 +285,14 @@ func TestFetchFromOriginAnnounces(t *testing.T) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	// No longer said, but a peer's request still waits a moment for
+	// containerd to commit it.
+	if !f.Pulling(d) {
+		t.Errorf("not Pulling(%s) right after the registry's body was read: a peer's request would not wait for the commit", d)
+	}
+	now = now.Add(commitGrace)
 	if f.Pulling(d) {
-		t.Errorf("still Pulling(%s) after the registry's body was read", d)
+		t.Errorf("still Pulling(%s) %v after the registry's body was read", d, commitGrace)
 	}
 	sum, _ := sha256Of(d)
 	want := [][][32]byte{{sum}, {}}
