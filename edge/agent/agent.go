@@ -221,6 +221,9 @@ type Agent struct {
 	closeRuntime func() error
 	images       *images.Service
 	imagesRoot   string // containerd's root, the image file system; "" if not known
+	// share is how the node shares images with its site; nil on a node
+	// of no mesh or not on its own containerd.
+	share *imageShare
 
 	clientMu sync.Mutex
 	client   *client.Client // nil until joined
@@ -342,6 +345,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.usage.Run(ctx) })
 	if a.cfg.Mesh != nil {
 		wg.Go(func() { a.runMesh(ctx) })
+	}
+	if a.share != nil {
+		wg.Go(func() { a.runImageShare(ctx) })
 	}
 
 	errc := make(chan error, 1)

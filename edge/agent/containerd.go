@@ -107,6 +107,14 @@ func (a *Agent) startContainerd(ctx, stop context.Context, wg *sync.WaitGroup) e
 	icfg := images.DefaultConfig()
 	icfg.Client, icfg.Namespace, icfg.InsecureRegistries, icfg.Root = ic, rcfg.Namespace, cc.InsecureRegistries, root
 	icfg.Logger, icfg.Now = a.log.With("component", "images"), a.now
+	share, err := a.buildImageShare(ic.ContentStore(), rcfg.Namespace)
+	if err != nil {
+		ic.Close()
+		return fmt.Errorf("image share: %w", err)
+	}
+	if share != nil {
+		icfg.Site = share.fetcher
+	}
 	isvc, err := images.New(icfg)
 	if err != nil {
 		ic.Close()
@@ -132,7 +140,7 @@ func (a *Agent) startContainerd(ctx, stop context.Context, wg *sync.WaitGroup) e
 		ic.Close()
 		return fmt.Errorf("containerd at %s: %w", addr, err)
 	}
-	a.rt, a.images, a.imagesRoot = rt, isvc, root
+	a.rt, a.images, a.imagesRoot, a.share = rt, isvc, root, share
 	a.closeRuntime = func() error { return errors.Join(rt.Close(), ic.Close()) }
 	a.cfg.RuntimeVersion = v
 	a.log.Info("pods run on containerd", "address", addr, "namespace", rcfg.Namespace, "version", v, "oci_runtime", rcfg.OCIRuntime, "shim_per_node", rcfg.ShimPerNode)

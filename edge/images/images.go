@@ -64,6 +64,10 @@ type Config struct {
 	Root string
 	// GC says when GC removes images, and what it spares.
 	GC GCPolicy
+	// Site, if not nil, is where pulls fetch content by digest before
+	// the image's registry: the node's site peers (edge/imageshare).
+	// Tags are resolved at the registry only.
+	Site Site
 	// Logger receives what the Service does and containerd client's
 	// warnings; nil discards them.
 	Logger *slog.Logger
@@ -71,6 +75,19 @@ type Config struct {
 	Now func() time.Time
 	// StatFS measures a file system; nil for statfs(2).
 	StatFS func(path string) (FSUsage, error)
+}
+
+// Site is content by digest that the node's site shares, as a pull sees
+// it. Its methods must be safe for concurrent use.
+type Site interface {
+	// Host is tried before the registry for every blob and manifest by
+	// digest, with the pull capability only; it answers 404 for what
+	// the site does not serve, so that containerd's fetcher goes on to
+	// the registry, and it verifies what it serves.
+	Host() docker.RegistryHost
+	// Origin wraps the transport to the image's registry, to see the
+	// site's content fetched from there.
+	Origin(http.RoundTripper) http.RoundTripper
 }
 
 // DefaultConfig returns the defaults above; Client is left nil.

@@ -274,10 +274,17 @@ func (s *Service) hosts(cred *runtime.Credential, d *diagnosis) docker.RegistryH
 			}
 			return cred.Username, cred.Password, nil
 		}))
-		return []docker.RegistryHost{{
+		origin := docker.RegistryHost{
 			Client: hc, Authorizer: auth, Host: endpoint, Scheme: "https", Path: "/v2",
 			Capabilities: docker.HostCapabilityPull | docker.HostCapabilityResolve,
-		}}, nil
+		}
+		if s.cfg.Site == nil {
+			return []docker.RegistryHost{origin}, nil
+		}
+		// The site first, for content by digest: containerd's fetcher
+		// tries the next host when one answers other than 2xx.
+		origin.Client = &http.Client{Transport: s.cfg.Site.Origin(hc.Transport)}
+		return []docker.RegistryHost{s.cfg.Site.Host(), origin}, nil
 	}
 }
 

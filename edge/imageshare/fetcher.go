@@ -1,0 +1,612 @@
+package imageshare
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/containerd/v2/core/remotes/docker"
+	digest "github.com/opencontainers/go-digest"
+
+	"github.com/outpost-mesh/outpost/edge/mesh"
+)
+
+// FetcherConfig configures a Fetcher.
+type FetcherConfig struct {
+	// Node is the node's name; required.
+	Node string
+	// Identity is the node's certificate, which the Fetcher presents to
+	// its peers, and the hub CA, to which it checks theirs.
+	Identity Identity
+	// Peers returns the site's alive peers with what each says of
+	// itself; nil while the node is in no site mesh. Non-nil.
+	Peers func() []mesh.Peer
+	// Announce has the node say it is pulling pulling from outside the
+	// site (mesh.Meta.Pulling); at most mesh.MaxPulling digests. It may
+	// block a little while the news goes out. Non-nil.
+	Announce func(pulling [][32]byte) error
+	// Window is how long a node that said it pulls a blob waits for its
+	// peers to hear it, and to hear theirs, before fetching it from the
+	// registry: 2s, a few rounds of the mesh's gossip.
+	Window time.Duration
+	// BadFor is how long a peer that served bad bytes is skipped: 5m.
+	BadFor time.Duration
+	// HeadTimeout bounds the question to each peer whether it holds a
+	// blob: 2s.
+	HeadTimeout time.Duration
+	// FetchTimeout bounds a blob's fetch from a peer, including the
+	// peer's wait for it while it pulls it itself: 30m.
+	FetchTimeout time.Duration
+	// MaxBlob bounds the bytes of a blob taken from a peer: 16 GiB.
+	MaxBlob int64
+	// AnnounceFor bounds how long a blob stays announced if its pull
+	// never says it ended: 30m.
+	AnnounceFor time.Duration
+	// TempDir holds blobs being fetched from peers, until containerd has
+	// read them; "" for the system's.
+	TempDir string
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil for the wall clock.
+	Now func() time.Time
+}
+
+// DefaultFetcherConfig returns the defaults above.
+func DefaultFetcherConfig() FetcherConfig {
+	return FetcherConfig{
+		Window:       2 * time.Second,
+		BadFor:       5 * time.Minute,
+		HeadTimeout:  2 * time.Second,
+		FetchTimeout: 30 * time.Minute,
+		MaxBlob:      16 << 30,
+		AnnounceFor:  30 * time.Minute,
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *FetcherConfig) Validate() error {
+	switch {
+	case c.Node == "":
+		return errors.New("imageshare: no node name")
+	case c.Identity.Certificate == nil || c.Identity.Roots == nil:
+		return errors.New("imageshare: no identity")
+	case c.Peers == nil || c.Announce == nil:
+		return errors.New("imageshare: no Peers or Announce")
+	case c.Window < 0 || c.BadFor < 0 || c.HeadTimeout <= 0 || c.FetchTimeout <= 0 || c.MaxBlob <= 0 || c.AnnounceFor <= 0:
+		return errors.New("imageshare: window and bad-for must not be negative, the timeouts and MaxBlob must be positive")
+	}
+	return nil
+}
+
+// Fetcher fetches content by digest from the site's peers, for the
+// node's image pulls (images.Config.Site): Host is the site, tried
+// before the image's registry, and Origin wraps the transport to the
+// registry. Its methods are safe for concurrent use.
+type Fetcher struct {
+	cfg FetcherConfig
+	log *slog.Logger
+	now func() time.Time
+
+	mu        sync.Mutex
+	bad       map[string]time.Time // peer -> until when it is skipped
+	announced map[digest.Digest]time.Time
+	// fetched are the blobs whose fetch from the registry ended, and
+	// when: containerd commits a blob a moment after its last byte.
+	fetched map[digest.Digest]time.Time
+	clients map[string]*peerClient // by peer name
+
+	annMu sync.Mutex // orders calls of Announce
+}
+
+// peerClient is the HTTP client of one peer's Server at one address.
+type peerClient struct {
+	addr netip.AddrPort
+	c    *http.Client
+}
+
+// NewFetcher returns a Fetcher as cfg says; it starts nothing.
+func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	f := &Fetcher{cfg: cfg, log: cfg.Logger, now: cfg.Now,
+		bad: map[string]time.Time{}, announced: map[digest.Digest]time.Time{},
+		fetched: map[digest.Digest]time.Time{}, clients: map[string]*peerClient{}}
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
+	}
+	if f.now == nil {
+		f.now = time.Now
+	}
+	return f, nil
+}
+
+// siteHost is the name of the site's host in the URLs containerd makes;
+// the Fetcher's transport reads only their paths.
+const siteHost = "site.outpost.invalid"
+
+// Host returns the site as a registry host with the pull capability only:
+// it never resolves a tag. Its transport answers a request for content
+// by digest with the content from a peer, verified, or 404, which has
+// containerd's fetcher go on to the next host, the registry.
+func (f *Fetcher) Host() docker.RegistryHost {
+	return docker.RegistryHost{
+		Client: &http.Client{Transport: siteTransport{f}},
+		Host:   siteHost, Scheme: "https", Path: "/v2",
+		Capabilities: docker.HostCapabilityPull,
+	}
+}
+
+// Origin wraps rt, the transport to an image's registry, so that a blob
+// the node said it pulls is no longer said to be once its fetch from the
+// registry ends.
+func (f *Fetcher) Origin(rt http.RoundTripper) http.RoundTripper {
+	return originTransport{f: f, rt: rt}
+}
+
+// commitGrace is how long after its fetch from the registry ended a blob
+// still counts as pulling for Pulling: the node's containerd commits it
+// once it has read and checked the last byte, a moment later.
+const commitGrace = 30 * time.Second
+
+// Pulling reports whether the node said it is fetching d from outside
+// the site now, or ended that fetch within commitGrace: whether a peer's
+// request for d should wait for the node's containerd to have it
+// (ServerConfig.Pulling).
+func (f *Fetcher) Pulling(d digest.Digest) bool {
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t, ok := f.announced[d]; ok && now.Sub(t) < f.cfg.AnnounceFor {
+		return true
+	}
+	t, ok := f.fetched[d]
+	return ok && now.Sub(t) < commitGrace
+}
+
+// siteTransport is the site host's transport.
+type siteTransport struct{ f *Fetcher }
+
+func (t siteTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	kind, d, err := parsePath(req.URL.Path)
+	// Only whole GETs: a ranged one resumes a fetch, from the host
+	// it began at.
+	if err != nil || req.Method != http.MethodGet || req.Header.Get("Range") != "" {
+		return notFound(req), nil
+	}
+	if resp := t.f.fetch(req.Context(), kind, d); resp != nil {
+		resp.Request = req
+		return resp, nil
+	}
+	return notFound(req), nil
+}
+
+// fetch returns d's content from a peer, verified, or nil: from a peer
+// that holds it, else, once the node said it pulls it, from a peer of a
+// lower name that said so too. When it returns nil the node has said it
+// pulls d, unless no peer could hear it.
+func (f *Fetcher) fetch(ctx context.Context, kind string, d digest.Digest) *http.Response {
+	peers := f.usable()
+	if len(peers) == 0 {
+		return nil
+	}
+	cands := f.ask(ctx, peers, kind, d)
+	if resp := f.tryAll(ctx, Sources(f.cfg.Node, false, cands, f.badNow()), peers, kind, d); resp != nil {
+		return resp
+	}
+	if !f.announce(d) {
+		return nil
+	}
+	t := time.NewTimer(f.cfg.Window)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		f.withdraw(d)
+		return nil
+	case <-t.C:
+	}
+	peers = f.usable()
+	cands = candidates(peers, d, nil)
+	resp := f.tryAll(ctx, Sources(f.cfg.Node, true, cands, f.badNow()), peers, kind, d)
+	if resp != nil {
+		f.withdraw(d)
+	}
+	return resp
+}
+
+// usable returns the alive peers that serve their images.
+func (f *Fetcher) usable() map[string]mesh.Peer {
+	out := map[string]mesh.Peer{}
+	for _, p := range f.cfg.Peers() {
+		if p.Meta.ImagePort != 0 && p.Addr.IsValid() && p.Name != f.cfg.Node {
+			out[p.Name] = p
+		}
+	}
+	return out
+}
+
+// candidates returns peers as Sources weighs them for d, has saying which
+// answered HEAD with 200.
+func candidates(peers map[string]mesh.Peer, d digest.Digest, has map[string]bool) []Candidate {
+	sum, _ := sha256Of(d)
+	out := make([]Candidate, 0, len(peers))
+	for name, p := range peers {
+		c := Candidate{Name: name, Has: has[name]}
+		for _, x := range p.Meta.Pulling {
+			if x == sum {
+				c.Pulling = true
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// ask asks each of peers, at once, whether it holds d.
+func (f *Fetcher) ask(ctx context.Context, peers map[string]mesh.Peer, kind string, d digest.Digest) []Candidate {
+	bad := f.badNow()
+	var mu sync.Mutex
+	has := map[string]bool{}
+	var wg sync.WaitGroup
+	for name, p := range peers {
+		if bad[name] {
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, f.cfg.HeadTimeout)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodHead, peerURL(p, kind, d), nil)
+			if err != nil {
+				return
+			}
+			resp, err := f.client(p).Do(req)
+			if err != nil {
+				f.log.Debug("image share: peer not asked", "peer", name, "err", err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				mu.Lock()
+				has[name] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return candidates(peers, d, has)
+}
+
+// tryAll fetches d from each of sources in turn until one serves it.
+func (f *Fetcher) tryAll(ctx context.Context, sources []string, peers map[string]mesh.Peer, kind string, d digest.Digest) *http.Response {
+	for _, name := range sources {
+		resp, err := f.fetchFrom(ctx, peers[name], kind, d)
+		if err == nil {
+			f.log.Debug("image share: fetched from a peer", "peer", name, "digest", d)
+			return resp
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		var bad *badBytesError
+		if errors.As(err, &bad) {
+			f.markBad(name, err)
+		} else {
+			f.log.Debug("image share: peer did not serve", "peer", name, "digest", d, "err", err)
+		}
+	}
+	return nil
+}
+
+// badBytesError is a peer's response that was not the content asked for.
+type badBytesError struct{ why string }
+
+func (e *badBytesError) Error() string { return e.why }
+
+// fetchFrom fetches d from p into a temporary file, checks its digest,
+// and returns a response that reads the file, which its Body's Close
+// removes.
+func (f *Fetcher) fetchFrom(ctx context.Context, p mesh.Peer, kind string, d digest.Digest) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.FetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peerURL(p, kind, d), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := f.client(p).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %s", resp.Status)
+	}
+	size := resp.ContentLength
+	if size < 0 || size > f.cfg.MaxBlob {
+		return nil, &badBytesError{fmt.Sprintf("length %d of %s", size, d)}
+	}
+	tmp, err := os.CreateTemp(f.cfg.TempDir, "imageshare-")
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(resp.Body, size+1))
+	switch {
+	case err != nil:
+		return nil, err
+	case n != size:
+		return nil, &badBytesError{fmt.Sprintf("%d bytes of %s, not the %d it said", n, d, size)}
+	case digest.NewDigest(digest.SHA256, h) != d:
+		return nil, &badBytesError{fmt.Sprintf("bytes of %s for %s", digest.NewDigest(digest.SHA256, h), d)}
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	ok = true
+	out := &http.Response{
+		Status: "200 OK", StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{},
+		ContentLength: size,
+		Body:          tempBody{tmp},
+	}
+	out.Header.Set("Content-Length", strconv.FormatInt(size, 10))
+	out.Header.Set("Docker-Content-Digest", d.String())
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		out.Header.Set("Content-Type", ct)
+	}
+	return out, nil
+}
+
+// tempBody reads a temporary file, removed when closed.
+type tempBody struct{ f *os.File }
+
+func (b tempBody) Read(p []byte) (int, error) { return b.f.Read(p) }
+
+func (b tempBody) Close() error {
+	err := b.f.Close()
+	if rerr := os.Remove(b.f.Name()); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		err = errors.Join(err, rerr)
+	}
+	return err
+}
+
+// client returns the HTTP client of p's Server, made anew when p's
+// address changed.
+func (f *Fetcher) client(p mesh.Peer) *http.Client {
+	addr := netip.AddrPortFrom(p.Addr.Addr(), p.Meta.ImagePort)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.clients[p.Name]; ok && c.addr == addr {
+		return c.c
+	}
+	if c, ok := f.clients[p.Name]; ok {
+		c.c.CloseIdleConnections()
+	}
+	tr := &http.Transport{
+		TLSClientConfig:     clientTLS(f.cfg.Identity, p.Name),
+		ForceAttemptHTTP2:   true,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 5 * time.Second,
+		IdleConnTimeout:     time.Minute,
+		// The peer may wait for its own pull before it answers.
+		ResponseHeaderTimeout: 3 * time.Minute,
+	}
+	c := &peerClient{addr: addr, c: &http.Client{Transport: tr}}
+	f.clients[p.Name] = c
+	return c.c
+}
+
+// Close closes the idle connections to peers. It is safe to call twice.
+func (f *Fetcher) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.clients {
+		c.c.CloseIdleConnections()
+	}
+	clear(f.clients)
+}
+
+// peerURL is the URL of d on p's Server.
+func peerURL(p mesh.Peer, kind string, d digest.Digest) string {
+	addr := netip.AddrPortFrom(p.Addr.Addr(), p.Meta.ImagePort)
+	return "https://" + addr.String() + "/v2/x/" + kind + "/" + d.String()
+}
+
+// markBad skips peer for BadFor, and says so once.
+func (f *Fetcher) markBad(peer string, err error) {
+	now := f.now()
+	f.mu.Lock()
+	was := f.bad[peer].After(now)
+	f.bad[peer] = now.Add(f.cfg.BadFor)
+	f.mu.Unlock()
+	if !was {
+		f.log.Warn("image share: a peer served bad bytes; skipped for a while", "peer", peer, "for", f.cfg.BadFor, "err", err)
+	}
+}
+
+// badNow returns the peers skipped now.
+func (f *Fetcher) badNow() map[string]bool {
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]bool{}
+	for p, until := range f.bad {
+		if until.After(now) {
+			out[p] = true
+		} else {
+			delete(f.bad, p)
+		}
+	}
+	return out
+}
+
+// announce adds d to what the node says it pulls, and says it; false if
+// there was no room for it or it could not be said.
+func (f *Fetcher) announce(d digest.Digest) bool {
+	if _, ok := sha256Of(d); !ok {
+		return false
+	}
+	now := f.now()
+	f.mu.Lock()
+	for x, t := range f.announced {
+		if now.Sub(t) >= f.cfg.AnnounceFor {
+			delete(f.announced, x)
+		}
+	}
+	_, dup := f.announced[d]
+	if !dup && len(f.announced) >= mesh.MaxPulling {
+		f.mu.Unlock()
+		return false
+	}
+	f.announced[d] = now
+	f.mu.Unlock()
+	if err := f.say(); err != nil {
+		f.log.Debug("image share: pull not announced", "digest", d, "err", err)
+		return false
+	}
+	return true
+}
+
+// withdraw removes d from what the node says it pulls.
+func (f *Fetcher) withdraw(d digest.Digest) {
+	f.mu.Lock()
+	_, ok := f.announced[d]
+	delete(f.announced, d)
+	f.mu.Unlock()
+	f.sayIf(ok, d)
+}
+
+// fetchedFromOrigin withdraws d, whose fetch from the registry ended; it
+// counts as pulling for commitGrace more.
+func (f *Fetcher) fetchedFromOrigin(d digest.Digest) {
+	now := f.now()
+	f.mu.Lock()
+	_, ok := f.announced[d]
+	delete(f.announced, d)
+	for x, t := range f.fetched {
+		if now.Sub(t) >= commitGrace {
+			delete(f.fetched, x)
+		}
+	}
+	if ok {
+		f.fetched[d] = now
+	}
+	f.mu.Unlock()
+	f.sayIf(ok, d)
+}
+
+// sayIf says the announced digests again if ok: d left them.
+func (f *Fetcher) sayIf(ok bool, d digest.Digest) {
+	if !ok {
+		return
+	}
+	if err := f.say(); err != nil {
+		f.log.Debug("image share: pull end not announced", "digest", d, "err", err)
+	}
+}
+
+// say has the node say the announced digests as they are now.
+func (f *Fetcher) say() error {
+	f.annMu.Lock()
+	defer f.annMu.Unlock()
+	f.mu.Lock()
+	list := make([][32]byte, 0, len(f.announced))
+	for d := range f.announced {
+		if sum, ok := sha256Of(d); ok {
+			list = append(list, sum)
+		}
+	}
+	f.mu.Unlock()
+	return f.cfg.Announce(list)
+}
+
+// sha256Of returns d's bytes, if it is a valid sha256 digest.
+func sha256Of(d digest.Digest) ([32]byte, bool) {
+	var sum [32]byte
+	if d.Validate() != nil || d.Algorithm() != digest.SHA256 {
+		return sum, false
+	}
+	b, err := hex.DecodeString(d.Encoded())
+	if err != nil || len(b) != len(sum) {
+		return sum, false
+	}
+	copy(sum[:], b)
+	return sum, true
+}
+
+// originTransport is the transport to an image's registry, which
+// withdraws a blob the node announced once its fetch ends.
+type originTransport struct {
+	f  *Fetcher
+	rt http.RoundTripper
+}
+
+func (t originTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	_, d, perr := parsePath(req.URL.Path)
+	resp, err := t.rt.RoundTrip(req)
+	if perr != nil || req.Method != http.MethodGet || !t.f.Pulling(d) {
+		return resp, err
+	}
+	if err != nil || resp.StatusCode/100 != 2 {
+		// A redirect to the blob's storage is followed by the client,
+		// through this transport again: only the final answer ends it.
+		if err != nil || !(resp.StatusCode >= 300 && resp.StatusCode < 400) {
+			t.f.withdraw(d)
+		}
+		return resp, err
+	}
+	resp.Body = &withdrawBody{ReadCloser: resp.Body, done: func() { t.f.fetchedFromOrigin(d) }}
+	return resp, nil
+}
+
+// withdrawBody calls done once, at the end of the body or its Close.
+type withdrawBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *withdrawBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.once.Do(b.done)
+	}
+	return n, err
+}
+
+func (b *withdrawBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.done)
+	return err
+}
+
+// notFound is the site's answer for content no peer served.
+func notFound(req *http.Request) *http.Response {
+	return &http.Response{
+		Status: "404 Not Found", StatusCode: http.StatusNotFound, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:  http.Header{"Content-Type": {"application/json"}},
+		Body:    io.NopCloser(strings.NewReader(`{"errors":[{"code":"BLOB_UNKNOWN","message":"no site peer holds it"}]}`)),
+		Request: req,
+	}
+}
