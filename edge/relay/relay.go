@@ -208,7 +208,8 @@ func (r *Relay) fromPeers() {
 }
 
 // admit accounts a datagram of n bytes from src and returns the client
-// to forward it through, nil if it is dropped.
+// to forward it through, nil if it is dropped. Only fromPeers calls it,
+// so only it adds clients.
 func (r *Relay) admit(src netip.AddrPort, n int) *client {
 	if !r.cfg.Allowed(src.Addr()) {
 		r.mu.Lock()
@@ -218,35 +219,48 @@ func (r *Relay) admit(src netip.AddrPort, n int) *client {
 	}
 	now := r.cfg.Now()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	p := r.peer(src.Addr(), now)
 	if n > r.cfg.MaxDatagram || !r.spend(p, src.Addr(), n) {
 		p.stats.Dropped++
+		r.mu.Unlock()
 		return nil
 	}
 	c := r.clients[src]
-	if c == nil {
-		if r.closed || len(r.clients) >= r.cfg.MaxClients {
-			p.stats.Dropped++
-			return nil
-		}
-		var err error
-		if c, err = r.open(src); err != nil {
-			r.log.Warn("relay cannot reach the hub for a peer", "peer", src, "err", err)
-			p.stats.Dropped++
-			return nil
-		}
-		r.clients[src] = c
-		r.log.Info("relaying a site peer's sync session", "peer", src, "hub", c.up.RemoteAddr())
-		r.wg.Go(func() { r.fromHub(c) })
+	if c == nil && len(r.clients) >= r.cfg.MaxClients {
+		p.stats.Dropped++
+		r.mu.Unlock()
+		return nil
 	}
+	if c != nil {
+		c.lastSeen = now
+		p.stats.Up += int64(n)
+		r.mu.Unlock()
+		return c
+	}
+	r.mu.Unlock()
+
+	// Target may resolve a name: not under the lock.
+	c, err := r.open(src)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil || r.closed {
+		if err != nil {
+			r.log.Warn("relay cannot reach the hub for a peer", "peer", src, "err", err)
+		} else {
+			c.up.Close()
+		}
+		p.stats.Dropped++
+		return nil
+	}
+	r.clients[src] = c
+	r.log.Info("relaying a site peer's sync session", "peer", src, "hub", c.up.RemoteAddr())
+	r.wg.Go(func() { r.fromHub(c) })
 	c.lastSeen = now
 	p.stats.Up += int64(n)
 	return c
 }
 
-// open returns a new client for src with its socket toward the hub. The
-// caller holds r.mu.
+// open returns a new client for src with its socket toward the hub.
 func (r *Relay) open(src netip.AddrPort) (*client, error) {
 	target, err := r.cfg.Target()
 	if err != nil {
