@@ -771,7 +771,7 @@ var ErrLinkDead = errors.New("link to the hub is dead")
 // session.Liveness judges it. Its probe is one padded datagram, because
 // QUIC's keep-alives (PINGs of about 25 bytes) are too small for a
 // restarted hub to answer with a stateless reset, and a 48-byte probe is
-// not. A dead link ends the connection with ErrLinkDead.
+// not. A dead link ends the session with ErrLinkDead.
 func (c *Client) livenessLoop(ctx context.Context, conn *quic.Conn) error {
 	t := time.NewTicker(livenessTick)
 	defer t.Stop()
@@ -789,7 +789,10 @@ func (c *Client) livenessLoop(ctx context.Context, conn *quic.Conn) error {
 		}
 		switch v, silent := live.Look(time.Now(), conn.ConnectionStats().PacketsReceived); v {
 		case session.Dead:
-			conn.CloseWithError(0, "link to the hub is dead: no packet from it")
+			// connectOnce closes the connection on this error: closing
+			// it here would have the session's other parts fail on the
+			// closed connection and race this error to say why the
+			// session ended, which decides the failover.
 			return fmt.Errorf("%w: nothing heard for %v", ErrLinkDead, silent.Round(time.Second))
 		case session.Probe:
 			c.stats.Probes.Add(1)
