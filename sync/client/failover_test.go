@@ -3,8 +3,10 @@ package client
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"testing"
+	"time"
 )
 
 // TestFailover replays attempts and their outcomes, checking the route
@@ -109,5 +111,44 @@ func TestOutcome(t *testing.T) {
 		if got := outcome(tt.reached, tt.err); got != tt.want {
 			t.Errorf("outcome(%v, %v) = %v, want %v", tt.reached, tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestRelayedConn: what the relay sends comes as from the hub, what
+// anyone else sends is dropped, and everything goes to the relay.
+func TestRelayedConn(t *testing.T) {
+	listen := func() *net.UDPConn {
+		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	relay, stranger, own := listen(), listen(), listen()
+	hub := &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 7443}
+	rc := &relayedConn{uc: own, relay: relay.LocalAddr().(*net.UDPAddr).AddrPort(), hub: hub}
+
+	if _, err := rc.WriteTo([]byte("to the hub"), hub); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	_ = relay.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, from, err := relay.ReadFromUDPAddrPort(buf)
+	if err != nil || string(buf[:n]) != "to the hub" || from != own.LocalAddr().(*net.UDPAddr).AddrPort() {
+		t.Fatalf("relay got %q from %v, %v; want the datagram from the node's socket", buf[:n], from, err)
+	}
+
+	to := own.LocalAddr().(*net.UDPAddr)
+	if _, err := stranger.WriteToUDP([]byte("garbage"), to); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.WriteToUDP([]byte("from the hub"), to); err != nil {
+		t.Fatal(err)
+	}
+	_ = rc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, addr, err := rc.ReadFrom(buf)
+	if err != nil || string(buf[:n]) != "from the hub" || addr != net.Addr(hub) {
+		t.Fatalf("ReadFrom = %q from %v, %v; want the relay's datagram as the hub's", buf[:n], addr, err)
 	}
 }
