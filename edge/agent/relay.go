@@ -66,7 +66,7 @@ func (a *Agent) runRelay(ctx context.Context) {
 	logTick := time.NewTicker(relayLogEvery)
 	defer logTick.Stop()
 	uplink, said := false, false
-	var logged relay.Stats
+	logged := relay.Stats{Peers: map[netip.Addr]relay.PeerStats{}}
 	for {
 		if up := a.directUplink(); up != uplink || !said {
 			if err := a.sayMeta(func(m *mesh.Meta) { m.Uplink = up }); err == nil {
