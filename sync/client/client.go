@@ -103,8 +103,8 @@ type Config struct {
 	// datagrams to the hub now (edge/relay), best first, and the address
 	// to send to them from (any address if invalid). When the direct
 	// path fails, the node's session moves through one of them, and
-	// back once the direct path works again; see Failover. It must not
-	// block.
+	// back once the direct path works again; see Failover. Relays are
+	// reached over UDP, whatever Dial does. It must not block.
 	Relays func() (from netip.Addr, relays []netip.AddrPort)
 	// FailoverAfter is how many direct attempts in a row must fail
 	// before a relay is tried: 1. A session fails only when nothing came
