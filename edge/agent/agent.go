@@ -345,6 +345,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.usage.Run(ctx) })
 	if a.cfg.Mesh != nil {
 		wg.Go(func() { a.runMesh(ctx) })
+		wg.Go(func() { a.runRelay(ctx) })
 	}
 	if a.share != nil {
 		wg.Go(func() { a.runImageShare(ctx) })
@@ -403,6 +404,7 @@ func (a *Agent) connect(ctx context.Context, joined bool) error {
 	cfg.Tunnels = a.tunnels
 	cfg.Usage = a.usage.Next
 	cfg.Logger = a.log.With("component", "sync")
+	cfg.Relays = a.peerRelays
 	c, err := client.New(cfg)
 	if err != nil {
 		return err

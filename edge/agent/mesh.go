@@ -31,12 +31,16 @@ type MeshConfig struct {
 	// Site tunes the mesh; the agent fills in the node, site, address,
 	// source, pods, logger and clock.
 	Site mesh.SiteConfig
+	// Relay has the node relay its site peers' sync sessions to the hub
+	// while their uplink is down, and move its own through a peer's
+	// while its uplink is (edge/relay, sync/client's Failover): true.
+	Relay bool
 }
 
 // DefaultMeshConfig returns the defaults: the node's InternalIP, port
-// 7946, and edge/mesh's tuning.
+// 7946, edge/mesh's tuning, and relaying on.
 func DefaultMeshConfig() MeshConfig {
-	return MeshConfig{Site: mesh.DefaultSiteConfig()}
+	return MeshConfig{Site: mesh.DefaultSiteConfig(), Relay: true}
 }
 
 // runMesh runs the node's site mesh until ctx ends, once the node knows

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,6 +99,20 @@ type Config struct {
 	// from a UDP socket of its own each time. Tests set it to reach a hub
 	// over sync/memnet.
 	Dial func(ctx context.Context) (net.PacketConn, net.Addr, error)
+	// Relays, if set, returns the site peers that would relay the node's
+	// datagrams to the hub now (edge/relay), best first, and the address
+	// to send to them from (any address if invalid). When the direct
+	// path fails, the node's session moves through one of them, and
+	// back once the direct path works again; see Failover. Relays are
+	// reached over UDP, whatever Dial does. It must not block.
+	Relays func() (from netip.Addr, relays []netip.AddrPort)
+	// FailoverAfter is how many direct attempts in a row must fail
+	// before a relay is tried: 1. A session fails only when nothing came
+	// from the hub for IdleTimeout, not on one lost packet.
+	FailoverAfter int
+	// DirectProbe is how often a session through a relay tries the
+	// direct path: 15s.
+	DirectProbe time.Duration
 
 	// Back-off between connection attempts: from MinBackoff doubling to
 	// MaxBackoff, with jitter: 500ms and 30s.
@@ -121,6 +136,8 @@ func DefaultConfig() Config {
 		KeepAlive:     10 * time.Second,
 		StatusBatch:   100,
 		UsageInterval: 15 * time.Second,
+		FailoverAfter: 1,
+		DirectProbe:   15 * time.Second,
 	}
 }
 
@@ -139,6 +156,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("keep-alive %v must be positive and under the idle timeout %v", c.KeepAlive, c.IdleTimeout)
 	case c.StatusBatch < 1:
 		return fmt.Errorf("status batch %d is under 1", c.StatusBatch)
+	case c.Relays != nil && (c.FailoverAfter < 1 || c.DirectProbe <= 0):
+		return fmt.Errorf("failover after %d attempts and direct probes every %v: need at least 1 and a positive interval", c.FailoverAfter, c.DirectProbe)
 	case c.Usage != nil && c.UsageInterval <= 0:
 		return fmt.Errorf("usage interval %v is not positive", c.UsageInterval)
 	}
@@ -154,6 +173,7 @@ type Client struct {
 	outbox  chan struct{} // a wake-up for the status sender
 
 	connected atomic.Bool
+	relayed   atomic.Bool // the session is through a relay
 	stats     Stats
 
 	// The last usage report sent and when, across sessions; usageLoop's
@@ -173,6 +193,7 @@ type Stats struct {
 	StatusRefused  atomic.Int64 // of which refused
 	Probes         atomic.Int64 // liveness probes sent to a silent hub
 	UsageSent      atomic.Int64 // usage reports sent
+	Relayed        atomic.Int64 // connections that reached a session through a relay
 }
 
 // New checks cfg and returns a client; Run connects.
@@ -204,6 +225,10 @@ func (c *Client) Stats() *Stats { return &c.stats }
 // Connected reports whether a session with the hub is up.
 func (c *Client) Connected() bool { return c.connected.Load() }
 
+// Relayed reports whether a session with the hub is up through a site
+// peer's relay rather than the node's own uplink.
+func (c *Client) Relayed() bool { return c.connected.Load() && c.relayed.Load() }
+
 // NotifyOutbox tells the client the outbox has new entries. It never
 // blocks.
 func (c *Client) NotifyOutbox() {
@@ -219,19 +244,27 @@ func (c *Client) Run(ctx context.Context) error {
 	// A connection that was up longer than the longest wait starts the
 	// back-off over.
 	backoff := session.Backoff{Min: c.cfg.MinBackoff, Max: c.cfg.MaxBackoff, Reset: c.cfg.MaxBackoff}
+	fo := Failover{FailAfter: c.cfg.FailoverAfter}
 	for {
 		start := time.Now()
-		err := c.connectOnce(ctx)
+		from, relays := c.relays()
+		route := fo.Next(relays)
+		reached, err := c.connectOnce(ctx, route, from)
 		if ctx.Err() != nil {
 			return nil
 		}
+		fo.Done(route, outcome(reached, err))
 		wait := backoff.Next(time.Since(start))
 		var we *wire.Error
 		switch {
+		case errors.Is(err, errDirectBack):
+			// Straight back: the relayed session just ended.
+			wait = 0
+			c.log.Info("the direct path to the hub works again; leaving the relay", "relay", route.Relay)
 		case errors.As(err, &we) && (we.Code == wire.CodeUnauthorized || we.Code == wire.CodeForbidden):
 			c.log.Error("hub refused this node; check its certificate", "err", err)
 		default:
-			c.log.Info("hub connection ended", "err", err, "retry_in", wait.Round(time.Millisecond))
+			c.log.Info("hub connection ended", "route", route, "err", err, "retry_in", wait.Round(time.Millisecond))
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -264,11 +297,13 @@ func (c *Client) tlsConfig() (*tls.Config, *x509.Certificate, error) {
 	}, leaf, nil
 }
 
-// connectOnce dials, runs one session until it ends, and returns why.
-func (c *Client) connectOnce(ctx context.Context) (err error) {
+// connectOnce dials by route, sending from from if it goes through a
+// relay, runs one session until it ends, and returns whether a session
+// began and why it ended.
+func (c *Client) connectOnce(ctx context.Context, route Route, from netip.Addr) (reached bool, err error) {
 	tlsConf, leaf, err := c.tlsConfig()
 	if err != nil {
-		return err
+		return false, err
 	}
 	qconf := &quic.Config{
 		// QUIC's own idle timeout is a backstop at twice ours, so that
@@ -288,25 +323,37 @@ func (c *Client) connectOnce(ctx context.Context) (err error) {
 	// from its ticket, which spares both ends the certificates; it costs
 	// one round trip more than early data would.
 	dialCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	conn, release, err := c.dial(dialCtx, tlsConf, qconf)
+	var (
+		conn    *quic.Conn
+		release func()
+	)
+	if route.Direct() {
+		conn, release, err = c.dial(dialCtx, tlsConf, qconf)
+	} else {
+		conn, release, err = c.dialRelay(dialCtx, route.Relay, from, tlsConf, qconf)
+	}
 	cancel()
 	if err != nil {
-		return fmt.Errorf("dial hub %s: %w", c.cfg.HubAddr, err)
+		return false, fmt.Errorf("dial hub %s (%v): %w", c.cfg.HubAddr, route, err)
 	}
 	defer release()
 	defer func() { closeSession(conn, err) }()
 
 	st, resume, err := c.hello(ctx, conn)
 	if err != nil {
-		return err
+		return false, err
 	}
 	c.stats.Connects.Add(1)
+	if !route.Direct() {
+		c.stats.Relayed.Add(1)
+	}
+	c.relayed.Store(!route.Direct())
 	c.connected.Store(true)
 	defer c.connected.Store(false)
 	if c.cfg.Connected != nil {
 		c.cfg.Connected()
 	}
-	c.log.Info("connected to hub", "hub", c.cfg.HubAddr, "revision", resume.HubRevision, "inventory", resume.SendInventory, "resumed", conn.ConnectionState().TLS.DidResume)
+	c.log.Info("connected to hub", "hub", c.cfg.HubAddr, "route", route, "revision", resume.HubRevision, "inventory", resume.SendInventory, "resumed", conn.ConnectionState().TLS.DidResume)
 
 	// The session lasts until any of its parts ends: the view stream, the
 	// status sender, the tunnel acceptor or the renewer.
@@ -314,7 +361,7 @@ func (c *Client) connectOnce(ctx context.Context) (err error) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stop()
-	errs := make(chan error, 6)
+	errs := make(chan error, 7)
 	wg.Go(func() { errs <- c.receive(st, resume) })
 	wg.Go(func() { errs <- c.statusLoop(sessCtx, conn) })
 	wg.Go(func() { errs <- c.tunnels(sessCtx, conn) })
@@ -324,6 +371,9 @@ func (c *Client) connectOnce(ctx context.Context) (err error) {
 	}
 	if c.cfg.Usage != nil && resume.Version >= wire.UsageVersion {
 		wg.Go(func() { errs <- c.usageLoop(sessCtx, conn) })
+	}
+	if !route.Direct() {
+		wg.Go(func() { errs <- c.directLoop(sessCtx) })
 	}
 	wg.Go(func() {
 		<-sessCtx.Done()
@@ -335,7 +385,7 @@ func (c *Client) connectOnce(ctx context.Context) (err error) {
 	}
 	stop()
 	closeSession(conn, err)
-	return err
+	return true, err
 }
 
 // sessionError ends a session for a reason the hub should hear of: a
@@ -721,7 +771,7 @@ var ErrLinkDead = errors.New("link to the hub is dead")
 // session.Liveness judges it. Its probe is one padded datagram, because
 // QUIC's keep-alives (PINGs of about 25 bytes) are too small for a
 // restarted hub to answer with a stateless reset, and a 48-byte probe is
-// not. A dead link ends the connection with ErrLinkDead.
+// not. A dead link ends the session with ErrLinkDead.
 func (c *Client) livenessLoop(ctx context.Context, conn *quic.Conn) error {
 	t := time.NewTicker(livenessTick)
 	defer t.Stop()
@@ -739,7 +789,10 @@ func (c *Client) livenessLoop(ctx context.Context, conn *quic.Conn) error {
 		}
 		switch v, silent := live.Look(time.Now(), conn.ConnectionStats().PacketsReceived); v {
 		case session.Dead:
-			conn.CloseWithError(0, "link to the hub is dead: no packet from it")
+			// connectOnce closes the connection on this error: closing
+			// it here would have the session's other parts fail on the
+			// closed connection and race this error to say why the
+			// session ended, which decides the failover.
 			return fmt.Errorf("%w: nothing heard for %v", ErrLinkDead, silent.Round(time.Second))
 		case session.Probe:
 			c.stats.Probes.Add(1)

@@ -68,6 +68,9 @@ type Flags struct {
 
 	Mesh     bool
 	MeshAddr string // "" for the node's InternalIP
+	// MeshRelay relays the site peers' sync sessions, and the node's own
+	// through a peer, while an uplink is down.
+	MeshRelay bool
 }
 
 // DefaultFlags returns the flags' defaults.
@@ -99,6 +102,7 @@ func DefaultFlags() Flags {
 		UsageInterval:                    agent.DefaultConfig().Sync.UsageInterval,
 		NodeUsage:                        "machine",
 		Mesh:                             true,
+		MeshRelay:                        true,
 	}
 }
 
@@ -151,6 +155,7 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.UsageInterval, "usage-interval", f.UsageInterval, "the least time between two reports of the node's and pods' CPU and memory usage to the hub, for kubectl top; also the window of the CPU rates")
 	fs.StringVar(&f.NodeUsage, "node-usage", f.NodeUsage, "what the node's usage in kubectl top nodes counts: machine (the whole machine) or agent-cgroup (the agent's pods only, for several agents on one machine)")
 	fs.BoolVar(&f.Mesh, "mesh", f.Mesh, "gossip with the other nodes of the node's --site (memberlist, encrypted with the site's key from the hub), so that they see it alive while its uplink is down and drop its pods from routing when it dies")
+	fs.BoolVar(&f.MeshRelay, "mesh-relay", f.MeshRelay, "with --mesh: while this node's uplink is down, move its sync session through a site peer whose uplink works, and relay its peers' sessions the same way (the peer sees only encrypted packets; capped at 16 MiB a minute per peer)")
 	fs.StringVar(&f.MeshAddr, "mesh-addr", f.MeshAddr, fmt.Sprintf("address[:port] on the site's LAN the mesh listens on, over UDP and TCP (default the node's InternalIP, port %d)", mesh.DefaultPort))
 	fs.DurationVar(&f.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", f.EvictionPressureTransitionPeriod, "how long a pressure condition (MemoryPressure, DiskPressure, PIDPressure) stays after its threshold was last met, so that it does not flap")
 }
@@ -181,6 +186,7 @@ func (f *Flags) Config(log *slog.Logger) (agent.Config, error) {
 	}
 	if f.Mesh {
 		mc := agent.DefaultMeshConfig()
+		mc.Relay = f.MeshRelay
 		if f.MeshAddr != "" {
 			a, err := ParseMeshAddr(f.MeshAddr)
 			if err != nil {

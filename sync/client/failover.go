@@ -1,0 +1,257 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/outpost-mesh/outpost/sync/wire"
+)
+
+// Route is the way one connection attempt takes to the hub: direct, the
+// zero Route, or through the site peer relaying at Relay (edge/relay).
+// Through a relay the session is still the node's own: the peer forwards
+// its encrypted packets and reads none of them.
+type Route struct {
+	Relay netip.AddrPort
+}
+
+// Direct reports whether r goes to the hub without a relay.
+func (r Route) Direct() bool { return !r.Relay.IsValid() }
+
+func (r Route) String() string {
+	if r.Direct() {
+		return "direct"
+	}
+	return "relay " + r.Relay.String()
+}
+
+// Outcome is how an attempt on a Route ended, as Failover judges routes.
+type Outcome int
+
+const (
+	// Failed: no session, or one whose link went dead (nothing heard
+	// from the hub for the idle timeout, not one lost packet).
+	Failed Outcome = iota
+	// Ended: a session that ended for another reason: the hub restarted
+	// or closed it, the node stopped it. The route worked.
+	Ended
+	// DirectBack: a session through a relay ended because the direct
+	// path works again.
+	DirectBack
+)
+
+// Failover chooses the route of each connection attempt. It does no I/O
+// and keeps no clock: the client tells it how each attempt ended. The
+// zero Failover with FailAfter set is ready; it is not safe for
+// concurrent use.
+//
+// The node goes direct while that works. After FailAfter attempts in a
+// row failed direct, it tries the relays it is given, in their order,
+// keeping the one that last carried a session while it is offered and
+// works; once each offered failed, it tries direct once more, then the
+// relays again. A
+// session through a relay probes the direct path (Config.DirectProbe) and
+// ends when that works, and the next attempt goes direct.
+type Failover struct {
+	// FailAfter is how many failed direct attempts in a row move the
+	// node to a relay: at least 1.
+	FailAfter int
+
+	directFailures int              // direct attempts failed in a row
+	failed         []netip.AddrPort // relays failed since the last direct attempt
+	stick          netip.AddrPort   // the relay that last carried a session
+}
+
+// Next returns the route of the next attempt, given the relays offered
+// now, best first.
+func (f *Failover) Next(relays []netip.AddrPort) Route {
+	if len(relays) == 0 || f.directFailures < max(f.FailAfter, 1) {
+		return Route{}
+	}
+	if f.stick.IsValid() && slices.Contains(relays, f.stick) {
+		return Route{Relay: f.stick}
+	}
+	for _, r := range relays {
+		if !slices.Contains(f.failed, r) {
+			return Route{Relay: r}
+		}
+	}
+	f.failed = f.failed[:0]
+	return Route{}
+}
+
+// Done records how the attempt on r ended.
+func (f *Failover) Done(r Route, o Outcome) {
+	switch {
+	case r.Direct() && o == Failed:
+		f.directFailures++
+	case r.Direct() || o == DirectBack:
+		f.directFailures, f.failed, f.stick = 0, f.failed[:0], netip.AddrPort{}
+	case o == Failed:
+		if f.stick == r.Relay {
+			f.stick = netip.AddrPort{}
+		}
+		// Bounded: Next clears the list once every relay offered is in it.
+		if !slices.Contains(f.failed, r.Relay) {
+			f.failed = append(f.failed, r.Relay)
+		}
+	default:
+		f.stick = r.Relay
+		f.failed = slices.DeleteFunc(f.failed, func(a netip.AddrPort) bool { return a == r.Relay })
+	}
+}
+
+// errDirectBack ends a session through a relay once the direct path to
+// the hub works again.
+var errDirectBack = errors.New("the direct path to the hub works again")
+
+// outcome judges how an attempt that reached a session or not ended.
+func outcome(reached bool, err error) Outcome {
+	switch {
+	case errors.Is(err, errDirectBack):
+		return DirectBack
+	case !reached || errors.Is(err, ErrLinkDead):
+		return Failed
+	default:
+		return Ended
+	}
+}
+
+// relays returns the relays offered now and the address to send to them
+// from, none if Config.Relays is nil.
+func (c *Client) relays() (netip.Addr, []netip.AddrPort) {
+	if c.cfg.Relays == nil {
+		return netip.Addr{}, nil
+	}
+	return c.cfg.Relays()
+}
+
+// dialRelay connects to the hub through the relay at relay, from a UDP
+// socket of its own on from (any address if invalid). The caller calls
+// release once it has closed the connection.
+func (c *Client) dialRelay(ctx context.Context, relay netip.AddrPort, from netip.Addr, tlsConf *tls.Config, qconf *quic.Config) (*quic.Conn, func(), error) {
+	host, port, err := net.SplitHostPort(c.cfg.HubAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("hub address: %w", err)
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(ips) == 0 {
+		return nil, nil, fmt.Errorf("resolve hub %s: %w", host, err)
+	}
+	hub, err := net.ResolveUDPAddr("udp", net.JoinHostPort(ips[0].Unmap().String(), port))
+	if err != nil {
+		return nil, nil, fmt.Errorf("hub address: %w", err)
+	}
+	var laddr *net.UDPAddr
+	if from.IsValid() {
+		laddr = &net.UDPAddr{IP: from.AsSlice()}
+	}
+	uc, err := net.ListenUDP("udp", laddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socket toward relay: %w", err)
+	}
+	pc := &relayedConn{uc: uc, relay: netip.AddrPortFrom(relay.Addr().Unmap(), relay.Port()), hub: hub}
+	tr := &quic.Transport{Conn: pc}
+	release := func() {
+		tr.Close()
+		uc.Close()
+	}
+	conn, err := tr.Dial(ctx, hub, tlsConf, qconf)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return conn, release, nil
+}
+
+// relayedConn is a packet connection to the hub through a relay: it sends
+// everything to the relay, and presents what the relay sends back as
+// coming from the hub, so that QUIC sees the hub's address on both ends.
+// Datagrams from any other address are dropped.
+type relayedConn struct {
+	uc    *net.UDPConn
+	relay netip.AddrPort
+	hub   *net.UDPAddr
+}
+
+func (r *relayedConn) ReadFrom(p []byte) (int, net.Addr, error) {
+	for {
+		n, from, err := r.uc.ReadFromUDPAddrPort(p)
+		if err != nil {
+			return n, nil, err
+		}
+		if netip.AddrPortFrom(from.Addr().Unmap(), from.Port()) == r.relay {
+			return n, r.hub, nil
+		}
+	}
+}
+
+func (r *relayedConn) WriteTo(p []byte, _ net.Addr) (int, error) {
+	return r.uc.WriteToUDPAddrPort(p, r.relay)
+}
+
+// SetReadBuffer and SetWriteBuffer let quic-go size the socket's buffers.
+func (r *relayedConn) SetReadBuffer(n int) error  { return r.uc.SetReadBuffer(n) }
+func (r *relayedConn) SetWriteBuffer(n int) error { return r.uc.SetWriteBuffer(n) }
+
+func (r *relayedConn) Close() error                       { return r.uc.Close() }
+func (r *relayedConn) LocalAddr() net.Addr                { return r.uc.LocalAddr() }
+func (r *relayedConn) SetDeadline(t time.Time) error      { return r.uc.SetDeadline(t) }
+func (r *relayedConn) SetReadDeadline(t time.Time) error  { return r.uc.SetReadDeadline(t) }
+func (r *relayedConn) SetWriteDeadline(t time.Time) error { return r.uc.SetWriteDeadline(t) }
+
+// directProbeTimeout bounds one probe of the direct path.
+const directProbeTimeout = 5 * time.Second
+
+// directLoop probes the direct path every DirectProbe while a session
+// runs through a relay, and ends it with errDirectBack once a probe
+// succeeds; it returns nil when ctx ends.
+func (c *Client) directLoop(ctx context.Context) error {
+	t := time.NewTicker(c.cfg.DirectProbe)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, directProbeTimeout)
+		err := c.probeDirect(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			return errDirectBack
+		}
+		c.log.Debug("direct path to the hub still down", "err", err)
+	}
+}
+
+// probeDirect completes a QUIC handshake with the hub on the direct path
+// and closes the connection. It presents no certificate and no session
+// ticket, so the hub takes it for a node that has not joined yet: it
+// registers nothing for the node and leaves its relayed session be.
+func (c *Client) probeDirect(ctx context.Context) error {
+	tlsConf := &tls.Config{
+		RootCAs:    c.cfg.RootCAs,
+		ServerName: c.cfg.ServerName,
+		NextProtos: []string{wire.ALPN},
+		MinVersion: tls.VersionTLS13,
+	}
+	conn, release, err := c.dial(ctx, tlsConf, &quic.Config{HandshakeIdleTimeout: directProbeTimeout})
+	if err != nil {
+		return err
+	}
+	conn.CloseWithError(quic.ApplicationErrorCode(wire.CloseDone), "direct path probe")
+	release()
+	return nil
+}
