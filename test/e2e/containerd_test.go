@@ -157,7 +157,7 @@ func startContainerdEdge(f *fleet, h *syncHub, site, name, image string, relay *
 		"--node-name", name, "--data-dir", dir, "--runtime", "containerd", "--bridge", "br-" + name,
 		// The test machine's disk may be under kubelet's disk thresholds.
 		"--eviction-hard", "memory.available<100Mi"}}
-	e.args = append(e.args, extra...)
+	e.args = append(e.args, meshFlags(extra)...)
 	t.Cleanup(e.shutdown)
 	e.start()
 

@@ -413,10 +413,25 @@ func (f *fleet) runEdge(h *syncHub, name, token, caHash string, relay *netem.Rel
 	}
 	e.args = []string{"edge", "--hub", hub, "--token", token, "--ca-cert-hash", caHash,
 		"--node-name", name, "--data-dir", e.dataDir, "--runtime", "fake"}
-	e.args = append(e.args, extra...)
+	e.args = append(e.args, meshFlags(extra)...)
 	f.t.Cleanup(e.shutdown) // runs before the relay closes
 	e.start()
 	return e
+}
+
+// meshFlags returns extra, more flags of an agent sharing the test
+// machine's network namespace, with --mesh=false first unless they say
+// something of the site mesh: such agents would all listen on the
+// machine's address at the mesh's port, and a node whose peers see it
+// alive is neither evicted nor cut off when its uplink is (it relays
+// through them). The mesh's tests give each node a loopback address.
+func meshFlags(extra []string) []string {
+	for _, a := range extra {
+		if strings.HasPrefix(a, "--mesh") {
+			return extra
+		}
+	}
+	return append([]string{"--mesh=false"}, extra...)
 }
 
 // start starts the agent process.

@@ -37,8 +37,9 @@ func TestSiteMesh(t *testing.T) {
 	edges := map[string]*edge{}
 	for i, node := range nodes {
 		// 127.14.0.0/16 is this test's: the default port on an address
-		// of each node's own, as on a LAN.
-		edges[node] = f.startEdge(h, node, token, caHash, "--site", site, "--mesh-addr", fmt.Sprintf("127.14.0.%d", i+1))
+		// of each node's own, as on a LAN. Without relays, a node whose
+		// uplink is cut stays cut off (TestSiteRelay has them).
+		edges[node] = f.startEdge(h, node, token, caHash, "--site", site, "--mesh-addr", fmt.Sprintf("127.14.0.%d", i+1), "--mesh-relay=false")
 	}
 	others := func(node string) string {
 		var out []string

@@ -30,7 +30,7 @@ func TestTop(t *testing.T) {
 	}
 	e := &edge{f: f, name: node, dataDir: filepath.Join(t.TempDir(), node)}
 	e.args = []string{"edge", "--hub", h.syncAddr, "--token", token, "--ca-cert-hash", caHash,
-		"--node-name", node, "--data-dir", e.dataDir, "--runtime", "fake", "--usage-interval", "1s"}
+		"--node-name", node, "--data-dir", e.dataDir, "--runtime", "fake", "--usage-interval", "1s", "--mesh=false"}
 	t.Cleanup(e.shutdown)
 	e.start()
 	kubeconfig := filepath.Join(h.dataDir, hubd.KubeconfigFile)
