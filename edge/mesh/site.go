@@ -98,7 +98,12 @@ type Site struct {
 	peers   []SitePeer
 	joinAt  time.Time
 	joining atomic.Int32
-	failing string // the last failure logged, so that it is logged once
+	// launched says the mesh's first joins were started; settled, that
+	// they are over, so that Alive speaks: until then a node that just
+	// started holds none of its peers alive, and would say so.
+	launched bool
+	settled  atomic.Bool
+	failing  string // the last failure logged, so that it is logged once
 }
 
 // NewSite returns a Site of cfg; Run starts it.
@@ -185,6 +190,8 @@ func (s *Site) step(joins *sync.WaitGroup) {
 			s.fail("site mesh: the node's meta not said", err)
 		}
 		s.site, s.keys, s.peers, s.joinAt = v.Name, keys, nil, time.Time{}
+		s.launched = false
+		s.settled.Store(false)
 		s.failing = ""
 		s.cfg.Logger.Info("site mesh up", "site", cfg.Site, "address", m.Addr(), "peers", len(peers))
 		s.changed()
@@ -207,10 +214,15 @@ func (s *Site) step(joins *sync.WaitGroup) {
 			m.SetPods(pods)
 		}
 	}
+	if s.launched && !s.settled.Load() && s.joining.Load() == 0 {
+		s.settled.Store(true)
+		s.changed()
+	}
 	if now.Before(s.joinAt) || s.joining.Load() > 0 {
 		return
 	}
 	s.joinAt = now.Add(s.cfg.Rejoin)
+	s.launched = true
 	for _, p := range s.peers {
 		if !p.Addr.IsValid() || p.Name == s.cfg.Mesh.NodeName || m.isMember(p.Name) {
 			continue
@@ -299,10 +311,10 @@ func (s *Site) Peers() []Peer {
 }
 
 // Alive returns the site peers the node holds alive, by name, and false
-// while the mesh is not up.
+// while the mesh is not up, or its first joins are not over.
 func (s *Site) Alive() ([]string, bool) {
 	m := s.mesh()
-	if m == nil {
+	if m == nil || !s.settled.Load() {
 		return nil, false
 	}
 	return m.Alive(), true
