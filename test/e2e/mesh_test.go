@@ -32,35 +32,15 @@ func TestSiteMesh(t *testing.T) {
 	f := newFleet(t)
 	h := f.startHub("--node-monitor-grace-period", offlineGrace.String())
 	const site = "store-14"
-	token, caHash := h.createToken(site)
 	nodes := []string{"mesh-a", "mesh-b", "mesh-c"}
-	edges := map[string]*edge{}
-	for i, node := range nodes {
-		// 127.14.0.0/16 is this test's: the default port on an address
-		// of each node's own, as on a LAN. Without relays, a node whose
-		// uplink is cut stays cut off (TestSiteRelay has them).
-		edges[node] = f.startEdge(h, node, token, caHash, "--site", site, "--mesh-addr", fmt.Sprintf("127.14.0.%d", i+1), "--mesh-relay=false")
-	}
-	others := func(node string) string {
-		var out []string
-		for _, n := range nodes {
-			if n != node {
-				out = append(out, n)
-			}
-		}
-		return strings.Join(out, ",")
-	}
-	f.eventually(joinTimeout, "nodes Ready, each holding the other two alive", func() (bool, string) {
+	// Without relays, a node whose uplink is cut stays cut off
+	// (TestSiteRelay has them).
+	edges := startMeshSite(f, h, site, "127.14.0", nodes, "--mesh-relay=false")
+	f.eventually(joinTimeout, "every node SiteReachable=True", func() (bool, string) {
 		for _, node := range nodes {
 			n, err := h.node(node)
 			if err != nil {
 				return false, apiProblem(err)
-			}
-			if readyStatus(n) != corev1.ConditionTrue {
-				return false, node + " not Ready"
-			}
-			if got, want := n.Annotations[wire.AnnotationMeshAlive], others(node); got != want {
-				return false, fmt.Sprintf("%s holds %q alive, want %q", node, got, want)
 			}
 			if c := siteReachable(n); c == nil || c.Status != corev1.ConditionTrue {
 				return false, fmt.Sprintf("%s: SiteReachable %+v, want True", node, c)
@@ -135,6 +115,43 @@ func TestSiteMesh(t *testing.T) {
 	if n := edges["mesh-b"].connects(); n != 0 {
 		t.Errorf("mesh-b connected to the hub %d times through a cut uplink", n)
 	}
+}
+
+// startMeshSite starts the agents of nodes, of site, each with its uplink
+// through a relay of its own and its mesh at the default port of the
+// loopback address prefix.N (N from 1; a prefix of the test's own), extra
+// being more flags, and waits until each is Ready and holds the others
+// alive.
+func startMeshSite(f *fleet, h *syncHub, site, prefix string, nodes []string, extra ...string) map[string]*edge {
+	f.t.Helper()
+	token, caHash := h.createToken(site)
+	edges := map[string]*edge{}
+	for i, node := range nodes {
+		args := append([]string{"--site", site, "--mesh-addr", fmt.Sprintf("%s.%d", prefix, i+1)}, extra...)
+		edges[node] = f.startEdge(h, node, token, caHash, args...)
+	}
+	f.eventually(joinTimeout, "nodes Ready, each holding the others alive", func() (bool, string) {
+		for _, node := range nodes {
+			n, err := h.node(node)
+			if err != nil {
+				return false, apiProblem(err)
+			}
+			if readyStatus(n) != corev1.ConditionTrue {
+				return false, node + " not Ready"
+			}
+			var others []string
+			for _, o := range nodes {
+				if o != node {
+					others = append(others, o)
+				}
+			}
+			if got, want := n.Annotations[wire.AnnotationMeshAlive], strings.Join(others, ","); got != want {
+				return false, fmt.Sprintf("%s holds %q alive, want %q", node, got, want)
+			}
+		}
+		return true, ""
+	})
+	return edges
 }
 
 // siteReachable returns n's SiteReachable condition, nil if none.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/outpost-mesh/outpost/internal/netem"
-	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // Lines of the agent's log about relaying (edge/relay, sync/client).
@@ -36,30 +34,11 @@ func TestSiteRelay(t *testing.T) {
 	f := newFleet(t)
 	h := f.startHub("--node-monitor-grace-period", offlineGrace.String())
 	const site = "store-15"
-	token, caHash := h.createToken(site)
 	nodes := []string{"relay-a", "relay-b", "relay-c"}
-	edges := map[string]*edge{}
-	for i, node := range nodes {
-		// 127.15.0.0/16 is this test's: the mesh at the default port, the
-		// relay at the next, on an address of each node's own.
-		edges[node] = f.startEdge(h, node, token, caHash, "--site", site, "--mesh-addr", fmt.Sprintf("127.15.0.%d", i+1))
-	}
+	// 127.15.0.0/16 is this test's: the mesh at the default port, the
+	// relay at the next, on an address of each node's own.
+	edges := startMeshSite(f, h, site, "127.15.0", nodes)
 	a := edges["relay-a"]
-	f.eventually(joinTimeout, "nodes Ready, each holding the other two alive", func() (bool, string) {
-		for _, node := range nodes {
-			n, err := h.node(node)
-			if err != nil {
-				return false, apiProblem(err)
-			}
-			if readyStatus(n) != corev1.ConditionTrue {
-				return false, node + " not Ready"
-			}
-			if got := n.Annotations[wire.AnnotationMeshAlive]; strings.Count(got, ",") != 1 {
-				return false, fmt.Sprintf("%s holds %q alive", node, got)
-			}
-		}
-		return true, ""
-	})
 	sessions := a.connects()
 
 	// A's uplink is cut; the LAN is not.
