@@ -119,8 +119,7 @@ func (v *routingView) Scan(resource string, fn func(o checkpoint.Object)) error 
 }
 
 // meshPeers is a node's mesh as its proxy reads it (proxy.Peers), as the
-// agent adapts its site mesh: the peers the node saw go, and the pods
-// their own nodes say are not ready, by parsed UID. Its generation moves
+// agent adapts its site mesh: what Mesh.Health says, its generation moved
 // on every change the mesh signals (watch). It is safe for concurrent
 // use.
 type meshPeers struct {
@@ -130,27 +129,10 @@ type meshPeers struct {
 
 var _ proxy.Peers = (*meshPeers)(nil)
 
-// PeerHealth reads the mesh now. The generation is read first, so that
-// what is returned is at least as new as it.
-func (p *meshPeers) PeerHealth() (uint64, map[string]bool, map[[16]byte]string) {
-	gen := p.gen.Load()
-	gone := map[string]bool{}
-	for _, n := range p.m.Gone() {
-		gone[n] = true
-	}
-	unready := map[[16]byte]string{}
-	for _, np := range p.m.PodStates() {
-		if gone[np.Node] {
-			continue
-		}
-		for _, pod := range np.Pods {
-			if u, ok := services.ParseUID(pod.UID); ok && !pod.Ready {
-				unready[u] = np.Node
-			}
-		}
-	}
-	return gen, gone, unready
-}
+// PeerGeneration is one up from the changes seen: 0 is no mesh.
+func (p *meshPeers) PeerGeneration() uint64 { return p.gen.Load() + 1 }
+
+func (p *meshPeers) PeerHealth() (map[string]bool, map[string]string) { return p.m.Health() }
 
 // watch moves the generation and calls kick on every change the mesh
 // signals, until ctx is done.

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +14,6 @@ import (
 	"github.com/outpost-mesh/outpost/edge/mesh"
 	"github.com/outpost-mesh/outpost/edge/objects"
 	"github.com/outpost-mesh/outpost/edge/proxy"
-	"github.com/outpost-mesh/outpost/netd/services"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -248,39 +246,23 @@ func (s *meshSource) load() error {
 	return nil
 }
 
-// meshPeers is the site mesh as the service proxy reads it (proxy.Peers):
-// Site.Health with the pods' UIDs parsed, converted again only when the
-// mesh's generation moved.
-type meshPeers struct {
-	a *Agent
+// meshPeers is the site mesh as the service proxy reads it (proxy.Peers).
+// The agent runs one Site at most, so its generations, one up, never
+// repeat; 0 is no mesh.
+type meshPeers struct{ a *Agent }
 
-	mu      sync.Mutex
-	site    *mesh.Site
-	gen     uint64
-	gone    map[string]bool
-	unready map[[16]byte]string
+var _ proxy.Peers = meshPeers{}
+
+func (p meshPeers) PeerGeneration() uint64 {
+	if s := p.a.site.Load(); s != nil {
+		return s.Generation() + 1
+	}
+	return 0
 }
 
-var _ proxy.Peers = (*meshPeers)(nil)
-
-func (p *meshPeers) PeerHealth() (uint64, map[string]bool, map[[16]byte]string) {
-	s := p.a.site.Load()
-	if s == nil {
-		return 0, nil, nil
+func (p meshPeers) PeerHealth() (map[string]bool, map[string]string) {
+	if s := p.a.site.Load(); s != nil {
+		return s.Health()
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if s == p.site && s.Generation() == p.gen {
-		return p.gen + 1, p.gone, p.unready
-	}
-	gen, gone, unready := s.Health()
-	byUID := make(map[[16]byte]string, len(unready))
-	for uid, node := range unready {
-		if u, ok := services.ParseUID(uid); ok {
-			byUID[u] = node
-		}
-	}
-	p.site, p.gen, p.gone, p.unready = s, gen, gone, byUID
-	// 0 is no mesh; a mesh's generations start at 1.
-	return gen + 1, gone, byUID
+	return nil, nil
 }

@@ -22,7 +22,7 @@ func (a *Agent) buildNetServices(net *lazyNetwork) (*netsvc.Services, error) {
 	cfg := netsvc.Config{
 		NodeName: a.cfg.NodeName, Site: a.cfg.Site,
 		HostNetNS: pc.HostNetNS, NetNSDir: filepath.Join(a.cfg.DataDir, NetNSDir), Bridge: pc.Bridge,
-		Network: net, View: a.cp, Local: a.status, Peers: &meshPeers{a: a},
+		Network: net, View: a.cp, Local: a.status, Peers: meshPeers{a},
 		NodeAddrs: func() []netip.Addr {
 			if ip, err := netip.ParseAddr(a.status.HostIP()); err == nil {
 				return []netip.Addr{ip}

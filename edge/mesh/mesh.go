@@ -428,6 +428,29 @@ func (m *Mesh) SetPods(pods []PodReady) {
 // it) is for the caller to check.
 func (m *Mesh) PodStates() []NodePods { return m.pods.snapshot() }
 
+// Health returns what the mesh says of the site's other nodes: those the
+// node saw go and that have not come back (gone), and the pods their own
+// nodes say are not ready, by UID, each with the node that said so
+// (unready). The caller owns the maps.
+func (m *Mesh) Health() (gone map[string]bool, unready map[string]string) {
+	gone = map[string]bool{}
+	for _, n := range m.Gone() {
+		gone[n] = true
+	}
+	unready = map[string]string{}
+	for _, np := range m.PodStates() {
+		if np.Node == m.name || gone[np.Node] {
+			continue
+		}
+		for _, p := range np.Pods {
+			if !p.Ready {
+				unready[p.UID] = np.Node
+			}
+		}
+	}
+	return gone, unready
+}
+
 // refused logs a message from a peer that did not decode, once a minute
 // at most for the same error.
 func (m *Mesh) refused(err error) {

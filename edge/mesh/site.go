@@ -320,34 +320,15 @@ func (s *Site) Alive() ([]string, bool) {
 	return m.Alive(), true
 }
 
-// Generation returns the generation Health would return now.
+// Generation changes whenever what Health returns may have. Read it
+// before Health: what Health returns is then at least as new.
 func (s *Site) Generation() uint64 { return s.gen.Load() }
 
-// Health returns what the mesh says of the site's other nodes: those the
-// node saw go and that have not come back (gone), and the pods their own
-// nodes say are not ready, by UID, each with the node that said so
-// (unready). gen changes whenever they may have. Both are nil while the
-// mesh is not up. The caller owns the maps.
-func (s *Site) Health() (gen uint64, gone map[string]bool, unready map[string]string) {
-	gen = s.gen.Load()
+// Health is the Mesh's Health, nil and nil while the mesh is not up.
+func (s *Site) Health() (gone map[string]bool, unready map[string]string) {
 	m := s.mesh()
 	if m == nil {
-		return gen, nil, nil
+		return nil, nil
 	}
-	gone = map[string]bool{}
-	for _, n := range m.Gone() {
-		gone[n] = true
-	}
-	unready = map[string]string{}
-	for _, np := range m.PodStates() {
-		if np.Node == s.cfg.Mesh.NodeName || gone[np.Node] {
-			continue
-		}
-		for _, p := range np.Pods {
-			if !p.Ready {
-				unready[p.UID] = np.Node
-			}
-		}
-	}
-	return gen, gone, unready
+	return m.Health()
 }

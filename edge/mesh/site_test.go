@@ -159,7 +159,7 @@ func TestSiteFromItsSource(t *testing.T) {
 	// b's pod stops being ready: a hears it from b.
 	pb.set(PodReady{UID: "b-1", Ready: true}, PodReady{UID: "b-2", Ready: false})
 	wait.For(t, 5*time.Second, "a hears b-2 is not ready", func() (bool, string) {
-		_, gone, unready := a.Health()
+		gone, unready := a.Health()
 		want := map[string]string{"b-2": "b"}
 		return len(gone) == 0 && maps.Equal(unready, want), fmt.Sprintf("gone %v, unready %v; want none, %v", gone, unready, want)
 	})
@@ -181,10 +181,11 @@ func TestSiteFromItsSource(t *testing.T) {
 	wait.For(t, 5*time.Second, "a sees b and c on the new key", alive(a, "b", "c"))
 
 	// b's agent stops: the others find it gone, and forget its pods.
-	genBefore, _, _ := a.Health()
+	genBefore := a.Generation()
 	stopB()
 	wait.For(t, 15*time.Second, "a finds b gone", func() (bool, string) {
-		gen, gone, unready := a.Health()
+		gen := a.Generation()
+		gone, unready := a.Health()
 		return gen != genBefore && gone["b"] && len(unready) == 0, fmt.Sprintf("gone %v, unready %v", gone, unready)
 	})
 	wait.For(t, 5*time.Second, "c finds b gone", alive(c, "a"))
@@ -198,7 +199,7 @@ func TestSiteFromItsSource(t *testing.T) {
 	wait.For(t, 10*time.Second, "a sees b again", alive(a, "b", "c"))
 	wait.For(t, 10*time.Second, "b sees a and c", alive(b, "a", "c"))
 	wait.For(t, 5*time.Second, "b no longer gone on a", func() (bool, string) {
-		_, gone, _ := a.Health()
+		gone, _ := a.Health()
 		return len(gone) == 0, fmt.Sprintf("gone %v", gone)
 	})
 

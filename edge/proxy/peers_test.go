@@ -30,18 +30,24 @@ type peers struct {
 	mu      sync.Mutex
 	gen     uint64
 	gone    map[string]bool
-	unready map[[16]byte]string
+	unready map[string]string
 }
 
-func (p *peers) PeerHealth() (uint64, map[string]bool, map[[16]byte]string) {
+func (p *peers) PeerGeneration() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.gen, p.gone, p.unready
+	return p.gen
+}
+
+func (p *peers) PeerHealth() (map[string]bool, map[string]string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gone, p.unready
 }
 
 // set gives the mesh's new view; the maps are not modified afterwards,
 // as PeerHealth's contract asks.
-func (p *peers) set(gone map[string]bool, unready map[[16]byte]string) {
+func (p *peers) set(gone map[string]bool, unready map[string]string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.gen++
@@ -52,16 +58,6 @@ func (p *peers) set(gone map[string]bool, unready map[[16]byte]string) {
 func podUID(addr string) string {
 	a := netip.MustParseAddr(addr).As4()
 	return fmt.Sprintf("00000000-0000-4000-8000-0000%02x%02x%02x%02x", a[0], a[1], a[2], a[3])
-}
-
-// uidOf is podUID as the mesh says it.
-func uidOf(t *testing.T, addr string) [16]byte {
-	t.Helper()
-	u, ok := services.ParseUID(podUID(addr))
-	if !ok {
-		t.Fatalf("ParseUID(%q) failed", podUID(addr))
-	}
-	return u
 }
 
 // spread puts the endpoints of s on nodes, one each in order, each
@@ -192,13 +188,13 @@ func TestPeers(t *testing.T) {
 		t.Errorf("b back: api backends %v, want its ready one", backends(tb[apiKey]))
 	}
 
-	mesh.set(nil, map[[16]byte]string{uidOf(t, "10.42.3.5"): "c", uidOf(t, "10.42.3.6"): "c"})
+	mesh.set(nil, map[string]string{podUID("10.42.3.5"): "c", podUID("10.42.3.6"): "c"})
 	check("c's pods not ready, says c", []string{"10.42.0.5", "10.42.1.5", "10.42.2.5"}, []string{"10.42.0.6", "10.42.1.6", "10.42.2.6"})
 
-	mesh.set(nil, map[[16]byte]string{uidOf(t, "10.42.3.5"): "b", uidOf(t, "10.42.3.6"): "b"})
+	mesh.set(nil, map[string]string{podUID("10.42.3.5"): "b", podUID("10.42.3.6"): "b"})
 	check("c's pods not ready, says b", all, allDB)
 
-	mesh.set(map[string]bool{"n1": true}, map[[16]byte]string{uidOf(t, "10.42.0.5"): "n1", uidOf(t, "10.42.0.6"): "n1"})
+	mesh.set(map[string]bool{"n1": true}, map[string]string{podUID("10.42.0.5"): "n1", podUID("10.42.0.6"): "n1"})
 	check("the node itself gone and its pods not ready", all, allDB)
 
 	// The mesh only narrows: an endpoint the hub says is not ready stays
@@ -236,7 +232,7 @@ func TestPeersKick(t *testing.T) {
 		if tb, _ := dp.last(); !slices.Equal(backends(tb[web]), []string{"10.42.1.5:8080"}) {
 			t.Errorf("b gone, kicked: backends %v, want a's only", backends(tb[web]))
 		}
-		mesh.set(nil, map[[16]byte]string{uidOf(t, "10.42.1.5"): "a"})
+		mesh.set(nil, map[string]string{podUID("10.42.1.5"): "a"})
 		time.Sleep(DefaultConfig().Poll + DefaultConfig().MinSync)
 		synctest.Wait()
 		if tb, _ := dp.last(); !slices.Equal(backends(tb[web]), []string{"10.42.2.5:8080"}) {

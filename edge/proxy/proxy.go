@@ -43,11 +43,17 @@ type LocalPods interface {
 
 // Peers tells the proxy what the site mesh says of other nodes' pods.
 type Peers interface {
-	// PeerHealth returns what the site mesh says now: the site peers the node saw
-	// die or leave and that have not come back (gone), and the pods that their own
-	// node says are not ready, by UID, each with the name of that node (unready).
-	// gen changes whenever either may have. The maps are the caller's to read, not modify.
-	PeerHealth() (gen uint64, gone map[string]bool, unready map[[16]byte]string)
+	// PeerGeneration changes whenever what PeerHealth returns may have;
+	// 0 while there is nothing to say. It is read at every look, and
+	// must be cheap.
+	PeerGeneration() uint64
+	// PeerHealth returns what the site mesh says now: the site peers
+	// the node saw die or leave and that have not come back (gone), and
+	// the pods that their own node says are not ready, by UID as the API
+	// writes it, each with the name of that node (unready). It is called
+	// when the generation moved, after reading it. The maps are the
+	// proxy's to read, not modify.
+	PeerHealth() (gone map[string]bool, unready map[string]string)
 }
 
 // Zones takes the DNS zones the proxy builds: the node's DNS server.
@@ -124,7 +130,8 @@ type Proxy struct {
 	// Owned by Run.
 	gen      uint64
 	local    map[netip.Addr]bool
-	peerGen  uint64 // Peers' generation of the last rebuild
+	peerGen  uint64     // Peers' generation of the last rebuild
+	peers    peerHealth // what Peers said last, read when its generation moves
 	synced   bool
 	applied  time.Time // when the last rebuild was made
 	problems map[services.Problem]bool
@@ -185,10 +192,13 @@ func (p *Proxy) step(ctx context.Context) {
 			local = l
 		}
 	}
-	var h peerHealth
 	if p.cfg.Peers != nil {
-		h.gen, h.gone, h.unready = p.cfg.Peers.PeerHealth()
+		if g := p.cfg.Peers.PeerGeneration(); g != p.peers.gen {
+			gone, unready := p.cfg.Peers.PeerHealth()
+			p.peers = newPeerHealth(g, gone, unready)
+		}
 	}
+	h := p.peers
 	if p.synced && gen == p.gen && mapsEqual(local, p.local) && h.gen == p.peerGen {
 		return
 	}
@@ -212,11 +222,24 @@ func (p *Proxy) step(ctx context.Context) {
 	p.synced, p.gen, p.local, p.peerGen = true, gen, local, h.gen
 }
 
-// peerHealth is what Peers.PeerHealth returned; zero without a mesh.
+// peerHealth is what Peers.PeerHealth returned at a generation, with the
+// pods' UIDs parsed as endpoints hold them; zero without a mesh.
 type peerHealth struct {
 	gen     uint64
 	gone    map[string]bool
 	unready map[[16]byte]string
+}
+
+// newPeerHealth returns what Peers said at gen. A UID that does not
+// parse names no endpoint's pod, and is left out.
+func newPeerHealth(gen uint64, gone map[string]bool, unready map[string]string) peerHealth {
+	h := peerHealth{gen: gen, gone: gone, unready: make(map[[16]byte]string, len(unready))}
+	for uid, node := range unready {
+		if u, ok := services.ParseUID(uid); ok {
+			h.unready[u] = node
+		}
+	}
+	return h
 }
 
 func mapsEqual(a, b map[netip.Addr]bool) bool {
