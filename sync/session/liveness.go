@@ -9,9 +9,10 @@ import (
 type Verdict int
 
 const (
-	Alive Verdict = iota // something came, or the silence is not yet long
-	Probe                // send one liveness probe now
-	Dead                 // nothing came for the idle timeout: end the connection
+	Alive   Verdict = iota // something came, or the silence is not yet long
+	Probe                  // send one liveness probe now
+	Suspect                // a probe went unanswered: move the session if it can
+	Dead                   // nothing came for the idle timeout: end the connection
 )
 
 func (v Verdict) String() string {
@@ -20,6 +21,8 @@ func (v Verdict) String() string {
 		return "alive"
 	case Probe:
 		return "probe"
+	case Suspect:
+		return "suspect"
 	case Dead:
 		return "dead"
 	}
@@ -34,6 +37,14 @@ func (v Verdict) String() string {
 // the connection, answers with a reset within that. Silence for
 // IdleTimeout is a dead link.
 //
+// A node with another way to the hub (a site peer's relay) watches closer,
+// with Heartbeat set: it probes once the link has been silent for
+// Heartbeat, and a probe unanswered for AnswerWithin makes the link
+// suspect, which Look says again after each further AnswerWithin of
+// silence. A live hub answers a probe within a round trip, so an idle
+// session costs a probe and its acknowledgement every Heartbeat, and a
+// cut link is suspect within Heartbeat+AnswerWithin and a Tick.
+//
 // Start it with the first look; the zero value is not useful. It is not
 // safe for concurrent use.
 type Liveness struct {
@@ -43,15 +54,21 @@ type Liveness struct {
 	// CanProbe is whether the connection can carry a probe (the hub
 	// accepts datagrams); without, a silent link is only declared dead.
 	CanProbe bool
+	// Heartbeat and AnswerWithin, if Heartbeat is set (and CanProbe),
+	// watch the link closer, as above. They may change between looks.
+	Heartbeat, AnswerWithin time.Duration
 
-	last   uint64    // packets counted at the last look that saw any new
-	heard  time.Time // when that was
-	probed time.Time // the last probe of this silence, zero if none
+	last      uint64    // packets counted at the last look that saw any new
+	heard     time.Time // when that was
+	probed    time.Time // the first probe of this silence, zero if none
+	lastProbe time.Time // the last probe of this silence
+	suspected time.Time // when Look last said Suspect in this silence
 }
 
 // Start records the first look, at now, with packets counted so far.
 func (l *Liveness) Start(now time.Time, packets uint64) {
-	l.last, l.heard, l.probed = packets, now, time.Time{}
+	l.last, l.heard = packets, now
+	l.probed, l.lastProbe, l.suspected = time.Time{}, time.Time{}, time.Time{}
 }
 
 // Look returns the verdict at now, when packets have been counted from
@@ -62,11 +79,20 @@ func (l *Liveness) Look(now time.Time, packets uint64) (Verdict, time.Duration) 
 		return Alive, 0
 	}
 	silent := now.Sub(l.heard)
+	closely := l.CanProbe && l.Heartbeat > 0
 	switch {
 	case silent >= l.IdleTimeout:
 		return Dead, silent
-	case l.CanProbe && silent > l.KeepAlive+l.Tick && now.Sub(l.probed) >= l.ProbeEvery:
-		l.probed = now
+	case closely && !l.probed.IsZero() && now.Sub(l.probed) >= l.AnswerWithin &&
+		(l.suspected.IsZero() || now.Sub(l.suspected) >= l.AnswerWithin):
+		l.suspected = now
+		return Suspect, silent
+	case l.CanProbe && now.Sub(l.lastProbe) >= l.ProbeEvery &&
+		(silent > l.KeepAlive+l.Tick || closely && silent >= l.Heartbeat):
+		if l.probed.IsZero() {
+			l.probed = now
+		}
+		l.lastProbe = now
 		return Probe, silent
 	}
 	return Alive, silent

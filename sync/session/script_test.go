@@ -25,7 +25,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the te
 //	batch rev=N bytes=N [last=N]
 //	    a batch of that revision (0: more follows) in a frame of n bytes;
 //	    last is the node's revision then, by default what it recorded last
-//	liveness idle=D keepalive=D tick=D probe=D [noprobe] [at=D packets=N]
+//	liveness idle=D keepalive=D tick=D probe=D [noprobe] [heartbeat=D answer=D] [at=D packets=N]
 //	    a new Liveness, started at (default 0s) with packets (default 0)
 //	at D packets=N
 //	    a look at time D since the script's start
@@ -159,6 +159,9 @@ func (r *scriptRun) run(line string) ([]string, error) {
 	case "liveness":
 		_, noprobe := args["noprobe"]
 		r.liveness = &Liveness{IdleTimeout: dur("idle"), KeepAlive: dur("keepalive"), Tick: dur("tick"), ProbeEvery: dur("probe"), CanProbe: !noprobe}
+		if _, ok := args["heartbeat"]; ok {
+			r.liveness.Heartbeat, r.liveness.AnswerWithin = dur("heartbeat"), dur("answer")
+		}
 		at := time.Duration(0)
 		if _, ok := args["at"]; ok {
 			at = dur("at")
