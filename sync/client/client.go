@@ -101,17 +101,22 @@ type Config struct {
 	Dial func(ctx context.Context) (net.PacketConn, net.Addr, error)
 	// Relays, if set, returns the site peers that would relay the node's
 	// datagrams to the hub now (edge/relay), best first, and the address
-	// to send to them from (any address if invalid). When the direct
-	// path fails, the node's session moves through one of them, and
-	// back once the direct path works again; see Failover. Relays are
-	// reached over UDP, whatever Dial does. It must not block.
+	// to send to them from (any address if invalid). It must not block;
+	// relays are reached over UDP, whatever Dial does. When the hub goes
+	// silent on the session's path, the session moves through one of
+	// them, and back once the node's own uplink works again, by QUIC
+	// connection migration: the same connection and session, its
+	// packets going another way (see livenessLoop). A node that has no
+	// session reconnects through one (see Failover).
 	Relays func() (from netip.Addr, relays []netip.AddrPort)
 	// FailoverAfter is how many direct attempts in a row must fail
-	// before a relay is tried: 1. A session fails only when nothing came
-	// from the hub for IdleTimeout, not on one lost packet.
+	// before a relay is tried for a new session: 1. A session fails only
+	// when nothing came from the hub for IdleTimeout, not on one lost
+	// packet.
 	FailoverAfter int
-	// DirectProbe is how often a session through a relay tries the
-	// direct path: 15s.
+	// DirectProbe is how often a session on a relay probes the node's
+	// own uplink: 15s. A probe is a few padded packets, 1200 bytes each,
+	// on what may be a metered link.
 	DirectProbe time.Duration
 
 	// Back-off between connection attempts: from MinBackoff doubling to
@@ -193,7 +198,8 @@ type Stats struct {
 	StatusRefused  atomic.Int64 // of which refused
 	Probes         atomic.Int64 // liveness probes sent to a silent hub
 	UsageSent      atomic.Int64 // usage reports sent
-	Relayed        atomic.Int64 // connections that reached a session through a relay
+	Relayed        atomic.Int64 // sessions that began on a relay or moved to one
+	Moves          atomic.Int64 // sessions moved from one path to another
 }
 
 // New checks cfg and returns a client; Run connects.
@@ -249,22 +255,18 @@ func (c *Client) Run(ctx context.Context) error {
 		start := time.Now()
 		from, relays := c.relays()
 		route := fo.Next(relays)
-		reached, err := c.connectOnce(ctx, route, from)
+		last, reached, err := c.connectOnce(ctx, route, from)
 		if ctx.Err() != nil {
 			return nil
 		}
-		fo.Done(route, outcome(reached, err))
+		fo.Done(last, outcome(reached, err))
 		wait := backoff.Next(time.Since(start))
 		var we *wire.Error
 		switch {
-		case errors.Is(err, errDirectBack):
-			// Straight back: the relayed session just ended.
-			wait = 0
-			c.log.Info("the direct path to the hub works again; leaving the relay", "relay", route.Relay)
 		case errors.As(err, &we) && (we.Code == wire.CodeUnauthorized || we.Code == wire.CodeForbidden):
 			c.log.Error("hub refused this node; check its certificate", "err", err)
 		default:
-			c.log.Info("hub connection ended", "route", route, "err", err, "retry_in", wait.Round(time.Millisecond))
+			c.log.Info("hub connection ended", "route", last, "err", err, "retry_in", wait.Round(time.Millisecond))
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -298,12 +300,13 @@ func (c *Client) tlsConfig() (*tls.Config, *x509.Certificate, error) {
 }
 
 // connectOnce dials by route, sending from from if it goes through a
-// relay, runs one session until it ends, and returns whether a session
+// relay, runs one session until it ends, and returns the route it ended
+// on (a session moves between routes as it runs), whether a session
 // began and why it ended.
-func (c *Client) connectOnce(ctx context.Context, route Route, from netip.Addr) (reached bool, err error) {
+func (c *Client) connectOnce(ctx context.Context, route Route, from netip.Addr) (last Route, reached bool, err error) {
 	tlsConf, leaf, err := c.tlsConfig()
 	if err != nil {
-		return false, err
+		return route, false, err
 	}
 	qconf := &quic.Config{
 		// QUIC's own idle timeout is a backstop at twice ours, so that
@@ -324,24 +327,26 @@ func (c *Client) connectOnce(ctx context.Context, route Route, from netip.Addr) 
 	// one round trip more than early data would.
 	dialCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	var (
-		conn    *quic.Conn
-		release func()
+		conn  *quic.Conn
+		first *pathway
 	)
 	if route.Direct() {
-		conn, release, err = c.dial(dialCtx, tlsConf, qconf)
+		conn, first, err = c.dial(dialCtx, tlsConf, qconf)
 	} else {
-		conn, release, err = c.dialRelay(dialCtx, route.Relay, from, tlsConf, qconf)
+		conn, first, err = c.dialRelay(dialCtx, route.Relay, from, tlsConf, qconf)
 	}
 	cancel()
 	if err != nil {
-		return false, fmt.Errorf("dial hub %s (%v): %w", c.cfg.HubAddr, route, err)
+		return route, false, fmt.Errorf("dial hub %s (%v): %w", c.cfg.HubAddr, route, err)
 	}
-	defer release()
+	ways := newPaths(c, conn, route, first)
+	defer func() { last = ways.current() }()
+	defer ways.close()
 	defer func() { closeSession(conn, err) }()
 
 	st, resume, err := c.hello(ctx, conn)
 	if err != nil {
-		return false, err
+		return route, false, err
 	}
 	c.stats.Connects.Add(1)
 	if !route.Direct() {
@@ -365,15 +370,12 @@ func (c *Client) connectOnce(ctx context.Context, route Route, from netip.Addr) 
 	wg.Go(func() { errs <- c.receive(st, resume) })
 	wg.Go(func() { errs <- c.statusLoop(sessCtx, conn) })
 	wg.Go(func() { errs <- c.tunnels(sessCtx, conn) })
-	wg.Go(func() { errs <- c.livenessLoop(sessCtx, conn) })
+	wg.Go(func() { errs <- c.livenessLoop(sessCtx, conn, ways) })
 	if c.cfg.Renew != nil && leaf != nil {
 		wg.Go(func() { errs <- c.renewLoop(sessCtx, conn, leaf) })
 	}
 	if c.cfg.Usage != nil && resume.Version >= wire.UsageVersion {
 		wg.Go(func() { errs <- c.usageLoop(sessCtx, conn) })
-	}
-	if !route.Direct() {
-		wg.Go(func() { errs <- c.directLoop(sessCtx) })
 	}
 	wg.Go(func() {
 		<-sessCtx.Done()
@@ -385,7 +387,7 @@ func (c *Client) connectOnce(ctx context.Context, route Route, from netip.Addr) 
 	}
 	stop()
 	closeSession(conn, err)
-	return true, err
+	return route, true, err
 }
 
 // sessionError ends a session for a reason the hub should hear of: a
@@ -416,27 +418,19 @@ func closeSession(conn *quic.Conn, err error) {
 	conn.CloseWithError(quic.ApplicationErrorCode(code), reason)
 }
 
-// dial connects to the hub. The caller calls release once it has closed
-// the connection.
-func (c *Client) dial(ctx context.Context, tlsConf *tls.Config, qconf *quic.Config) (conn *quic.Conn, release func(), err error) {
-	if c.cfg.Dial == nil {
-		conn, err := quic.DialAddr(ctx, c.cfg.HubAddr, tlsConf, qconf)
-		return conn, func() {}, err
-	}
-	pc, hub, err := c.cfg.Dial(ctx)
+// dial connects to the hub over the node's own uplink, and returns the
+// connection and the way it took.
+func (c *Client) dial(ctx context.Context, tlsConf *tls.Config, qconf *quic.Config) (*quic.Conn, *pathway, error) {
+	w, hub, err := c.directWay(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	tr := &quic.Transport{Conn: pc}
-	release = func() {
-		tr.Close()
-		pc.Close()
-	}
-	if conn, err = tr.Dial(ctx, hub, tlsConf, qconf); err != nil {
-		release()
+	conn, err := w.tr.Dial(ctx, hub, tlsConf, qconf)
+	if err != nil {
+		w.release()
 		return nil, nil, err
 	}
-	return conn, release, nil
+	return conn, w, nil
 }
 
 // hello opens the session stream and reads the hub's Welcome.
@@ -763,31 +757,69 @@ const (
 	probeEvery   = 2 * time.Second
 )
 
+// heartbeat and answerWithin watch the link closer while the session has
+// another way to the hub (session.Liveness): an idle session is probed
+// after heartbeat of silence, and a probe unanswered for answerWithin
+// moves it. A cut uplink so moves the session within about five seconds;
+// an idle node with a relay to fall back on pays a probe of probeSize
+// and its acknowledgement every two seconds, about 400 bits a second.
+const (
+	heartbeat    = 2 * time.Second
+	answerWithin = 2 * time.Second
+)
+
+// moveTimeout bounds the probes of one move of the session to another
+// path, directProbeTimeout one probe of the direct path from a relay.
+// quic-go probes again at twice the last wait, from 200ms: a few
+// PATH_CHALLENGEs each.
+const (
+	moveTimeout        = 2 * time.Second
+	directProbeTimeout = 3 * time.Second
+)
+
 // ErrLinkDead is returned (wrapped) when nothing came from the hub for
 // IdleTimeout.
 var ErrLinkDead = errors.New("link to the hub is dead")
 
 // livenessLoop watches what comes from the hub until ctx ends, as
-// session.Liveness judges it. Its probe is one padded datagram, because
-// QUIC's keep-alives (PINGs of about 25 bytes) are too small for a
-// restarted hub to answer with a stateless reset, and a 48-byte probe is
-// not. A dead link ends the session with ErrLinkDead.
-func (c *Client) livenessLoop(ctx context.Context, conn *quic.Conn) error {
+// session.Liveness judges it, and moves the session between the ways in
+// ways. Its probe is one padded datagram, because QUIC's keep-alives
+// (PINGs of about 25 bytes) are too small for a restarted hub to answer
+// with a stateless reset, and a 48-byte probe is not. A dead link ends
+// the session with ErrLinkDead.
+//
+// While a site peer would relay the node's packets (Config.Relays), the
+// loop watches closer, and a suspect path moves the session to the
+// node's own uplink or a relay, whichever the hub answers on first. A
+// session on a relay tries the node's own uplink every DirectProbe, and
+// moves back as soon as the hub answers there.
+func (c *Client) livenessLoop(ctx context.Context, conn *quic.Conn, ways *paths) error {
 	t := time.NewTicker(livenessTick)
 	defer t.Stop()
 	probe := make([]byte, probeSize)
+	// Read once: quic-go (v0.65) writes what ConnectionState reads as
+	// the session moves, without a lock.
+	canProbe := conn.ConnectionState().SupportsDatagrams.Remote
 	live := session.Liveness{
 		IdleTimeout: c.cfg.IdleTimeout, KeepAlive: c.cfg.KeepAlive, Tick: livenessTick, ProbeEvery: probeEvery,
-		CanProbe: conn.ConnectionState().SupportsDatagrams.Remote,
+		CanProbe: canProbe,
 	}
 	live.Start(time.Now(), conn.ConnectionStats().PacketsReceived)
+	lastDirect := time.Now() // the last probe of the direct path from a relay
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		switch v, silent := live.Look(time.Now(), conn.ConnectionStats().PacketsReceived); v {
+		from, relays := c.relays()
+		cur := ways.current()
+		live.Heartbeat, live.AnswerWithin = 0, 0
+		if c.cfg.Relays != nil && (len(relays) > 0 || !cur.Direct()) {
+			live.Heartbeat, live.AnswerWithin = heartbeat, answerWithin
+		}
+		v, silent := live.Look(time.Now(), conn.ConnectionStats().PacketsReceived)
+		switch v {
 		case session.Dead:
 			// connectOnce closes the connection on this error: closing
 			// it here would have the session's other parts fail on the
@@ -797,6 +829,46 @@ func (c *Client) livenessLoop(ctx context.Context, conn *quic.Conn) error {
 		case session.Probe:
 			c.stats.Probes.Add(1)
 			conn.SendDatagram(probe) // best effort: a lost probe is sent again
+		case session.Suspect:
+			mctx, cancel := context.WithTimeout(ctx, moveTimeout)
+			to, err := ways.move(mctx, ways.candidates(relays), from)
+			cancel()
+			if err != nil {
+				c.log.Debug("hub silent on this path and no other answered", "route", cur, "silent", silent.Round(time.Millisecond), "err", err)
+				continue
+			}
+			c.moved(conn, to, canProbe, probe)
+			c.log.Info("the hub went silent on this path; the session moved", "from", cur, "to", to, "silent", silent.Round(time.Millisecond))
+			lastDirect = time.Now()
+		case session.Alive:
+			if cur.Direct() || time.Since(lastDirect) < c.cfg.DirectProbe {
+				continue
+			}
+			lastDirect = time.Now()
+			pctx, cancel := context.WithTimeout(ctx, directProbeTimeout)
+			_, err := ways.move(pctx, []Route{{}}, from)
+			cancel()
+			if err != nil {
+				c.log.Debug("direct path to the hub still down", "err", err)
+				continue
+			}
+			c.moved(conn, Route{}, canProbe, probe)
+			c.log.Info("the direct path to the hub works again; the session moved back", "relay", cur.Relay)
 		}
+	}
+}
+
+// moved records that the session moved to route to, and
+// sends a probe on the new one at once: the hub moves its side of the
+// connection when a packet other than a probe reaches it there, and the
+// acknowledgement has both ends resend what the old path lost.
+func (c *Client) moved(conn *quic.Conn, to Route, canProbe bool, probe []byte) {
+	c.stats.Moves.Add(1)
+	if !to.Direct() {
+		c.stats.Relayed.Add(1)
+	}
+	c.relayed.Store(!to.Direct())
+	if canProbe {
+		conn.SendDatagram(probe)
 	}
 }

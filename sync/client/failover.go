@@ -8,11 +8,10 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/quic-go/quic-go"
-
-	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // Route is the way one connection attempt takes to the hub: direct, the
@@ -43,9 +42,6 @@ const (
 	// Ended: a session that ended for another reason: the hub restarted
 	// or closed it, the node stopped it. The route worked.
 	Ended
-	// DirectBack: a session through a relay ended because the direct
-	// path works again.
-	DirectBack
 )
 
 // Failover chooses the route of each connection attempt. It does no I/O
@@ -57,9 +53,11 @@ const (
 // row failed direct, it tries the relays it is given, in their order,
 // keeping the one that last carried a session while it is offered and
 // works; once each offered failed, it tries direct once more, then the
-// relays again. A
-// session through a relay probes the direct path (Config.DirectProbe) and
-// ends when that works, and the next attempt goes direct.
+// relays again. A session that ended on a relay was there because the
+// direct path failed (a session moves between paths as it runs; see
+// paths), so the next attempt goes through a relay too. A session moves
+// back to the direct path once that works, and one that ended there
+// starts the count over.
 type Failover struct {
 	// FailAfter is how many failed direct attempts in a row move the
 	// node to a relay: at least 1.
@@ -88,12 +86,16 @@ func (f *Failover) Next(relays []netip.AddrPort) Route {
 	return Route{}
 }
 
-// Done records how the attempt on r ended.
+// Done records how the attempt ended, on r, the route its session was on
+// at the end (the one it was dialed on if none began).
 func (f *Failover) Done(r Route, o Outcome) {
+	if !r.Direct() {
+		f.directFailures = max(f.directFailures, f.FailAfter, 1)
+	}
 	switch {
 	case r.Direct() && o == Failed:
 		f.directFailures++
-	case r.Direct() || o == DirectBack:
+	case r.Direct():
 		f.directFailures, f.failed, f.stick = 0, f.failed[:0], netip.AddrPort{}
 	case o == Failed:
 		if f.stick == r.Relay {
@@ -109,15 +111,9 @@ func (f *Failover) Done(r Route, o Outcome) {
 	}
 }
 
-// errDirectBack ends a session through a relay once the direct path to
-// the hub works again.
-var errDirectBack = errors.New("the direct path to the hub works again")
-
 // outcome judges how an attempt that reached a session or not ended.
 func outcome(reached bool, err error) Outcome {
 	switch {
-	case errors.Is(err, errDirectBack):
-		return DirectBack
 	case !reached || errors.Is(err, ErrLinkDead):
 		return Failed
 	default:
@@ -135,41 +131,40 @@ func (c *Client) relays() (netip.Addr, []netip.AddrPort) {
 }
 
 // dialRelay connects to the hub through the relay at relay, from a UDP
-// socket of its own on from (any address if invalid). The caller calls
-// release once it has closed the connection.
-func (c *Client) dialRelay(ctx context.Context, relay netip.AddrPort, from netip.Addr, tlsConf *tls.Config, qconf *quic.Config) (*quic.Conn, func(), error) {
+// socket of its own on from (any address if invalid), and returns the
+// connection and the way it took.
+func (c *Client) dialRelay(ctx context.Context, relay netip.AddrPort, from netip.Addr, tlsConf *tls.Config, qconf *quic.Config) (*quic.Conn, *pathway, error) {
+	hub, err := c.resolveHub(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := relayWay(relay, from, hub)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := w.tr.Dial(ctx, hub, tlsConf, qconf)
+	if err != nil {
+		w.release()
+		return nil, nil, err
+	}
+	return conn, w, nil
+}
+
+// resolveHub returns the UDP address of Config.HubAddr.
+func (c *Client) resolveHub(ctx context.Context) (*net.UDPAddr, error) {
 	host, port, err := net.SplitHostPort(c.cfg.HubAddr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("hub address: %w", err)
+		return nil, fmt.Errorf("hub address: %w", err)
 	}
 	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 	if err != nil || len(ips) == 0 {
-		return nil, nil, fmt.Errorf("resolve hub %s: %w", host, err)
+		return nil, fmt.Errorf("resolve hub %s: %w", host, err)
 	}
 	hub, err := net.ResolveUDPAddr("udp", net.JoinHostPort(ips[0].Unmap().String(), port))
 	if err != nil {
-		return nil, nil, fmt.Errorf("hub address: %w", err)
+		return nil, fmt.Errorf("hub address: %w", err)
 	}
-	var laddr *net.UDPAddr
-	if from.IsValid() {
-		laddr = &net.UDPAddr{IP: from.AsSlice()}
-	}
-	uc, err := net.ListenUDP("udp", laddr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("socket toward relay: %w", err)
-	}
-	pc := &relayedConn{uc: uc, relay: netip.AddrPortFrom(relay.Addr().Unmap(), relay.Port()), hub: hub}
-	tr := &quic.Transport{Conn: pc}
-	release := func() {
-		tr.Close()
-		uc.Close()
-	}
-	conn, err := tr.Dial(ctx, hub, tlsConf, qconf)
-	if err != nil {
-		release()
-		return nil, nil, err
-	}
-	return conn, release, nil
+	return hub, nil
 }
 
 // relayedConn is a packet connection to the hub through a relay: it sends
@@ -198,60 +193,14 @@ func (r *relayedConn) WriteTo(p []byte, _ net.Addr) (int, error) {
 	return r.uc.WriteToUDPAddrPort(p, r.relay)
 }
 
-// SetReadBuffer and SetWriteBuffer let quic-go size the socket's buffers.
-func (r *relayedConn) SetReadBuffer(n int) error  { return r.uc.SetReadBuffer(n) }
-func (r *relayedConn) SetWriteBuffer(n int) error { return r.uc.SetWriteBuffer(n) }
+// SetReadBuffer and SetWriteBuffer let quic-go size the socket's
+// buffers, SyscallConn set its don't-fragment bit; see plainConn.
+func (r *relayedConn) SetReadBuffer(n int) error             { return r.uc.SetReadBuffer(n) }
+func (r *relayedConn) SetWriteBuffer(n int) error            { return r.uc.SetWriteBuffer(n) }
+func (r *relayedConn) SyscallConn() (syscall.RawConn, error) { return r.uc.SyscallConn() }
 
 func (r *relayedConn) Close() error                       { return r.uc.Close() }
 func (r *relayedConn) LocalAddr() net.Addr                { return r.uc.LocalAddr() }
 func (r *relayedConn) SetDeadline(t time.Time) error      { return r.uc.SetDeadline(t) }
 func (r *relayedConn) SetReadDeadline(t time.Time) error  { return r.uc.SetReadDeadline(t) }
 func (r *relayedConn) SetWriteDeadline(t time.Time) error { return r.uc.SetWriteDeadline(t) }
-
-// directProbeTimeout bounds one probe of the direct path.
-const directProbeTimeout = 5 * time.Second
-
-// directLoop probes the direct path every DirectProbe while a session
-// runs through a relay, and ends it with errDirectBack once a probe
-// succeeds; it returns nil when ctx ends.
-func (c *Client) directLoop(ctx context.Context) error {
-	t := time.NewTicker(c.cfg.DirectProbe)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		pctx, cancel := context.WithTimeout(ctx, directProbeTimeout)
-		err := c.probeDirect(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err == nil {
-			return errDirectBack
-		}
-		c.log.Debug("direct path to the hub still down", "err", err)
-	}
-}
-
-// probeDirect completes a QUIC handshake with the hub on the direct path
-// and closes the connection. It presents no certificate and no session
-// ticket, so the hub takes it for a node that has not joined yet: it
-// registers nothing for the node and leaves its relayed session be.
-func (c *Client) probeDirect(ctx context.Context) error {
-	tlsConf := &tls.Config{
-		RootCAs:    c.cfg.RootCAs,
-		ServerName: c.cfg.ServerName,
-		NextProtos: []string{wire.ALPN},
-		MinVersion: tls.VersionTLS13,
-	}
-	conn, release, err := c.dial(ctx, tlsConf, &quic.Config{HandshakeIdleTimeout: directProbeTimeout})
-	if err != nil {
-		return err
-	}
-	conn.CloseWithError(quic.ApplicationErrorCode(wire.CloseDone), "direct path probe")
-	release()
-	return nil
-}

@@ -19,66 +19,76 @@ func TestFailover(t *testing.T) {
 		relays []netip.AddrPort
 		want   Route
 		then   Outcome
+		// The session moved to this route and ended there, if moved.
+		endedOn *Route
 	}
+	onB, onDirect := &Route{b}, &Route{}
 	tests := []struct {
 		name      string
 		failAfter int
 		steps     []step
 	}{
 		{"direct while it works", 1, []step{
-			{[]netip.AddrPort{b, c}, direct, Ended},
-			{[]netip.AddrPort{b, c}, direct, Ended},
+			{[]netip.AddrPort{b, c}, direct, Ended, nil},
+			{[]netip.AddrPort{b, c}, direct, Ended, nil},
 		}},
 		{"no relays: direct however often it fails", 1, []step{
-			{nil, direct, Failed},
-			{nil, direct, Failed},
-			{nil, direct, Failed},
+			{nil, direct, Failed, nil},
+			{nil, direct, Failed, nil},
+			{nil, direct, Failed, nil},
 		}},
 		{"one failure moves to the first relay, which sticks", 1, []step{
-			{[]netip.AddrPort{b, c}, direct, Failed},
-			{[]netip.AddrPort{b, c}, Route{b}, Ended},
-			{[]netip.AddrPort{c, b}, Route{b}, Ended},
+			{[]netip.AddrPort{b, c}, direct, Failed, nil},
+			{[]netip.AddrPort{b, c}, Route{b}, Ended, nil},
+			{[]netip.AddrPort{c, b}, Route{b}, Ended, nil},
 		}},
 		{"failAfter 2 waits for a second failure", 2, []step{
-			{[]netip.AddrPort{b}, direct, Failed},
-			{[]netip.AddrPort{b}, direct, Failed},
-			{[]netip.AddrPort{b}, Route{b}, Ended},
+			{[]netip.AddrPort{b}, direct, Failed, nil},
+			{[]netip.AddrPort{b}, direct, Failed, nil},
+			{[]netip.AddrPort{b}, Route{b}, Ended, nil},
 		}},
 		{"a success in between starts the count over", 2, []step{
-			{[]netip.AddrPort{b}, direct, Failed},
-			{[]netip.AddrPort{b}, direct, Ended},
-			{[]netip.AddrPort{b}, direct, Failed},
-			{[]netip.AddrPort{b}, direct, Failed},
-			{[]netip.AddrPort{b}, Route{b}, Ended},
+			{[]netip.AddrPort{b}, direct, Failed, nil},
+			{[]netip.AddrPort{b}, direct, Ended, nil},
+			{[]netip.AddrPort{b}, direct, Failed, nil},
+			{[]netip.AddrPort{b}, direct, Failed, nil},
+			{[]netip.AddrPort{b}, Route{b}, Ended, nil},
 		}},
 		{"each relay once, then direct once, then the relays again", 1, []step{
-			{[]netip.AddrPort{b, c}, direct, Failed},
-			{[]netip.AddrPort{b, c}, Route{b}, Failed},
-			{[]netip.AddrPort{b, c}, Route{c}, Failed},
-			{[]netip.AddrPort{b, c}, direct, Failed},
-			{[]netip.AddrPort{b, c}, Route{b}, Failed},
+			{[]netip.AddrPort{b, c}, direct, Failed, nil},
+			{[]netip.AddrPort{b, c}, Route{b}, Failed, nil},
+			{[]netip.AddrPort{b, c}, Route{c}, Failed, nil},
+			{[]netip.AddrPort{b, c}, direct, Failed, nil},
+			{[]netip.AddrPort{b, c}, Route{b}, Failed, nil},
 		}},
 		{"a relay that dies moves to the next", 1, []step{
-			{[]netip.AddrPort{b, c}, direct, Failed},
-			{[]netip.AddrPort{b, c}, Route{b}, Ended},
-			{[]netip.AddrPort{b, c}, Route{b}, Failed},
-			{[]netip.AddrPort{b, c}, Route{c}, Ended},
+			{[]netip.AddrPort{b, c}, direct, Failed, nil},
+			{[]netip.AddrPort{b, c}, Route{b}, Ended, nil},
+			{[]netip.AddrPort{b, c}, Route{b}, Failed, nil},
+			{[]netip.AddrPort{b, c}, Route{c}, Ended, nil},
 		}},
 		{"a sticky relay no longer offered is left", 1, []step{
-			{[]netip.AddrPort{b, c}, direct, Failed},
-			{[]netip.AddrPort{b, c}, Route{b}, Ended},
-			{[]netip.AddrPort{c}, Route{c}, Ended},
+			{[]netip.AddrPort{b, c}, direct, Failed, nil},
+			{[]netip.AddrPort{b, c}, Route{b}, Ended, nil},
+			{[]netip.AddrPort{c}, Route{c}, Ended, nil},
 		}},
-		{"the direct path back moves the node back", 1, []step{
-			{[]netip.AddrPort{b}, direct, Failed},
-			{[]netip.AddrPort{b}, Route{b}, DirectBack},
-			{[]netip.AddrPort{b}, direct, Ended},
-			{[]netip.AddrPort{b}, direct, Ended},
+		{"a session that moved to a relay and ended there goes through the relay next", 1, []step{
+			{[]netip.AddrPort{b, c}, direct, Ended, onB},
+			{[]netip.AddrPort{b, c}, Route{b}, Ended, nil},
+		}},
+		{"a session that moved to a relay and died there tries the next relay", 1, []step{
+			{[]netip.AddrPort{b, c}, direct, Failed, onB},
+			{[]netip.AddrPort{b, c}, Route{c}, Ended, nil},
+		}},
+		{"a session that moved back direct and ended starts over direct", 1, []step{
+			{[]netip.AddrPort{b}, direct, Failed, nil},
+			{[]netip.AddrPort{b}, Route{b}, Ended, onDirect},
+			{[]netip.AddrPort{b}, direct, Ended, nil},
 		}},
 		{"relays gone: direct", 1, []step{
-			{[]netip.AddrPort{b}, direct, Failed},
-			{nil, direct, Failed},
-			{[]netip.AddrPort{b}, Route{b}, Ended},
+			{[]netip.AddrPort{b}, direct, Failed, nil},
+			{nil, direct, Failed, nil},
+			{[]netip.AddrPort{b}, Route{b}, Ended, nil},
 		}},
 	}
 	for _, tt := range tests {
@@ -89,7 +99,11 @@ func TestFailover(t *testing.T) {
 				if got != s.want {
 					t.Fatalf("step %d: Next(%v) = %v, want %v", i, s.relays, got, s.want)
 				}
-				f.Done(got, s.then)
+				on := got
+				if s.endedOn != nil {
+					on = *s.endedOn
+				}
+				f.Done(on, s.then)
 			}
 		})
 	}
@@ -105,7 +119,6 @@ func TestOutcome(t *testing.T) {
 		{true, fmt.Errorf("liveness: %w", ErrLinkDead), Failed},
 		{true, errors.New("session: stateless reset"), Ended},
 		{true, nil, Ended},
-		{true, errDirectBack, DirectBack},
 	}
 	for _, tt := range tests {
 		if got := outcome(tt.reached, tt.err); got != tt.want {
