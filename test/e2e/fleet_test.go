@@ -176,6 +176,7 @@ type syncHub struct {
 	readyAt time.Time // when the current process printed its export line
 	cs      kubernetes.Interface
 	hc      *http.Client
+	rest    *rest.Config // the admin's, of the current process
 }
 
 // startHub runs a hub on a fresh data directory with the API on a free
@@ -230,7 +231,7 @@ func (h *syncHub) start() {
 		t.Fatalf("hub client: %v", err)
 	}
 	h.closeClient()
-	h.cs, h.hc = cs, hc
+	h.cs, h.hc, h.rest = cs, hc, cfg
 	h.f.logf("hub#%d ready: api %s", h.starts, cfg.Host)
 }
 

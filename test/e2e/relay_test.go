@@ -1,11 +1,16 @@
 package e2e
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/outpost-mesh/outpost/internal/netem"
 )
@@ -50,11 +55,25 @@ func TestSiteRelay(t *testing.T) {
 		e.waitConnects(0, joinTimeout)
 	}
 
-	// A's uplink is cut; the LAN is not. A pod for A is created at once.
+	// A's uplink is cut; the LAN is not. A pod for A is created at once,
+	// with a Secret of its own, which reaches A through the peer.
+	ctx, cancel := h.ctx()
+	defer cancel()
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "relayed-secret", Namespace: metav1.NamespaceDefault},
+		StringData: map[string]string{"password": "only-for-relay-a"},
+	}
+	if _, err := h.cs.CoreV1().Secrets(metav1.NamespaceDefault).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := newPod("relayed-web", "relay-a", "nginx")
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret.Name}, Key: "password"},
+	}}}
 	a.relay.Set(netem.Conditions{Blackhole: true})
 	cut := time.Now()
 	f.logf("relay-a's uplink cut")
-	h.createPod(newPod("relayed-web", "relay-a", "nginx"))
+	h.createPod(pod)
 	var line string
 	f.eventually(relayedStatusTimeout, "relay-a's session moved through a peer's relay", func() (bool, string) {
 		ls := a.logLines(logMoved)
@@ -90,6 +109,20 @@ func TestSiteRelay(t *testing.T) {
 	}
 	if s := readyStatus(n); s != corev1.ConditionTrue {
 		t.Errorf("relay-a Ready=%s on the hub while its session was relayed, want True", s)
+	}
+	// The peer that relays A's session carries it, but it is A's: the
+	// peer, as itself, may not read A's Secret; A may.
+	for _, c := range []struct {
+		e    *edge
+		want bool
+	}{{relayer, false}, {a, true}} {
+		_, err := asNode(t, h, c.e).CoreV1().Secrets(metav1.NamespaceDefault).Get(ctx, secret.Name, metav1.GetOptions{})
+		switch {
+		case c.want && err != nil:
+			t.Errorf("%s reading the Secret of its own pod: %v", c.e.name, err)
+		case !c.want && !apierrors.IsForbidden(err):
+			t.Errorf("%s reading relay-a's Secret = %v, want Forbidden", c.e.name, err)
+		}
 	}
 
 	// A's uplink returns: its session moves back.
@@ -135,6 +168,20 @@ func TestSiteRelay(t *testing.T) {
 		}
 	}
 	checkOneSessionAtATime(t, a)
+}
+
+// asNode returns a client of h's API as the node of e, with the key and
+// certificate its agent keeps in its data directory.
+func asNode(t *testing.T, h *syncHub, e *edge) kubernetes.Interface {
+	t.Helper()
+	cfg := rest.AnonymousClientConfig(h.rest)
+	cfg.TLSClientConfig.CertFile = filepath.Join(e.dataDir, "node.crt")
+	cfg.TLSClientConfig.KeyFile = filepath.Join(e.dataDir, "node.key")
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
 }
 
 // checkOneSessionAtATime fails t unless the agent of e logged the end
