@@ -26,6 +26,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/containerd/log"
 	"github.com/containerd/platforms"
+	digest "github.com/opencontainers/go-digest"
 )
 
 // Labels the Service keeps on containerd's image records.
@@ -88,6 +89,11 @@ type Site interface {
 	// Origin wraps the transport to the image's registry, to see the
 	// site's content fetched from there.
 	Origin(http.RoundTripper) http.RoundTripper
+	// Done is told, for each piece of content a pull fetched or found,
+	// that the pull is done with it: containerd has committed it, or
+	// the pull failed to have it. Until then the site counts the node
+	// as fetching it, and has a peer that asks for it wait.
+	Done(digest.Digest)
 }
 
 // DefaultConfig returns the defaults above; Client is left nil.

@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/remotes/docker"
 	"github.com/containerd/errdefs"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/outpost-mesh/outpost/edge/runtime"
 )
@@ -204,12 +206,16 @@ func (s *Service) pullOnce(ctx context.Context, ref, name string, cred *runtime.
 	labels[LabelLastUsed] = s.now().UTC().Format(time.RFC3339Nano)
 	d := &diagnosis{}
 	resolver := docker.NewResolver(docker.ResolverOptions{Hosts: s.hosts(cred, d)})
-	img, err := s.c.Pull(ctx, name,
+	opts := []client.RemoteOpt{
 		client.WithResolver(resolver),
 		client.WithPullUnpack,
 		client.WithPullSnapshotter(s.cfg.Snapshotter),
 		client.WithPullLabels(labels),
-	)
+	}
+	if s.cfg.Site != nil {
+		opts = append(opts, client.WithImageHandlerWrapper(s.siteDone))
+	}
+	img, err := s.c.Pull(ctx, name, opts...)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -218,6 +224,17 @@ func (s *Service) pullOnce(ctx context.Context, ref, name string, cred *runtime.
 	}
 	s.log.Info("pulled image", "image", name, "digest", img.Target().Digest)
 	return img, nil
+}
+
+// siteDone wraps a pull's handler of each piece of content, which
+// fetches it and has containerd commit it, to tell the Site when the
+// pull is done with it (Site.Done).
+func (s *Service) siteDone(h images.Handler) images.Handler {
+	return images.HandlerFunc(func(ctx context.Context, desc ocispec.Descriptor) ([]ocispec.Descriptor, error) {
+		children, err := h.Handle(ctx, desc)
+		s.cfg.Site.Done(desc.Digest)
+		return children, err
+	})
 }
 
 // pullError explains a failed pull: the registry's message if it sent

@@ -4,10 +4,12 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/containerd/containerd/v2/core/remotes/docker"
+	digest "github.com/opencontainers/go-digest"
 
 	"github.com/outpost-mesh/outpost/edge/runtime"
 )
@@ -15,14 +17,33 @@ import (
 // fakeSite is a Site that serves blobs by fetching them from registry
 // itself (serve), or answers every request with status (an error), and
 // counts the requests for content that reach the registry through
-// Origin.
+// Origin. It notes the content asked of it and what it is told Done.
 type fakeSite struct {
 	registry string // base URL
 	serve    bool
 	status   int
 
 	served, origin atomic.Int64
+
+	mu          sync.Mutex
+	asked, done map[digest.Digest]bool
 }
+
+// note adds the digest that ends req's path, if any, to set.
+func (s *fakeSite) note(set *map[digest.Digest]bool, path string) {
+	d, err := digest.Parse(path[strings.LastIndexByte(path, '/')+1:])
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if *set == nil {
+		*set = map[digest.Digest]bool{}
+	}
+	(*set)[d] = true
+}
+
+func (s *fakeSite) Done(d digest.Digest) { s.note(&s.done, d.String()) }
 
 func (s *fakeSite) Host() docker.RegistryHost {
 	return docker.RegistryHost{
@@ -33,6 +54,7 @@ func (s *fakeSite) Host() docker.RegistryHost {
 }
 
 func (s *fakeSite) roundTrip(req *http.Request) (*http.Response, error) {
+	s.note(&s.asked, req.URL.Path)
 	if !s.serve {
 		return &http.Response{StatusCode: s.status, Status: http.StatusText(s.status), Body: http.NoBody, Header: http.Header{}, Request: req}, nil
 	}
@@ -93,6 +115,18 @@ func TestPullSiteFirst(t *testing.T) {
 				t.Errorf("site served %d, registry %d requests for content by digest; want all from the site", served, origin)
 			case !tc.site.serve && origin == 0:
 				t.Errorf("registry served no content by digest, though the site served none")
+			}
+			// The site hears the pull done with each piece of content
+			// it was asked for: committed, it need not be waited for.
+			tc.site.mu.Lock()
+			defer tc.site.mu.Unlock()
+			if len(tc.site.asked) == 0 {
+				t.Errorf("the site was asked for no content")
+			}
+			for d := range tc.site.asked {
+				if !tc.site.done[d] {
+					t.Errorf("the site was asked for %s, and never told the pull was done with it", d)
+				}
 			}
 		})
 	}

@@ -16,9 +16,14 @@
 // current and costs one round trip on the LAN per peer and blob. What the
 // Meta does carry is what a node is pulling from outside the site now
 // (mesh.Meta.Pulling): a node about to fetch a blob from its registry
-// says so and waits a short Window; if an alive peer of a lower name said
-// the same, it fetches the blob from that peer, which serves it once it
-// has it, instead of over its own uplink. Sources is that decision.
+// says so and waits a short Window; then it asks its peers again, and if
+// one holds the blob now, or an alive peer of a lower name said the same,
+// it fetches the blob from that peer, which serves it once it has it,
+// instead of over its own uplink. Sources is that decision. A node says
+// it pulls a blob until its containerd has committed it, not only until
+// its last byte came, and its Server has a request for a blob it is
+// fetching, from the registry or from a peer, wait for that commit: a
+// peer never finds it neither pulling nor holding a blob it has.
 //
 // Only edge/agent should import this package.
 package imageshare

@@ -99,15 +99,34 @@ type Fetcher struct {
 	log *slog.Logger
 	now func() time.Time
 
-	mu        sync.Mutex
-	bad       map[string]time.Time // peer -> until when it is skipped
-	announced map[digest.Digest]time.Time
-	// fetched are the blobs whose fetch from the registry ended, and
-	// when: containerd commits a blob a moment after its last byte.
-	fetched map[digest.Digest]time.Time
+	mu      sync.Mutex
+	bad     map[string]time.Time // peer -> until when it is skipped
+	pulls   map[digest.Digest]*pull
 	clients map[string]*peerClient // by peer name
 
 	annMu sync.Mutex // orders calls of Announce
+}
+
+// pull is a blob the node is fetching, from outside the site or from a
+// peer, until its pull is Done with it: until containerd has committed
+// it, which is a moment after its last byte was fetched.
+type pull struct {
+	// said is whether the node says it pulls the blob
+	// (mesh.Meta.Pulling), and since when.
+	said  bool
+	since time.Time
+	// ended is when the blob's last byte was fetched; zero before.
+	ended time.Time
+}
+
+// live reports whether p still counts at now: a pull never said Done
+// lasts announceFor from when it was said, or commitGrace from its last
+// byte.
+func (p *pull) live(now time.Time, announceFor time.Duration) bool {
+	if p.ended.IsZero() {
+		return now.Sub(p.since) < announceFor
+	}
+	return now.Sub(p.ended) < commitGrace
 }
 
 // peerClient is the HTTP client of one peer's Server at one address.
@@ -122,8 +141,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		return nil, err
 	}
 	f := &Fetcher{cfg: cfg, log: cfg.Logger, now: cfg.Now,
-		bad: map[string]time.Time{}, announced: map[digest.Digest]time.Time{},
-		fetched: map[digest.Digest]time.Time{}, clients: map[string]*peerClient{}}
+		bad: map[string]time.Time{}, pulls: map[digest.Digest]*pull{}, clients: map[string]*peerClient{}}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -149,31 +167,39 @@ func (f *Fetcher) Host() docker.RegistryHost {
 	}
 }
 
-// Origin wraps rt, the transport to an image's registry, so that a blob
-// the node said it pulls is no longer said to be once its fetch from the
-// registry ends.
+// Origin wraps rt, the transport to an image's registry, to see the
+// fetches of the blobs the node said it pulls end.
 func (f *Fetcher) Origin(rt http.RoundTripper) http.RoundTripper {
 	return originTransport{f: f, rt: rt}
 }
 
-// commitGrace is how long after its fetch from the registry ended a blob
-// still counts as pulling for Pulling: the node's containerd commits it
-// once it has read and checked the last byte, a moment later.
+// Done is told that a pull is done with d: the node's containerd has
+// committed it, or the pull failed to have it. Only then does the node
+// stop saying it pulls d, so that a peer never finds it neither pulling
+// nor holding d while it has the blob.
+func (f *Fetcher) Done(d digest.Digest) {
+	f.mu.Lock()
+	p, ok := f.pulls[d]
+	delete(f.pulls, d)
+	f.mu.Unlock()
+	f.sayIf(ok && p.said, d)
+}
+
+// commitGrace is how long after its last byte was fetched a blob still
+// counts as pulling when its pull never says it is Done: containerd
+// commits it once it has read and checked that byte, a moment later.
 const commitGrace = 30 * time.Second
 
-// Pulling reports whether the node said it is fetching d from outside
-// the site now, or ended that fetch within commitGrace: whether a peer's
-// request for d should wait for the node's containerd to have it
-// (ServerConfig.Pulling).
+// Pulling reports whether the node is fetching d, from outside the site
+// or from a peer, and its containerd has not committed it yet: whether
+// a peer's request for d should wait for the node's containerd to have
+// it (ServerConfig.Pulling).
 func (f *Fetcher) Pulling(d digest.Digest) bool {
 	now := f.now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if t, ok := f.announced[d]; ok && now.Sub(t) < f.cfg.AnnounceFor {
-		return true
-	}
-	t, ok := f.fetched[d]
-	return ok && now.Sub(t) < commitGrace
+	p, ok := f.pulls[d]
+	return ok && p.live(now, f.cfg.AnnounceFor)
 }
 
 // siteTransport is the site host's transport.
@@ -197,9 +223,11 @@ func (t siteTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // fetch returns d's content from a peer, verified, or nil: from a peer
-// that holds it, else, once the node said it pulls it, from a peer of a
-// lower name that said so too. When it returns nil the node has said it
-// pulls d, unless no peer could hear it.
+// that holds it or pulls it, else, once the node said it pulls it, from
+// a peer that holds it then or one of a lower name that said so too.
+// When it returns nil the node has said it pulls d, unless no peer could
+// hear it. Until the pull is Done with d, the node's Server has a peer
+// that asks for d wait for its commit.
 func (f *Fetcher) fetch(ctx context.Context, kind string, d digest.Digest) *http.Response {
 	peers := f.usable()
 	if len(peers) == 0 {
@@ -207,6 +235,7 @@ func (f *Fetcher) fetch(ctx context.Context, kind string, d digest.Digest) *http
 	}
 	cands := f.ask(ctx, peers, kind, d)
 	if resp := f.tryAll(ctx, Sources(f.cfg.Node, false, cands, f.badNow()), peers, kind, d); resp != nil {
+		f.ended(d)
 		return resp
 	}
 	if !f.announce(d) {
@@ -220,11 +249,13 @@ func (f *Fetcher) fetch(ctx context.Context, kind string, d digest.Digest) *http
 		return nil
 	case <-t.C:
 	}
+	// Asked again: a peer that pulled d during the Window holds it now,
+	// and says so no more.
 	peers = f.usable()
-	cands = candidates(peers, d, nil)
+	cands = f.ask(ctx, peers, kind, d)
 	resp := f.tryAll(ctx, Sources(f.cfg.Node, true, cands, f.badNow()), peers, kind, d)
 	if resp != nil {
-		f.withdraw(d)
+		f.ended(d)
 	}
 	return resp
 }
@@ -469,17 +500,18 @@ func (f *Fetcher) announce(d digest.Digest) bool {
 	}
 	now := f.now()
 	f.mu.Lock()
-	for x, t := range f.announced {
-		if now.Sub(t) >= f.cfg.AnnounceFor {
-			delete(f.announced, x)
+	f.prune(now)
+	said := 0
+	for _, p := range f.pulls {
+		if p.said {
+			said++
 		}
 	}
-	_, dup := f.announced[d]
-	if !dup && len(f.announced) >= mesh.MaxPulling {
+	if p, dup := f.pulls[d]; (!dup || !p.said) && said >= mesh.MaxPulling {
 		f.mu.Unlock()
 		return false
 	}
-	f.announced[d] = now
+	f.pulls[d] = &pull{said: true, since: now}
 	f.mu.Unlock()
 	if err := f.say(); err != nil {
 		f.log.Debug("image share: pull not announced", "digest", d, "err", err)
@@ -488,32 +520,37 @@ func (f *Fetcher) announce(d digest.Digest) bool {
 	return true
 }
 
-// withdraw removes d from what the node says it pulls.
-func (f *Fetcher) withdraw(d digest.Digest) {
-	f.mu.Lock()
-	_, ok := f.announced[d]
-	delete(f.announced, d)
-	f.mu.Unlock()
-	f.sayIf(ok, d)
-}
-
-// fetchedFromOrigin withdraws d, whose fetch from the registry ended; it
-// counts as pulling for commitGrace more.
-func (f *Fetcher) fetchedFromOrigin(d digest.Digest) {
-	now := f.now()
-	f.mu.Lock()
-	_, ok := f.announced[d]
-	delete(f.announced, d)
-	for x, t := range f.fetched {
-		if now.Sub(t) >= commitGrace {
-			delete(f.fetched, x)
+// prune forgets the pulls that no longer count at now. f.mu is held.
+func (f *Fetcher) prune(now time.Time) {
+	for x, p := range f.pulls {
+		if !p.live(now, f.cfg.AnnounceFor) {
+			delete(f.pulls, x)
 		}
 	}
-	if ok {
-		f.fetched[d] = now
-	}
+}
+
+// withdraw forgets d, whose fetch failed or was given up, and removes it
+// from what the node says it pulls.
+func (f *Fetcher) withdraw(d digest.Digest) {
+	f.mu.Lock()
+	p, ok := f.pulls[d]
+	delete(f.pulls, d)
 	f.mu.Unlock()
-	f.sayIf(ok, d)
+	f.sayIf(ok && p.said, d)
+}
+
+// ended notes that d's last byte was fetched: it counts as pulling, and
+// stays said if it was, until its pull is Done with it, or commitGrace.
+func (f *Fetcher) ended(d digest.Digest) {
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.pulls[d]
+	if !ok {
+		p = &pull{}
+		f.pulls[d] = p
+	}
+	p.ended = now
 }
 
 // sayIf says the announced digests again if ok: d left them.
@@ -531,9 +568,10 @@ func (f *Fetcher) say() error {
 	f.annMu.Lock()
 	defer f.annMu.Unlock()
 	f.mu.Lock()
-	list := make([][32]byte, 0, len(f.announced))
-	for d := range f.announced {
-		if sum, ok := sha256Of(d); ok {
+	f.prune(f.now())
+	list := make([][32]byte, 0, mesh.MaxPulling)
+	for d, p := range f.pulls {
+		if sum, ok := sha256Of(d); ok && p.said {
 			list = append(list, sum)
 		}
 	}
@@ -555,8 +593,8 @@ func sha256Of(d digest.Digest) ([32]byte, bool) {
 	return sum, true
 }
 
-// originTransport is the transport to an image's registry, which
-// withdraws a blob the node announced once its fetch ends.
+// originTransport is the transport to an image's registry, which notes
+// the end of a blob's fetch, or withdraws it when the fetch failed.
 type originTransport struct {
 	f  *Fetcher
 	rt http.RoundTripper
@@ -576,18 +614,18 @@ func (t originTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return resp, err
 	}
-	resp.Body = &withdrawBody{ReadCloser: resp.Body, done: func() { t.f.fetchedFromOrigin(d) }}
+	resp.Body = &endBody{ReadCloser: resp.Body, done: func() { t.f.ended(d) }}
 	return resp, nil
 }
 
-// withdrawBody calls done once, at the end of the body or its Close.
-type withdrawBody struct {
+// endBody calls done once, at the end of the body or its Close.
+type endBody struct {
 	io.ReadCloser
 	once sync.Once
 	done func()
 }
 
-func (b *withdrawBody) Read(p []byte) (int, error) {
+func (b *endBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil {
 		b.once.Do(b.done)
@@ -595,7 +633,7 @@ func (b *withdrawBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *withdrawBody) Close() error {
+func (b *endBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.once.Do(b.done)
 	return err

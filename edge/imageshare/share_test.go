@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -27,6 +28,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/outpost-mesh/outpost/edge/mesh"
+	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
 // testCA is a hub CA that signs node certificates as the hub does:
@@ -78,12 +80,15 @@ func (ca *testCA) identity(t *testing.T, node string) Identity {
 }
 
 // fakeContent is a content store in memory; corrupt has it serve every
-// blob with its first byte changed.
+// blob with its first byte changed; onInfo, if set, is called after
+// each look at a blob's record, with how many looks there were.
 type fakeContent struct {
 	mu      sync.Mutex
 	blobs   map[digest.Digest][]byte
 	corrupt bool
 	reads   atomic.Int64 // blobs opened
+	infos   atomic.Int64 // records looked at
+	onInfo  func(n int64)
 }
 
 func (c *fakeContent) put(b []byte) digest.Digest {
@@ -98,6 +103,10 @@ func (c *fakeContent) put(b []byte) digest.Digest {
 }
 
 func (c *fakeContent) Info(_ context.Context, d digest.Digest) (content.Info, error) {
+	n := c.infos.Add(1)
+	if c.onInfo != nil {
+		defer c.onInfo(n)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b, ok := c.blobs[d]
@@ -186,6 +195,21 @@ func (a *announcements) all() [][][32]byte {
 	return slices.Clone(a.said)
 }
 
+// last returns what was said last; none before anything was.
+func (a *announcements) last() [][32]byte {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.said) == 0 {
+		return nil
+	}
+	return a.said[len(a.said)-1]
+}
+
+// sameSaid reports whether two sequences of announcements are equal.
+func sameSaid(x, y [][][32]byte) bool {
+	return slices.EqualFunc(x, y, func(a, b [][32]byte) bool { return slices.Equal(a, b) })
+}
+
 func newTestFetcher(t *testing.T, ca *testCA, node string, peers func() []mesh.Peer, ann *announcements) *Fetcher {
 	t.Helper()
 	cfg := DefaultFetcherConfig()
@@ -257,7 +281,8 @@ func TestFetchSkipsBadPeer(t *testing.T) {
 }
 
 // A blob no peer holds or pulls is announced, and 404 sends the fetch on
-// to the registry; the registry's answer ending withdraws it.
+// to the registry; it is withdrawn once the pull is done with it, when
+// containerd has committed it, not at the registry's last byte.
 func TestFetchFromOriginAnnounces(t *testing.T) {
 	ca := newTestCA(t)
 	a := startPeer(t, ca, "a", &fakeContent{}, allowAll, nil)
@@ -285,19 +310,43 @@ func TestFetchFromOriginAnnounces(t *testing.T) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	// No longer said, but a peer's request still waits a moment for
-	// containerd to commit it.
+	// Still said, and a peer's request waits, until containerd has
+	// committed it.
 	if !f.Pulling(d) {
 		t.Errorf("not Pulling(%s) right after the registry's body was read: a peer's request would not wait for the commit", d)
 	}
-	now = now.Add(commitGrace)
-	if f.Pulling(d) {
-		t.Errorf("still Pulling(%s) %v after the registry's body was read", d, commitGrace)
-	}
 	sum, _ := sha256Of(d)
-	want := [][][32]byte{{sum}, {}}
-	if got := ann.all(); !slices.EqualFunc(got, want, func(x, y [][32]byte) bool { return slices.Equal(x, y) }) {
+	if got, want := ann.all(), [][][32]byte{{sum}}; !sameSaid(got, want) {
+		t.Errorf("announced %x once the registry's body was read, want %x: said until committed", got, want)
+	}
+	f.Done(d)
+	if f.Pulling(d) {
+		t.Errorf("still Pulling(%s) once the pull was done with it", d)
+	}
+	if got, want := ann.all(), [][][32]byte{{sum}, {}}; !sameSaid(got, want) {
 		t.Errorf("announced %x, want %x", got, want)
+	}
+
+	// A pull that never says it is done with a blob: it counts for
+	// commitGrace after the registry's last byte.
+	d2 := digest.FromString("nobody has it either")
+	if code, _ := get(t, f, kindBlob, d2); code != http.StatusNotFound {
+		t.Fatalf("status %d, want 404", code)
+	}
+	req, _ = http.NewRequest(http.MethodGet, "https://registry.test/v2/library/app/blobs/"+d2.String(), nil)
+	resp, err = origin.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	now = now.Add(commitGrace - time.Second)
+	if !f.Pulling(d2) {
+		t.Errorf("not Pulling(%s) %v after the registry's body was read", d2, commitGrace-time.Second)
+	}
+	now = now.Add(time.Second)
+	if f.Pulling(d2) {
+		t.Errorf("still Pulling(%s) %v after the registry's body was read", d2, commitGrace)
 	}
 }
 
@@ -334,11 +383,130 @@ func TestFetchWaitsForLowerPuller(t *testing.T) {
 	if code != http.StatusOK || !bytes.Equal(got, blob) {
 		t.Fatalf("status %d, %q; want 200 and the blob from the lower puller", code, got)
 	}
-	if f.Pulling(d) {
-		t.Errorf("b still says it pulls %s after it had it from a", d)
+	// Node b says it pulls the blob until its containerd has it.
+	if !f.Pulling(d) {
+		t.Errorf("b no longer pulls %s before its pull was done with it", d)
 	}
-	if got := ann.all(); len(got) != 2 || len(got[0]) != 1 || len(got[1]) != 0 {
-		t.Errorf("announced %x, want the blob, then nothing", got)
+	if got, want := ann.all(), [][][32]byte{{sum}}; !sameSaid(got, want) {
+		t.Errorf("announced %x before b's pull was done with the blob, want %x", got, want)
+	}
+	f.Done(d)
+	if f.Pulling(d) {
+		t.Errorf("b still says it pulls %s after its pull was done with it", d)
+	}
+	if got, want := ann.all(), [][][32]byte{{sum}, {}}; !sameSaid(got, want) {
+		t.Errorf("announced %x, want %x: the blob, then nothing", got, want)
+	}
+}
+
+// A peer that fetched a blob and whose containerd has not committed it
+// yet, from the registry or from another peer, still says it pulls the
+// blob, and serves it once committed: a node that asks it then is not
+// sent to the registry. (It used to stop saying so at the last byte,
+// and answer 404 until the commit.)
+func TestFetchWaitsForCommit(t *testing.T) {
+	for _, from := range []string{"registry", "peer"} {
+		t.Run("from "+from, func(t *testing.T) {
+			ca := newTestCA(t)
+			blob := []byte("a layer in flight: " + from)
+			d := digest.FromBytes(blob)
+			sum, _ := sha256Of(d)
+
+			// Node a's one peer, z, holds nothing at first; from a
+			// peer, it has the blob once a said it pulls it.
+			zc := &fakeContent{}
+			z := startPeer(t, ca, "z", zc, allowAll, nil)
+			annA := &announcements{}
+			fa := newTestFetcher(t, ca, "a", func() []mesh.Peer { return []mesh.Peer{z.peer()} }, &announcements{})
+			fa.cfg.Announce = func(p [][32]byte) error {
+				if from == "peer" && len(p) > 0 {
+					zc.put(blob)
+				}
+				return annA.announce(p)
+			}
+			if code, _ := get(t, fa, kindBlob, d); from == "registry" {
+				if code != http.StatusNotFound {
+					t.Fatalf("a: status %d, want 404: to the registry", code)
+				}
+				origin := fa.Origin(roundTripFunc(func(*http.Request) (*http.Response, error) {
+					return &http.Response{StatusCode: 200, Body: io.NopCloser(bytes.NewReader(blob))}, nil
+				}))
+				req, _ := http.NewRequest(http.MethodGet, "https://registry.test/v2/library/app/blobs/"+d.String(), nil)
+				resp, err := origin.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			} else if code != http.StatusOK {
+				t.Fatalf("a: status %d, want 200 from z", code)
+			}
+			// Node a has every byte of the blob; its containerd has not
+			// committed it. It commits it once b has asked for it
+			// twice: HEAD, then GET.
+			ac := &fakeContent{}
+			var commit sync.WaitGroup
+			ac.onInfo = func(n int64) {
+				if n == 2 {
+					commit.Go(func() {
+						ac.put(blob)
+						fa.Done(d)
+					})
+				}
+			}
+			defer commit.Wait()
+			a := startPeer(t, ca, "a", ac, allowAll, fa.Pulling)
+			if got, want := annA.all(), [][][32]byte{{sum}}; !sameSaid(got, want) {
+				t.Errorf("a announced %x, want %x: said until committed", got, want)
+			}
+			annB := &announcements{}
+			fb := newTestFetcher(t, ca, "b", func() []mesh.Peer {
+				p := a.peer()
+				p.Meta.Pulling = annA.last()
+				return []mesh.Peer{p}
+			}, annB)
+			code, got := get(t, fb, kindBlob, d)
+			if code != http.StatusOK || !bytes.Equal(got, blob) {
+				t.Fatalf("b: status %d, %q; want 200 and the blob from a, once a committed it", code, got)
+			}
+			if got := annB.all(); len(got) != 0 {
+				t.Errorf("b announced %x, though a said it pulled the blob", got)
+			}
+			wait.For(t, 5*time.Second, "a to stop saying it pulls the blob once committed", func() (bool, string) {
+				got, want := annA.all(), [][][32]byte{{sum}, {}}
+				return sameSaid(got, want), fmt.Sprintf("announced %x, want %x", got, want)
+			})
+		})
+	}
+}
+
+// A node that said it pulls a blob asks its peers again after the
+// Window: a peer that pulled the blob during it, and said so no more
+// once committed, holds it now. (The node used to look only at what
+// its peers said, and go to the registry.)
+func TestFetchAsksAgainAfterWindow(t *testing.T) {
+	ca := newTestCA(t)
+	blob := []byte("a layer pulled during the window")
+	d := digest.FromBytes(blob)
+	sum, _ := sha256Of(d)
+	ac := &fakeContent{}
+	a := startPeer(t, ca, "a", ac, allowAll, nil)
+	ann := &announcements{}
+	f := newTestFetcher(t, ca, "b", func() []mesh.Peer { return []mesh.Peer{a.peer()} }, &announcements{})
+	// Node a commits the blob while b waits the Window.
+	f.cfg.Announce = func(p [][32]byte) error {
+		if len(p) > 0 {
+			ac.put(blob)
+		}
+		return ann.announce(p)
+	}
+	code, got := get(t, f, kindBlob, d)
+	if code != http.StatusOK || !bytes.Equal(got, blob) {
+		t.Fatalf("status %d, %q; want 200 and the blob from a", code, got)
+	}
+	f.Done(d)
+	if got, want := ann.all(), [][][32]byte{{sum}, {}}; !sameSaid(got, want) {
+		t.Errorf("announced %x, want %x", got, want)
 	}
 }
 
