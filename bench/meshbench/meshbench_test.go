@@ -353,7 +353,7 @@ func TestRender(t *testing.T) {
 		"idle gossip sent per node",
 		"bytes/min mean  bytes/min max  kbit/s mean  kbit/s max",
 		"a crashed node found dead and its endpoints dropped by every peer within 5.00s at 10 nodes",
-		"endpoints dropped: max 7.20s of 3 runs (median 4.10s, p95 7.20s); found dead: max 7.00s (median 4.00s)",
+		"endpoints dropped: p95 7.20s of 3 runs (median 4.10s, max 7.20s); found dead: p95 7.00s (median 4.00s, max 7.00s)",
 		"idle gossip under 2 kbit/s per node at 10 nodes",
 		"max 1.50 kbit/s over the nodes",
 		"MISSED",

@@ -54,7 +54,7 @@ then, unless --sync-bytes is 0, --sync-runs times each way:
 
 Results are printed as tables next to the targets (a crashed node found
 dead and its endpoints dropped by every peer within 5s at 10 nodes,
-judged on the max over runs; idle gossip under 2 kbit/s per node at 10
+judged on the p95 over runs, the max under 20 runs; idle gossip under 2 kbit/s per node at 10
 nodes, judged on the max over nodes) and written as JSON to --out. A
 full run takes
 about seven minutes on two CPUs: three counting idle gossip, two growing
