@@ -36,6 +36,16 @@ type Config struct {
 	// grown one join after another took 40 to 50s.
 	Timeout time.Duration `json:"timeout_ns"`
 
+	// SyncBytes is how many bytes of pods a node's sync client is sent
+	// in each run of the relayed sync measure, straight from the hub's
+	// sync server and through a site peer's relay: 8 MB, half of what
+	// edge/relay lets one peer burst before its cap (16 MiB a minute)
+	// throttles it; 0 skips the measure. SyncObjectBytes is the size of
+	// each pod: 64 KiB. SyncRuns is how many runs each way: 3.
+	SyncBytes       int64 `json:"sync_bytes"`
+	SyncObjectBytes int   `json:"sync_object_bytes"`
+	SyncRuns        int   `json:"sync_runs"`
+
 	// meshConfig returns the configuration every node starts from, its
 	// name, site, address, keys and transport set by the benchmark; nil
 	// is mesh.DefaultConfig, what is measured. Tests set faster timings.
@@ -50,16 +60,21 @@ func DefaultConfig() Config {
 		Idle:    time.Minute,
 		Settle:  5 * time.Second,
 		Timeout: 2 * time.Minute,
+
+		SyncBytes:       8 << 20,
+		SyncObjectBytes: 64 << 10,
+		SyncRuns:        3,
 	}
 }
 
 // QuickConfig returns DefaultConfig scaled down for a fast look: sites of
-// 3 and 10 nodes, one run, 10s of idle gossip.
+// 3 and 10 nodes, one run, 10s of idle gossip, one run of relayed sync.
 func QuickConfig() Config {
 	c := DefaultConfig()
 	c.Sizes = []int{3, 10}
 	c.Runs = 1
 	c.Idle = 10 * time.Second
+	c.SyncRuns = 1
 	return c
 }
 
@@ -78,6 +93,10 @@ func (c Config) Validate() error {
 		return errors.New("idle time and timeout must be positive")
 	case c.Settle < 0:
 		return errors.New("settle time must not be negative")
+	case c.SyncBytes < 0 || c.SyncBytes > 1<<30:
+		return errors.New("sync bytes must be 0 to 1 GiB")
+	case c.SyncBytes > 0 && (c.SyncRuns < 1 || c.SyncObjectBytes < 1<<10 || c.SyncObjectBytes > 512<<10):
+		return errors.New("sync runs must be at least 1 and sync objects 1 KiB to 512 KiB")
 	}
 	for i, n := range c.Sizes {
 		if n < 2 || n > maxNodes {

@@ -54,6 +54,8 @@ func TestValidate(t *testing.T) {
 		"no idle":        func(c *Config) { c.Idle = 0 },
 		"no timeout":     func(c *Config) { c.Timeout = 0 },
 		"negative":       func(c *Config) { c.Settle = -time.Second },
+		"no sync runs":   func(c *Config) { c.SyncRuns = 0 },
+		"tiny objects":   func(c *Config) { c.SyncObjectBytes = 100 },
 	} {
 		c := DefaultConfig()
 		bad(&c)
@@ -241,6 +243,44 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// TestMeasureSync sends a few pods to a sync client direct and through a
+// relay, and checks the figures and their table.
+func TestMeasureSync(t *testing.T) {
+	cfg := Config{Timeout: 30 * time.Second, SyncBytes: 256 << 10, SyncObjectBytes: 64 << 10, SyncRuns: 1}
+	var progress bytes.Buffer
+	logf := func(f string, args ...any) { fmt.Fprintf(&progress, f+"\n", args...) }
+	sy, err := measureSync(context.Background(), cfg, logf)
+	if err != nil {
+		t.Fatalf("measureSync = %v\n%s", err, progress.String())
+	}
+	if sy.Objects != 4 || sy.Bytes < 255<<10 || sy.Bytes > 257<<10 {
+		t.Errorf("%d objects of %d bytes, want 4 of about 256 KiB", sy.Objects, sy.Bytes)
+	}
+	for name, tm := range map[string]Times{"direct": sy.Direct, "relayed": sy.Relayed} {
+		if len(tm.Runs) != 1 || tm.Median <= 0 {
+			t.Errorf("%s %+v, want one positive run", name, tm)
+		}
+	}
+	if sy.DirectMBps <= 0 || sy.RelayedMBps <= 0 || sy.Ratio <= 0 {
+		t.Errorf("throughputs %.1f and %.1f MB/s, ratio %.2f: want positive", sy.DirectMBps, sy.RelayedMBps, sy.Ratio)
+	}
+	// The relay carried the pods (random hex, which zstd halves at best)
+	// down, and QUIC's acks up.
+	if sy.RelayDown < sy.Bytes/2 || sy.RelayUp <= 0 {
+		t.Errorf("relay forwarded %d up and %d down, want the %d bytes of pods down", sy.RelayUp, sy.RelayDown, sy.Bytes)
+	}
+	rep := NewReport(cfg, &Result{Sync: sy})
+	var b bytes.Buffer
+	if err := rep.Render(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"sync through a site peer's relay: 4 pods", "relayed/direct: ", "MB/s at p50"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("Render lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
 // TestRunCanceled stops at once when its context is done, closing every
 // node it started (goleak checks their goroutines).
 func TestRunCanceled(t *testing.T) {
@@ -254,7 +294,7 @@ func TestRunCanceled(t *testing.T) {
 
 func sampleResult(crashMax, droppedMax time.Duration, kbits float64) *Result {
 	times := func(med, max time.Duration) Times {
-		return Times{Runs: []time.Duration{med, med, max}, Median: med, Max: max}
+		return Times{Runs: []time.Duration{med, med, max}, Median: med, P95: max, Max: max}
 	}
 	size := func(n int) SizeResult {
 		return SizeResult{
@@ -313,7 +353,7 @@ func TestRender(t *testing.T) {
 		"idle gossip sent per node",
 		"bytes/min mean  bytes/min max  kbit/s mean  kbit/s max",
 		"a crashed node found dead and its endpoints dropped by every peer within 5.00s at 10 nodes",
-		"endpoints dropped: max 7.20s of 3 runs (median 4.10s); found dead: max 7.00s (median 4.00s)",
+		"endpoints dropped: p95 7.20s of 3 runs (median 4.10s, max 7.20s); found dead: p95 7.00s (median 4.00s, max 7.00s)",
 		"idle gossip under 2 kbit/s per node at 10 nodes",
 		"max 1.50 kbit/s over the nodes",
 		"MISSED",
@@ -351,5 +391,20 @@ func TestSuspicionTimeouts(t *testing.T) {
 		if lo != tc.lo || hi != tc.hi {
 			t.Errorf("suspicionTimeouts(%d, 3, %d, 1s) = %v, %v; want %v, %v", tc.mult, tc.size, lo, hi, tc.lo, tc.hi)
 		}
+	}
+}
+
+// TestSummarize checks the median, p95 (nearest rank) and max.
+func TestSummarize(t *testing.T) {
+	var runs []time.Duration
+	for i := 20; i >= 1; i-- {
+		runs = append(runs, time.Duration(i)*time.Second)
+	}
+	got := summarize(runs)
+	if got.Median != 10500*time.Millisecond || got.P95 != 19*time.Second || got.Max != 20*time.Second || got.Runs[0] != 20*time.Second {
+		t.Errorf("summarize = median %v, p95 %v, max %v, first run %v; want 10.5s, 19s, 20s, 20s", got.Median, got.P95, got.Max, got.Runs[0])
+	}
+	if three := summarize(runs[:3]); three.P95 != three.Max {
+		t.Errorf("p95 of 3 runs %v, want the max %v", three.P95, three.Max)
 	}
 }

@@ -53,6 +53,16 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		load(fmt.Sprintf("%d nodes: idle", size))
 		res.Sizes = append(res.Sizes, sr)
 	}
+	if cfg.SyncBytes > 0 {
+		logf("sync: %s of pods to one node, %d run(s) direct and through a relay", fmtMB(cfg.SyncBytes), cfg.SyncRuns)
+		sync, err := measureSync(ctx, cfg, logf)
+		if err != nil {
+			return nil, fmt.Errorf("relayed sync: %w", err)
+		}
+		res.Sync = sync
+		logf("  relayed/direct %.2f (%.1f against %.1f MB/s)", res.Sync.Ratio, res.Sync.RelayedMBps, res.Sync.DirectMBps)
+		load("sync")
+	}
 	return NewReport(cfg, res), nil
 }
 
@@ -170,8 +180,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// summarize returns the median and max of runs, which it keeps in their
-// order.
+// summarize returns the median, p95 and max of runs, which it keeps in
+// their order.
 func summarize(runs []time.Duration) Times {
 	sorted := slices.Clone(runs)
 	slices.Sort(sorted)
@@ -179,6 +189,7 @@ func summarize(runs []time.Duration) Times {
 	if n := len(sorted); n > 0 {
 		t.Median = (sorted[(n-1)/2] + sorted[n/2]) / 2
 		t.Max = sorted[n-1]
+		t.P95 = sorted[int(math.Ceil(0.95*float64(n)))-1]
 	}
 	return t
 }

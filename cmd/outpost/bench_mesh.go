@@ -18,7 +18,7 @@ func newBenchMeshCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "mesh",
-		Short: "Measure the site mesh's membership: join convergence, death detection, dead endpoints dropped, idle gossip bytes",
+		Short: "Measure the site mesh: join convergence, death detection, dead endpoints dropped, idle gossip bytes, relayed sync",
 		Long: `Simulate sites of --sizes nodes in this process, each node a real site
 mesh (edge/mesh over memberlist) on 127.0.0.1 with a port of its own,
 all with mesh.DefaultConfig's timings (what is measured: nothing is
@@ -43,13 +43,23 @@ converged site left 5s to settle, for --idle:
           on the TCP streams it dials and accepts (push/pull), as
           bytes a minute and kbit/s, mean and max over the nodes
 
+then, unless --sync-bytes is 0, --sync-runs times each way:
+
+  sync    --sync-bytes of pods sent to one node's sync client by an
+          in-process sync server (sync/server over a view index, as the
+          hub runs it), straight and through a site peer's relay
+          (edge/relay with its defaults; the client's direct dial
+          fails and it fails over to the relay), each run a fresh
+          client and relay; the throughputs and relayed/direct
+
 Results are printed as tables next to the targets (a crashed node found
 dead and its endpoints dropped by every peer within 5s at 10 nodes,
-judged on the max over runs; idle gossip under 2 kbit/s per node at 10
+judged on the p95 over runs, the max under 20 runs; idle gossip under 2 kbit/s per node at 10
 nodes, judged on the max over nodes) and written as JSON to --out. A
 full run takes
 about seven minutes on two CPUs: three counting idle gossip, two growing
-the sites of 50 nodes until they converge; --quick about 45 seconds.`,
+the sites of 50 nodes until they converge, a few seconds the sync;
+--quick about 45 seconds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context() // canceled on SIGINT and SIGTERM by main
@@ -58,6 +68,7 @@ the sites of 50 nodes until they converge; --quick about 45 seconds.`,
 				unlessSet(cmd.Flags(), "sizes", &cfg.Sizes, q.Sizes)
 				unlessSet(cmd.Flags(), "runs", &cfg.Runs, q.Runs)
 				unlessSet(cmd.Flags(), "idle", &cfg.Idle, q.Idle)
+				unlessSet(cmd.Flags(), "sync-runs", &cfg.SyncRuns, q.SyncRuns)
 			}
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("invalid flags: %w", err)
@@ -75,6 +86,9 @@ the sites of 50 nodes until they converge; --quick about 45 seconds.`,
 	f.DurationVar(&cfg.Idle, "idle", cfg.Idle, "how long the bytes the nodes of an idle site send are counted")
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "how long a converged site is left before its idle bytes are counted")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on each wait for the nodes to see a join or a death")
+	f.Int64Var(&cfg.SyncBytes, "sync-bytes", cfg.SyncBytes, "bytes of pods sent to a sync client in each run, direct and relayed; 0 skips the sync measure")
+	f.IntVar(&cfg.SyncObjectBytes, "sync-object-bytes", cfg.SyncObjectBytes, "size of each pod the sync measure sends")
+	f.IntVar(&cfg.SyncRuns, "sync-runs", cfg.SyncRuns, "runs of the sync measure each way; the median and max are reported")
 	f.StringVar(&out, "out", "bench-results/mesh.json", "file to write the results to as JSON")
 	f.BoolVar(&quick, "quick", false, "sites of 3 and 10 nodes, one run, 10s idle, for a fast look (flags given explicitly still apply)")
 	return cmd

@@ -61,38 +61,56 @@ type Config struct {
 	// it listens on (benchmarks count the bytes with it).
 	Transport memberlist.NodeAwareTransport
 
-	// ProbeInterval is how often the node probes a random peer: 1s, as
-	// memberlist's LAN configuration; probes and their acks are most of
-	// an idle site's traffic, under 2 kbit/s a node at 10 nodes. A probe
-	// not answered within ProbeTimeout (300ms, against memberlist's
-	// 500ms: gateways of a site share a LAN) is retried through
-	// IndirectChecks (3) other peers and over TCP before the peer is
-	// suspected; Lifeguard stretches both up to AwarenessMaxMultiplier
-	// (8) times while the node itself is slow.
+	// ProbeInterval is how often the node probes a peer: 900ms, against
+	// memberlist's LAN 1s. Each node probes its peers round-robin in a
+	// shuffled order, so a crashed peer is first probed by someone only
+	// when some peer's round reaches it: in a site of 10, one interval
+	// in three nobody does, and that wait is the tail of the time to
+	// find a node dead. Probes and their acks are most of an idle site's
+	// traffic (5.2 of 6.3 kB a node per 30s at 1s, in `outpost bench
+	// mesh` at 10 nodes), so the interval is bound by the 2 kbit/s a node
+	// the mesh may spend: at 500ms five crashes were all found within
+	// 2.2s, but the bytes would nearly double. A probe not answered within ProbeTimeout (300ms,
+	// against memberlist's 500ms: gateways of a site share a LAN) is
+	// retried through IndirectChecks (3) other peers and over TCP until
+	// the interval ends, before the peer is suspected; Lifeguard
+	// stretches both up to AwarenessMaxMultiplier (8) times while the
+	// node itself is slow.
 	ProbeInterval, ProbeTimeout time.Duration
 	IndirectChecks              int
 	AwarenessMaxMultiplier      int
 	// SuspicionMult sets how long a suspected peer has to refute before
 	// it is declared dead: SuspicionMult times the probe interval, times
-	// log10 of the site's size when over 10 nodes. 2, against
-	// memberlist's 4: a site is small, and a dead node's endpoints should
-	// leave routing within 5 seconds. memberlist awaits SuspicionMult-2
-	// confirmations from other peers, stretching the timeout up to
-	// SuspicionMaxTimeoutMult (3) times until they come; at 2 it awaits
-	// none, and the indirect probes alone keep a peer that only this
-	// node cannot reach from being suspected. `outpost bench mesh`
-	// measures it: with 3, a crashed node of a site of 10 took 4.6 to
-	// 6.2s to be dropped by every peer.
+	// log10 of the site's size when over 10 nodes. 1, against
+	// memberlist's 4: a dead node's endpoints should leave routing within
+	// 5 seconds, and a crash costs a wait for the first probe, a probe
+	// interval, the suspicion and the gossip of the death. A peer that
+	// is alive refutes as soon as the suspicion's gossip reaches it
+	// (within 100 to 300ms on a LAN); one silent for about two seconds
+	// (the failed probe's interval and the suspicion) is declared dead,
+	// and comes back alive, refuting, once it answers again.
+	// memberlist awaits SuspicionMult-2 confirmations from other peers,
+	// stretching the timeout up to SuspicionMaxTimeoutMult (3) times
+	// until they come; under 3 it awaits none, and the indirect probes
+	// alone keep a peer that only this node cannot reach from being
+	// suspected. `outpost bench mesh`, a crashed node of a site of 10
+	// dropped from every peer's routing: with 1s probes and 2 (200ms
+	// gossip, 15s push/pull) median 4.19s, max 6.2s; with these
+	// defaults, over 31 crashes, median 2.48s, p95 4.99s, max 5.89s,
+	// idle 1.72 kbit/s a node, 1.83 to 1.93 at most.
 	SuspicionMult, SuspicionMaxTimeoutMult int
 	// GossipInterval is how often the node gossips to GossipNodes random
-	// peers: 200ms and 3, as memberlist's LAN configuration.
+	// peers: 100ms and 3, against memberlist's LAN 200ms, so that a
+	// death reaches every peer a round or two sooner. It costs no byte in
+	// an idle site: memberlist gossips only what is queued.
 	GossipInterval time.Duration
 	GossipNodes    int
 	// PushPullInterval is how often the node syncs its whole state with
-	// a random peer over TCP: 15s, against memberlist's 30s, for a site's
+	// a random peer over TCP: 20s, against memberlist's 30s, for a site's
 	// state is small, and it heals what lost gossip left behind: at 30s,
 	// a site of 50 nodes that had just grown took over a minute to
-	// converge in `outpost bench mesh`, at 15s under one.
+	// converge in `outpost bench mesh`, at 15s under one. 20s, not 15s,
+	// pays for the faster probes within the 2 kbit/s a node.
 	PushPullInterval time.Duration
 	// TCPTimeout bounds a TCP exchange with a peer (a join, a push-pull,
 	// a probe's fallback): 3s, against memberlist's 10s, for the site's
@@ -109,15 +127,15 @@ type Config struct {
 // are the caller's.
 func DefaultConfig() Config {
 	return Config{
-		ProbeInterval:           time.Second,
+		ProbeInterval:           900 * time.Millisecond,
 		ProbeTimeout:            300 * time.Millisecond,
 		IndirectChecks:          3,
 		AwarenessMaxMultiplier:  8,
-		SuspicionMult:           2,
+		SuspicionMult:           1,
 		SuspicionMaxTimeoutMult: 3,
-		GossipInterval:          200 * time.Millisecond,
+		GossipInterval:          100 * time.Millisecond,
 		GossipNodes:             3,
-		PushPullInterval:        15 * time.Second,
+		PushPullInterval:        20 * time.Second,
 		TCPTimeout:              3 * time.Second,
 		DeadNodeReclaimTime:     10 * time.Second,
 	}
