@@ -25,6 +25,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/mesh"
 	"github.com/outpost-mesh/outpost/edge/netsvc"
 	"github.com/outpost-mesh/outpost/edge/podworker"
+	"github.com/outpost-mesh/outpost/edge/relay"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/edge/status"
 	"github.com/outpost-mesh/outpost/edge/usage"
@@ -240,6 +241,9 @@ type Agent struct {
 	// metaMu.
 	metaMu sync.Mutex
 	meta   mesh.Meta
+	// relay is the site peers' relay while runRelay serves it, for its
+	// counters in the usage report (relayUsage).
+	relay atomic.Pointer[relay.Relay]
 
 	// badManifests holds why each manifest that could not be used was
 	// not, as last logged.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/edge/mesh"
 	"github.com/outpost-mesh/outpost/edge/relay"
+	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // relayLogEvery is how often the relay's counters are logged, when they
@@ -49,6 +50,8 @@ func (a *Agent) runRelay(ctx context.Context) {
 		a.log.Warn("relay for site peers not started; the node relays none", "err", err)
 		return
 	}
+	a.relay.Store(r)
+	defer a.relay.Store(nil)
 	port := r.Addr().Port()
 	if err := a.sayMeta(func(m *mesh.Meta) { m.RelayPort = port }); err != nil {
 		a.log.Warn("cannot tell the site of the relay", "err", err)
@@ -84,6 +87,29 @@ func (a *Agent) runRelay(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// relayUsage returns the counters of the site peers' relay while it
+// serves, none otherwise: edge/usage's Config.Relayed, so that they go
+// to the hub's metrics in the node's usage report.
+func (a *Agent) relayUsage() []wire.RelayUsage {
+	r := a.relay.Load()
+	if r == nil {
+		return nil
+	}
+	return relayCounters(r.Stats())
+}
+
+// relayCounters returns the relay's counters as the usage report carries
+// them, by peer. No I/O.
+func relayCounters(s relay.Stats) []wire.RelayUsage {
+	out := make([]wire.RelayUsage, 0, len(s.Peers))
+	for ip, p := range s.Peers {
+		out = append(out, wire.RelayUsage{Peer: ip, Up: uint64(max(p.Up, 0)), Down: uint64(max(p.Down, 0)),
+			Dropped: uint64(max(p.Dropped, 0)), Capped: uint64(max(p.Capped, 0))})
+	}
+	slices.SortFunc(out, func(x, y wire.RelayUsage) int { return x.Peer.Compare(y.Peer) })
+	return out
 }
 
 // directUplink reports whether the node's sync session is up over its

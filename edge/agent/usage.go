@@ -16,7 +16,8 @@ const (
 
 // buildUsage makes the meter of the node's usage: from the pods' cgroups
 // on a runtime of real containers, synthetic on the fake runtime's nodes.
-// It samples every Sync.UsageInterval, the least time between reports.
+// It samples every Sync.UsageInterval, the least time between reports,
+// and takes in the counters of the node's relay for its site peers.
 func (a *Agent) buildUsage() error {
 	cfg := usage.DefaultConfig()
 	if a.real != nil {
@@ -29,6 +30,7 @@ func (a *Agent) buildUsage() error {
 		cfg.Interval = a.cfg.Sync.UsageInterval
 	}
 	cfg.Refresh = max(cfg.Refresh, cfg.Interval)
+	cfg.Relayed = a.relayUsage
 	cfg.Logger, cfg.Now = a.log.With("component", "usage"), a.now
 	m, err := usage.New(cfg)
 	if err != nil {

@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"slices"
 	"time"
 
 	"github.com/outpost-mesh/outpost/sync/wire"
@@ -84,10 +85,14 @@ func usageOf(cpu0 time.Duration, r Reading, window time.Duration) wire.ResourceU
 // CPU rate or memory that moved by more than a tenth and more than what
 // kubectl top shows (1m of CPU, 1Mi of memory) for the node or any
 // container. Smaller moves are left for the next report that must go
-// anyway, so that a node whose usage wobbles sends little. A nil base has
-// always changed. No I/O.
+// anyway, so that a node whose usage wobbles sends little. Relay counters
+// that moved at all count too: they are cumulative, and the hub keeps
+// those of the last full report. A nil base has always changed. No I/O.
 func Changed(base, cur *wire.Usage) bool {
 	if base == nil {
+		return true
+	}
+	if !slices.Equal(base.Relay, cur.Relay) {
 		return true
 	}
 	if moved(base.Node, cur.Node) || len(base.Pods) != len(cur.Pods) {

@@ -2,7 +2,9 @@ package usage
 
 import (
 	"context"
+	"net/netip"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,11 +74,20 @@ func TestChanged(t *testing.T) {
 		{"another pod", base(1e6, 1<<20), func() *wire.Usage { u := base(1e6, 1<<20); u.Pods[0].Name = "q"; return u }(), true},
 		{"a pod fewer", base(1e6, 1<<20), func() *wire.Usage { u := base(1e6, 1<<20); u.Pods = nil; return u }(), true},
 		{"node busier", base(1e6, 1<<20), func() *wire.Usage { u := base(1e6, 1<<20); u.Node.CPU *= 2; return u }(), true},
+		{"relay started", base(1e6, 1<<20), withRelay(base(1e6, 1<<20), 1), true},
+		{"relay the same", withRelay(base(1e6, 1<<20), 1), withRelay(base(1e6, 1<<20), 1), false},
+		{"one more byte relayed", withRelay(base(1e6, 1<<20), 1000), withRelay(base(1e6, 1<<20), 1001), true},
 	} {
 		if got := Changed(tc.base, tc.cur); got != tc.want {
 			t.Errorf("%s: Changed = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// withRelay gives u the relay counters of one peer that sent up bytes.
+func withRelay(u *wire.Usage, up uint64) *wire.Usage {
+	u.Relay = []wire.RelayUsage{{Peer: netip.MustParseAddr("192.168.7.12"), Up: up}}
+	return u
 }
 
 // scripted is a Source that returns its samples in turn.
@@ -170,5 +181,92 @@ func TestMeterRefresh(t *testing.T) {
 	}
 	if last.Node.Memory != 128<<20 {
 		t.Errorf("last full report %+v, want 128 MiB", last)
+	}
+}
+
+// relayCounters is a settable Config.Relayed.
+type relayCounters struct {
+	mu sync.Mutex
+	rs []wire.RelayUsage
+}
+
+func (c *relayCounters) set(rs ...wire.RelayUsage) { c.mu.Lock(); defer c.mu.Unlock(); c.rs = rs }
+func (c *relayCounters) get() []wire.RelayUsage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rs
+}
+
+// TestMeterRelay: the relay's counters go in each report, sorted by peer,
+// each peer once, none invalid; a report is never Unchanged while they
+// moved since the last full one sent, and is once they stand still.
+func TestMeterRelay(t *testing.T) {
+	now := t0
+	src := &scripted{}
+	for i := range 8 {
+		src.samples = append(src.samples, Sample{Node: Reading{CPU: time.Duration(i) * time.Second, Memory: 64 << 20}})
+	}
+	relay := &relayCounters{}
+	m, err := New(Config{Source: src, Interval: 15 * time.Second, Refresh: time.Minute, Relayed: relay.get, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	step := func() { now = now.Add(15 * time.Second); m.sampleOnce(ctx) }
+	a, b := netip.MustParseAddr("192.168.7.12"), netip.MustParseAddr("192.168.7.9")
+	m.sampleOnce(ctx)
+	relay.set(wire.RelayUsage{Peer: a, Up: 100}, wire.RelayUsage{}, wire.RelayUsage{Peer: b, Up: 7}, wire.RelayUsage{Peer: a, Up: 100})
+	step()
+	last := m.Next(nil)
+	want := []wire.RelayUsage{{Peer: b, Up: 7}, {Peer: a, Up: 100}}
+	if last == nil || !reflect.DeepEqual(last.Relay, want) {
+		t.Fatalf("first Next = %+v, want the relay counters %+v", last, want)
+	}
+	// Every 15s: a peer relays more, twice, then nothing moves.
+	var sent []string
+	for i := range 6 {
+		if i < 2 {
+			relay.set(wire.RelayUsage{Peer: a, Up: 200 + uint64(i)}, wire.RelayUsage{Peer: b, Up: 7})
+		}
+		step()
+		switch u := m.Next(last); {
+		case u == nil:
+			sent = append(sent, "-")
+		case u.Unchanged:
+			last = u
+			sent = append(sent, "unchanged")
+			if u.Relay != nil {
+				t.Errorf("an Unchanged report carries relay counters %+v", u.Relay)
+			}
+		default:
+			last = u
+			sent = append(sent, "full")
+		}
+	}
+	if want := []string{"full", "full", "-", "-", "-", "unchanged"}; !reflect.DeepEqual(sent, want) {
+		t.Errorf("sent %v, want %v", sent, want)
+	}
+	if got := m.base.Relay; len(got) != 2 || got[1].Up != 201 {
+		t.Errorf("last full report's relay counters %+v, want peer %v at 201 bytes up", got, a)
+	}
+}
+
+// TestMeterRelayCap: a report carries the counters of at most
+// wire.MaxUsageRelayPeers peers, so that the hub takes it.
+func TestMeterRelayCap(t *testing.T) {
+	var rs []wire.RelayUsage
+	for i := range wire.MaxUsageRelayPeers + 10 {
+		rs = append(rs, wire.RelayUsage{Peer: netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), Up: 1})
+	}
+	m, err := New(Config{Source: &scripted{}, Interval: time.Second, Refresh: time.Second, Relayed: func() []wire.RelayUsage { return rs }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := m.relayed()
+	if len(got) != wire.MaxUsageRelayPeers {
+		t.Fatalf("relayed %d peers, want %d", len(got), wire.MaxUsageRelayPeers)
+	}
+	if _, err := wire.Unmarshal(wire.TypeUsage, wire.Marshal(&wire.Usage{Relay: got})); err != nil {
+		t.Errorf("the hub refuses the report: %v", err)
 	}
 }

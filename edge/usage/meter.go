@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +27,12 @@ type Config struct {
 	// unchanged one is sent again: 60s. It must stay under the hub's
 	// MaxAge (hub/usage, 150s).
 	Refresh time.Duration
+	// Relayed returns the counters of the node's relay for its site
+	// peers (edge/relay), cumulative since the relay started, taken into
+	// each sample; nil, or a func returning none, when the node relays
+	// for none. The meter sorts them by peer and keeps the first
+	// wire.MaxUsageRelayPeers.
+	Relayed func() []wire.RelayUsage
 	Logger  *slog.Logger
 	Now     func() time.Time // or nil for time.Now
 }
@@ -89,14 +96,40 @@ func (m *Meter) sampleOnce(ctx context.Context) {
 		return
 	}
 	s.Time = m.cfg.Now()
+	relayed := m.relayed()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.have {
 		if u := Report(m.prev, s); u != nil {
+			u.Relay = relayed
 			m.latest = u
 		}
 	}
 	m.prev, m.have = s, true
+}
+
+// relayed returns the relay's counters by peer, at most
+// wire.MaxUsageRelayPeers of them; nil for none.
+func (m *Meter) relayed() []wire.RelayUsage {
+	if m.cfg.Relayed == nil {
+		return nil
+	}
+	// The wire carries each peer once, as 4 or 16 bytes without a zone:
+	// anything else would make the hub refuse the whole report.
+	rs := slices.DeleteFunc(slices.Clone(m.cfg.Relayed()), func(r wire.RelayUsage) bool { return !r.Peer.IsValid() })
+	if len(rs) == 0 {
+		return nil
+	}
+	for i := range rs {
+		rs[i].Peer = rs[i].Peer.WithZone("")
+	}
+	slices.SortFunc(rs, func(a, b wire.RelayUsage) int { return a.Peer.Compare(b.Peer) })
+	rs = slices.CompactFunc(rs, func(a, b wire.RelayUsage) bool { return a.Peer == b.Peer })
+	if len(rs) > wire.MaxUsageRelayPeers {
+		m.cfg.Logger.Warn("relay counters of too many peers; the report carries the first", "peers", len(rs), "max", wire.MaxUsageRelayPeers)
+		rs = rs[:wire.MaxUsageRelayPeers]
+	}
+	return rs
 }
 
 // Next returns what to send after last, the report sent last on the

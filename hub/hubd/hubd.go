@@ -315,9 +315,13 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	// The nodes' usage, reported over sync, served as metrics.k8s.io.
+	// The nodes' usage, reported over sync, served as metrics.k8s.io, and
+	// their relays' counters as the hub's metrics.
 	nodeUsage, err := usage.New(usage.DefaultConfig())
 	if err != nil {
+		return err
+	}
+	if err := mets.Register(nodeUsage.RelayCollector()); err != nil {
 		return err
 	}
 	api, spec, err := newAPI(st, h.cfg.Services, tokens, podStreams, nodeUsage, log)

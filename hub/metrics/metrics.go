@@ -1,10 +1,12 @@
 // Package metrics owns the hub's Prometheus metrics: kube-apiserver's request
-// metrics for the API, the store's latency, errors and open watches, and the
-// Go and process collectors, all on a registry of the package's own. Only the
-// hub's composition root (hub/hubd) should import it.
+// metrics for the API, the store's latency, errors and open watches, the Go
+// and process collectors, and the collectors other packages Register, all on
+// a registry of the package's own. Only the hub's composition root
+// (hub/hubd) should import it.
 package metrics
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 
@@ -111,6 +113,16 @@ func New() *Metrics {
 		m.storeDurations, m.storeErrors, m.storeWatchers,
 	)
 	return m
+}
+
+// Register adds c, a collector another package owns (the nodes' relay
+// counters of hub/usage), to the registry the metrics are served from. It
+// fails if c's metrics clash with ones already registered.
+func (m *Metrics) Register(c prometheus.Collector) error {
+	if err := m.reg.Register(c); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	return nil
 }
 
 // Handler serves the metrics in the Prometheus text format (or OpenMetrics

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -136,5 +137,31 @@ func TestNewIsIndependent(t *testing.T) {
 	a.requests.WithLabelValues("GET", "", "v1", "pods", "", "resource", "200").Inc()
 	if _, ok := scrape(t, b).value("apiserver_request_total", "verb=GET,version=v1,resource=pods,scope=resource,code=200"); ok {
 		t.Error("a request counted by one Metrics shows in another's scrape")
+	}
+}
+
+// constCollector is a collector of one counter of a fixed value, as
+// another package's collector.
+type constCollector struct{ desc *prometheus.Desc }
+
+func newConstCollector() constCollector {
+	return constCollector{prometheus.NewDesc("outpost_test_things_total", "Things, for the test.", []string{"node"}, nil)}
+}
+
+func (c constCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c constCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, 3, "edge-1")
+}
+
+// TestRegister: a collector another package owns is served with the
+// hub's metrics, and one whose metrics clash is refused.
+func TestRegister(t *testing.T) {
+	m := New()
+	if err := m.Register(newConstCollector()); err != nil {
+		t.Fatal(err)
+	}
+	scrape(t, m).expect(t, "outpost_test_things_total", "node=edge-1", 3)
+	if err := m.Register(newConstCollector()); err == nil {
+		t.Error("Register of a collector of the same metrics succeeded, want an error")
 	}
 }

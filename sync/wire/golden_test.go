@@ -100,6 +100,8 @@ func goldenFrames() map[int][]golden {
 				{Op: OpDelete, Key: MeshKeysKey("store-6"), Revision: 12},
 			}, Revision: 12}},
 			{name: "meshkeys-object", object: sampleMeshKeys()},
+			// Relay, added within version 5: older builds skip field 6.
+			{name: "usage-relay", msg: sampleRelayUsage()},
 		},
 	}
 }

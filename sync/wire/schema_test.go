@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -314,6 +315,8 @@ func compareValue(path string, fd protoreflect.FieldDescriptor, pv protoreflect.
 		}
 	case []byte:
 		want = fmt.Sprintf("%x", v)
+	case netip.Addr: // 4 or 16 bytes
+		want = fmt.Sprintf("%x", v.AsSlice())
 	default:
 		switch gv.Kind() {
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -12,10 +14,12 @@ import (
 // hub never gets a frame type it does not know.
 const UsageVersion = 4
 
-// Limits of a Usage a hub accepts: a node runs a few hundred pods at most.
+// Limits of a Usage a hub accepts: a node runs a few hundred pods at most,
+// and relays for the peers of its site, a few dozen at most.
 const (
 	MaxUsagePods       = 2000
 	MaxUsageContainers = 100 // per pod
+	MaxUsageRelayPeers = 256
 )
 
 // ResourceUsage is what one node, pod or container uses: CPU as a rate in
@@ -39,6 +43,16 @@ type PodUsage struct {
 	Containers      []ContainerUsage
 }
 
+// RelayUsage counts what a node's relay (edge/relay) forwarded to the hub
+// for one site peer whose uplink is down, since the relay started: bytes
+// toward the hub (Up) and back (Down), and datagrams dropped (Dropped), of
+// which Capped for the peer's cap on relayed bytes. Peer is the peer's
+// mesh IP, 4 or 16 bytes on the wire.
+type RelayUsage struct {
+	Peer                      netip.Addr
+	Up, Down, Dropped, Capped uint64
+}
+
 // Usage reports a node's resource usage, since capability version 4
 // (UsageVersion), on a stream the edge opens and writes Usage frames to
 // until its session ends; the hub answers nothing. Each replaces the
@@ -50,12 +64,19 @@ type PodUsage struct {
 // node's previous report on the stream, which the hub keeps as of Time;
 // it carries no usage. An idle node so refreshes its report in a few
 // bytes. The first report of a stream is never Unchanged.
+//
+// Relay holds the counters of the node's relay, one entry per site peer
+// it relayed for, at most MaxUsageRelayPeers, each peer once; an
+// Unchanged report carries none, and the hub keeps those of the previous
+// report. A build that predates the field skips it, so it needs no new
+// capability version.
 type Usage struct {
 	Time      time.Time
 	Window    time.Duration
 	Node      ResourceUsage
 	Pods      []PodUsage
 	Unchanged bool
+	Relay     []RelayUsage
 }
 
 func (m *Usage) Type() Type { return TypeUsage }
@@ -81,6 +102,15 @@ func (m *Usage) appendTo(e *enc) {
 		})
 	}
 	e.bool(5, m.Unchanged)
+	for _, r := range m.Relay {
+		e.message(6, func(e *enc) {
+			e.bytes(1, r.Peer.AsSlice())
+			e.uint(2, r.Up)
+			e.uint(3, r.Down)
+			e.uint(4, r.Dropped)
+			e.uint(5, r.Capped)
+		})
+	}
 }
 
 // encodeResourceUsage writes u's CPU and memory as fields first and
@@ -124,9 +154,56 @@ func (m *Usage) unmarshal(b []byte) error {
 			}
 		case 5:
 			m.Unchanged, err = f.boolean()
+		case 6:
+			if len(m.Relay) >= MaxUsageRelayPeers {
+				return fmt.Errorf("%w: relay usage of more than %d peers", ErrMalformed, MaxUsageRelayPeers)
+			}
+			var body []byte
+			if body, err = f.sub(); err != nil {
+				return err
+			}
+			var r RelayUsage
+			if err = decodeRelayUsage(body, &r); err != nil {
+				return err
+			}
+			if slices.ContainsFunc(m.Relay, func(q RelayUsage) bool { return q.Peer == r.Peer }) {
+				return fmt.Errorf("%w: relay usage of peer %v twice", ErrMalformed, r.Peer)
+			}
+			m.Relay = append(m.Relay, r)
 		}
 		return err
 	})
+}
+
+// decodeRelayUsage reads one peer's relay counters; the peer's address
+// must be 4 or 16 bytes.
+func decodeRelayUsage(b []byte, r *RelayUsage) error {
+	err := eachField(b, func(f field) (err error) {
+		switch f.num {
+		case 1:
+			var ip []byte
+			if ip, err = f.bytes(); err != nil {
+				return err
+			}
+			var ok bool
+			if r.Peer, ok = netip.AddrFromSlice(ip); !ok {
+				return fmt.Errorf("%w: relay peer address of %d bytes", ErrMalformed, len(ip))
+			}
+		case 2:
+			r.Up, err = f.varint()
+		case 3:
+			r.Down, err = f.varint()
+		case 4:
+			r.Dropped, err = f.varint()
+		case 5:
+			r.Capped, err = f.varint()
+		}
+		return err
+	})
+	if err == nil && !r.Peer.IsValid() {
+		err = fmt.Errorf("%w: relay usage without a peer address", ErrMalformed)
+	}
+	return err
 }
 
 func decodePodUsage(b []byte, p *PodUsage) error {

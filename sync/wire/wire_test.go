@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -35,6 +36,20 @@ func samples() []Message {
 		&TunnelOpen{Kind: "logs", Params: []Param{{Name: "pod", Value: "default/web-1"}, {Name: "container", Value: "main"}}},
 		&TunnelReply{},
 		sampleUsage(),
+		sampleRelayUsage(),
+	}
+}
+
+// sampleRelayUsage is a Usage with the counters of the node's relay, for
+// an IPv4 and an IPv6 peer (field 6, added within version 5).
+func sampleRelayUsage() *Usage {
+	return &Usage{
+		Time: time.UnixMilli(1796428860123), Window: 15 * time.Second,
+		Node: ResourceUsage{CPU: 250_000_000, Memory: 512 << 20},
+		Relay: []RelayUsage{
+			{Peer: netip.MustParseAddr("192.168.7.12"), Up: 1 << 20, Down: 3 << 20, Dropped: 40, Capped: 32},
+			{Peer: netip.MustParseAddr("fd00:7::c"), Up: 4096},
+		},
 	}
 }
 
