@@ -834,7 +834,7 @@ func (c *Client) livenessLoop(ctx context.Context, conn *quic.Conn, ways *paths)
 			to, err := ways.move(mctx, ways.candidates(relays), from)
 			cancel()
 			if err != nil {
-				c.log.Debug("hub silent on this path and no other answered", "route", cur, "silent", silent.Round(time.Millisecond), "err", err)
+				c.log.Info("the hub went silent on this path; no other way answered", "route", cur, "silent", silent.Round(time.Millisecond), "err", err)
 				continue
 			}
 			c.moved(conn, to, canProbe, probe)

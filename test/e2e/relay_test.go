@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +144,17 @@ func TestSiteRelay(t *testing.T) {
 	leftAt := logTime(t, line)
 	f.logf("relay-a's session back on its uplink %v after it returned", leftAt.Sub(restored).Round(time.Millisecond))
 
+	// What the peer relayed for A is in the hub's metrics, from the
+	// peer's usage reports (every 15 s).
+	peerA := "127.15.0.1"
+	f.eventually(45*time.Second, relayer.name+"'s relay counters for relay-a in the hub's metrics", func() (bool, string) {
+		up, err := hubMetric(h, "outpost_node_relay_bytes_total", `node="`+relayer.name+`"`, `peer="`+peerA+`"`, `direction="up"`)
+		if err != nil {
+			return false, err.Error()
+		}
+		return up > 0, fmt.Sprintf("%v bytes up", up)
+	})
+
 	// The peer's relay carries nothing of A's from then: its counters,
 	// logged every 10 s when they change, stop changing within a tick.
 	quietFrom := leftAt.Add(12 * time.Second)
@@ -168,6 +183,44 @@ func TestSiteRelay(t *testing.T) {
 		}
 	}
 	checkOneSessionAtATime(t, a)
+}
+
+// hubMetric returns the value of the first sample of metric in the hub's
+// /metrics whose labels hold every one of labels.
+func hubMetric(h *syncHub, metric string, labels ...string) (float64, error) {
+	resp, err := h.hc.Get(h.rest.Host + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	for l := range strings.SplitSeq(string(body), "\n") {
+		if !strings.HasPrefix(l, metric+"{") {
+			continue
+		}
+		i := strings.LastIndexByte(l, ' ')
+		if i < 0 || !allIn(l[:i], labels) {
+			continue
+		}
+		return strconv.ParseFloat(l[i+1:], 64)
+	}
+	return 0, fmt.Errorf("no %s sample with %v", metric, labels)
+}
+
+// allIn reports whether s holds every one of subs.
+func allIn(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
 
 // asNode returns a client of h's API as the node of e, with the key and
