@@ -166,12 +166,22 @@ var errLimit = errors.New("log limit reached")
 // says the instance stopped or ctx ends. *f is the file being read, for
 // the caller to close.
 func (s *Server) copyLog(ctx context.Context, lw *logWriter, f **os.File, path string, opt LogOptions, stopped func(context.Context) bool) error {
+	var r io.Reader = *f
 	if opt.TailLines >= 0 {
-		if err := seekTail(*f, opt.TailLines); err != nil {
+		end, err := seekTail(*f, opt.TailLines)
+		if err != nil {
 			return err
 		}
+		if !opt.Follow {
+			// The last lines as the tail counted them: lines written
+			// since are not among them (kubectl logs --tail=1 prints
+			// one line however fast the container writes).
+			if r, err = upTo(*f, end); err != nil {
+				return err
+			}
+		}
 	}
-	lr := &lineReader{r: bufio.NewReaderSize(*f, 64<<10)}
+	lr := &lineReader{r: bufio.NewReaderSize(r, 64<<10)}
 	if !opt.Follow {
 		return lr.each(lw.entry, true)
 	}
@@ -222,14 +232,27 @@ func (s *Server) copyLog(ctx context.Context, lw *logWriter, f **os.File, path s
 	}
 }
 
-// seekTail moves f to the start of its last n lines.
-func seekTail(f *os.File, n int64) error {
-	var total int64
+// upTo returns a reader of f from where it is to the offset end.
+func upTo(f *os.File, end int64) (io.Reader, error) {
+	cur, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, fmt.Errorf("read log: %w", err)
+	}
+	return io.LimitReader(f, max(end-cur, 0)), nil
+}
+
+// seekTail moves f to the start of its last n lines, and returns the
+// offset just past the last of them, the end of the last complete line
+// it saw: the file may grow as it is read, and a line being written is
+// not yet one.
+func seekTail(f *os.File, n int64) (end int64, err error) {
+	var total, read int64
 	br := bufio.NewReaderSize(f, 64<<10)
 	for {
 		chunk, err := br.ReadSlice('\n')
+		read += int64(len(chunk))
 		if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
-			total++
+			total, end = total+1, read
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
@@ -238,15 +261,15 @@ func seekTail(f *os.File, n int64) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("read log: %w", err)
+			return 0, fmt.Errorf("read log: %w", err)
 		}
 	}
 	skip := total - n
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("read log: %w", err)
+		return 0, fmt.Errorf("read log: %w", err)
 	}
 	if skip <= 0 {
-		return nil
+		return end, nil
 	}
 	var off int64
 	br.Reset(f)
@@ -261,11 +284,10 @@ func seekTail(f *os.File, n int64) error {
 		}
 		skip--
 	}
-	_, err := f.Seek(off, io.SeekStart)
-	if err != nil {
-		return fmt.Errorf("read log: %w", err)
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return 0, fmt.Errorf("read log: %w", err)
 	}
-	return nil
+	return end, nil
 }
 
 // lineReader reads the complete lines of a log file that may be being
