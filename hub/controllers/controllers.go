@@ -50,7 +50,8 @@ type Context struct {
 	// Clock is the controllers' time; clock.RealClock{} in the hub, a
 	// fake clock (k8s.io/utils/clock/testing) in tests. Non-nil.
 	Clock clock.WithTicker
-	// Logger receives the controllers' logs; non-nil.
+	// Logger receives the controller's logs, which the manager labels
+	// with the controller's name (controller=NAME); non-nil.
 	Logger *slog.Logger
 }
 

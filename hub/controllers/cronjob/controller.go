@@ -63,7 +63,7 @@ func New(c controllers.Context) (*Controller, error) {
 		jobs:     jobInf.Lister(),
 		events:   c.Events(Component),
 		clock:    c.Clock,
-		log:      c.Logger.With("controller", "cronjob"),
+		log:      c.Logger,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "cronjob", Clock: c.Clock}),
 	}

@@ -99,7 +99,7 @@ func New(c controllers.Context) (*Controller, error) {
 		client: c.Client,
 		events: c.Events(Component),
 		clock:  c.Clock,
-		log:    c.Logger.With("controller", "daemonset"),
+		log:    c.Logger,
 		sets:   ds.Lister(),
 		pods:   pods.Lister(),
 		nodes:  nodes.Lister(),

@@ -79,7 +79,7 @@ func New(c controllers.Context) (*Controller, error) {
 		rsLister: rs.Lister(),
 		events:   c.Events("deployment-controller"),
 		clock:    c.Clock,
-		log:      c.Logger.With("controller", "deployment"),
+		log:      c.Logger,
 	}, nil
 }
 

@@ -69,7 +69,7 @@ func New(c controllers.Context) (*Controller, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "endpoint", Clock: c.Clock}),
 		events:  c.Events(Component),
-		log:     c.Logger.With("controller", Component),
+		log:     c.Logger,
 		written: map[string]int64{},
 	}
 	regs := []struct {

@@ -74,7 +74,7 @@ func New(c controllers.Context) (*Controller, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "endpointslice", Clock: c.Clock}),
 		tracker:     newTracker(),
 		events:      c.Events(Component),
-		log:         c.Logger.With("controller", Component),
+		log:         c.Logger,
 		maxPerSlice: MaxEndpointsPerSlice,
 	}
 	if err := podInf.Informer().AddIndexers(cache.Indexers{podsByNode: func(obj any) ([]string, error) {

@@ -77,7 +77,7 @@ func New(c controllers.Context) (*Controller, error) {
 	}
 	return &Controller{
 		c:        c,
-		log:      c.Logger.With("controller", "garbagecollector"),
+		log:      c.Logger,
 		events:   c.Events("garbage-collector-controller"),
 		graph:    newGraph(),
 		mapper:   &mapper{},

@@ -86,7 +86,7 @@ func New(c controllers.Context) (*Controller, error) {
 		pods:   podInf.Lister(),
 		events: c.Events(Component),
 		clock:  c.Clock,
-		log:    c.Logger.With("controller", "job"),
+		log:    c.Logger,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBase, retryMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "job", Clock: c.Clock}),

@@ -69,7 +69,7 @@ func New(c controllers.Context) (*Controller, error) {
 	inf := c.Informers.Core().V1().Namespaces()
 	ctl := &Controller{
 		c:      c,
-		log:    c.Logger.With("controller", "namespace"),
+		log:    c.Logger,
 		lister: inf.Lister(),
 		synced: inf.Informer().HasSynced,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(

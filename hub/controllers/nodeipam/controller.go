@@ -85,7 +85,7 @@ func New(c controllers.Context, cfg Config) (*Controller, error) {
 	nodes := c.Informers.Core().V1().Nodes()
 	ctl := &Controller{
 		cfg: cfg, client: c.Client,
-		log:    c.Logger.With("controller", "nodeipam"),
+		log:    c.Logger,
 		events: c.Events(Component),
 		nodes:  nodes.Lister(), synced: nodes.Informer().HasSynced,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),

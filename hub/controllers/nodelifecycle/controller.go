@@ -95,7 +95,7 @@ func New(c controllers.Context, cfg Config) (*Controller, error) {
 	}
 	ctl := &Controller{
 		cfg: cfg, client: c.Client, clock: c.Clock,
-		log:    c.Logger.With("controller", "nodelifecycle"),
+		log:    c.Logger,
 		events: c.Events(Component),
 		nodes:  nodes.Lister(), bySite: nodes.Informer().GetIndexer(),
 		leases: leases.Lister(), pods: pods.Informer().GetIndexer(),

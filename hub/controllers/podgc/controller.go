@@ -48,7 +48,7 @@ func New(c controllers.Context, cfg Config) (*Controller, error) {
 	return &Controller{
 		c:      c,
 		cfg:    cfg,
-		log:    c.Logger.With("controller", "podgc"),
+		log:    c.Logger,
 		pods:   pods.Lister(),
 		nodes:  nodes.Lister(),
 		synced: []cache.InformerSynced{pods.Informer().HasSynced, nodes.Informer().HasSynced},

@@ -63,7 +63,7 @@ func New(c controllers.Context) (*Controller, error) {
 		podLister: pods.Lister(),
 		events:    c.Events("replicaset-controller"),
 		clock:     c.Clock,
-		log:       c.Logger.With("controller", "replicaset"),
+		log:       c.Logger,
 		exp:       NewExpectations(c.Clock),
 	}, nil
 }

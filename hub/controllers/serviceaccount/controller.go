@@ -68,7 +68,7 @@ func New(c controllers.Context, caPEM []byte) (*Controller, error) {
 	ctl := &Controller{
 		client:   c.Client,
 		events:   c.Events(Component),
-		log:      c.Logger.With("controller", "serviceaccount"),
+		log:      c.Logger,
 		caPEM:    append([]byte(nil), caPEM...),
 		accounts: coreinformers.NewFilteredServiceAccountInformer(c.Client, metav1.NamespaceAll, 0, indexers, named(DefaultName)),
 		rootCAs:  coreinformers.NewFilteredConfigMapInformer(c.Client, metav1.NamespaceAll, 0, indexers, named(RootCAName)),

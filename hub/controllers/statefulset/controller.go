@@ -80,7 +80,7 @@ func New(c controllers.Context) (*Controller, error) {
 		client: c.Client,
 		events: c.Events(Component),
 		clock:  c.Clock,
-		log:    c.Logger.With("controller", "statefulset"),
+		log:    c.Logger,
 		sets:   sets.Lister(),
 		pods:   pods.Lister(),
 		revs:   revs.Lister(),

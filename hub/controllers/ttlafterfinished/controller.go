@@ -49,7 +49,7 @@ func New(c controllers.Context) (*Controller, error) {
 		jobs:   inf.Lister(),
 		synced: inf.Informer().HasSynced,
 		clock:  c.Clock,
-		log:    c.Logger.With("controller", "ttlafterfinished"),
+		log:    c.Logger,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "ttl_jobs_to_delete", Clock: c.Clock}),
 	}
