@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -228,8 +229,15 @@ func allIn(s string, subs []string) bool {
 func asNode(t *testing.T, h *syncHub, e *edge) kubernetes.Interface {
 	t.Helper()
 	cfg := rest.AnonymousClientConfig(h.rest)
-	cfg.TLSClientConfig.CertFile = filepath.Join(e.dataDir, "node.crt")
-	cfg.TLSClientConfig.KeyFile = filepath.Join(e.dataDir, "node.key")
+	// The bytes, not the files: client-go watches a certificate given by
+	// file with goroutines that never stop.
+	var err error
+	if cfg.TLSClientConfig.CertData, err = os.ReadFile(filepath.Join(e.dataDir, "node.crt")); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TLSClientConfig.KeyData, err = os.ReadFile(filepath.Join(e.dataDir, "node.key")); err != nil {
+		t.Fatal(err)
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
