@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"syscall"
-	"time"
 
 	"github.com/quic-go/quic-go"
 )
@@ -171,8 +169,10 @@ func (c *Client) resolveHub(ctx context.Context) (*net.UDPAddr, error) {
 // everything to the relay, and presents what the relay sends back as
 // coming from the hub, so that QUIC sees the hub's address on both ends.
 // Datagrams from any other address are dropped.
+//
+// The rest of a socket's methods are plainConn's.
 type relayedConn struct {
-	uc    *net.UDPConn
+	plainConn
 	relay netip.AddrPort
 	hub   *net.UDPAddr
 }
@@ -192,15 +192,3 @@ func (r *relayedConn) ReadFrom(p []byte) (int, net.Addr, error) {
 func (r *relayedConn) WriteTo(p []byte, _ net.Addr) (int, error) {
 	return r.uc.WriteToUDPAddrPort(p, r.relay)
 }
-
-// SetReadBuffer and SetWriteBuffer let quic-go size the socket's
-// buffers, SyscallConn set its don't-fragment bit; see plainConn.
-func (r *relayedConn) SetReadBuffer(n int) error             { return r.uc.SetReadBuffer(n) }
-func (r *relayedConn) SetWriteBuffer(n int) error            { return r.uc.SetWriteBuffer(n) }
-func (r *relayedConn) SyscallConn() (syscall.RawConn, error) { return r.uc.SyscallConn() }
-
-func (r *relayedConn) Close() error                       { return r.uc.Close() }
-func (r *relayedConn) LocalAddr() net.Addr                { return r.uc.LocalAddr() }
-func (r *relayedConn) SetDeadline(t time.Time) error      { return r.uc.SetDeadline(t) }
-func (r *relayedConn) SetReadDeadline(t time.Time) error  { return r.uc.SetReadDeadline(t) }
-func (r *relayedConn) SetWriteDeadline(t time.Time) error { return r.uc.SetWriteDeadline(t) }

@@ -140,7 +140,7 @@ func TestRelayedConn(t *testing.T) {
 	}
 	relay, stranger, own := listen(), listen(), listen()
 	hub := &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 7443}
-	rc := &relayedConn{uc: own, relay: relay.LocalAddr().(*net.UDPAddr).AddrPort(), hub: hub}
+	rc := &relayedConn{plainConn: plainConn{own}, relay: relay.LocalAddr().(*net.UDPAddr).AddrPort(), hub: hub}
 
 	if _, err := rc.WriteTo([]byte("to the hub"), hub); err != nil {
 		t.Fatal(err)

@@ -25,6 +25,13 @@ const maxRelayPaths = 4
 // than the hub lends.
 const maxCandidates = 2
 
+// newPathway returns a way over conn, without a path yet; its release
+// closes the transport, then conn.
+func newPathway(conn net.PacketConn) *pathway {
+	tr := &quic.Transport{Conn: conn}
+	return &pathway{tr: tr, release: func() { tr.Close(); conn.Close() }}
+}
+
 // pathway is one way a session can take to the hub: a QUIC transport on
 // a socket of its own, and the path through it once one was added. The
 // session's first path, the one it was dialed on, has no Path: quic-go
@@ -245,8 +252,7 @@ func (c *Client) directWay(ctx context.Context) (*pathway, net.Addr, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		tr := &quic.Transport{Conn: pc}
-		return &pathway{tr: tr, release: func() { tr.Close(); pc.Close() }}, hub, nil
+		return newPathway(pc), hub, nil
 	}
 	hub, err := c.resolveHub(ctx)
 	if err != nil {
@@ -256,12 +262,11 @@ func (c *Client) directWay(ctx context.Context) (*pathway, net.Addr, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("socket toward the hub: %w", err)
 	}
-	tr := &quic.Transport{Conn: plainConn{uc}}
-	return &pathway{tr: tr, release: func() { tr.Close(); uc.Close() }}, hub, nil
+	return newPathway(plainConn{uc}), hub, nil
 }
 
-// plainConn is a UDP socket without its batch and ancillary-data I/O, as
-// relayedConn is. quic-go (v0.65) fixes a connection's use of ECN and
+// plainConn is a UDP socket without its batch and ancillary-data I/O;
+// relayedConn is one too. quic-go (v0.65) fixes a connection's use of ECN and
 // segmentation offload by the socket of its first path, and panics when
 // it writes with them on a path whose socket has none: every way of a
 // session is plain, so that it can move between them. A sync session
@@ -291,7 +296,5 @@ func relayWay(relay netip.AddrPort, from netip.Addr, hub *net.UDPAddr) (*pathway
 	if err != nil {
 		return nil, fmt.Errorf("socket toward relay %v: %w", relay, err)
 	}
-	pc := &relayedConn{uc: uc, relay: netip.AddrPortFrom(relay.Addr().Unmap(), relay.Port()), hub: hub}
-	tr := &quic.Transport{Conn: pc}
-	return &pathway{tr: tr, release: func() { tr.Close(); uc.Close() }}, nil
+	return newPathway(&relayedConn{plainConn: plainConn{uc}, relay: netip.AddrPortFrom(relay.Addr().Unmap(), relay.Port()), hub: hub}), nil
 }
