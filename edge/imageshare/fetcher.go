@@ -177,13 +177,7 @@ func (f *Fetcher) Origin(rt http.RoundTripper) http.RoundTripper {
 // committed it, or the pull failed to have it. Only then does the node
 // stop saying it pulls d, so that a peer never finds it neither pulling
 // nor holding d while it has the blob.
-func (f *Fetcher) Done(d digest.Digest) {
-	f.mu.Lock()
-	p, ok := f.pulls[d]
-	delete(f.pulls, d)
-	f.mu.Unlock()
-	f.sayIf(ok && p.said, d)
-}
+func (f *Fetcher) Done(d digest.Digest) { f.withdraw(d) }
 
 // commitGrace is how long after its last byte was fetched a blob still
 // counts as pulling when its pull never says it is Done: containerd
@@ -529,8 +523,8 @@ func (f *Fetcher) prune(now time.Time) {
 	}
 }
 
-// withdraw forgets d, whose fetch failed or was given up, and removes it
-// from what the node says it pulls.
+// withdraw forgets d, whose pull is Done with it or whose fetch failed or
+// was given up, and removes it from what the node says it pulls.
 func (f *Fetcher) withdraw(d digest.Digest) {
 	f.mu.Lock()
 	p, ok := f.pulls[d]
