@@ -167,7 +167,7 @@ func (d *Dataplane) open() error {
 	if err := d.maps[mapScope].Put(d.cfg.NetnsCookie, uint32(1)); err != nil {
 		return fmt.Errorf("scope: %w", err)
 	}
-	legacy, err := d.migrate()
+	old, err := d.migrate()
 	if err != nil {
 		return err
 	}
@@ -178,59 +178,93 @@ func (d *Dataplane) open() error {
 		}
 		d.objs.AddLink(h.name, l, pinned)
 	}
-	if legacy != "" {
-		// No program reads it any more.
-		if err := os.Remove(legacy); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("remove legacy services map: %w", err)
+	// No program reads the older agents' services maps any more.
+	for _, path := range old {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove an older services map: %w", err)
 		}
 	}
 	return d.readState()
 }
 
 // migrate carries the entries of a services map pinned by an older agent
-// (legacyServices) into the services map, before the links' programs are
-// replaced by ones that read the new map, so that connects see no gap
-// across the upgrade. The backends map is shared: its slots below
-// inlineSlots, which the new programs do not read, are deleted by the
-// first Sync. It returns the legacy pin's path, to remove once the links
-// run the new programs, or "" if there is none.
+// (legacyServices or lockless) into the services map, before the links'
+// programs are replaced by ones that read the new map, so that connects
+// see no gap across the upgrade. The backends map is shared: its slots
+// below inlineSlots, which the programs of today do not read, are
+// deleted by the first Sync after an upgrade from legacyServices. It
+// returns the older pins' paths, to remove once the links run the new
+// programs.
 //
-// The legacy pin is removed only after every link is replaced: while it
-// is there, it and the backends map are what the node routes by (a New
-// that failed or was killed part way may have left the services map
+// The older pins are removed only after every link is replaced: while
+// one is there, it and the backends map are what the node routes by (a
+// New that failed or was killed part way may have left the services map
 // half written), so it is carried over again, whatever the services map
-// holds.
-func (d *Dataplane) migrate() (string, error) {
-	path := filepath.Join(d.cfg.PinDir, legacyServices)
-	old, err := ebpf.LoadPinnedMap(path, nil)
-	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
+// holds. An agent that upgraded from legacyServices to lockless removed
+// the legacy pin only after its links read lockless, so where both are
+// pinned, the legacy one is what the links read.
+func (d *Dataplane) migrate() ([]string, error) {
+	var paths []string
+	var entries map[svcKey]svcVal
+	for _, name := range []string{lockless, legacyServices} {
+		path := filepath.Join(d.cfg.PinDir, name)
+		m, err := ebpf.LoadPinnedMap(path, nil)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("load older services map %s: %w", name, err)
+		}
+		paths = append(paths, path)
+		e, err := d.olderEntries(name, m)
+		m.Close()
+		if err != nil {
+			return nil, err
+		}
+		if e != nil {
+			entries = e
+		}
 	}
-	if err != nil {
-		return "", fmt.Errorf("load legacy services map: %w", err)
-	}
-	defer old.Close()
-	if old.KeySize() != 20 || old.ValueSize() != 16 {
-		// Not a layout this agent knows: routing restarts with the
-		// first Sync.
-		return path, nil
-	}
-	legacy, err := bpfpin.Entries[svcKey, legacyVal](old)
-	if err != nil {
-		return "", fmt.Errorf("read legacy services map: %w", err)
-	}
-	slots, err := readSlots(d.maps[mapBackends])
-	if err != nil {
-		return "", err
+	if entries == nil {
+		return paths, nil
 	}
 	var b bpfpin.Batch[svcKey, svcVal]
-	for k, v := range migrate(legacy, slots) {
+	for k, v := range entries {
 		b.Add(k, v)
 	}
-	if err := bpfpin.Put(d.maps[mapServices], b); err != nil {
-		return "", fmt.Errorf("write services: %w", err)
+	if err := bpfpin.PutLocked(d.maps[mapServices], b); err != nil {
+		return nil, fmt.Errorf("write services: %w", err)
 	}
-	return path, nil
+	return paths, nil
+}
+
+// olderEntries returns the frontends that m, the older agents' services
+// map name, holds as entries of the services map; nil if m's layout is
+// not one this agent knows (routing then restarts with the first Sync).
+func (d *Dataplane) olderEntries(name string, m *ebpf.Map) (map[svcKey]svcVal, error) {
+	switch {
+	case name == lockless && m.KeySize() == 20 && m.ValueSize() == svcValSize:
+		e, err := bpfpin.Entries[svcKey, svcVal](m)
+		if err != nil {
+			return nil, fmt.Errorf("read older services map %s: %w", name, err)
+		}
+		for k, v := range e {
+			v.Lock = 0
+			e[k] = v
+		}
+		return e, nil
+	case name == legacyServices && m.KeySize() == 20 && m.ValueSize() == 16:
+		legacy, err := bpfpin.Entries[svcKey, legacyVal](m)
+		if err != nil {
+			return nil, fmt.Errorf("read older services map %s: %w", name, err)
+		}
+		slots, err := readSlots(d.maps[mapBackends])
+		if err != nil {
+			return nil, err
+		}
+		return migrate(legacy, slots), nil
+	}
+	return nil, nil
 }
 
 // openLink adopts h's pinned link, replacing its program if it is not
@@ -457,7 +491,7 @@ func RemovePins(ctx context.Context, pinDir string) error {
 	for name := range mapSpecs(&Config{}) {
 		names = append(names, name)
 	}
-	names = append(names, legacyServices)
+	names = append(names, legacyServices, lockless)
 	return bpfpin.RemovePins(pinDir, names)
 }
 

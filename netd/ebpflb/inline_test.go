@@ -272,35 +272,7 @@ func TestAdoptLegacy(t *testing.T) {
 			}
 		}
 	}
-	cg, err := os.Open(cfg.Cgroup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cg.Close()
-	oldLinks := map[string]link.ID{}
-	for _, h := range hooks {
-		p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-			Type: ebpf.CGroupSockAddr, AttachType: h.attach, License: "Dual BSD/GPL",
-			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 1), asm.Return()},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := link.AttachRawLink(link.RawLinkOptions{Target: int(cg.Fd()), Program: p, Attach: h.attach})
-		p.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		if err := l.Pin(filepath.Join(cfg.PinDir, "link_"+h.name)); err != nil {
-			t.Fatal(err)
-		}
-		info, err := l.Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		oldLinks[h.name] = info.ID
-	}
+	oldLinks := pinStubLinks(t, cfg)
 
 	d := open(t, cfg)
 	if _, err := os.Stat(filepath.Join(cfg.PinDir, legacyServices)); !errors.Is(err, os.ErrNotExist) {
@@ -330,6 +302,114 @@ func TestAdoptLegacy(t *testing.T) {
 		t.Errorf("second Sync made %d map changes, want none", d.lastOps)
 	}
 	reachAll(t, "10.96.0.11:80", all)
+}
+
+// TestAdoptLockless: New finds the pins of an agent from before the
+// services entries' lock (the services map of today's layout without
+// BTF, links running older programs): it carries the frontends over into
+// the map it writes in place, replaces the programs in the same links,
+// routes before the first Sync, removes the old pin, and the first Sync
+// changes nothing.
+func TestAdoptLockless(t *testing.T) {
+	if !inNetns(t) {
+		return
+	}
+	cfg := setup(t)
+	all := loopbacks(inlineSlots+2, 8080)
+	for _, b := range all {
+		tcpServer(t, b)
+	}
+	tab := bpftest.Table(frontend("10.96.0.10:80", tcp, all[:2]...), frontend("10.96.0.11:80", tcp, all...))
+
+	if err := os.MkdirAll(cfg.PinDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	specs := mapSpecs(&cfg)
+	spec := specs[mapServices].Copy()
+	spec.Key, spec.Value = nil, nil
+	specs[lockless] = spec
+	delete(specs, mapServices)
+	old := map[string]*ebpf.Map{}
+	for name, spec := range specs {
+		m, err := ebpf.NewMap(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if err := m.Pin(filepath.Join(cfg.PinDir, name)); err != nil {
+			t.Fatal(err)
+		}
+		old[name] = m
+	}
+	id := uint32(0)
+	for k, f := range tab {
+		id++
+		want := desired(f)
+		if err := old[lockless].Put(keyOf(k), svcValOf(id, 0, want)); err != nil {
+			t.Fatal(err)
+		}
+		for i := inlineSlots; i < len(want); i++ {
+			if err := old[mapBackends].Put(slotKey{id, uint32(i)}, want[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	oldLinks := pinStubLinks(t, cfg)
+
+	d := open(t, cfg)
+	if _, err := os.Stat(filepath.Join(cfg.PinDir, lockless)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("lockless services pin after New: %v", err)
+	}
+	links, _ := linkIDs(t, d)
+	if !maps_equal(links, oldLinks) {
+		t.Errorf("New made new links %v, want the pinned %v", links, oldLinks)
+	}
+	reachAll(t, "10.96.0.10:80", all[:2])
+	reachAll(t, "10.96.0.11:80", all)
+
+	bpftest.Sync(t, d, tab)
+	if d.lastOps != 0 {
+		t.Errorf("first Sync after the upgrade made %d map changes, want none", d.lastOps)
+	}
+	bpftest.Sync(t, d, bpftest.Table(frontend("10.96.0.11:80", tcp, all[1:]...)))
+	reachAll(t, "10.96.0.11:80", all[1:])
+}
+
+// pinStubLinks attaches, on cfg's cgroup, a program that allows every
+// connect to each hook and pins the links where New looks for them, as
+// an older agent's are; it returns their ids.
+func pinStubLinks(t *testing.T, cfg Config) map[string]link.ID {
+	t.Helper()
+	cg, err := os.Open(cfg.Cgroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Close()
+	ids := map[string]link.ID{}
+	for _, h := range hooks {
+		p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+			Type: ebpf.CGroupSockAddr, AttachType: h.attach, License: "Dual BSD/GPL",
+			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 1), asm.Return()},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := link.AttachRawLink(link.RawLinkOptions{Target: int(cg.Fd()), Program: p, Attach: h.attach})
+		p.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		if err := l.Pin(filepath.Join(cfg.PinDir, "link_"+h.name)); err != nil {
+			t.Fatal(err)
+		}
+		info, err := l.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[h.name] = info.ID
+	}
+	return ids
 }
 
 // TestNewMapsReplacePrograms: links whose programs (of this version)

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 
 	"github.com/outpost-mesh/outpost/netd/services"
 )
@@ -26,11 +27,10 @@ type svcKey struct {
 // inlineSlots is how many of a frontend's backends its services entry
 // holds itself: a frontend with no more backends than that is one map
 // entry, and Sync writes it, count and backends together, in one update
-// (a lookup finds the old value or the new one, never a mix; see
-// noPrealloc for the element reuse that svcVal.Tag guards against).
-// Slots from inlineSlots up are the backends map's entries {ID, slot}.
-// Four covers most Services and keeps the entry at 120 bytes; eight
-// (216 bytes) measured no faster for Services of four backends.
+// that a program sees whole (see svcVal.Lock). Slots from inlineSlots up
+// are the backends map's entries {ID, slot}. Four covers most Services
+// and keeps the entry at 120 bytes; eight (216 bytes) measured no faster
+// for Services of four backends.
 const inlineSlots = 4
 
 // svcVal is a frontend's entry in the services map. Its backends are
@@ -41,12 +41,20 @@ type svcVal struct {
 	Count uint32
 	// Affinity is the ClientIP affinity timeout in seconds; 0 is none.
 	Affinity uint32
-	_        uint32
-	Inline   [inlineSlots]inlineBe
+	// Lock is the entry's bpf_spin_lock. Sync rewrites an entry that
+	// exists in place, holding it (BPF_F_LOCK), and the programs copy
+	// the entry out holding it: a connect sees the old entry or the new
+	// one, never a mix, and the entry's element is never swapped for
+	// another while its frontend exists, which a lookup racing a plain
+	// update can miss (see bpfpin.PutLocked). Sync leaves it zero.
+	Lock   uint32
+	Inline [inlineSlots]inlineBe
 	// Tag is ID again, written last: a program that finds Tag and ID
-	// differ in its copy of the entry read an entry the kernel was
-	// reusing for another frontend (hash map elements are recycled
-	// without waiting for readers since Linux 6.1), and reads again.
+	// differ in its copy of the entry read an element the kernel was
+	// reusing for another frontend, a removed one's element (hash map
+	// elements are recycled without waiting for readers since Linux
+	// 6.1, and a new element is filled without its lock), and reads
+	// again.
 	Tag uint32
 	_   uint32
 }
@@ -116,19 +124,24 @@ type revKey struct {
 
 // The names of the maps, their pins under Config.PinDir. A map whose
 // layout changes takes a new name, so that New finds the old one beside
-// it and carries its entries over (see migrate).
+// it and carries its entries over (see Dataplane.migrate).
 const (
 	mapScope    = "scope"
-	mapServices = "services_v2"
+	mapServices = "services_v3"
 	mapBackends = "backends"
 	mapRevNAT   = "revnat"
 	mapAffinity = "affinity"
 )
 
-// legacyServices is the services map of agents before inline backends:
-// svcVal was its first 16 bytes, ID, Count and Affinity, and all of a
-// frontend's backends were in the backends map.
-const legacyServices = "services"
+// The services maps of older agents. legacyServices is the map of agents
+// before inline backends: svcVal was its first 16 bytes, ID, Count and
+// Affinity, and all of a frontend's backends were in the backends map.
+// lockless is the map of agents before svcVal.Lock: the layout of today,
+// with no BTF, so that it cannot be written in place.
+const (
+	legacyServices = "services"
+	lockless       = "services_v2"
+)
 
 type legacyVal struct {
 	ID       uint32
@@ -138,12 +151,14 @@ type legacyVal struct {
 }
 
 // noPrealloc is BPF_F_NO_PREALLOC: the service and backend maps hold
-// memory for the entries in use, not for their limits. An update
+// memory for the entries in use, not for their limits. A plain update
 // replaces an entry by linking a new element in place of the old, so a
 // lookup finds the whole old value or the whole new one; but since Linux
 // 6.1 (bpf_mem_alloc) the old element may be handed to the next update
-// while a program still reads it, which is why the programs copy a
-// services entry out at once and check its Tag.
+// while a program still reads it. Services entries are therefore
+// rewritten in place under their lock (svcVal.Lock); a backends map slot
+// is still replaced, and a connect that finds its slot missing reads the
+// services entry again once (see forward).
 const noPrealloc = 1
 
 // scopeEntries is the most network namespaces (the node's and pods')
@@ -155,7 +170,7 @@ func mapSpecs(cfg *Config) map[string]*ebpf.MapSpec {
 		mapScope: {Name: "olb_scope", Type: ebpf.Hash, KeySize: 8, ValueSize: 4,
 			MaxEntries: scopeEntries, Flags: noPrealloc},
 		mapServices: {Name: "olb_services", Type: ebpf.Hash, KeySize: 20, ValueSize: svcValSize,
-			MaxEntries: services.MaxFrontends, Flags: noPrealloc},
+			MaxEntries: services.MaxFrontends, Flags: noPrealloc, Key: svcKeyType, Value: svcValType},
 		mapBackends: {Name: "olb_backends", Type: ebpf.Hash, KeySize: 8, ValueSize: 20,
 			MaxEntries: services.MaxBackendsTotal, Flags: noPrealloc},
 		mapRevNAT: {Name: "olb_revnat", Type: ebpf.LRUHash, KeySize: 32, ValueSize: 20,
@@ -164,6 +179,22 @@ func mapSpecs(cfg *Config) map[string]*ebpf.MapSpec {
 			MaxEntries: uint32(cfg.AffinityEntries)},
 	}
 }
+
+// The BTF of the services map's key and value, which the kernel needs to
+// find the value's bpf_spin_lock: only the lock's place is described
+// field by field, the rest as the bytes it is.
+var (
+	btfU8      = &btf.Int{Name: "u8", Size: 1}
+	btfU32     = &btf.Int{Name: "u32", Size: 4}
+	svcKeyType = &btf.Array{Index: btfU32, Type: btfU8, Nelems: 20}
+	svcValType = &btf.Struct{Name: "olb_service", Size: svcValSize, Members: []btf.Member{
+		{Name: "head", Type: &btf.Array{Index: btfU32, Type: btfU8, Nelems: svcLock}},
+		{Name: "lock", Type: &btf.Struct{Name: "bpf_spin_lock", Size: 4, Members: []btf.Member{
+			{Name: "val", Type: btfU32},
+		}}, Offset: btf.Bits(svcLock * 8)},
+		{Name: "rest", Type: &btf.Array{Index: btfU32, Type: btfU8, Nelems: svcValSize - svcLock - 4}, Offset: btf.Bits((svcLock + 4) * 8)},
+	}}
+)
 
 // addr16 returns a's 16-byte form, an IPv4 address 4-in-6 mapped.
 func addr16(a netip.Addr) [16]byte {

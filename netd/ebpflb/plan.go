@@ -97,7 +97,7 @@ func holds(slots []beVal, bs []services.Backend) bool {
 // makePlan returns the operations that move the maps from cur to t, which
 // must be valid. It does no I/O; a takes the new frontends' ids.
 func makePlan(cur map[svcKey]*svcState, t services.Table, a *lbplan.IDs) *plan {
-	p := &plan{Next: make(map[svcKey]*svcState, len(t))}
+	p := &plan{Next: make(map[svcKey]*svcState, len(t)), Locked: true}
 	// Most Syncs write a few entries; a first one writes them all.
 	if len(cur) == 0 {
 		p.Fronts.Keys = make([]svcKey, 0, len(t))

@@ -308,6 +308,7 @@ func TestLayout(t *testing.T) {
 		{"svcVal.ID", unsafe.Offsetof(svcVal{}.ID), svcID},
 		{"svcVal.Count", unsafe.Offsetof(svcVal{}.Count), svcCount},
 		{"svcVal.Affinity", unsafe.Offsetof(svcVal{}.Affinity), svcAffinity},
+		{"svcVal.Lock", unsafe.Offsetof(svcVal{}.Lock), svcLock},
 		{"svcVal.Inline", unsafe.Offsetof(svcVal{}.Inline), svcInline},
 		{"svcVal.Tag", unsafe.Offsetof(svcVal{}.Tag), svcTag},
 		{"inlineBe", unsafe.Sizeof(inlineBe{}), inlineSize},

@@ -14,7 +14,7 @@ import (
 // runs the previous version (a changed program changes the tag anyway;
 // the version only makes a change explicit). Tests change it to exercise
 // the upgrade.
-var progVersion int32 = 2
+var progVersion int32 = 3
 
 // hook is one cgroup sock_addr attach point.
 type hook struct {
@@ -72,6 +72,7 @@ const (
 	svcID       = 0
 	svcCount    = 4
 	svcAffinity = 8
+	svcLock     = 12
 	svcInline   = 16
 	inlineSize  = 24 // an inlineBe
 	svcTag      = svcInline + inlineSize*inlineSlots
@@ -181,11 +182,27 @@ func forward(h hook) asm.Instructions {
 	svc[0] = svc[0].WithSymbol("service")
 	insns = append(insns, svc...)
 	insns = append(insns, asm.JEq.Imm(asm.R0, 0, "allow"))
-	// Copy the entry out at once, in order, its Tag last: an entry
-	// replaced by Sync may be reused for another frontend's meanwhile,
-	// and then the copy's ID and Tag differ (see svcVal.Tag).
-	insns = append(insns, bpfasm.CopyMem(asm.RFP, stSvcVal, asm.R0, 0, svcValSize, asm.DWord)...)
+	// Copy the entry out at once, holding its lock, so that a Sync
+	// rewriting it in place is seen whole or not at all (the verifier
+	// allows no load of the lock itself, nor any call but the unlock,
+	// while it is held). The Tag is copied last: the element of a
+	// frontend removed meanwhile may be reused for another's, and
+	// then the copy's ID and Tag differ (see svcVal.Tag).
 	insns = append(insns,
+		asm.Mov.Reg(asm.R8, asm.R0),
+		asm.Mov.Reg(asm.R1, asm.R8),
+		asm.Add.Imm(asm.R1, svcLock),
+		asm.FnSpinLock.Call(),
+		asm.LoadMem(asm.R1, asm.R8, svcID, asm.DWord), // ID and Count
+		asm.StoreMem(asm.RFP, stSvcVal+svcID, asm.R1, asm.DWord),
+		asm.LoadMem(asm.R1, asm.R8, svcAffinity, asm.Word),
+		asm.StoreMem(asm.RFP, stSvcVal+svcAffinity, asm.R1, asm.Word),
+	)
+	insns = append(insns, bpfasm.CopyMem(asm.RFP, stSvcVal+svcInline, asm.R8, svcInline, svcValSize-svcInline, asm.DWord)...)
+	insns = append(insns,
+		asm.Mov.Reg(asm.R1, asm.R8),
+		asm.Add.Imm(asm.R1, svcLock),
+		asm.FnSpinUnlock.Call(),
 		asm.LoadMem(asm.R1, asm.RFP, stSvcVal+svcID, asm.Word),
 		asm.LoadMem(asm.R2, asm.RFP, stSvcVal+svcTag, asm.Word),
 		asm.JNE.Reg(asm.R1, asm.R2, "retry"),

@@ -24,15 +24,31 @@ func (b *Batch[K, V]) Len() int { return len(b.Keys) }
 // Put writes b's entries to m, in one batch where the kernel has batch
 // operations (5.6), else one at a time.
 func Put[K, V any](m *ebpf.Map, b Batch[K, V]) error {
+	return put(m, b, 0)
+}
+
+// PutLocked writes b's entries to m, whose values hold a bpf_spin_lock,
+// with BPF_F_LOCK: an entry that exists is rewritten in place while its
+// lock is held, so that a program that copies it under the lock sees the
+// whole old value or the whole new one, and a lookup racing the write
+// always finds the key. (A plain update links a new element in place of
+// the old one and frees the old at once; a lookup standing on the old
+// element when it is reused for another key can miss the key that is
+// there all along.) New keys are inserted as Put does.
+func PutLocked[K, V any](m *ebpf.Map, b Batch[K, V]) error {
+	return put(m, b, ebpf.UpdateLock)
+}
+
+func put[K, V any](m *ebpf.Map, b Batch[K, V], flags ebpf.MapUpdateFlags) error {
 	if len(b.Keys) == 0 {
 		return nil
 	}
-	_, err := m.BatchUpdate(b.Keys, b.Vals, nil)
+	_, err := m.BatchUpdate(b.Keys, b.Vals, &ebpf.BatchOptions{ElemFlags: uint64(flags)})
 	if !errors.Is(err, ebpf.ErrNotSupported) {
 		return err
 	}
 	for i := range b.Keys {
-		if err := m.Put(b.Keys[i], b.Vals[i]); err != nil {
+		if err := m.Update(b.Keys[i], b.Vals[i], flags); err != nil {
 			return err
 		}
 	}

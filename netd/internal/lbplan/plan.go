@@ -33,6 +33,10 @@ type Plan[K comparable, V any, SK comparable, SV any, S any] struct {
 	// other fields change.
 	Fronts bpfpin.Batch[K, V]
 
+	// Locked says the frontends map's values hold a bpf_spin_lock, so
+	// that their entries are rewritten in place (bpfpin.PutLocked).
+	Locked bool
+
 	// Next is the state once the plan is carried out, and Freed the
 	// frontend ids it no longer uses (for IDs.Free once it is).
 	Next  map[K]*S
@@ -48,13 +52,17 @@ func (p *Plan[K, V, SK, SV, S]) Ops() int {
 // names the frontends map in errors. A plan that fails part way leaves
 // the maps in between: read them again.
 func (p *Plan[K, V, SK, SV, S]) Apply(fronts, backends *ebpf.Map, what string) error {
+	putFronts := bpfpin.Put[K, V]
+	if p.Locked {
+		putFronts = bpfpin.PutLocked[K, V]
+	}
 	if err := bpfpin.Put(backends, p.Holes); err != nil {
 		return fmt.Errorf("write backends: %w", err)
 	}
 	if err := bpfpin.Delete(fronts, p.FrontDel); err != nil {
 		return fmt.Errorf("delete %s: %w", what, err)
 	}
-	if err := bpfpin.Put(fronts, p.FrontShrink); err != nil {
+	if err := putFronts(fronts, p.FrontShrink); err != nil {
 		return fmt.Errorf("write %s: %w", what, err)
 	}
 	if err := bpfpin.Delete(backends, p.SlotDel); err != nil {
@@ -63,7 +71,7 @@ func (p *Plan[K, V, SK, SV, S]) Apply(fronts, backends *ebpf.Map, what string) e
 	if err := bpfpin.Put(backends, p.Slots); err != nil {
 		return fmt.Errorf("write backends: %w", err)
 	}
-	if err := bpfpin.Put(fronts, p.Fronts); err != nil {
+	if err := putFronts(fronts, p.Fronts); err != nil {
 		return fmt.Errorf("write %s: %w", what, err)
 	}
 	return nil
