@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 
 	"github.com/outpost-mesh/outpost/netd/services"
 )
@@ -29,6 +30,24 @@ type feVal struct {
 	ID    uint32
 	Count uint32
 	// Affinity is the ClientIP affinity timeout in seconds; 0 is none.
+	Affinity uint32
+	Flags    uint32
+	// Lock is the entry's bpf_spin_lock. Sync rewrites an entry that
+	// exists in place, holding it (BPF_F_LOCK), and the ingress program
+	// copies the entry out holding it: a packet sees the old entry or
+	// the new one, never a mix, and the entry's element is never
+	// swapped for another while its frontend exists (a lookup racing
+	// such a swap can miss the frontend; see noPrealloc and
+	// bpfpin.PutLocked). Sync leaves it zero.
+	Lock uint32
+	_    uint32
+}
+
+// locklessVal is a frontend's entry in locklessFrontends, the frontends
+// map of agents before feVal.Lock: feVal's first 16 bytes.
+type locklessVal struct {
+	ID       uint32
+	Count    uint32
 	Affinity uint32
 	Flags    uint32
 }
@@ -97,26 +116,40 @@ type affVal struct {
 	_    uint32
 }
 
-// The names of the maps, their pins under Config.PinDir.
+// The names of the maps, their pins under Config.PinDir. A map whose
+// layout changes takes a new name, so that New finds the old one beside
+// it and carries its entries over (see Dataplane.migrate).
 const (
-	mapFrontends = "frontends"
+	mapFrontends = "frontends_v2"
 	mapBackends  = "backends"
 	mapConntrack = "conntrack"
 	mapReverse   = "reverse"
 	mapAffinity  = "affinity"
 )
 
+// locklessFrontends is the frontends map of agents before feVal.Lock:
+// the same keys, values of locklessVal's layout, and no BTF, so that its
+// entries cannot be rewritten in place.
+const locklessFrontends = "frontends"
+
 // noPrealloc is BPF_F_NO_PREALLOC: the frontend and backend maps hold
-// memory for the entries in use, not for their limits, and an entry
-// replaced by an update is freed only after the programs that may be
-// reading it have finished (RCU), so a program never sees a value half
-// rewritten.
+// memory for the entries in use, not for their limits. A plain update
+// replaces an entry by linking a new element in place of the old, but
+// since Linux 6.1 (bpf_mem_alloc) the old element is freed at once, not
+// after the programs that may be reading it have finished, and may be
+// handed to the next update while a program still reads it: the program
+// can copy a value half rewritten, or, following the reused element's
+// next pointer, miss a key that is there all along. Frontends entries
+// are therefore rewritten in place under their lock (feVal.Lock); a
+// backends map slot is still replaced, and a packet that finds its slot
+// missing picks again or, a new flow's, is dropped, which the client's
+// retransmission gets over (see ingress).
 const noPrealloc = 1
 
 func mapSpecs(cfg *Config) map[string]*ebpf.MapSpec {
 	return map[string]*ebpf.MapSpec{
-		mapFrontends: {Name: "tcnat_fe", Type: ebpf.Hash, KeySize: 20, ValueSize: 16,
-			MaxEntries: services.MaxFrontends, Flags: noPrealloc},
+		mapFrontends: {Name: "tcnat_fe", Type: ebpf.Hash, KeySize: 20, ValueSize: feValSize,
+			MaxEntries: services.MaxFrontends, Flags: noPrealloc, Key: feKeyType, Value: feValType},
 		mapBackends: {Name: "tcnat_be", Type: ebpf.Hash, KeySize: 8, ValueSize: 20,
 			MaxEntries: services.MaxBackendsTotal, Flags: noPrealloc},
 		mapConntrack: {Name: "tcnat_ct", Type: ebpf.LRUHash, KeySize: 40, ValueSize: 28,
@@ -127,6 +160,22 @@ func mapSpecs(cfg *Config) map[string]*ebpf.MapSpec {
 			MaxEntries: uint32(cfg.AffinityEntries)},
 	}
 }
+
+// The BTF of the frontends map's key and value, which the kernel needs to
+// find the value's bpf_spin_lock: only the lock's place is described
+// field by field, the rest as the bytes it is.
+var (
+	btfU8     = &btf.Int{Name: "u8", Size: 1}
+	btfU32    = &btf.Int{Name: "u32", Size: 4}
+	feKeyType = &btf.Array{Index: btfU32, Type: btfU8, Nelems: 20}
+	feValType = &btf.Struct{Name: "tcnat_frontend", Size: feValSize, Members: []btf.Member{
+		{Name: "head", Type: &btf.Array{Index: btfU32, Type: btfU8, Nelems: feLock}},
+		{Name: "lock", Type: &btf.Struct{Name: "bpf_spin_lock", Size: 4, Members: []btf.Member{
+			{Name: "val", Type: btfU32},
+		}}, Offset: btf.Bits(feLock * 8)},
+		{Name: "rest", Type: &btf.Array{Index: btfU32, Type: btfU8, Nelems: feValSize - feLock - 4}, Offset: btf.Bits((feLock + 4) * 8)},
+	}}
+)
 
 func port2(p uint16) [2]byte { return [2]byte{byte(p >> 8), byte(p)} }
 

@@ -101,7 +101,7 @@ func desired(f *services.Frontend) []beVal {
 // makePlan returns the operations that move the maps from cur to t, which
 // must be valid. It does no I/O; a takes the new frontends' ids.
 func makePlan(cur map[feKey]*feState, t services.Table, a *lbplan.IDs) *plan {
-	p := &plan{Next: make(map[feKey]*feState, len(t))}
+	p := &plan{Next: make(map[feKey]*feState, len(t)), Locked: true}
 	for k, f := range t {
 		if !routed(f) {
 			continue

@@ -350,6 +350,8 @@ func TestLayout(t *testing.T) {
 		{"feVal.Count", unsafe.Offsetof(feVal{}.Count), feCount},
 		{"feVal.Affinity", unsafe.Offsetof(feVal{}.Affinity), feAffinity},
 		{"feVal.Flags", unsafe.Offsetof(feVal{}.Flags), feFlags},
+		{"feVal.Lock", unsafe.Offsetof(feVal{}.Lock), feLock},
+		{"locklessVal", unsafe.Sizeof(locklessVal{}), feLock},
 		{"beVal.Port", unsafe.Offsetof(beVal{}.Port), bePort},
 		{"ctVal.Port", unsafe.Offsetof(ctVal{}.Port), bePort},
 		{"ctVal.Flags", unsafe.Offsetof(ctVal{}.Flags), beFlags},

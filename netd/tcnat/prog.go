@@ -14,7 +14,7 @@ import (
 // runs the previous version (a changed program changes the tag anyway;
 // the version only makes a change explicit). Tests change it to exercise
 // the upgrade.
-var progVersion int32 = 1
+var progVersion int32 = 2
 
 // direction is one of the two programs.
 type direction struct {
@@ -60,7 +60,7 @@ const (
 	stL4      = -8   // source and destination ports
 	stFlags   = -4   // TCP flags byte
 	stFeKey   = -72  // feKey (24 bytes zeroed); the reverse map's value
-	stFeVal   = -88  // feVal, copied out of the map
+	stFeVal   = -88  // feVal up to Lock, copied out of the map
 	stCtKey   = -128 // ctKey
 	stRevKey  = -168 // revKey
 	stBe      = -200 // ctVal: the backend (ingress) or frontend (egress) to write
@@ -70,6 +70,7 @@ const (
 	stNow     = -256 // u64 bpf_ktime_get_ns
 	stDiff    = -264 // u64 the checksum difference of an address
 	stSyn     = -272 // u64 whether the packet is a TCP SYN without ACK
+	stFePtr   = -280 // the frontends entry's pointer, while its lock is held
 )
 
 // Offsets in the map values (maps.go).
@@ -78,6 +79,8 @@ const (
 	feCount    = 4
 	feAffinity = 8
 	feFlags    = 12
+	feLock     = 16
+	feValSize  = 24
 	bePort     = 16
 	beFlags    = 18
 	ctID       = 20
@@ -254,8 +257,24 @@ func ingress(f family, mark uint32) asm.Instructions {
 	)
 	add(bpfasm.Lookup(mapFrontends, stFeKey)...)
 	add(asm.JEq.Imm(asm.R0, 0, "next"))
-	// Copy the entry out at once: Sync may replace it meanwhile.
-	add(bpfasm.CopyMem(asm.RFP, stFeVal, asm.R0, 0, 16, asm.DWord)...)
+	// Copy the entry out at once, holding its lock, so that a Sync
+	// rewriting it in place is seen whole or not at all (see
+	// feVal.Lock). The verifier allows no load of the lock itself, nor
+	// any call but the unlock, while it is held. The entry's pointer
+	// waits out the lock's call on the stack, R6 to R9 being taken.
+	add(
+		asm.StoreMem(asm.RFP, stFePtr, asm.R0, asm.DWord),
+		asm.Mov.Reg(asm.R1, asm.R0),
+		asm.Add.Imm(asm.R1, feLock),
+		asm.FnSpinLock.Call(),
+		asm.LoadMem(asm.R2, asm.RFP, stFePtr, asm.DWord),
+	)
+	add(bpfasm.CopyMem(asm.RFP, stFeVal, asm.R2, 0, feLock, asm.DWord)...)
+	add(
+		asm.Mov.Reg(asm.R1, asm.R2),
+		asm.Add.Imm(asm.R1, feLock),
+		asm.FnSpinUnlock.Call(),
+	)
 
 	// The flow.
 	add(bpfasm.Zero(stCtKey, 40)...)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/outpost-mesh/outpost/netd/internal/bpfpin"
 	"github.com/outpost-mesh/outpost/netd/internal/bpftest"
 	"github.com/outpost-mesh/outpost/netd/internal/lbplan"
 	"github.com/outpost-mesh/outpost/netd/services"
@@ -405,4 +407,128 @@ var untouched struct {
 	once  sync.Once
 	progs []*ebpf.Program
 	err   error
+}
+
+// TestRewriteWhole runs the ingress program on new flows to a frontend
+// whose entry Sync's plans rewrite meanwhile, over and over, while other
+// frontends come and go (so that the kernel recycles the map's
+// elements): every packet finds the frontend, and sees one version of
+// its entry or the other, never a mix of the two. The races it looks
+// for are rare: with entries replaced rather than rewritten in place (as
+// before feVal.Lock), a reader on a machine of two CPUs saw a flow miss
+// the frontend, or read another frontend's entry, within some 30000 to
+// 160000 flows, so the test catches such a regression often, not
+// always.
+func TestRewriteWhole(t *testing.T) {
+	needKernel(t)
+	cfg := DefaultConfig()
+	cfg.FlowEntries, cfg.AffinityEntries = 1024, 16
+	maps := map[string]*ebpf.Map{}
+	for name, spec := range mapSpecs(&cfg) {
+		m, err := ebpf.NewMap(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		maps[name] = m
+	}
+	in, err := load(directions[0], cfg.MasqueradeMark, maps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+
+	ap := netip.MustParseAddrPort
+	front := ap("192.168.1.10:30080")
+	key := keyOf(services.Key{Addr: front.Addr(), Port: front.Port(), Proto: services.TCP})
+	b0, b1 := ap("10.42.0.1:80"), ap("10.42.0.2:80")
+	var slots bpfpin.Batch[slotKey, beVal]
+	slots.Add(slotKey{1, 0}, beOf(services.Backend{Addr: b0}))
+	slots.Add(slotKey{1, 1}, beOf(services.Backend{Addr: b1}))
+	if err := bpfpin.Put(maps[mapBackends], slots); err != nil {
+		t.Fatal(err)
+	}
+	// The first version sends every flow to slot 0 and has it
+	// masqueraded; the second spreads flows over both slots and keeps
+	// the client's address. A flow to slot 1 with the mark read a mix.
+	versions := []feVal{{ID: 1, Count: 1}, {ID: 1, Count: 2, Flags: flagLocal}}
+	write := func(p *plan) error {
+		p.Locked = true
+		return p.Apply(maps[mapFrontends], maps[mapBackends], "frontends")
+	}
+	first := &plan{}
+	first.Fronts.Add(key, versions[0])
+	if err := write(first); err != nil {
+		t.Fatal(err)
+	}
+
+	readers, flows := 4, 50000
+	if testing.Short() {
+		flows = 5000
+	}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	var werr error
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			other := key
+			other.Addr[15] = byte(11 + i%8)
+			p := &plan{}
+			p.Fronts.Add(key, versions[i%2])
+			p.Fronts.Add(other, feVal{ID: uint32(2 + i%8), Count: 0})
+			if err := write(p); err != nil {
+				werr = err
+				return
+			}
+			if err := write(&plan{FrontDel: []feKey{other}}); err != nil {
+				werr = err
+				return
+			}
+		}
+	})
+	errs := make([]error, readers)
+	var rg sync.WaitGroup
+	for r := range readers {
+		rg.Go(func() {
+			client := netip.AddrFrom4([4]byte{192, 168, 2, byte(r)})
+			for i := range flows {
+				p := pkt{src: netip.AddrPortFrom(client, uint16(1024+i)), dst: front, proto: 6, flags: 0x02}
+				ret, got, mark, err := tryRun(in, p.bytes())
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				pp := parseFrame(t, got)
+				switch {
+				case ret == tcxDrop:
+					errs[r] = fmt.Errorf("flow %d: dropped: it read no backends, another frontend's entry", i)
+				case ret != tcxNext || pp.dst == front:
+					errs[r] = fmt.Errorf("flow %d: verdict %d, to %s: it missed the frontend", i, ret, pp.dst)
+				case pp.dst != b0 && pp.dst != b1:
+					errs[r] = fmt.Errorf("flow %d: to %s, not a backend", i, pp.dst)
+				case pp.dst == b1 && mark != 0:
+					errs[r] = fmt.Errorf("flow %d: to slot 1 with the mark: a mix of two versions", i)
+				}
+				if errs[r] != nil {
+					return
+				}
+			}
+		})
+	}
+	rg.Wait()
+	close(done)
+	wg.Wait()
+	if werr != nil {
+		t.Fatalf("write: %v", werr)
+	}
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("reader %d: %v", r, err)
+		}
+	}
 }

@@ -22,7 +22,7 @@ func Supported() error {
 		return fmt.Errorf("sched_cls programs: %w", err)
 	}
 	for _, fn := range []asm.BuiltinFunc{asm.FnSkbLoadBytes, asm.FnSkbStoreBytes, asm.FnL3CsumReplace,
-		asm.FnL4CsumReplace, asm.FnCsumDiff, asm.FnGetPrandomU32, asm.FnKtimeGetNs} {
+		asm.FnL4CsumReplace, asm.FnCsumDiff, asm.FnGetPrandomU32, asm.FnKtimeGetNs, asm.FnSpinLock, asm.FnSpinUnlock} {
 		if err := features.HaveProgramHelper(ebpf.SchedCLS, fn); err != nil {
 			return fmt.Errorf("helper %s in sched_cls programs: %w", fn, err)
 		}

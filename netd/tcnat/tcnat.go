@@ -58,6 +58,7 @@ package tcnat
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -107,11 +108,13 @@ func linkPin(name string, dir direction) string { return "link_" + name + "_" + 
 // New opens the node's dataplane. What is pinned under cfg.PinDir is
 // adopted as it is: maps keep their entries and attached programs keep
 // running, so flows see no gap across an agent restart; a program of
-// another version is replaced in its link atomically (BPF_LINK_UPDATE).
-// What is missing is made, pinned and attached; the links of interfaces
-// no longer in cfg.Interfaces, and of interfaces made anew since (their
-// links died with the old ones), are taken away. New also makes (or
-// repairs) the masquerade table. New starts no goroutine.
+// another version is replaced in its link atomically (BPF_LINK_UPDATE),
+// once the entries of an older agent's map of another layout are
+// carried over into today's (see migrate). What is missing is made,
+// pinned and attached; the links of interfaces no longer in
+// cfg.Interfaces, and of interfaces made anew since (their links died
+// with the old ones), are taken away. New also makes (or repairs) the
+// masquerade table. New starts no goroutine.
 func New(cfg Config) (*Dataplane, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -157,7 +160,11 @@ func (d *Dataplane) open() error {
 			return err
 		}
 	}
-	err := inNetns(d.ns, func() error {
+	older, err := d.migrate()
+	if err != nil {
+		return err
+	}
+	err = inNetns(d.ns, func() error {
 		want := map[string]bool{}
 		for _, name := range d.cfg.Interfaces {
 			ifi, err := net.InterfaceByName(name)
@@ -187,7 +194,58 @@ func (d *Dataplane) open() error {
 	if err := ensureNFT(int(d.ns.Fd()), &d.cfg); err != nil {
 		return err
 	}
-	return d.readState()
+	if err := d.readState(); err != nil {
+		return err
+	}
+	// No program reads the older agent's frontends map any more.
+	if older != "" {
+		if err := os.Remove(older); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove the older frontends map: %w", err)
+		}
+	}
+	return nil
+}
+
+// migrate carries the entries of the frontends map an older agent pinned
+// (locklessFrontends) into the frontends map, before the links' programs
+// are replaced by ones that read the new map, so that flows see no gap
+// across the upgrade. The other maps keep their names and layouts, and
+// the new programs read them as they are. It returns the older pin's
+// path, to remove once every link runs the new programs, or "" if there
+// is none.
+//
+// The older pin is removed only once New has done everything else:
+// while it is there, it is what the links may still read (a New that
+// failed or was killed part way may have left the frontends map half
+// written, or unpinned it again), so it is carried over again, whatever
+// the frontends map holds.
+func (d *Dataplane) migrate() (string, error) {
+	path := filepath.Join(d.cfg.PinDir, locklessFrontends)
+	old, err := ebpf.LoadPinnedMap(path, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("load the older frontends map: %w", err)
+	}
+	defer old.Close()
+	if old.KeySize() != uint32(binary.Size(feKey{})) || old.ValueSize() != uint32(binary.Size(locklessVal{})) {
+		// Not a layout this agent knows: translation restarts with
+		// the first Sync.
+		return path, nil
+	}
+	entries, err := bpfpin.Entries[feKey, locklessVal](old)
+	if err != nil {
+		return "", fmt.Errorf("read the older frontends map: %w", err)
+	}
+	var b bpfpin.Batch[feKey, feVal]
+	for k, v := range entries {
+		b.Add(k, feVal{ID: v.ID, Count: v.Count, Affinity: v.Affinity, Flags: v.Flags})
+	}
+	if err := bpfpin.PutLocked(d.maps[mapFrontends], b); err != nil {
+		return "", fmt.Errorf("write frontends: %w", err)
+	}
+	return path, nil
 }
 
 // removeStale removes the link pins under dir that are not in want: the
@@ -414,10 +472,10 @@ func (d *Dataplane) Remove(ctx context.Context) error {
 
 // Uninstall takes away the translation of a node whose dataplane is not
 // open (the agent gave up eBPF, say): it removes the pins New makes
-// under cfg.PinDir, links first, then PinDir if that leaves it empty,
-// and deletes the masquerade table in cfg.HostNetNS. With no handle left
-// open, the links detach and the maps are freed. What is already gone is
-// not an error.
+// under cfg.PinDir (and an older agent's frontends map), links first,
+// then PinDir if that leaves it empty, and deletes the masquerade table
+// in cfg.HostNetNS. With no handle left open, the links detach and the
+// maps are freed. What is already gone is not an error.
 func Uninstall(ctx context.Context, cfg Config) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -430,6 +488,7 @@ func Uninstall(ctx context.Context, cfg Config) error {
 		for name := range mapSpecs(&cfg) {
 			names = append(names, name)
 		}
+		names = append(names, locklessFrontends)
 		err = bpfpin.RemovePins(cfg.PinDir, names)
 	}
 	errs = append(errs, err)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 
@@ -448,6 +449,17 @@ func TestInterfaces(t *testing.T) {
 	cfg.Interfaces = []string{"lan0"}
 	if n := count("lan0"); n != 2 {
 		t.Fatalf("after a failed New, lan0 has %d programs, want 2", n)
+	}
+	// An older agent's frontends map, as a New killed part way
+	// through an upgrade leaves it, goes too.
+	old, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 20, ValueSize: 16, MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = old.Pin(filepath.Join(cfg.PinDir, locklessFrontends))
+	old.Close()
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	if err := Uninstall(context.Background(), cfg); err != nil {
