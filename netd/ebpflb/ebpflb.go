@@ -503,7 +503,8 @@ func Supported() error {
 	if err := features.HaveProgramType(ebpf.CGroupSockAddr); err != nil {
 		return fmt.Errorf("cgroup sock_addr programs: %w", err)
 	}
-	for _, fn := range []asm.BuiltinFunc{asm.FnGetNetnsCookie, asm.FnGetSocketCookie, asm.FnGetPrandomU32, asm.FnKtimeGetNs} {
+	for _, fn := range []asm.BuiltinFunc{asm.FnGetNetnsCookie, asm.FnGetSocketCookie, asm.FnGetPrandomU32, asm.FnKtimeGetNs,
+		asm.FnSpinLock, asm.FnSpinUnlock} {
 		if err := features.HaveProgramHelper(ebpf.CGroupSockAddr, fn); err != nil {
 			return fmt.Errorf("helper %s in cgroup sock_addr programs: %w", fn, err)
 		}

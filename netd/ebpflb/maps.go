@@ -4,8 +4,8 @@ import (
 	"net/netip"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
 
+	"github.com/outpost-mesh/outpost/netd/internal/bpfpin"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -181,20 +181,8 @@ func mapSpecs(cfg *Config) map[string]*ebpf.MapSpec {
 }
 
 // The BTF of the services map's key and value, which the kernel needs to
-// find the value's bpf_spin_lock: only the lock's place is described
-// field by field, the rest as the bytes it is.
-var (
-	btfU8      = &btf.Int{Name: "u8", Size: 1}
-	btfU32     = &btf.Int{Name: "u32", Size: 4}
-	svcKeyType = &btf.Array{Index: btfU32, Type: btfU8, Nelems: 20}
-	svcValType = &btf.Struct{Name: "olb_service", Size: svcValSize, Members: []btf.Member{
-		{Name: "head", Type: &btf.Array{Index: btfU32, Type: btfU8, Nelems: svcLock}},
-		{Name: "lock", Type: &btf.Struct{Name: "bpf_spin_lock", Size: 4, Members: []btf.Member{
-			{Name: "val", Type: btfU32},
-		}}, Offset: btf.Bits(svcLock * 8)},
-		{Name: "rest", Type: &btf.Array{Index: btfU32, Type: btfU8, Nelems: svcValSize - svcLock - 4}, Offset: btf.Bits((svcLock + 4) * 8)},
-	}}
-)
+// find the value's bpf_spin_lock.
+var svcKeyType, svcValType = bpfpin.LockedKV("olb_service", 20, svcValSize, svcLock)
 
 // addr16 returns a's 16-byte form, an IPv4 address 4-in-6 mapped.
 func addr16(a netip.Addr) [16]byte {

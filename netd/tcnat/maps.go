@@ -4,8 +4,8 @@ import (
 	"net/netip"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
 
+	"github.com/outpost-mesh/outpost/netd/internal/bpfpin"
 	"github.com/outpost-mesh/outpost/netd/services"
 )
 
@@ -162,20 +162,8 @@ func mapSpecs(cfg *Config) map[string]*ebpf.MapSpec {
 }
 
 // The BTF of the frontends map's key and value, which the kernel needs to
-// find the value's bpf_spin_lock: only the lock's place is described
-// field by field, the rest as the bytes it is.
-var (
-	btfU8     = &btf.Int{Name: "u8", Size: 1}
-	btfU32    = &btf.Int{Name: "u32", Size: 4}
-	feKeyType = &btf.Array{Index: btfU32, Type: btfU8, Nelems: 20}
-	feValType = &btf.Struct{Name: "tcnat_frontend", Size: feValSize, Members: []btf.Member{
-		{Name: "head", Type: &btf.Array{Index: btfU32, Type: btfU8, Nelems: feLock}},
-		{Name: "lock", Type: &btf.Struct{Name: "bpf_spin_lock", Size: 4, Members: []btf.Member{
-			{Name: "val", Type: btfU32},
-		}}, Offset: btf.Bits(feLock * 8)},
-		{Name: "rest", Type: &btf.Array{Index: btfU32, Type: btfU8, Nelems: feValSize - feLock - 4}, Offset: btf.Bits((feLock + 4) * 8)},
-	}}
-)
+// find the value's bpf_spin_lock.
+var feKeyType, feValType = bpfpin.LockedKV("tcnat_frontend", 20, feValSize, feLock)
 
 func port2(p uint16) [2]byte { return [2]byte{byte(p >> 8), byte(p)} }
 

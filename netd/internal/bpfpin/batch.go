@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 )
 
 // Batch is map entries to write in one batch.
@@ -90,4 +91,24 @@ func Entries[K comparable, V any](m *ebpf.Map) (map[K]V, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// LockedKV returns the BTF of a hash map's key of keySize bytes and of
+// its value of valueSize bytes that holds a bpf_spin_lock at lockOff, a
+// multiple of 4: what MapSpec.Key and Value need for the kernel to find
+// the lock (see PutLocked). Only the lock is described as a field, the
+// rest as the bytes it is. name names the value's type.
+func LockedKV(name string, keySize, valueSize, lockOff uint32) (key, value btf.Type) {
+	u8 := &btf.Int{Name: "u8", Size: 1}
+	u32 := &btf.Int{Name: "u32", Size: 4}
+	bytes := func(n uint32) btf.Type { return &btf.Array{Index: u32, Type: u8, Nelems: n} }
+	lock := &btf.Struct{Name: "bpf_spin_lock", Size: 4, Members: []btf.Member{{Name: "val", Type: u32}}}
+	members := []btf.Member{{Name: "lock", Type: lock, Offset: btf.Bits(lockOff * 8)}}
+	if lockOff > 0 {
+		members = append([]btf.Member{{Name: "head", Type: bytes(lockOff)}}, members...)
+	}
+	if rest := valueSize - lockOff - 4; rest > 0 {
+		members = append(members, btf.Member{Name: "rest", Type: bytes(rest), Offset: btf.Bits((lockOff + 4) * 8)})
+	}
+	return bytes(keySize), &btf.Struct{Name: name, Size: valueSize, Members: members}
 }

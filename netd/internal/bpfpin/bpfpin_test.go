@@ -279,3 +279,50 @@ func TestRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestPutLocked: a map whose value holds a bpf_spin_lock, described by
+// LockedKV, takes new entries and rewrites those that exist with
+// PutLocked; a map without the lock refuses it, so the flag does reach
+// the kernel.
+func TestPutLocked(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: makes maps")
+	}
+	type val struct{ A, B, Lock, C uint32 }
+	key, value := LockedKV("t_locked", 4, 16, 8)
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "t", Type: ebpf.Hash, KeySize: 4, ValueSize: 16, MaxEntries: 64,
+		Flags: unix.BPF_F_NO_PREALLOC, Key: key, Value: value})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var b Batch[uint32, val]
+	for i := range uint32(5) {
+		b.Add(i, val{A: i, B: 1, C: 2})
+	}
+	if err := PutLocked(m, b); err != nil {
+		t.Fatalf("PutLocked of new keys: %v", err)
+	}
+	b = Batch[uint32, val]{}
+	b.Add(3, val{A: 30, B: 31, C: 32})
+	b.Add(7, val{A: 70})
+	if err := PutLocked(m, b); err != nil {
+		t.Fatalf("PutLocked over an entry: %v", err)
+	}
+	got, err := Entries[uint32, val](m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 6 || got[3] != (val{A: 30, B: 31, C: 32}) || got[7] != (val{A: 70}) || got[4] != (val{A: 4, B: 1, C: 2}) {
+		t.Errorf("entries after PutLocked: %v", got)
+	}
+
+	plain, err := ebpf.NewMap(&ebpf.MapSpec{Name: "t", Type: ebpf.Hash, KeySize: 4, ValueSize: 16, MaxEntries: 64, Flags: unix.BPF_F_NO_PREALLOC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := PutLocked(plain, b); err == nil {
+		t.Error("PutLocked on a map without a lock succeeded")
+	}
+}
