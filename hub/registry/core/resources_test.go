@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 // TestResources checks names, scope and subresources against what
@@ -48,7 +49,7 @@ func TestResources(t *testing.T) {
 		_, status := r.Rules.(apiserver.StatusValidator)
 		_, graceful := r.Rules.(apiserver.GracefulDeleter)
 		got := info{r.Kind, r.Singular, strings.Join(r.ShortNames, ","), strings.Join(r.Categories, ","),
-			r.Namespaced, r.Status, graceful, r.Rules.AllowCreateOnUpdate()}
+			r.Namespaced, r.Status, graceful, r.Rules.(typed.All).AllowCreateOnUpdate()}
 		if got != w || status != r.Status || r.GroupVersion != corev1.SchemeGroupVersion || r.Scale != nil {
 			t.Errorf("resource %s = %+v (status validator %v, gv %v), want %+v", r.Plural, got, status, r.GroupVersion, w)
 		}
@@ -58,7 +59,7 @@ func TestResources(t *testing.T) {
 		if list := r.NewList(); fmt.Sprintf("%T", list) != "*v1."+r.Kind+"List" {
 			t.Errorf("resource %s: NewList() = %T", r.Plural, list)
 		}
-		cols := r.Rules.Columns()
+		cols := r.Rules.(typed.All).Columns()
 		for i, c := range cols {
 			if c.Description == "" || c.Type == "" {
 				t.Errorf("resource %s: column %q has no type or description", r.Plural, c.Name)
@@ -69,12 +70,12 @@ func TestResources(t *testing.T) {
 		}
 		// Rules never panic on a fresh object, and rows fit the columns.
 		obj := r.New()
-		r.Rules.Default(obj)
-		r.Rules.PrepareForCreate(obj)
-		if cells := r.Rules.Row(obj); len(cells) != len(cols) {
+		r.Rules.(typed.All).Default(obj)
+		r.Rules.(typed.All).PrepareForCreate(obj)
+		if cells := r.Rules.(typed.All).Row(obj); len(cells) != len(cols) {
 			t.Errorf("resource %s: Row(new) has %d cells for %d columns", r.Plural, len(cells), len(cols))
 		}
-		if f := r.Rules.Fields(obj); f == nil {
+		if f := r.Rules.(typed.All).Fields(obj); f == nil {
 			t.Errorf("resource %s: Fields(new) = nil, want a set", r.Plural)
 		}
 		if errs := r.Rules.Validate(obj); len(errs) == 0 {
@@ -163,9 +164,9 @@ func TestWrongType(t *testing.T) {
 		if r.Plural == "pods" {
 			other = &corev1.Service{}
 		}
-		r.Rules.Default(other)
-		r.Rules.PrepareForCreate(other)
-		r.Rules.PrepareForUpdate(other, other)
+		r.Rules.(typed.All).Default(other)
+		r.Rules.(typed.All).PrepareForCreate(other)
+		r.Rules.(typed.All).PrepareForUpdate(other, other)
 		if errs := r.Rules.Validate(other); len(errs) != 1 || errs[0].Type != field.ErrorTypeInternal {
 			t.Errorf("%s: Validate(%T) = %v, want an internal error", r.Plural, other, errs)
 		}
@@ -177,10 +178,10 @@ func TestWrongType(t *testing.T) {
 				t.Errorf("%s: ValidateStatusUpdate(%T) = %v, want an internal error", r.Plural, other, errs)
 			}
 		}
-		if f := r.Rules.Fields(other); f == nil || len(f) != 0 {
+		if f := r.Rules.(typed.All).Fields(other); f == nil || len(f) != 0 {
 			t.Errorf("%s: Fields(%T) = %v, want an empty set", r.Plural, other, f)
 		}
-		if cells := r.Rules.Row(other); len(cells) != len(r.Rules.Columns()) {
+		if cells := r.Rules.(typed.All).Row(other); len(cells) != len(r.Rules.(typed.All).Columns()) {
 			t.Errorf("%s: Row(%T) has %d cells", r.Plural, other, len(cells))
 		}
 	}
