@@ -95,10 +95,11 @@ func (r *Rules[T]) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 }
 
 func (r *Rules[T]) ValidateStatusUpdate(obj, old runtime.Object) field.ErrorList {
-	if r.CheckStatus == nil {
-		return nil
+	check := r.CheckStatus
+	if check == nil {
+		check = func(_, _ T) field.ErrorList { return nil }
 	}
-	return r.pair(obj, old, r.CheckStatus)
+	return r.pair(obj, old, check)
 }
 
 func (r *Rules[T]) pair(obj, old runtime.Object, check func(obj, old T) field.ErrorList) field.ErrorList {
