@@ -18,6 +18,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/registry/typed"
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 )
 
 var (
@@ -734,42 +735,6 @@ func TestResources(t *testing.T) {
 	}
 }
 
-// TestRulesWrongType: each resource's rules, given an object of another
-// type (here the next apps resource's), report an internal error from
-// validation and leave the object alone at the other steps, rather than
-// panicking.
-func TestRulesWrongType(t *testing.T) {
-	rs := Resources()
-	for i, r := range rs {
-		t.Run(r.Kind, func(t *testing.T) {
-			other := rs[(i+1)%len(rs)].New()
-			mine := r.New()
-			isInternal := func(errs field.ErrorList) bool {
-				return len(errs) == 1 && errs[0].Type == field.ErrorTypeInternal
-			}
-			rules := r.Rules.(typed.All)
-			if errs := rules.Validate(other); !isInternal(errs) {
-				t.Errorf("Validate(%T) = %v, want one internal error", other, errs)
-			}
-			for _, pair := range [][2]runtime.Object{{other, other}, {other, mine}, {mine, other}} {
-				if errs := rules.ValidateUpdate(pair[0], pair[1]); !isInternal(errs) {
-					t.Errorf("ValidateUpdate(%T, %T) = %v, want one internal error", pair[0], pair[1], errs)
-				}
-			}
-			want := other.DeepCopyObject()
-			rules.Default(other)
-			rules.PrepareForCreate(other)
-			rules.PrepareForUpdate(other, other)
-			rules.PrepareForUpdate(mine, other)
-			if !reflect.DeepEqual(other, want) {
-				t.Errorf("Default and Prepare changed a %T: %v, want %v", other, other, want)
-			}
-			if got := rules.Fields(other); got == nil {
-				t.Errorf("Fields(%T) = nil, want a set", other)
-			}
-			if got, n := rules.Row(other), len(rules.Columns()); len(got) != n {
-				t.Errorf("Row(%T) has %d cells, want %d", other, len(got), n)
-			}
-		})
-	}
-}
+// TestWrongType: the rules, given an object of another type, neither
+// panic nor accept it.
+func TestWrongType(t *testing.T) { typedtest.WrongType(t, Resources()) }

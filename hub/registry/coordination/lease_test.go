@@ -8,10 +8,10 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/registry/typed"
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 )
 
 var (
@@ -143,29 +143,6 @@ func TestResources(t *testing.T) {
 	}
 }
 
-// TestWrongType checks that the rules given an object of another type
-// than a lease report an internal error and leave the object alone.
-func TestWrongType(t *testing.T) {
-	other := &coordinationv1.LeaseList{}
-	internal := []string{"<nil>: " + field.ErrorTypeInternal.String()}
-	if got := errStrings(rules.Validate(other)); !reflect.DeepEqual(got, internal) {
-		t.Errorf("Validate(%T) = %q, want %q", other, got, internal)
-	}
-	for _, pair := range [][2]runtime.Object{{other, lease()}, {lease(), other}} {
-		if got := errStrings(rules.ValidateUpdate(pair[0], pair[1])); !reflect.DeepEqual(got, internal) {
-			t.Errorf("ValidateUpdate(%T, %T) = %q, want %q", pair[0], pair[1], got, internal)
-		}
-		rules.PrepareForUpdate(pair[0], pair[1])
-	}
-	rules.Default(other)
-	rules.PrepareForCreate(other)
-	if f := rules.Fields(other); f == nil || len(f) != 0 {
-		t.Errorf("Fields(%T) = %v, want an empty set", other, f)
-	}
-	if got, want := len(rules.Row(other)), len(rules.Columns()); got != want {
-		t.Errorf("Row(%T) has %d cells, want %d", other, got, want)
-	}
-	if !reflect.DeepEqual(other, &coordinationv1.LeaseList{}) {
-		t.Errorf("rules changed a %T: %+v", other, other)
-	}
-}
+// TestWrongType: the rules, given an object of another type, neither
+// panic nor accept it.
+func TestWrongType(t *testing.T) { typedtest.WrongType(t, Resources()) }

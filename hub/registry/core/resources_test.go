@@ -9,10 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/registry/typed"
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 )
 
 // TestResources checks names, scope and subresources against what
@@ -158,33 +158,6 @@ func TestFields(t *testing.T) {
 	}
 }
 
-// TestWrongType checks that rules given an object of another resource
-// neither panic nor accept it.
-func TestWrongType(t *testing.T) {
-	for _, r := range Resources() {
-		other := runtime.Object(&corev1.Pod{})
-		if r.Plural == "pods" {
-			other = &corev1.Service{}
-		}
-		r.Rules.(typed.All).Default(other)
-		r.Rules.(typed.All).PrepareForCreate(other)
-		r.Rules.(typed.All).PrepareForUpdate(other, other)
-		if errs := r.Rules.Validate(other); len(errs) != 1 || errs[0].Type != field.ErrorTypeInternal {
-			t.Errorf("%s: Validate(%T) = %v, want an internal error", r.Plural, other, errs)
-		}
-		if errs := r.Rules.ValidateUpdate(other, other); len(errs) != 1 || errs[0].Type != field.ErrorTypeInternal {
-			t.Errorf("%s: ValidateUpdate(%T) = %v, want an internal error", r.Plural, other, errs)
-		}
-		if sv, ok := r.Rules.(apiserver.StatusValidator); ok {
-			if errs := sv.ValidateStatusUpdate(other, other); len(errs) != 1 {
-				t.Errorf("%s: ValidateStatusUpdate(%T) = %v, want an internal error", r.Plural, other, errs)
-			}
-		}
-		if f := r.Rules.(typed.All).Fields(other); f == nil || len(f) != 0 {
-			t.Errorf("%s: Fields(%T) = %v, want an empty set", r.Plural, other, f)
-		}
-		if cells := r.Rules.(typed.All).Row(other); len(cells) != len(r.Rules.(typed.All).Columns()) {
-			t.Errorf("%s: Row(%T) has %d cells", r.Plural, other, len(cells))
-		}
-	}
-}
+// TestWrongType: the rules, given an object of another type, neither
+// panic nor accept it.
+func TestWrongType(t *testing.T) { typedtest.WrongType(t, Resources()) }

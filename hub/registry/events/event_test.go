@@ -11,10 +11,10 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/registry/typed"
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 )
 
 var (
@@ -199,38 +199,6 @@ func TestResources(t *testing.T) {
 	}
 }
 
-// TestWrongType checks that the rules given an object of another type
-// than an events.k8s.io/v1 event, such as a core/v1 one, report an
-// internal error and leave the object alone.
-func TestWrongType(t *testing.T) {
-	coreEvent := func() *corev1.Event {
-		return &corev1.Event{
-			ObjectMeta:     metav1.ObjectMeta{Name: "web-0.1829f3a4b5c6d7e8", Namespace: "default"},
-			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-0"},
-			Reason:         "Scheduled",
-			Type:           corev1.EventTypeNormal,
-		}
-	}
-	other := coreEvent()
-	internal := []string{"<nil>: " + field.ErrorTypeInternal.String()}
-	if got := errStrings(rules.Validate(other)); !reflect.DeepEqual(got, internal) {
-		t.Errorf("Validate(%T) = %q, want %q", other, got, internal)
-	}
-	for _, pair := range [][2]runtime.Object{{other, event()}, {event(), other}} {
-		if got := errStrings(rules.ValidateUpdate(pair[0], pair[1])); !reflect.DeepEqual(got, internal) {
-			t.Errorf("ValidateUpdate(%T, %T) = %q, want %q", pair[0], pair[1], got, internal)
-		}
-		rules.PrepareForUpdate(pair[0], pair[1])
-	}
-	rules.Default(other)
-	rules.PrepareForCreate(other)
-	if f := rules.Fields(other); f == nil || len(f) != 0 {
-		t.Errorf("Fields(%T) = %v, want an empty set", other, f)
-	}
-	if got, want := len(rules.Row(other)), len(rules.Columns()); got != want {
-		t.Errorf("Row(%T) has %d cells, want %d", other, got, want)
-	}
-	if !reflect.DeepEqual(other, coreEvent()) {
-		t.Errorf("rules changed a %T: %+v", other, other)
-	}
-}
+// TestWrongType: the rules, given an object of another type, neither
+// panic nor accept it.
+func TestWrongType(t *testing.T) { typedtest.WrongType(t, Resources()) }
