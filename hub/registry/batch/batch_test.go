@@ -18,6 +18,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/registry/typed"
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 )
 
 var (
@@ -611,45 +612,6 @@ func TestResources(t *testing.T) {
 	}
 }
 
-// TestWrongType gives each resource's rules an object of another type:
-// validation reports an internal error, and the other steps leave it alone
-// rather than panic.
-func TestWrongType(t *testing.T) {
-	tests := []struct {
-		kind       string
-		own, other runtime.Object
-	}{
-		{"Job", job(), cronJob()},
-		{"CronJob", cronJob(), job()},
-	}
-	for _, tt := range tests {
-		rules := resource(t, tt.kind).Rules.(typed.All)
-		internal := func(errs field.ErrorList) bool {
-			return len(errs) == 1 && errs[0].Type == field.ErrorTypeInternal
-		}
-		if got := rules.Validate(tt.other); !internal(got) {
-			t.Errorf("%s Validate(%T) = %v, want an internal error", tt.kind, tt.other, got)
-		}
-		if got := rules.ValidateUpdate(tt.other, tt.other); !internal(got) {
-			t.Errorf("%s ValidateUpdate(%T, %T) = %v, want an internal error", tt.kind, tt.other, tt.other, got)
-		}
-		if got := rules.ValidateUpdate(tt.own, tt.other); !internal(got) {
-			t.Errorf("%s ValidateUpdate(%T, %T) = %v, want an internal error", tt.kind, tt.own, tt.other, got)
-		}
-
-		obj, own := tt.other.DeepCopyObject(), tt.own.DeepCopyObject()
-		rules.Default(obj)
-		rules.PrepareForCreate(obj)
-		rules.PrepareForUpdate(obj, obj)
-		rules.PrepareForUpdate(own, obj)
-		if got := rules.Fields(obj); got == nil || len(got) != 0 {
-			t.Errorf("%s Fields(%T) = %v, want an empty set", tt.kind, obj, got)
-		}
-		if got, want := len(rules.Row(obj)), len(rules.Columns()); got != want {
-			t.Errorf("%s Row(%T) has %d cells, want %d", tt.kind, obj, got, want)
-		}
-		if !reflect.DeepEqual(obj, tt.other) || !reflect.DeepEqual(own, tt.own) {
-			t.Errorf("%s rules changed an object of another type or its pair", tt.kind)
-		}
-	}
-}
+// TestWrongType: the rules, given an object of another type, neither
+// panic nor accept it.
+func TestWrongType(t *testing.T) { typedtest.WrongType(t, Resources()) }
