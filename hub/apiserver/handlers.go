@@ -226,13 +226,13 @@ func (q *request) create() error {
 // validation, the namespace check, admission and the store write.
 func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtime.Object, dry bool) (runtime.Object, error) {
 	m, _ := meta.Accessor(obj)
-	res.Rules.Default(obj)
+	res.setDefaults(obj)
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		m.SetName(m.GetGenerateName() + randomSuffix(5))
 	}
 	m.SetUID(newUID())
 	m.SetCreationTimestamp(metav1.NewTime(s.now().Truncate(time.Second)))
-	res.Rules.PrepareForCreate(obj)
+	res.prepareForCreate(obj)
 	m.SetResourceVersion("")
 	m.SetDeletionTimestamp(nil)
 	m.SetDeletionGracePeriodSeconds(nil)
@@ -358,7 +358,7 @@ func (q *request) updateObject(mutate func(old runtime.Object) (runtime.Object, 
 	for attempt := 0; ; attempt++ {
 		kv, err := s.store.Get(ctx, key, 0)
 		if errors.Is(err, store.ErrNotFound) {
-			if kind != updateMain || !res.Rules.AllowCreateOnUpdate() {
+			if kind != updateMain || !res.allowCreateOnUpdate() {
 				return nil, 0, apierrors.NewNotFound(res.gr, name)
 			}
 			obj, err := mutate(nil)
@@ -480,14 +480,14 @@ func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind 
 		fm.SetResourceVersion(m.GetResourceVersion())
 		reflectCopy(obj, fresh)
 	} else if kind == updateMain || kind == updateFinalize {
-		res.Rules.Default(obj)
+		res.setDefaults(obj)
 		if res.Status {
 			copyField(obj, old, "Status")
 		}
 		if fin, ok := res.Rules.(Finalizable); ok && kind == updateFinalize {
 			fin.PrepareForFinalize(obj, old)
 		} else {
-			res.Rules.PrepareForUpdate(obj, old)
+			res.prepareForUpdate(obj, old)
 		}
 	}
 	// System metadata is the server's.

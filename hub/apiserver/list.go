@@ -120,10 +120,7 @@ func (res *resourceInfo) matches(obj runtime.Object, o listOptions) bool {
 		return false
 	}
 	if !o.field.Empty() {
-		set := res.Rules.Fields(obj)
-		if set == nil {
-			set = fields.Set{}
-		}
+		set := res.fieldSet(obj)
 		set["metadata.name"] = m.GetName()
 		if res.Namespaced {
 			set["metadata.namespace"] = m.GetNamespace()

@@ -56,7 +56,7 @@ func (q *request) listForm(out output) (*listForm, error) {
 		if err != nil {
 			return nil, err
 		}
-		columns := res.Rules.Columns()
+		columns := res.columns()
 		f.key = "rows"
 		f.empty = func(lm metav1.ListMeta) runtime.Object {
 			return &metav1.Table{
@@ -419,7 +419,7 @@ func (q *request) includeObject() (metav1.IncludeObjectPolicy, error) {
 
 // tableRow returns the Table row of obj.
 func (q *request) tableRow(obj runtime.Object, include metav1.IncludeObjectPolicy) metav1.TableRow {
-	row := metav1.TableRow{Cells: q.res.Rules.Row(obj)}
+	row := metav1.TableRow{Cells: q.res.row(obj)}
 	switch include {
 	case metav1.IncludeMetadata:
 		row.Object.Object = partialMetadata(obj)

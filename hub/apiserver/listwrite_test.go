@@ -67,9 +67,9 @@ func wholeList(t *testing.T, rs *rawServer, prefix string, o listOptions, out ou
 	var whole runtime.Object
 	switch {
 	case out.table:
-		tbl := &metav1.Table{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "Table"}, ListMeta: lm, ColumnDefinitions: res.Rules.Columns(), Rows: []metav1.TableRow{}}
+		tbl := &metav1.Table{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "Table"}, ListMeta: lm, ColumnDefinitions: res.columns(), Rows: []metav1.TableRow{}}
 		for _, obj := range items {
-			row := metav1.TableRow{Cells: res.Rules.Row(obj)}
+			row := metav1.TableRow{Cells: res.row(obj)}
 			switch include {
 			case metav1.IncludeMetadata:
 				row.Object.Object = partialMetadata(obj)

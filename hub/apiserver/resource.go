@@ -44,29 +44,24 @@ type Resource struct {
 	Reader Reader
 }
 
-// Rules is what one resource contributes to the generic machinery. The
-// machinery calls them in this order on a create: Default, generic metadata
-// (name from generateName, uid, creationTimestamp), PrepareForCreate,
-// Validate. On an update of the main resource: Default, PrepareForUpdate,
-// ValidateUpdate (the object then carries the stored uid, creationTimestamp
-// and, for an unconditional update, resourceVersion). On a status update:
-// ValidateStatusUpdate only. Config.Admission, when set, is asked after
-// these and before the write. Objects are the resource's own Go types (e.g.
-// *corev1.Pod); methods may mutate the object they are given and must not
-// keep it.
+// Rules is what every resource with rules contributes to the generic
+// machinery: its validation. What else a resource contributes it says by
+// implementing the optional interfaces below (Defaulter, CreatePreparer,
+// UpdatePreparer, CreateOnUpdater, FieldSelector, Printer,
+// StatusValidator, GracefulDeleter, Finalizable, Allocator); the machinery
+// does nothing of its own at a step whose interface the rules lack,
+// except printing (see Printer).
+//
+// The machinery calls them in this order on a create: Default, generic
+// metadata (name from generateName, uid, creationTimestamp),
+// PrepareForCreate, Validate. On an update of the main resource: Default,
+// PrepareForUpdate, ValidateUpdate (the object then carries the stored
+// uid, creationTimestamp and, for an unconditional update,
+// resourceVersion). On a status update: ValidateStatusUpdate only.
+// Config.Admission, when set, is asked after these and before the write.
+// Objects are the resource's own Go types (e.g. *corev1.Pod); methods may
+// mutate the object they are given and must not keep it.
 type Rules interface {
-	// Default applies the defaults upstream Kubernetes applies when it
-	// decodes an object (SetObjectDefaults_* in k8s.io/kubernetes), e.g.
-	// restartPolicy Always, dnsPolicy ClusterFirst, port protocol TCP.
-	Default(obj runtime.Object)
-	// PrepareForCreate clears what a client may not set on create,
-	// typically Status.
-	PrepareForCreate(obj runtime.Object)
-	// PrepareForUpdate is given the new object and the stored one on an
-	// update of the main resource; it restores what such an update must
-	// not change beyond Status (which the machinery keeps when Resource.Status
-	// is set).
-	PrepareForUpdate(obj, old runtime.Object)
 	// Validate checks a new object, metadata included (with
 	// ValidateObjectMeta and the resource's name rule), returning errors
 	// with field paths such as spec.containers[0].image.
@@ -74,18 +69,54 @@ type Rules interface {
 	// ValidateUpdate checks an update completely: Validate's checks plus
 	// immutable fields (the machinery does not also call Validate).
 	ValidateUpdate(obj, old runtime.Object) field.ErrorList
-	// AllowCreateOnUpdate reports whether PUT of a missing object creates
-	// it, as upstream allows for a few resources.
+}
+
+// Defaulter is implemented by rules of resources with defaults: Default
+// applies those upstream Kubernetes applies when it decodes an object
+// (SetObjectDefaults_* in k8s.io/kubernetes), e.g. restartPolicy Always,
+// dnsPolicy ClusterFirst, port protocol TCP.
+type Defaulter interface {
+	Default(obj runtime.Object)
+}
+
+// CreatePreparer is implemented by rules that clear, on create, what a
+// client may not set, typically Status.
+type CreatePreparer interface {
+	PrepareForCreate(obj runtime.Object)
+}
+
+// UpdatePreparer is implemented by rules that restore, on an update of
+// the main resource, what such an update must not change beyond Status
+// (which the machinery keeps when Resource.Status is set). It is given
+// the new object and the stored one.
+type UpdatePreparer interface {
+	PrepareForUpdate(obj, old runtime.Object)
+}
+
+// CreateOnUpdater is implemented by rules of resources for which a PUT
+// of a missing object creates it, as upstream allows for a few;
+// AllowCreateOnUpdate reports whether it does.
+type CreateOnUpdater interface {
 	AllowCreateOnUpdate() bool
-	// Fields returns the object's field-selector values beyond
-	// metadata.name and metadata.namespace, which the machinery adds
-	// (spec.nodeName and status.phase for pods, type for secrets, ...).
+}
+
+// FieldSelector is implemented by rules of resources with field-selector
+// values beyond metadata.name and metadata.namespace, which the machinery
+// adds (spec.nodeName and status.phase for pods, type for secrets, ...).
+// Fields returns them for obj; the machinery may add to the set.
+type FieldSelector interface {
 	Fields(obj runtime.Object) fields.Set
-	// Columns returns the Table columns kubectl shows, as upstream's
-	// printers define them; Priority 1 columns are shown only with -o wide.
-	// Age is computed by the rules from creationTimestamp like the rest.
+}
+
+// Printer is implemented by rules of resources with Table columns of
+// their own, as upstream's printers define them. Columns returns their
+// definitions, a copy the caller owns; Priority 1 columns are shown only
+// with -o wide. Row returns the cells of obj for Columns, in order; Age is
+// computed by the rules from creationTimestamp like the rest. A resource
+// without a Printer is shown as upstream shows one without printers: its
+// name and creation time (defaultColumns).
+type Printer interface {
 	Columns() []metav1.TableColumnDefinition
-	// Row returns the cells of obj for Columns, in order.
 	Row(obj runtime.Object) []interface{}
 }
 

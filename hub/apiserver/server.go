@@ -157,10 +157,8 @@ func New(cfg Config) (*Server, error) {
 			ri.fieldKeys["metadata.namespace"] = true
 		}
 		ri.admit = cfg.Admission != nil && cfg.Admission.Handles(ri.gr)
-		if r.Rules != nil {
-			for k := range r.Rules.Fields(r.New()) {
-				ri.fieldKeys[k] = true
-			}
+		for k := range ri.fieldSet(r.New()) {
+			ri.fieldKeys[k] = true
 		}
 		ri.prefix = KeyPrefix(schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Plural})
 		if _, dup := s.byGVR[ri.gvr]; dup {

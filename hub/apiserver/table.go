@@ -17,7 +17,7 @@ func (q *request) table(obj runtime.Object) (runtime.Object, error) {
 	}
 	t := &metav1.Table{
 		TypeMeta:          metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "Table"},
-		ColumnDefinitions: q.res.Rules.Columns(),
+		ColumnDefinitions: q.res.columns(),
 	}
 	if m, err := meta.Accessor(obj); err == nil {
 		t.ResourceVersion = m.GetResourceVersion()

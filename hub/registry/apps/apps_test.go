@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 )
 
 var (
@@ -165,7 +167,7 @@ template:
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind, func(t *testing.T) {
-			resource(t, tt.kind).Rules.Default(tt.obj)
+			resource(t, tt.kind).Rules.(typed.All).Default(tt.obj)
 			if got := specYAML(t, tt.obj); got != tt.want {
 				t.Errorf("Default(minimal %s) spec =\n%s\nwant\n%s", tt.kind, got, tt.want)
 			}
@@ -179,7 +181,7 @@ func TestDefaultKeepsSetValues(t *testing.T) {
 	d.Spec.Strategy.Type = appsv1.RecreateDeploymentStrategyType
 	d.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
 	d.Spec.Template.Spec.Containers[0].Image = "nginx"
-	resource(t, "Deployment").Rules.Default(d)
+	resource(t, "Deployment").Rules.(typed.All).Default(d)
 	if *d.Spec.Replicas != 0 || d.Spec.Strategy.RollingUpdate != nil || d.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("Default changed set values: replicas %d, rollingUpdate %v, restartPolicy %s",
 			*d.Spec.Replicas, d.Spec.Strategy.RollingUpdate, d.Spec.Template.Spec.RestartPolicy)
@@ -395,7 +397,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules := resource(t, tt.kind).Rules
+			rules := resource(t, tt.kind).Rules.(typed.All)
 			obj := tt.obj()
 			rules.Default(obj)
 			got := errStrings(rules.Validate(obj))
@@ -409,7 +411,7 @@ func TestValidate(t *testing.T) {
 func TestSelectorMismatchMessage(t *testing.T) {
 	d := deployment()
 	d.Spec.Template.Labels = map[string]string{"app": "other"}
-	rules := resource(t, "Deployment").Rules
+	rules := resource(t, "Deployment").Rules.(typed.All)
 	rules.Default(d)
 	errs := rules.Validate(d)
 	const want = "`selector` does not match template `labels`"
@@ -470,7 +472,7 @@ func TestValidateUpdate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rules := resource(t, tt.kind).Rules
+			rules := resource(t, tt.kind).Rules.(typed.All)
 			old := tt.old()
 			rules.Default(old)
 			obj := old.DeepCopyObject()
@@ -486,7 +488,7 @@ func TestValidateUpdate(t *testing.T) {
 }
 
 func TestPrepare(t *testing.T) {
-	rules := resource(t, "Deployment").Rules
+	rules := resource(t, "Deployment").Rules.(typed.All)
 	d := deployment()
 	d.Status.Replicas = 3
 	rules.PrepareForCreate(d)
@@ -505,7 +507,7 @@ func TestPrepare(t *testing.T) {
 }
 
 func TestDaemonSetTemplateGeneration(t *testing.T) {
-	rules := resource(t, "DaemonSet").Rules
+	rules := resource(t, "DaemonSet").Rules.(typed.All)
 	ds := daemonSet()
 	rules.Default(ds)
 	rules.PrepareForCreate(ds)
@@ -618,7 +620,7 @@ func TestRow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind, func(t *testing.T) {
-			rules := resource(t, tt.kind).Rules
+			rules := resource(t, tt.kind).Rules.(typed.All)
 			got := rules.Row(tt.obj)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Row(%s) = %#v, want %#v", tt.kind, got, tt.want)
@@ -643,7 +645,7 @@ func TestColumns(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var names, wide []string
-		for _, c := range resource(t, tt.kind).Rules.Columns() {
+		for _, c := range resource(t, tt.kind).Rules.(typed.All).Columns() {
 			if c.Priority == 0 {
 				names = append(names, c.Name)
 			} else {
@@ -674,7 +676,7 @@ func TestScale(t *testing.T) {
 			if r.Scale == nil {
 				t.Fatalf("%s serves no scale subresource", tt.kind)
 			}
-			r.Rules.Default(tt.obj)
+			r.Rules.(typed.All).Default(tt.obj)
 			reflect.ValueOf(tt.obj).Elem().FieldByName("Status").FieldByName("Replicas").SetInt(1)
 			spec, status, sel := r.Scale.Get(tt.obj)
 			if spec != 1 || status != 1 || sel != "app=web" {
@@ -699,12 +701,12 @@ func TestScale(t *testing.T) {
 func TestFields(t *testing.T) {
 	rs := replicaSet()
 	rs.Status.Replicas = 2
-	if got := resource(t, "ReplicaSet").Rules.Fields(rs); got["status.replicas"] != "2" {
+	if got := resource(t, "ReplicaSet").Rules.(typed.All).Fields(rs); got["status.replicas"] != "2" {
 		t.Errorf("ReplicaSet Fields = %v, want status.replicas=2", got)
 	}
 	for _, r := range ResourcesWithClock(nil) {
 		obj := r.New()
-		if got := r.Rules.Fields(obj); got == nil {
+		if got := r.Rules.(typed.All).Fields(obj); got == nil {
 			t.Errorf("%s Fields returned a nil set", r.Kind)
 		}
 	}
@@ -714,8 +716,8 @@ func TestResources(t *testing.T) {
 	var got []string
 	for _, r := range Resources() {
 		got = append(got, fmt.Sprintf("%s %v %v status=%v scale=%v", r.Plural, r.ShortNames, r.Categories, r.Status, r.Scale != nil))
-		if r.GroupVersion != appsv1.SchemeGroupVersion || !r.Namespaced || r.Rules.AllowCreateOnUpdate() {
-			t.Errorf("%s: group version %v, namespaced %v, create on update %v", r.Plural, r.GroupVersion, r.Namespaced, r.Rules.AllowCreateOnUpdate())
+		if r.GroupVersion != appsv1.SchemeGroupVersion || !r.Namespaced || r.Rules.(typed.All).AllowCreateOnUpdate() {
+			t.Errorf("%s: group version %v, namespaced %v, create on update %v", r.Plural, r.GroupVersion, r.Namespaced, r.Rules.(typed.All).AllowCreateOnUpdate())
 		}
 		if obj := r.New(); reflect.TypeOf(obj).Elem().Name() != r.Kind {
 			t.Errorf("%s New() = %T", r.Plural, obj)
@@ -732,3 +734,7 @@ func TestResources(t *testing.T) {
 		t.Errorf("Resources() = %q, want %q", got, want)
 	}
 }
+
+// TestWrongType: the rules, given an object of another type, neither
+// panic nor accept it.
+func TestWrongType(t *testing.T) { typedtest.WrongType(t, Resources()) }

@@ -7,34 +7,33 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
-// controllerRevisionRules are the rules of apps/v1 controllerrevisions:
-// immutable snapshots of a workload's template that the daemonset and
-// statefulset controllers keep.
-type controllerRevisionRules struct {
-	now func() time.Time
-}
-
-var _ apiserver.Rules = controllerRevisionRules{}
-
-func (controllerRevisionRules) Default(runtime.Object)               {}
-func (controllerRevisionRules) PrepareForCreate(runtime.Object)      {}
-func (controllerRevisionRules) PrepareForUpdate(_, _ runtime.Object) {}
-
-func (controllerRevisionRules) Validate(obj runtime.Object) field.ErrorList {
-	cr := obj.(*appsv1.ControllerRevision)
-	errs := apivalidation.ValidateObjectMeta(&cr.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, metadataPath)
-	return append(errs, validateControllerRevision(cr)...)
+// controllerRevisionRules returns the rules of apps/v1
+// controllerrevisions, immutable snapshots of a workload's template that
+// the daemonset and statefulset controllers keep, with ages measured
+// against now (nil is the wall clock). They have no defaults, nothing to
+// prepare and no status to check.
+func controllerRevisionRules(now func() time.Time) *typed.Rules[*appsv1.ControllerRevision] {
+	return &typed.Rules[*appsv1.ControllerRevision]{
+		Now:          now,
+		Check:        validateControllerRevision,
+		CheckUpdate:  validateControllerRevisionUpdate,
+		TableColumns: controllerRevisionColumns(),
+		TableRow:     controllerRevisionRow,
+	}
 }
 
 func validateControllerRevision(cr *appsv1.ControllerRevision) field.ErrorList {
+	errs := apivalidation.ValidateObjectMeta(&cr.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, metadataPath)
+	return append(errs, validateRevisionData(cr)...)
+}
+
+func validateRevisionData(cr *appsv1.ControllerRevision) field.ErrorList {
 	var errs field.ErrorList
 	if cr.Data.Raw == nil && cr.Data.Object == nil {
 		errs = append(errs, field.Required(field.NewPath("data"), "data is mandatory"))
@@ -42,18 +41,13 @@ func validateControllerRevision(cr *appsv1.ControllerRevision) field.ErrorList {
 	return append(errs, apivalidation.ValidateNonnegativeField(cr.Revision, field.NewPath("revision"))...)
 }
 
-func (controllerRevisionRules) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
-	cr, o := obj.(*appsv1.ControllerRevision), old.(*appsv1.ControllerRevision)
+func validateControllerRevisionUpdate(cr, o *appsv1.ControllerRevision) field.ErrorList {
 	errs := apivalidation.ValidateObjectMetaUpdate(&cr.ObjectMeta, &o.ObjectMeta, metadataPath)
-	errs = append(errs, validateControllerRevision(cr)...)
+	errs = append(errs, validateRevisionData(cr)...)
 	return append(errs, apivalidation.ValidateImmutableField(cr.Data, o.Data, field.NewPath("data"))...)
 }
 
-func (controllerRevisionRules) AllowCreateOnUpdate() bool { return false }
-
-func (controllerRevisionRules) Fields(runtime.Object) fields.Set { return fields.Set{} }
-
-func (controllerRevisionRules) Columns() []metav1.TableColumnDefinition {
+func controllerRevisionColumns() []metav1.TableColumnDefinition {
 	return []metav1.TableColumnDefinition{
 		nameColumn,
 		{Name: "Controller", Type: "string", Description: "Controller of the object"},
@@ -62,9 +56,8 @@ func (controllerRevisionRules) Columns() []metav1.TableColumnDefinition {
 	}
 }
 
-func (r controllerRevisionRules) Row(obj runtime.Object) []interface{} {
-	cr := obj.(*appsv1.ControllerRevision)
-	return []interface{}{cr.Name, controllerName(cr), cr.Revision, age(r.now, cr.CreationTimestamp)}
+func controllerRevisionRow(cr *appsv1.ControllerRevision, now time.Time) []interface{} {
+	return []interface{}{cr.Name, controllerName(cr), cr.Revision, age(now, cr.CreationTimestamp)}
 }
 
 // controllerName is the CONTROLLER column: the controlling owner as

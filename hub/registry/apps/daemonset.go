@@ -9,28 +9,31 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/registry/core"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
-// daemonSetRules are the rules of apps/v1 daemonsets.
-type daemonSetRules struct {
-	now func() time.Time
+// daemonSetRules returns the rules of apps/v1 daemonsets, with ages
+// measured against now (nil is the wall clock).
+func daemonSetRules(now func() time.Time) *typed.Rules[*appsv1.DaemonSet] {
+	return &typed.Rules[*appsv1.DaemonSet]{
+		Now:           now,
+		Defaults:      defaultDaemonSet,
+		PrepareCreate: prepareDaemonSetCreate,
+		PrepareUpdate: prepareDaemonSetUpdate,
+		Check:         validateDaemonSet,
+		CheckUpdate:   validateDaemonSetUpdate,
+		CheckStatus:   validateDaemonSetStatus,
+		TableColumns:  daemonSetColumns(),
+		TableRow:      daemonSetRow,
+	}
 }
 
-var (
-	_ apiserver.Rules           = daemonSetRules{}
-	_ apiserver.StatusValidator = daemonSetRules{}
-)
-
-func (daemonSetRules) Default(obj runtime.Object) {
-	ds := obj.(*appsv1.DaemonSet)
+func defaultDaemonSet(ds *appsv1.DaemonSet) {
 	s := &ds.Spec.UpdateStrategy
 	if s.Type == "" {
 		s.Type = appsv1.RollingUpdateDaemonSetStrategyType
@@ -68,16 +71,14 @@ func setTemplateGeneration(ds *appsv1.DaemonSet, n int64) {
 	ds.Annotations[appsv1.DeprecatedTemplateGeneration] = strconv.FormatInt(n, 10)
 }
 
-func (daemonSetRules) PrepareForCreate(obj runtime.Object) {
-	ds := obj.(*appsv1.DaemonSet)
+func prepareDaemonSetCreate(ds *appsv1.DaemonSet) {
 	ds.Status = appsv1.DaemonSetStatus{}
 	if templateGeneration(ds) < 1 {
 		setTemplateGeneration(ds, 1)
 	}
 }
 
-func (daemonSetRules) PrepareForUpdate(obj, old runtime.Object) {
-	ds, o := obj.(*appsv1.DaemonSet), old.(*appsv1.DaemonSet)
+func prepareDaemonSetUpdate(ds, o *appsv1.DaemonSet) {
 	ds.Status = o.Status
 	gen := templateGeneration(o)
 	if !equality.Semantic.DeepEqual(ds.Spec.Template, o.Spec.Template) {
@@ -90,21 +91,18 @@ func (daemonSetRules) PrepareForUpdate(obj, old runtime.Object) {
 	}
 }
 
-func (daemonSetRules) Validate(obj runtime.Object) field.ErrorList {
-	ds := obj.(*appsv1.DaemonSet)
+func validateDaemonSet(ds *appsv1.DaemonSet) field.ErrorList {
 	errs := apivalidation.ValidateObjectMeta(&ds.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, metadataPath)
 	return append(errs, validateDaemonSetSpec(&ds.Spec, specPath)...)
 }
 
-func (daemonSetRules) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
-	ds, o := obj.(*appsv1.DaemonSet), old.(*appsv1.DaemonSet)
+func validateDaemonSetUpdate(ds, o *appsv1.DaemonSet) field.ErrorList {
 	errs := apivalidation.ValidateObjectMetaUpdate(&ds.ObjectMeta, &o.ObjectMeta, metadataPath)
 	errs = append(errs, validateDaemonSetSpec(&ds.Spec, specPath)...)
 	return append(errs, apivalidation.ValidateImmutableField(ds.Spec.Selector, o.Spec.Selector, specPath.Child("selector"))...)
 }
 
-func (daemonSetRules) ValidateStatusUpdate(obj, old runtime.Object) field.ErrorList {
-	ds, o := obj.(*appsv1.DaemonSet), old.(*appsv1.DaemonSet)
+func validateDaemonSetStatus(ds, o *appsv1.DaemonSet) field.ErrorList {
 	errs := apivalidation.ValidateObjectMetaUpdate(&ds.ObjectMeta, &o.ObjectMeta, metadataPath)
 	s := &ds.Status
 	for _, c := range []counter{
@@ -158,11 +156,7 @@ func validateDaemonSetUpdateStrategy(s *appsv1.DaemonSetUpdateStrategy, fld *fie
 	return errs
 }
 
-func (daemonSetRules) AllowCreateOnUpdate() bool { return false }
-
-func (daemonSetRules) Fields(runtime.Object) fields.Set { return fields.Set{} }
-
-func (daemonSetRules) Columns() []metav1.TableColumnDefinition {
+func daemonSetColumns() []metav1.TableColumnDefinition {
 	status := appsv1.DaemonSetStatus{}.SwaggerDoc()
 	return []metav1.TableColumnDefinition{
 		nameColumn,
@@ -179,8 +173,7 @@ func (daemonSetRules) Columns() []metav1.TableColumnDefinition {
 	}
 }
 
-func (r daemonSetRules) Row(obj runtime.Object) []interface{} {
-	ds := obj.(*appsv1.DaemonSet)
+func daemonSetRow(ds *appsv1.DaemonSet, now time.Time) []interface{} {
 	names, images := containerCells(ds.Spec.Template.Spec.Containers)
 	s := &ds.Status
 	return []interface{}{
@@ -191,7 +184,7 @@ func (r daemonSetRules) Row(obj runtime.Object) []interface{} {
 		int64(s.UpdatedNumberScheduled),
 		int64(s.NumberAvailable),
 		labels.FormatLabels(ds.Spec.Template.Spec.NodeSelector),
-		age(r.now, ds.CreationTimestamp),
+		age(now, ds.CreationTimestamp),
 		names,
 		images,
 		selectorCell(ds.Spec.Selector),

@@ -7,29 +7,32 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/registry/core"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
-// deploymentRules are the rules of apps/v1 deployments. Like every rules
-// type here, its methods panic if given an object of another type, which
-// the machinery's contract rules out.
-type deploymentRules struct {
-	now func() time.Time
+// deploymentRules returns the rules of apps/v1 deployments, with ages
+// measured against now (nil is the wall clock).
+func deploymentRules(now func() time.Time) *typed.Rules[*appsv1.Deployment] {
+	return &typed.Rules[*appsv1.Deployment]{
+		Now:           now,
+		Defaults:      defaultDeployment,
+		PrepareCreate: func(d *appsv1.Deployment) { d.Status = appsv1.DeploymentStatus{} },
+		PrepareUpdate: func(d, old *appsv1.Deployment) { d.Status = old.Status },
+		Check:         validateDeployment,
+		CheckUpdate:   validateDeploymentUpdate,
+		CheckStatus:   validateDeploymentStatus,
+		TableColumns:  deploymentColumns(),
+		TableRow:      deploymentRow,
+	}
 }
 
-var (
-	_ apiserver.Rules           = deploymentRules{}
-	_ apiserver.StatusValidator = deploymentRules{}
-)
-
-func (deploymentRules) Default(obj runtime.Object) {
-	d := obj.(*appsv1.Deployment)
+func defaultDeployment(d *appsv1.Deployment) {
 	if d.Spec.Replicas == nil {
 		d.Spec.Replicas = new(int32(1))
 	}
@@ -57,29 +60,18 @@ func (deploymentRules) Default(obj runtime.Object) {
 	core.DefaultPodTemplate(&d.Spec.Template)
 }
 
-func (deploymentRules) PrepareForCreate(obj runtime.Object) {
-	obj.(*appsv1.Deployment).Status = appsv1.DeploymentStatus{}
-}
-
-func (deploymentRules) PrepareForUpdate(obj, old runtime.Object) {
-	obj.(*appsv1.Deployment).Status = old.(*appsv1.Deployment).Status
-}
-
-func (deploymentRules) Validate(obj runtime.Object) field.ErrorList {
-	d := obj.(*appsv1.Deployment)
+func validateDeployment(d *appsv1.Deployment) field.ErrorList {
 	errs := apivalidation.ValidateObjectMeta(&d.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, metadataPath)
 	return append(errs, validateDeploymentSpec(&d.Spec, specPath)...)
 }
 
-func (deploymentRules) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
-	d, o := obj.(*appsv1.Deployment), old.(*appsv1.Deployment)
+func validateDeploymentUpdate(d, o *appsv1.Deployment) field.ErrorList {
 	errs := apivalidation.ValidateObjectMetaUpdate(&d.ObjectMeta, &o.ObjectMeta, metadataPath)
 	errs = append(errs, validateDeploymentSpec(&d.Spec, specPath)...)
 	return append(errs, apivalidation.ValidateImmutableField(d.Spec.Selector, o.Spec.Selector, specPath.Child("selector"))...)
 }
 
-func (deploymentRules) ValidateStatusUpdate(obj, old runtime.Object) field.ErrorList {
-	d, o := obj.(*appsv1.Deployment), old.(*appsv1.Deployment)
+func validateDeploymentStatus(d, o *appsv1.Deployment) field.ErrorList {
 	errs := apivalidation.ValidateObjectMetaUpdate(&d.ObjectMeta, &o.ObjectMeta, metadataPath)
 	s := &d.Status
 	errs = append(errs, apivalidation.ValidateNonnegativeField(s.ObservedGeneration, statusPath.Child("observedGeneration"))...)
@@ -130,11 +122,7 @@ func validateDeploymentStrategy(s *appsv1.DeploymentStrategy, fld *field.Path) f
 	}
 }
 
-func (deploymentRules) AllowCreateOnUpdate() bool { return false }
-
-func (deploymentRules) Fields(runtime.Object) fields.Set { return fields.Set{} }
-
-func (deploymentRules) Columns() []metav1.TableColumnDefinition {
+func deploymentColumns() []metav1.TableColumnDefinition {
 	doc := appsv1.DeploymentStatus{}.SwaggerDoc()
 	return []metav1.TableColumnDefinition{
 		nameColumn,
@@ -148,8 +136,7 @@ func (deploymentRules) Columns() []metav1.TableColumnDefinition {
 	}
 }
 
-func (r deploymentRules) Row(obj runtime.Object) []interface{} {
-	d := obj.(*appsv1.Deployment)
+func deploymentRow(d *appsv1.Deployment, now time.Time) []interface{} {
 	names, images := containerCells(d.Spec.Template.Spec.Containers)
 	selector := "<invalid>"
 	if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil {
@@ -160,7 +147,7 @@ func (r deploymentRules) Row(obj runtime.Object) []interface{} {
 		fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, replicas(d.Spec.Replicas)),
 		int64(d.Status.UpdatedReplicas),
 		int64(d.Status.AvailableReplicas),
-		age(r.now, d.CreationTimestamp),
+		age(now, d.CreationTimestamp),
 		names,
 		images,
 		selector,

@@ -13,49 +13,45 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/registry/core"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
-// replicaSetRules are the rules of apps/v1 replicasets.
-type replicaSetRules struct {
-	now func() time.Time
+// replicaSetRules returns the rules of apps/v1 replicasets, with ages
+// measured against now (nil is the wall clock).
+func replicaSetRules(now func() time.Time) *typed.Rules[*appsv1.ReplicaSet] {
+	return &typed.Rules[*appsv1.ReplicaSet]{
+		Now:           now,
+		Defaults:      defaultReplicaSet,
+		PrepareCreate: func(rs *appsv1.ReplicaSet) { rs.Status = appsv1.ReplicaSetStatus{} },
+		PrepareUpdate: func(rs, old *appsv1.ReplicaSet) { rs.Status = old.Status },
+		Check:         validateReplicaSet,
+		CheckUpdate:   validateReplicaSetUpdate,
+		CheckStatus:   validateReplicaSetStatus,
+		FieldSet:      replicaSetFields,
+		TableColumns:  replicaSetColumns(),
+		TableRow:      replicaSetRow,
+	}
 }
 
-var (
-	_ apiserver.Rules           = replicaSetRules{}
-	_ apiserver.StatusValidator = replicaSetRules{}
-)
-
-func (replicaSetRules) Default(obj runtime.Object) {
-	rs := obj.(*appsv1.ReplicaSet)
+func defaultReplicaSet(rs *appsv1.ReplicaSet) {
 	if rs.Spec.Replicas == nil {
 		rs.Spec.Replicas = new(int32(1))
 	}
 	core.DefaultPodTemplate(&rs.Spec.Template)
 }
 
-func (replicaSetRules) PrepareForCreate(obj runtime.Object) {
-	obj.(*appsv1.ReplicaSet).Status = appsv1.ReplicaSetStatus{}
-}
-
-func (replicaSetRules) PrepareForUpdate(obj, old runtime.Object) {
-	obj.(*appsv1.ReplicaSet).Status = old.(*appsv1.ReplicaSet).Status
-}
-
-func (replicaSetRules) Validate(obj runtime.Object) field.ErrorList {
-	rs := obj.(*appsv1.ReplicaSet)
+func validateReplicaSet(rs *appsv1.ReplicaSet) field.ErrorList {
 	errs := apivalidation.ValidateObjectMeta(&rs.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, metadataPath)
 	return append(errs, validateReplicaSetSpec(&rs.Spec, specPath)...)
 }
 
-func (replicaSetRules) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
-	rs, o := obj.(*appsv1.ReplicaSet), old.(*appsv1.ReplicaSet)
+func validateReplicaSetUpdate(rs, o *appsv1.ReplicaSet) field.ErrorList {
 	errs := apivalidation.ValidateObjectMetaUpdate(&rs.ObjectMeta, &o.ObjectMeta, metadataPath)
 	errs = append(errs, validateReplicaSetSpec(&rs.Spec, specPath)...)
 	return append(errs, apivalidation.ValidateImmutableField(rs.Spec.Selector, o.Spec.Selector, specPath.Child("selector"))...)
 }
 
-func (replicaSetRules) ValidateStatusUpdate(obj, old runtime.Object) field.ErrorList {
-	rs, o := obj.(*appsv1.ReplicaSet), old.(*appsv1.ReplicaSet)
+func validateReplicaSetStatus(rs, o *appsv1.ReplicaSet) field.ErrorList {
 	errs := apivalidation.ValidateObjectMetaUpdate(&rs.ObjectMeta, &o.ObjectMeta, metadataPath)
 	s := &rs.Status
 	errs = append(errs, validateReplicaStatus(statusPath, s.Replicas, s.ReadyReplicas, s.AvailableReplicas, counter{"fullyLabeledReplicas", s.FullyLabeledReplicas})...)
@@ -71,14 +67,13 @@ func validateReplicaSetSpec(s *appsv1.ReplicaSetSpec, fld *field.Path) field.Err
 	return append(errs, validateReplicaTemplate(s.Selector, &s.Template, "ReplicaSet", fld.Child("template"))...)
 }
 
-func (replicaSetRules) AllowCreateOnUpdate() bool { return false }
-
-// Fields adds status.replicas, which upstream selects replicasets by.
-func (replicaSetRules) Fields(obj runtime.Object) fields.Set {
-	return fields.Set{"status.replicas": strconv.Itoa(int(obj.(*appsv1.ReplicaSet).Status.Replicas))}
+// replicaSetFields adds status.replicas, which upstream selects
+// replicasets by.
+func replicaSetFields(rs *appsv1.ReplicaSet) fields.Set {
+	return fields.Set{"status.replicas": strconv.Itoa(int(rs.Status.Replicas))}
 }
 
-func (replicaSetRules) Columns() []metav1.TableColumnDefinition {
+func replicaSetColumns() []metav1.TableColumnDefinition {
 	status := appsv1.ReplicaSetStatus{}.SwaggerDoc()
 	spec := appsv1.ReplicaSetSpec{}.SwaggerDoc()
 	return []metav1.TableColumnDefinition{
@@ -93,15 +88,14 @@ func (replicaSetRules) Columns() []metav1.TableColumnDefinition {
 	}
 }
 
-func (r replicaSetRules) Row(obj runtime.Object) []interface{} {
-	rs := obj.(*appsv1.ReplicaSet)
+func replicaSetRow(rs *appsv1.ReplicaSet, now time.Time) []interface{} {
 	names, images := containerCells(rs.Spec.Template.Spec.Containers)
 	return []interface{}{
 		rs.Name,
 		int64(replicas(rs.Spec.Replicas)),
 		int64(rs.Status.Replicas),
 		int64(rs.Status.ReadyReplicas),
-		age(r.now, rs.CreationTimestamp),
+		age(now, rs.CreationTimestamp),
 		names,
 		images,
 		selectorCell(rs.Spec.Selector),

@@ -21,9 +21,6 @@ func Resources() []apiserver.Resource { return ResourcesWithClock(nil) }
 // ResourcesWithClock is Resources with ages measured against now, or the
 // wall clock if now is nil. Tests use it to get stable Table rows.
 func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
-	if now == nil {
-		now = time.Now
-	}
 	gv := appsv1.SchemeGroupVersion
 	return []apiserver.Resource{
 		{
@@ -39,7 +36,7 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 			Status:       true,
 			Generation:   true,
 			Scale:        deploymentScale,
-			Rules:        deploymentRules{now: now},
+			Rules:        deploymentRules(now),
 		},
 		{
 			GroupVersion: gv,
@@ -54,7 +51,7 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 			Status:       true,
 			Generation:   true,
 			Scale:        replicaSetScale,
-			Rules:        replicaSetRules{now: now},
+			Rules:        replicaSetRules(now),
 		},
 		{
 			GroupVersion: gv,
@@ -69,7 +66,7 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 			Status:       true,
 			Generation:   true,
 			Scale:        statefulSetScale,
-			Rules:        statefulSetRules{now: now},
+			Rules:        statefulSetRules(now),
 		},
 		{
 			GroupVersion: gv,
@@ -83,7 +80,7 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 			NewList:      func() runtime.Object { return &appsv1.DaemonSetList{} },
 			Status:       true,
 			Generation:   true,
-			Rules:        daemonSetRules{now: now},
+			Rules:        daemonSetRules(now),
 		},
 		{
 			GroupVersion: gv,
@@ -93,7 +90,7 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 			Namespaced:   true,
 			New:          func() runtime.Object { return &appsv1.ControllerRevision{} },
 			NewList:      func() runtime.Object { return &appsv1.ControllerRevisionList{} },
-			Rules:        controllerRevisionRules{now: now},
+			Rules:        controllerRevisionRules(now),
 		},
 	}
 }

@@ -10,27 +10,32 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/registry/core"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
-// statefulSetRules are the rules of apps/v1 statefulsets.
-type statefulSetRules struct {
-	now func() time.Time
+// statefulSetRules returns the rules of apps/v1 statefulsets, with ages
+// measured against now (nil is the wall clock).
+func statefulSetRules(now func() time.Time) *typed.Rules[*appsv1.StatefulSet] {
+	return &typed.Rules[*appsv1.StatefulSet]{
+		Now:           now,
+		Defaults:      defaultStatefulSet,
+		PrepareCreate: func(ss *appsv1.StatefulSet) { ss.Status = appsv1.StatefulSetStatus{} },
+		PrepareUpdate: func(ss, old *appsv1.StatefulSet) { ss.Status = old.Status },
+		Check:         validateStatefulSet,
+		CheckUpdate:   validateStatefulSetUpdate,
+		CheckStatus:   validateStatefulSetStatus,
+		TableColumns:  statefulSetColumns(),
+		TableRow:      statefulSetRow,
+	}
 }
 
-var (
-	_ apiserver.Rules           = statefulSetRules{}
-	_ apiserver.StatusValidator = statefulSetRules{}
-)
-
-func (statefulSetRules) Default(obj runtime.Object) {
-	ss := obj.(*appsv1.StatefulSet)
+func defaultStatefulSet(ss *appsv1.StatefulSet) {
 	s := &ss.Spec
 	if s.PodManagementPolicy == "" {
 		s.PodManagementPolicy = appsv1.OrderedReadyPodManagement
@@ -77,16 +82,7 @@ func (statefulSetRules) Default(obj runtime.Object) {
 	}
 }
 
-func (statefulSetRules) PrepareForCreate(obj runtime.Object) {
-	obj.(*appsv1.StatefulSet).Status = appsv1.StatefulSetStatus{}
-}
-
-func (statefulSetRules) PrepareForUpdate(obj, old runtime.Object) {
-	obj.(*appsv1.StatefulSet).Status = old.(*appsv1.StatefulSet).Status
-}
-
-func (statefulSetRules) Validate(obj runtime.Object) field.ErrorList {
-	ss := obj.(*appsv1.StatefulSet)
+func validateStatefulSet(ss *appsv1.StatefulSet) field.ErrorList {
 	// Pod names and hostnames derive from the name, hence a DNS label.
 	errs := apivalidation.ValidateObjectMeta(&ss.ObjectMeta, true, apivalidation.NameIsDNSLabel, metadataPath)
 	errs = append(errs, validateStatefulSetSpec(&ss.Spec, specPath)...)
@@ -113,8 +109,7 @@ const volumeClaimTemplatesRefused = "volume claim templates are not supported un
 // statefulSetMutable lists the spec fields an update may change.
 const statefulSetMutable = "'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds'"
 
-func (statefulSetRules) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
-	ss, o := obj.(*appsv1.StatefulSet), old.(*appsv1.StatefulSet)
+func validateStatefulSetUpdate(ss, o *appsv1.StatefulSet) field.ErrorList {
 	// Not ValidateObjectMeta: a name valid once stays valid.
 	errs := apivalidation.ValidateObjectMetaUpdate(&ss.ObjectMeta, &o.ObjectMeta, metadataPath)
 	errs = append(errs, validateStatefulSetSpec(&ss.Spec, specPath)...)
@@ -132,8 +127,7 @@ func (statefulSetRules) ValidateUpdate(obj, old runtime.Object) field.ErrorList 
 	return errs
 }
 
-func (statefulSetRules) ValidateStatusUpdate(obj, old runtime.Object) field.ErrorList {
-	ss, o := obj.(*appsv1.StatefulSet), old.(*appsv1.StatefulSet)
+func validateStatefulSetStatus(ss, o *appsv1.StatefulSet) field.ErrorList {
 	errs := apivalidation.ValidateObjectMetaUpdate(&ss.ObjectMeta, &o.ObjectMeta, metadataPath)
 	s := &ss.Status
 	errs = append(errs, validateReplicaStatus(statusPath, s.Replicas, s.ReadyReplicas, s.AvailableReplicas,
@@ -226,11 +220,7 @@ func validateRetentionPolicyType(t appsv1.PersistentVolumeClaimRetentionPolicyTy
 		appsv1.RetainPersistentVolumeClaimRetentionPolicyType, appsv1.DeletePersistentVolumeClaimRetentionPolicyType})}
 }
 
-func (statefulSetRules) AllowCreateOnUpdate() bool { return false }
-
-func (statefulSetRules) Fields(runtime.Object) fields.Set { return fields.Set{} }
-
-func (statefulSetRules) Columns() []metav1.TableColumnDefinition {
+func statefulSetColumns() []metav1.TableColumnDefinition {
 	return []metav1.TableColumnDefinition{
 		nameColumn,
 		{Name: "Ready", Type: "string", Description: "Number of the pod with ready state"},
@@ -240,13 +230,12 @@ func (statefulSetRules) Columns() []metav1.TableColumnDefinition {
 	}
 }
 
-func (r statefulSetRules) Row(obj runtime.Object) []interface{} {
-	ss := obj.(*appsv1.StatefulSet)
+func statefulSetRow(ss *appsv1.StatefulSet, now time.Time) []interface{} {
 	names, images := containerCells(ss.Spec.Template.Spec.Containers)
 	return []interface{}{
 		ss.Name,
 		fmt.Sprintf("%d/%d", ss.Status.ReadyReplicas, replicas(ss.Spec.Replicas)),
-		age(r.now, ss.CreationTimestamp),
+		age(now, ss.CreationTimestamp),
 		names,
 		images,
 	}

@@ -8,13 +8,15 @@ import (
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 // TestStatefulSetClaimTemplatesRefused: until the hub has storage, a set
 // with volumeClaimTemplates is refused on create with a reason, while a
 // set stored with them before stays updatable.
 func TestStatefulSetClaimTemplatesRefused(t *testing.T) {
-	rules := resource(t, "StatefulSet").Rules
+	rules := resource(t, "StatefulSet").Rules.(typed.All)
 	ss := statefulSet()
 	ss.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
 		ObjectMeta: metav1.ObjectMeta{Name: "data"},

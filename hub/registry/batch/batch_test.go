@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 )
 
 var (
@@ -66,7 +68,7 @@ func cronJob() *batchv1.CronJob {
 // Default, PrepareForCreate, generic metadata, Validate.
 func create(t *testing.T, j *batchv1.Job) field.ErrorList {
 	t.Helper()
-	rules := resource(t, "Job").Rules
+	rules := resource(t, "Job").Rules.(typed.All)
 	rules.Default(j)
 	rules.PrepareForCreate(j)
 	j.UID, j.ResourceVersion, j.CreationTimestamp = uid, "7", metav1.NewTime(created)
@@ -196,7 +198,7 @@ func TestJobDefaults(t *testing.T) {
 		j := job()
 		j.Spec = tt.spec
 		j.Spec.Template = podTemplate()
-		resource(t, "Job").Rules.Default(j)
+		resource(t, "Job").Rules.(typed.All).Default(j)
 		if msg := tt.check(&j.Spec); msg != "" {
 			t.Errorf("Default(job with %s): %s", tt.name, msg)
 		}
@@ -338,7 +340,7 @@ func TestJobValidateUpdate(t *testing.T) {
 			}
 			upd := old.DeepCopy()
 			tt.edit(upd)
-			rules := resource(t, "Job").Rules
+			rules := resource(t, "Job").Rules.(typed.All)
 			rules.Default(upd)
 			rules.PrepareForUpdate(upd, old)
 			errs := rules.Validate(upd)
@@ -359,7 +361,7 @@ func TestElasticIndexedJob(t *testing.T) {
 	if errs := create(t, old); len(errs) > 0 {
 		t.Fatalf("create: %v", errs)
 	}
-	rules := resource(t, "Job").Rules
+	rules := resource(t, "Job").Rules.(typed.All)
 	tests := []struct {
 		completions, parallelism int32
 		want                     []string
@@ -378,7 +380,7 @@ func TestElasticIndexedJob(t *testing.T) {
 
 func TestCronJobDefault(t *testing.T) {
 	cj := cronJob()
-	resource(t, "CronJob").Rules.Default(cj)
+	resource(t, "CronJob").Rules.(typed.All).Default(cj)
 	const want = `concurrencyPolicy: Allow
 failedJobsHistoryLimit: 1
 jobTemplate:
@@ -448,7 +450,7 @@ func TestCronJobValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cj := cronJob()
 			tt.edit(cj)
-			rules := resource(t, "CronJob").Rules
+			rules := resource(t, "CronJob").Rules.(typed.All)
 			rules.Default(cj)
 			if got := errStrings(rules.Validate(cj)); !sameErrs(got, tt.want) {
 				t.Errorf("Validate(cronjob with %s) = %q, want %q", tt.name, got, tt.want)
@@ -460,7 +462,7 @@ func TestCronJobValidate(t *testing.T) {
 func TestCronJobScheduleMessage(t *testing.T) {
 	cj := cronJob()
 	cj.Spec.Schedule = "0 25 * * *"
-	rules := resource(t, "CronJob").Rules
+	rules := resource(t, "CronJob").Rules.(typed.All)
 	rules.Default(cj)
 	errs := rules.Validate(cj)
 	const want = `spec.schedule: Invalid value: "0 25 * * *": end of range (25) above maximum (23): 25`
@@ -470,7 +472,7 @@ func TestCronJobScheduleMessage(t *testing.T) {
 }
 
 func TestCronJobValidateUpdate(t *testing.T) {
-	rules := resource(t, "CronJob").Rules
+	rules := resource(t, "CronJob").Rules.(typed.All)
 	old := cronJob()
 	old.Spec.Schedule = "TZ=UTC 0 3 * * *" // stored before zones moved to timeZone
 	rules.Default(old)
@@ -539,7 +541,7 @@ func TestRow(t *testing.T) {
 		{"CronJob", zoned, []interface{}{"nightly", "0 3 * * *", "Europe/Berlin", "True", int64(0), "<none>", "90m", "pi", "perl:5.34", "<none>"}},
 	}
 	for _, tt := range tests {
-		rules := resource(t, tt.kind).Rules
+		rules := resource(t, tt.kind).Rules.(typed.All)
 		got := rules.Row(tt.obj)
 		if !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("Row(%s) = %#v, want %#v", tt.kind, got, tt.want)
@@ -557,7 +559,7 @@ func TestColumns(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var names, wide []string
-		for _, c := range resource(t, tt.kind).Rules.Columns() {
+		for _, c := range resource(t, tt.kind).Rules.(typed.All).Columns() {
 			if c.Priority == 0 {
 				names = append(names, c.Name)
 			} else {
@@ -574,13 +576,13 @@ func TestColumns(t *testing.T) {
 }
 
 func TestFieldsAndStatus(t *testing.T) {
-	rules := resource(t, "Job").Rules
+	rules := resource(t, "Job").Rules.(typed.All)
 	j := job()
 	j.Status.Succeeded = 3
 	if got := rules.Fields(j); !reflect.DeepEqual(got, fields.Set{"status.successful": "3"}) {
 		t.Errorf("Job Fields = %v, want status.successful=3", got)
 	}
-	if got := resource(t, "CronJob").Rules.Fields(cronJob()); got == nil || len(got) != 0 {
+	if got := resource(t, "CronJob").Rules.(typed.All).Fields(cronJob()); got == nil || len(got) != 0 {
 		t.Errorf("CronJob Fields = %v, want an empty set", got)
 	}
 
@@ -600,8 +602,8 @@ func TestResources(t *testing.T) {
 	var got []string
 	for _, r := range Resources() {
 		got = append(got, fmt.Sprintf("%s %v %v status=%v", r.Plural, r.ShortNames, r.Categories, r.Status))
-		if r.GroupVersion != batchv1.SchemeGroupVersion || !r.Namespaced || r.Scale != nil || r.Rules.AllowCreateOnUpdate() {
-			t.Errorf("%s: %v, namespaced %v, scale %v, create on update %v", r.Plural, r.GroupVersion, r.Namespaced, r.Scale, r.Rules.AllowCreateOnUpdate())
+		if r.GroupVersion != batchv1.SchemeGroupVersion || !r.Namespaced || r.Scale != nil || r.Rules.(typed.All).AllowCreateOnUpdate() {
+			t.Errorf("%s: %v, namespaced %v, scale %v, create on update %v", r.Plural, r.GroupVersion, r.Namespaced, r.Scale, r.Rules.(typed.All).AllowCreateOnUpdate())
 		}
 	}
 	want := []string{"jobs [] [all] status=true", "cronjobs [cj] [all] status=true"}
@@ -609,3 +611,7 @@ func TestResources(t *testing.T) {
 		t.Errorf("Resources() = %q, want %q", got, want)
 	}
 }
+
+// TestWrongType: the rules, given an object of another type, neither
+// panic nor accept it.
+func TestWrongType(t *testing.T) { typedtest.WrongType(t, Resources()) }

@@ -10,12 +10,10 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/registry/core"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 	"github.com/outpost-mesh/outpost/internal/cron"
 )
 
@@ -24,15 +22,25 @@ import (
 // a DNS label's 63.
 const maxCronJobNameLength = 52
 
-// cronJobRules are the rules of batch/v1 cronjobs.
-type cronJobRules struct {
-	now func() time.Time
+// cronJobRules returns the rules of batch/v1 cronjobs, with ages in their
+// Table rows measured against now (nil is the wall clock). Its status
+// updates are not validated, and it has no field selectors beyond
+// metadata's.
+func cronJobRules(now func() time.Time) *typed.Rules[*batchv1.CronJob] {
+	return &typed.Rules[*batchv1.CronJob]{
+		Now:           now,
+		Defaults:      defaultCronJob,
+		PrepareCreate: prepareCronJobCreate,
+		PrepareUpdate: prepareCronJobUpdate,
+		Check:         validateCronJob,
+		CheckUpdate:   validateCronJobUpdate,
+		TableColumns:  cronJobColumns(),
+		TableRow:      cronJobRow,
+	}
 }
 
-var _ apiserver.Rules = cronJobRules{}
-
-func (cronJobRules) Default(obj runtime.Object) {
-	cj := obj.(*batchv1.CronJob)
+// defaultCronJob applies upstream's defaults of a cronjob.
+func defaultCronJob(cj *batchv1.CronJob) {
 	s := &cj.Spec
 	if s.ConcurrencyPolicy == "" {
 		s.ConcurrencyPolicy = batchv1.AllowConcurrent
@@ -51,16 +59,14 @@ func (cronJobRules) Default(obj runtime.Object) {
 	core.DefaultPodTemplate(&s.JobTemplate.Spec.Template)
 }
 
-func (cronJobRules) PrepareForCreate(obj runtime.Object) {
-	obj.(*batchv1.CronJob).Status = batchv1.CronJobStatus{}
-}
+// prepareCronJobCreate clears the status a client sent.
+func prepareCronJobCreate(cj *batchv1.CronJob) { cj.Status = batchv1.CronJobStatus{} }
 
-func (cronJobRules) PrepareForUpdate(obj, old runtime.Object) {
-	obj.(*batchv1.CronJob).Status = old.(*batchv1.CronJob).Status
-}
+// prepareCronJobUpdate keeps the stored status.
+func prepareCronJobUpdate(cj, old *batchv1.CronJob) { cj.Status = old.Status }
 
-func (cronJobRules) Validate(obj runtime.Object) field.ErrorList {
-	cj := obj.(*batchv1.CronJob)
+// validateCronJob checks a new cronjob.
+func validateCronJob(cj *batchv1.CronJob) field.ErrorList {
 	errs := apivalidation.ValidateObjectMeta(&cj.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, metadataPath)
 	if len(cj.Name) > maxCronJobNameLength {
 		errs = append(errs, field.Invalid(metadataPath.Child("name"), cj.Name, fmt.Sprintf("must be no more than %d characters", maxCronJobNameLength)))
@@ -68,8 +74,8 @@ func (cronJobRules) Validate(obj runtime.Object) field.ErrorList {
 	return append(errs, validateCronJobSpec(&cj.Spec, nil, specPath)...)
 }
 
-func (cronJobRules) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
-	cj, o := obj.(*batchv1.CronJob), old.(*batchv1.CronJob)
+// validateCronJobUpdate checks an update of cronjob o to cj.
+func validateCronJobUpdate(cj, o *batchv1.CronJob) field.ErrorList {
 	// No name length check: cronjobs named before it stay updatable.
 	errs := apivalidation.ValidateObjectMetaUpdate(&cj.ObjectMeta, &o.ObjectMeta, metadataPath)
 	return append(errs, validateCronJobSpec(&cj.Spec, &o.Spec, specPath)...)
@@ -155,11 +161,8 @@ func equalStrings(a, b *string) bool {
 	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
-func (cronJobRules) AllowCreateOnUpdate() bool { return false }
-
-func (cronJobRules) Fields(runtime.Object) fields.Set { return fields.Set{} }
-
-func (cronJobRules) Columns() []metav1.TableColumnDefinition {
+// cronJobColumns are upstream's columns of cronjobs.
+func cronJobColumns() []metav1.TableColumnDefinition {
 	spec, status := batchv1.CronJobSpec{}.SwaggerDoc(), batchv1.CronJobStatus{}.SwaggerDoc()
 	return []metav1.TableColumnDefinition{
 		nameColumn,
@@ -175,8 +178,9 @@ func (cronJobRules) Columns() []metav1.TableColumnDefinition {
 	}
 }
 
-func (r cronJobRules) Row(obj runtime.Object) []interface{} {
-	cj := obj.(*batchv1.CronJob)
+// cronJobRow is cj's cells for cronJobColumns, its ages measured against
+// now.
+func cronJobRow(cj *batchv1.CronJob, now time.Time) []interface{} {
 	tz := "<none>"
 	if cj.Spec.TimeZone != nil {
 		tz = *cj.Spec.TimeZone
@@ -190,7 +194,7 @@ func (r cronJobRules) Row(obj runtime.Object) []interface{} {
 	}
 	last := "<none>"
 	if cj.Status.LastScheduleTime != nil {
-		last = age(r.now, *cj.Status.LastScheduleTime)
+		last = age(now, *cj.Status.LastScheduleTime)
 	}
 	names, images := containerCells(cj.Spec.JobTemplate.Spec.Template.Spec.Containers)
 	return []interface{}{
@@ -200,7 +204,7 @@ func (r cronJobRules) Row(obj runtime.Object) []interface{} {
 		suspend,
 		int64(len(cj.Status.Active)),
 		last,
-		age(r.now, cj.CreationTimestamp),
+		age(now, cj.CreationTimestamp),
 		names,
 		images,
 		metav1.FormatLabelSelector(cj.Spec.JobTemplate.Spec.Selector),

@@ -15,13 +15,12 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/registry/core"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 // The unprefixed labels upstream still puts on a job's pods next to the
@@ -50,20 +49,25 @@ var (
 	statusPath   = field.NewPath("status")
 )
 
-// jobRules are the rules of batch/v1 jobs. Like every rules type here, its
-// methods panic if given an object of another type, which the machinery's
-// contract rules out.
-type jobRules struct {
-	now func() time.Time
+// jobRules returns the rules of batch/v1 jobs, with ages and durations in
+// their Table rows measured against now (nil is the wall clock).
+func jobRules(now func() time.Time) *typed.Rules[*batchv1.Job] {
+	return &typed.Rules[*batchv1.Job]{
+		Now:           now,
+		Defaults:      defaultJob,
+		PrepareCreate: prepareJobCreate,
+		PrepareUpdate: prepareJobUpdate,
+		Check:         validateJob,
+		CheckUpdate:   validateJobUpdate,
+		CheckStatus:   validateJobStatusUpdate,
+		FieldSet:      jobFields,
+		TableColumns:  jobColumns(),
+		TableRow:      jobRow,
+	}
 }
 
-var (
-	_ apiserver.Rules           = jobRules{}
-	_ apiserver.StatusValidator = jobRules{}
-)
-
-func (jobRules) Default(obj runtime.Object) {
-	j := obj.(*batchv1.Job)
+// defaultJob applies upstream's defaults of a job.
+func defaultJob(j *batchv1.Job) {
 	s := &j.Spec
 	// A job left without both runs one pod to completion.
 	if s.Completions == nil && s.Parallelism == nil {
@@ -121,7 +125,7 @@ func copyTemplateLabels(j *batchv1.Job) {
 //
 // Upstream generates these in PrepareForCreate, where its uid is already
 // set. The machinery here sets the uid after PrepareForCreate, so both
-// PrepareForCreate and Validate call this; it is idempotent.
+// prepareJobCreate and validateJob call this; it is idempotent.
 func generateSelector(j *batchv1.Job) {
 	if j.UID == "" || (j.Spec.ManualSelector != nil && *j.Spec.ManualSelector) {
 		return
@@ -155,18 +159,19 @@ func generateSelector(j *batchv1.Job) {
 	copyTemplateLabels(j)
 }
 
-func (jobRules) PrepareForCreate(obj runtime.Object) {
-	j := obj.(*batchv1.Job)
+// prepareJobCreate clears the status a client sent and generates the
+// selector.
+func prepareJobCreate(j *batchv1.Job) {
 	j.Status = batchv1.JobStatus{}
 	generateSelector(j)
 }
 
-func (jobRules) PrepareForUpdate(obj, old runtime.Object) {
-	obj.(*batchv1.Job).Status = old.(*batchv1.Job).Status
-}
+// prepareJobUpdate keeps the stored status.
+func prepareJobUpdate(j, old *batchv1.Job) { j.Status = old.Status }
 
-func (jobRules) Validate(obj runtime.Object) field.ErrorList {
-	j := obj.(*batchv1.Job)
+// validateJob checks a new job, generating its selector first (see
+// generateSelector).
+func validateJob(j *batchv1.Job) field.ErrorList {
 	generateSelector(j)
 	errs := apivalidation.ValidateObjectMeta(&j.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, metadataPath)
 	errs = append(errs, validateGeneratedSelector(j, true)...)
@@ -181,8 +186,8 @@ func (jobRules) Validate(obj runtime.Object) field.ErrorList {
 	return errs
 }
 
-func (jobRules) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
-	j, o := obj.(*batchv1.Job), old.(*batchv1.Job)
+// validateJobUpdate checks an update of job o to j.
+func validateJobUpdate(j, o *batchv1.Job) field.ErrorList {
 	errs := apivalidation.ValidateObjectMetaUpdate(&j.ObjectMeta, &o.ObjectMeta, metadataPath)
 	// Jobs created before the prefixed labels keep passing without them.
 	_, hadName := o.Spec.Template.Labels[batchv1.JobNameLabel]
@@ -192,8 +197,8 @@ func (jobRules) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 	return append(errs, validateJobSpecUpdate(&j.Spec, o, specPath)...)
 }
 
-func (jobRules) ValidateStatusUpdate(obj, old runtime.Object) field.ErrorList {
-	j, o := obj.(*batchv1.Job), old.(*batchv1.Job)
+// validateJobStatusUpdate checks an update of job o's status to j's.
+func validateJobStatusUpdate(j, o *batchv1.Job) field.ErrorList {
 	errs := apivalidation.ValidateObjectMetaUpdate(&j.ObjectMeta, &o.ObjectMeta, metadataPath)
 	s := &j.Status
 	errs = append(errs, apivalidation.ValidateNonnegativeField(int64(s.Active), statusPath.Child("active"))...)
@@ -515,14 +520,13 @@ func mutableSchedulingDirectives(t, old *corev1.PodTemplateSpec) *corev1.PodTemp
 	return o
 }
 
-func (jobRules) AllowCreateOnUpdate() bool { return false }
-
-// Fields adds status.successful, which upstream selects jobs by.
-func (jobRules) Fields(obj runtime.Object) fields.Set {
-	return fields.Set{"status.successful": strconv.Itoa(int(obj.(*batchv1.Job).Status.Succeeded))}
+// jobFields is status.successful, which upstream selects jobs by.
+func jobFields(j *batchv1.Job) fields.Set {
+	return fields.Set{"status.successful": strconv.Itoa(int(j.Status.Succeeded))}
 }
 
-func (jobRules) Columns() []metav1.TableColumnDefinition {
+// jobColumns are upstream's columns of jobs.
+func jobColumns() []metav1.TableColumnDefinition {
 	return []metav1.TableColumnDefinition{
 		nameColumn,
 		{Name: "Status", Type: "string", Description: "Status of the job."},
@@ -535,15 +539,16 @@ func (jobRules) Columns() []metav1.TableColumnDefinition {
 	}
 }
 
-func (r jobRules) Row(obj runtime.Object) []interface{} {
-	j := obj.(*batchv1.Job)
+// jobRow is j's cells for jobColumns, its age and duration measured
+// against now.
+func jobRow(j *batchv1.Job, now time.Time) []interface{} {
 	names, images := containerCells(j.Spec.Template.Spec.Containers)
 	return []interface{}{
 		j.Name,
 		jobStatus(j),
 		jobCompletions(j),
-		r.jobDuration(j),
-		age(r.now, j.CreationTimestamp),
+		jobDuration(j, now),
+		age(now, j.CreationTimestamp),
 		names,
 		images,
 		metav1.FormatLabelSelector(j.Spec.Selector),
@@ -594,12 +599,12 @@ func jobCompletions(j *batchv1.Job) string {
 
 // jobDuration is the DURATION column: how long the job ran, or has been
 // running; empty before it starts.
-func (r jobRules) jobDuration(j *batchv1.Job) string {
+func jobDuration(j *batchv1.Job, now time.Time) string {
 	switch start, end := j.Status.StartTime, j.Status.CompletionTime; {
 	case start == nil:
 		return ""
 	case end == nil:
-		return duration.HumanDuration(r.now().Sub(start.Time))
+		return duration.HumanDuration(now.Sub(start.Time))
 	default:
 		return duration.HumanDuration(end.Sub(start.Time))
 	}

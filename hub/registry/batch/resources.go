@@ -17,9 +17,6 @@ func Resources() []apiserver.Resource { return ResourcesWithClock(nil) }
 // against now, or the wall clock if now is nil. Tests use it to get stable
 // Table rows.
 func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
-	if now == nil {
-		now = time.Now
-	}
 	gv := batchv1.SchemeGroupVersion
 	return []apiserver.Resource{
 		{
@@ -33,7 +30,7 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 			NewList:      func() runtime.Object { return &batchv1.JobList{} },
 			Status:       true,
 			Generation:   true,
-			Rules:        jobRules{now: now},
+			Rules:        jobRules(now),
 		},
 		{
 			GroupVersion: gv,
@@ -47,7 +44,7 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 			NewList:      func() runtime.Object { return &batchv1.CronJobList{} },
 			Status:       true,
 			Generation:   true,
-			Rules:        cronJobRules{now: now},
+			Rules:        cronJobRules(now),
 		},
 	}
 }

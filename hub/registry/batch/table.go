@@ -23,11 +23,11 @@ var (
 
 // age is how long before now t was, as kubectl's AGE column shows it, or
 // "<unknown>" for a zero time.
-func age(now func() time.Time, t metav1.Time) string {
+func age(now time.Time, t metav1.Time) string {
 	if t.IsZero() {
 		return "<unknown>"
 	}
-	return duration.HumanDuration(now().Sub(t.Time))
+	return duration.HumanDuration(now.Sub(t.Time))
 }
 
 // containerCells returns the names and the images of containers, each

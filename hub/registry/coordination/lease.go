@@ -12,12 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 // Resources returns the coordination.k8s.io/v1 resources, with ages in
@@ -27,9 +27,6 @@ func Resources() []apiserver.Resource { return ResourcesWithClock(nil) }
 // ResourcesWithClock is Resources with ages measured against now, or the
 // wall clock if now is nil.
 func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
-	if now == nil {
-		now = time.Now
-	}
 	return []apiserver.Resource{{
 		GroupVersion: coordinationv1.SchemeGroupVersion,
 		Kind:         "Lease",
@@ -38,36 +35,37 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &coordinationv1.Lease{} },
 		NewList:      func() runtime.Object { return &coordinationv1.LeaseList{} },
-		Rules:        leaseRules{now: now},
+		Rules:        leaseRules(now),
 	}}
 }
 
-// leaseRules are the rules of leases. Their methods panic if given an
-// object of another type, which the machinery's contract rules out.
-type leaseRules struct {
-	now func() time.Time
+// leaseRules are the rules of leases, with ages measured against now (nil
+// is the wall clock). A lease has no defaults, nothing to clear and no
+// field selectors beyond metadata's. It may be created with a PUT, as
+// upstream allows and leader election clients rely on.
+func leaseRules(now func() time.Time) *typed.Rules[*coordinationv1.Lease] {
+	return &typed.Rules[*coordinationv1.Lease]{
+		Now:            now,
+		Check:          validateLease,
+		CheckUpdate:    validateLeaseUpdate,
+		CreateOnUpdate: true,
+		TableColumns:   leaseColumns(),
+		TableRow:       leaseRow,
+	}
 }
-
-var _ apiserver.Rules = leaseRules{}
 
 var (
 	metadataPath = field.NewPath("metadata")
 	specPath     = field.NewPath("spec")
 )
 
-func (leaseRules) Default(runtime.Object)               {}
-func (leaseRules) PrepareForCreate(runtime.Object)      {}
-func (leaseRules) PrepareForUpdate(_, _ runtime.Object) {}
-
-func (leaseRules) Validate(obj runtime.Object) field.ErrorList {
-	l := obj.(*coordinationv1.Lease)
+func validateLease(l *coordinationv1.Lease) field.ErrorList {
 	errs := apivalidation.ValidateObjectMeta(&l.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, metadataPath)
 	return append(errs, validateLeaseSpec(&l.Spec, specPath)...)
 }
 
-func (leaseRules) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
-	l, o := obj.(*coordinationv1.Lease), old.(*coordinationv1.Lease)
-	errs := apivalidation.ValidateObjectMetaUpdate(&l.ObjectMeta, &o.ObjectMeta, metadataPath)
+func validateLeaseUpdate(l, old *coordinationv1.Lease) field.ErrorList {
+	errs := apivalidation.ValidateObjectMetaUpdate(&l.ObjectMeta, &old.ObjectMeta, metadataPath)
 	return append(errs, validateLeaseSpec(&l.Spec, specPath)...)
 }
 
@@ -104,13 +102,7 @@ func validateStrategy(s coordinationv1.CoordinatedLeaseStrategy, fld *field.Path
 	return errs
 }
 
-// AllowCreateOnUpdate is true: a lease may be created with a PUT, as
-// upstream allows and leader election clients rely on.
-func (leaseRules) AllowCreateOnUpdate() bool { return true }
-
-func (leaseRules) Fields(runtime.Object) fields.Set { return fields.Set{} }
-
-func (leaseRules) Columns() []metav1.TableColumnDefinition {
+func leaseColumns() []metav1.TableColumnDefinition {
 	return []metav1.TableColumnDefinition{
 		{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]},
 		{Name: "Holder", Type: "string", Description: coordinationv1.LeaseSpec{}.SwaggerDoc()["holderIdentity"]},
@@ -118,15 +110,14 @@ func (leaseRules) Columns() []metav1.TableColumnDefinition {
 	}
 }
 
-func (r leaseRules) Row(obj runtime.Object) []interface{} {
-	l := obj.(*coordinationv1.Lease)
+func leaseRow(l *coordinationv1.Lease, now time.Time) []interface{} {
 	var holder string
 	if l.Spec.HolderIdentity != nil {
 		holder = *l.Spec.HolderIdentity
 	}
 	age := "<unknown>"
 	if !l.CreationTimestamp.IsZero() {
-		age = duration.HumanDuration(r.now().Sub(l.CreationTimestamp.Time))
+		age = duration.HumanDuration(now.Sub(l.CreationTimestamp.Time))
 	}
 	return []interface{}{l.Name, holder, age}
 }

@@ -9,12 +9,15 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 )
 
 var (
 	created = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	now     = created.Add(26 * time.Hour)
-	rules   = ResourcesWithClock(func() time.Time { return now })[0].Rules
+	rules   = ResourcesWithClock(func() time.Time { return now })[0].Rules.(typed.All)
 )
 
 func lease() *coordinationv1.Lease {
@@ -132,10 +135,14 @@ func TestResources(t *testing.T) {
 	}
 	l := r[0]
 	if l.GroupVersion != coordinationv1.SchemeGroupVersion || l.Plural != "leases" || l.Singular != "lease" || l.Kind != "Lease" ||
-		!l.Namespaced || len(l.ShortNames) > 0 || len(l.Categories) > 0 || l.Status || l.Scale != nil || !l.Rules.AllowCreateOnUpdate() {
+		!l.Namespaced || len(l.ShortNames) > 0 || len(l.Categories) > 0 || l.Status || l.Scale != nil || !l.Rules.(typed.All).AllowCreateOnUpdate() {
 		t.Errorf("leases resource = %+v", l)
 	}
-	if f := l.Rules.Fields(lease()); f == nil || len(f) != 0 {
+	if f := l.Rules.(typed.All).Fields(lease()); f == nil || len(f) != 0 {
 		t.Errorf("Fields = %v, want an empty set", f)
 	}
 }
+
+// TestWrongType: the rules, given an object of another type, neither
+// panic nor accept it.
+func TestWrongType(t *testing.T) { typedtest.WrongType(t, Resources()) }

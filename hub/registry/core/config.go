@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 // ConfigMaps and Secrets: keys, total size, and the immutable flag.
@@ -37,16 +38,16 @@ func configMapResource(now func() time.Time) apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &corev1.ConfigMap{} },
 		NewList:      func() runtime.Object { return &corev1.ConfigMapList{} },
-		Rules: &rules[*corev1.ConfigMap]{
-			now:            now,
-			validate:       validateConfigMap,
-			validateUpdate: validateConfigMapUpdate,
-			columns: []metav1.TableColumnDefinition{
+		Rules: &typed.Rules[*corev1.ConfigMap]{
+			Now:         now,
+			Check:       validateConfigMap,
+			CheckUpdate: validateConfigMapUpdate,
+			TableColumns: []metav1.TableColumnDefinition{
 				nameColumn,
 				{Name: "Data", Type: "string", Description: corev1.ConfigMap{}.SwaggerDoc()["data"]},
 				ageColumn,
 			},
-			row: func(cm *corev1.ConfigMap, now time.Time) []interface{} {
+			TableRow: func(cm *corev1.ConfigMap, now time.Time) []interface{} {
 				return []interface{}{cm.Name, int64(len(cm.Data) + len(cm.BinaryData)), age(cm.CreationTimestamp, now)}
 			},
 		},
@@ -106,21 +107,21 @@ func secretResource(now func() time.Time) apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &corev1.Secret{} },
 		NewList:      func() runtime.Object { return &corev1.SecretList{} },
-		Rules: &rules[*corev1.Secret]{
-			now:            now,
-			defaults:       defaultSecret,
-			validate:       validateSecret,
-			validateUpdate: validateSecretUpdate,
-			fields: func(s *corev1.Secret) fields.Set {
+		Rules: &typed.Rules[*corev1.Secret]{
+			Now:         now,
+			Defaults:    defaultSecret,
+			Check:       validateSecret,
+			CheckUpdate: validateSecretUpdate,
+			FieldSet: func(s *corev1.Secret) fields.Set {
 				return fields.Set{"type": string(s.Type)}
 			},
-			columns: []metav1.TableColumnDefinition{
+			TableColumns: []metav1.TableColumnDefinition{
 				nameColumn,
 				{Name: "Type", Type: "string", Description: corev1.Secret{}.SwaggerDoc()["type"]},
 				{Name: "Data", Type: "string", Description: corev1.Secret{}.SwaggerDoc()["data"]},
 				ageColumn,
 			},
-			row: func(s *corev1.Secret, now time.Time) []interface{} {
+			TableRow: func(s *corev1.Secret, now time.Time) []interface{} {
 				return []interface{}{s.Name, string(s.Type), int64(len(s.Data)), age(s.CreationTimestamp, now)}
 			},
 		},

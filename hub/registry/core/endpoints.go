@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 func endpointsResource(now func() time.Time) apiserver.Resource {
@@ -27,20 +28,20 @@ func endpointsResource(now func() time.Time) apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &corev1.Endpoints{} },
 		NewList:      func() runtime.Object { return &corev1.EndpointsList{} },
-		Rules: &rules[*corev1.Endpoints]{
-			now:      now,
-			defaults: defaultEndpoints,
-			validate: validateEndpoints,
-			validateUpdate: func(ep, old *corev1.Endpoints) field.ErrorList {
+		Rules: &typed.Rules[*corev1.Endpoints]{
+			Now:      now,
+			Defaults: defaultEndpoints,
+			Check:    validateEndpoints,
+			CheckUpdate: func(ep, old *corev1.Endpoints) field.ErrorList {
 				return append(validateObjectMetaUpdate(&ep.ObjectMeta, &old.ObjectMeta), validateEndpoints(ep)...)
 			},
-			createOnUpdate: true,
-			columns: []metav1.TableColumnDefinition{
+			CreateOnUpdate: true,
+			TableColumns: []metav1.TableColumnDefinition{
 				nameColumn,
 				{Name: "Endpoints", Type: "string", Description: corev1.Endpoints{}.SwaggerDoc()["subsets"]},
 				ageColumn,
 			},
-			row: func(ep *corev1.Endpoints, now time.Time) []interface{} {
+			TableRow: func(ep *corev1.Endpoints, now time.Time) []interface{} {
 				return []interface{}{ep.Name, formatEndpoints(ep), age(ep.CreationTimestamp, now)}
 			},
 		},

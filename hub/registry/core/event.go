@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 // Events of the core/v1 API. Upstream checks them loosely for
@@ -38,16 +39,16 @@ func eventResource(now func() time.Time) apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &corev1.Event{} },
 		NewList:      func() runtime.Object { return &corev1.EventList{} },
-		Rules: &rules[*corev1.Event]{
-			now:      now,
-			validate: validateEvent,
-			validateUpdate: func(e, old *corev1.Event) field.ErrorList {
+		Rules: &typed.Rules[*corev1.Event]{
+			Now:   now,
+			Check: validateEvent,
+			CheckUpdate: func(e, old *corev1.Event) field.ErrorList {
 				return append(validateObjectMetaUpdate(&e.ObjectMeta, &old.ObjectMeta), validateEvent(e)...)
 			},
-			createOnUpdate: true,
-			fields:         eventFields,
-			columns:        eventColumns,
-			row:            eventRow,
+			CreateOnUpdate: true,
+			FieldSet:       eventFields,
+			TableColumns:   eventColumns,
+			TableRow:       eventRow,
 		},
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 // t0 is the time the tests' clock always shows.
@@ -31,8 +32,8 @@ func testResources() map[string]apiserver.Resource {
 	return m
 }
 
-func rulesFor(plural string) apiserver.Rules {
-	return testResources()[plural].Rules
+func rulesFor(plural string) typed.All {
+	return testResources()[plural].Rules.(typed.All)
 }
 
 // create runs what the machinery runs on a create before Validate, and

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 func namespaceResource(now func() time.Time) apiserver.Resource {
@@ -23,25 +24,23 @@ func namespaceResource(now func() time.Time) apiserver.Resource {
 		New:          func() runtime.Object { return &corev1.Namespace{} },
 		NewList:      func() runtime.Object { return &corev1.NamespaceList{} },
 		Status:       true,
-		Rules: namespaceRules{statusRules[*corev1.Namespace]{
-			rules: &rules[*corev1.Namespace]{
-				now:            now,
-				defaults:       defaultNamespace,
-				prepareCreate:  prepareNamespaceForCreate,
-				prepareUpdate:  prepareNamespaceForUpdate,
-				validate:       validateNamespace,
-				validateUpdate: validateNamespaceUpdate,
-				fields:         namespaceFields,
-				columns: []metav1.TableColumnDefinition{
-					nameColumn,
-					{Name: "Status", Type: "string", Description: "The status of the namespace"},
-					ageColumn,
-				},
-				row: func(ns *corev1.Namespace, now time.Time) []interface{} {
-					return []interface{}{ns.Name, string(ns.Status.Phase), age(ns.CreationTimestamp, now)}
-				},
+		Rules: namespaceRules{&typed.Rules[*corev1.Namespace]{
+			Now:           now,
+			Defaults:      defaultNamespace,
+			PrepareCreate: prepareNamespaceForCreate,
+			PrepareUpdate: prepareNamespaceForUpdate,
+			Check:         validateNamespace,
+			CheckUpdate:   validateNamespaceUpdate,
+			FieldSet:      namespaceFields,
+			TableColumns: []metav1.TableColumnDefinition{
+				nameColumn,
+				{Name: "Status", Type: "string", Description: "The status of the namespace"},
+				ageColumn,
 			},
-			validateStatus: validateNamespaceStatusUpdate,
+			TableRow: func(ns *corev1.Namespace, now time.Time) []interface{} {
+				return []interface{}{ns.Name, string(ns.Status.Phase), age(ns.CreationTimestamp, now)}
+			},
+			CheckStatus: validateNamespaceStatusUpdate,
 		}},
 	}
 }
@@ -51,7 +50,7 @@ func namespaceResource(now func() time.Time) apiserver.Resource {
 // removed its content and then its "kubernetes" finalizer through the
 // finalize subresource.
 type namespaceRules struct {
-	statusRules[*corev1.Namespace]
+	*typed.Rules[*corev1.Namespace]
 }
 
 var _ apiserver.Finalizable = namespaceRules{}

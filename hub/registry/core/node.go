@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 const (
@@ -36,22 +37,20 @@ func nodeResource(now func() time.Time) apiserver.Resource {
 		New:          func() runtime.Object { return &corev1.Node{} },
 		NewList:      func() runtime.Object { return &corev1.NodeList{} },
 		Status:       true,
-		Rules: statusRules[*corev1.Node]{
-			rules: &rules[*corev1.Node]{
-				now:      now,
-				defaults: defaultNode,
-				// A node registers itself with its status, so create
-				// keeps it; updates of the main resource do not change it.
-				prepareUpdate:  func(n, old *corev1.Node) { n.Status = old.Status },
-				validate:       validateNode,
-				validateUpdate: validateNodeUpdate,
-				fields: func(n *corev1.Node) fields.Set {
-					return fields.Set{"spec.unschedulable": strconv.FormatBool(n.Spec.Unschedulable)}
-				},
-				columns: nodeColumns,
-				row:     nodeRow,
+		Rules: &typed.Rules[*corev1.Node]{
+			Now:      now,
+			Defaults: defaultNode,
+			// A node registers itself with its status, so create
+			// keeps it; updates of the main resource do not change it.
+			PrepareUpdate: func(n, old *corev1.Node) { n.Status = old.Status },
+			Check:         validateNode,
+			CheckUpdate:   validateNodeUpdate,
+			FieldSet: func(n *corev1.Node) fields.Set {
+				return fields.Set{"spec.unschedulable": strconv.FormatBool(n.Spec.Unschedulable)}
 			},
-			validateStatus: validateNodeStatusUpdate,
+			TableColumns: nodeColumns,
+			TableRow:     nodeRow,
+			CheckStatus:  validateNodeStatusUpdate,
 		},
 	}
 }

@@ -11,11 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 // podRules adds graceful deletion to the pod rules.
 type podRules struct {
-	statusRules[*corev1.Pod]
+	*typed.Rules[*corev1.Pod]
 }
 
 var _ apiserver.GracefulDeleter = podRules{}
@@ -32,19 +33,17 @@ func podResource(now func() time.Time) apiserver.Resource {
 		New:          func() runtime.Object { return &corev1.Pod{} },
 		NewList:      func() runtime.Object { return &corev1.PodList{} },
 		Status:       true,
-		Rules: podRules{statusRules[*corev1.Pod]{
-			rules: &rules[*corev1.Pod]{
-				now:            now,
-				defaults:       defaultPod,
-				prepareCreate:  preparePodForCreate,
-				prepareUpdate:  preparePodForUpdate,
-				validate:       validatePodCreate,
-				validateUpdate: validatePodUpdate,
-				fields:         podFields,
-				columns:        podColumns,
-				row:            podRow,
-			},
-			validateStatus: validatePodStatusUpdate,
+		Rules: podRules{&typed.Rules[*corev1.Pod]{
+			Now:           now,
+			Defaults:      defaultPod,
+			PrepareCreate: preparePodForCreate,
+			PrepareUpdate: preparePodForUpdate,
+			Check:         validatePodCreate,
+			CheckUpdate:   validatePodUpdate,
+			FieldSet:      podFields,
+			TableColumns:  podColumns,
+			TableRow:      podRow,
+			CheckStatus:   validatePodStatusUpdate,
 		}},
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 // LimitRanges and ResourceQuotas: the policy objects admission enforces.
@@ -29,21 +30,21 @@ func limitRangeResource(now func() time.Time) apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &corev1.LimitRange{} },
 		NewList:      func() runtime.Object { return &corev1.LimitRangeList{} },
-		Rules: &rules[*corev1.LimitRange]{
-			now:      now,
-			defaults: defaultLimitRange,
-			validate: validateLimitRange,
-			validateUpdate: func(lr, old *corev1.LimitRange) field.ErrorList {
+		Rules: &typed.Rules[*corev1.LimitRange]{
+			Now:      now,
+			Defaults: defaultLimitRange,
+			Check:    validateLimitRange,
+			CheckUpdate: func(lr, old *corev1.LimitRange) field.ErrorList {
 				return append(validateObjectMetaUpdate(&lr.ObjectMeta, &old.ObjectMeta), validateLimitRange(lr)...)
 			},
-			createOnUpdate: true,
+			CreateOnUpdate: true,
 			// Upstream has no printer for limit ranges: the server's
 			// default table applies, with the creation time in RFC 3339.
-			columns: []metav1.TableColumnDefinition{
+			TableColumns: []metav1.TableColumnDefinition{
 				nameColumn,
 				{Name: "Created At", Type: "date", Description: objectMetaDoc["creationTimestamp"]},
 			},
-			row: func(lr *corev1.LimitRange, _ time.Time) []interface{} {
+			TableRow: func(lr *corev1.LimitRange, _ time.Time) []interface{} {
 				return []interface{}{lr.Name, lr.CreationTimestamp.UTC().Format(time.RFC3339)}
 			},
 		},
@@ -194,27 +195,25 @@ func resourceQuotaResource(now func() time.Time) apiserver.Resource {
 		New:          func() runtime.Object { return &corev1.ResourceQuota{} },
 		NewList:      func() runtime.Object { return &corev1.ResourceQuotaList{} },
 		Status:       true,
-		Rules: statusRules[*corev1.ResourceQuota]{
-			rules: &rules[*corev1.ResourceQuota]{
-				now: now,
-				defaults: func(q *corev1.ResourceQuota) {
-					roundResources(q.Spec.Hard)
-					roundResources(q.Status.Hard)
-					roundResources(q.Status.Used)
-				},
-				prepareCreate:  func(q *corev1.ResourceQuota) { q.Status = corev1.ResourceQuotaStatus{} },
-				prepareUpdate:  func(q, old *corev1.ResourceQuota) { q.Status = old.Status },
-				validate:       validateResourceQuota,
-				validateUpdate: validateResourceQuotaUpdate,
-				columns: []metav1.TableColumnDefinition{
-					nameColumn,
-					{Name: "Request", Type: "string", Description: "Request represents a minimum amount of cpu/memory that a container may consume."},
-					{Name: "Limit", Type: "string", Description: "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node."},
-					ageColumn,
-				},
-				row: resourceQuotaRow,
+		Rules: &typed.Rules[*corev1.ResourceQuota]{
+			Now: now,
+			Defaults: func(q *corev1.ResourceQuota) {
+				roundResources(q.Spec.Hard)
+				roundResources(q.Status.Hard)
+				roundResources(q.Status.Used)
 			},
-			validateStatus: func(q, old *corev1.ResourceQuota) field.ErrorList {
+			PrepareCreate: func(q *corev1.ResourceQuota) { q.Status = corev1.ResourceQuotaStatus{} },
+			PrepareUpdate: func(q, old *corev1.ResourceQuota) { q.Status = old.Status },
+			Check:         validateResourceQuota,
+			CheckUpdate:   validateResourceQuotaUpdate,
+			TableColumns: []metav1.TableColumnDefinition{
+				nameColumn,
+				{Name: "Request", Type: "string", Description: "Request represents a minimum amount of cpu/memory that a container may consume."},
+				{Name: "Limit", Type: "string", Description: "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node."},
+				ageColumn,
+			},
+			TableRow: resourceQuotaRow,
+			CheckStatus: func(q, old *corev1.ResourceQuota) field.ErrorList {
 				errs := validateObjectMetaUpdate(&q.ObjectMeta, &old.ObjectMeta)
 				return append(errs, validateQuotaStatus(&q.Status)...)
 			},

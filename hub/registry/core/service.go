@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 // Services. Allocation of cluster IPs and node ports is the machinery's;
@@ -38,19 +39,17 @@ func serviceResource(now func() time.Time, cfg ServiceConfig) apiserver.Resource
 		New:          func() runtime.Object { return &corev1.Service{} },
 		NewList:      func() runtime.Object { return &corev1.ServiceList{} },
 		Status:       true,
-		Rules: serviceRules{statusRules[*corev1.Service]{
-			rules: &rules[*corev1.Service]{
-				now:            now,
-				defaults:       defaultService,
-				prepareCreate:  func(svc *corev1.Service) { prepareServiceForCreate(svc, fam) },
-				prepareUpdate:  func(svc, old *corev1.Service) { prepareServiceForUpdate(svc, old, fam) },
-				validate:       validateService,
-				validateUpdate: validateServiceUpdate,
-				createOnUpdate: true,
-				columns:        serviceColumns,
-				row:            serviceRow,
-			},
-			validateStatus: validateServiceStatusUpdate,
+		Rules: serviceRules{&typed.Rules[*corev1.Service]{
+			Now:            now,
+			Defaults:       defaultService,
+			PrepareCreate:  func(svc *corev1.Service) { prepareServiceForCreate(svc, fam) },
+			PrepareUpdate:  func(svc, old *corev1.Service) { prepareServiceForUpdate(svc, old, fam) },
+			Check:          validateService,
+			CheckUpdate:    validateServiceUpdate,
+			CreateOnUpdate: true,
+			TableColumns:   serviceColumns,
+			TableRow:       serviceRow,
+			CheckStatus:    validateServiceStatusUpdate,
 		}, cfg},
 	}
 }

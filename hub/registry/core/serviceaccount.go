@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 func serviceAccountResource(now func() time.Time) apiserver.Resource {
@@ -28,20 +29,20 @@ func serviceAccountResource(now func() time.Time) apiserver.Resource {
 		New:          func() runtime.Object { return &corev1.ServiceAccount{} },
 		NewList:      func() runtime.Object { return &corev1.ServiceAccountList{} },
 		Token:        &apiserver.TokenRules{Default: defaultTokenRequest, Validate: validateTokenRequest},
-		Rules: &rules[*corev1.ServiceAccount]{
-			now:           now,
-			prepareCreate: cleanSecretReferences,
-			prepareUpdate: func(sa, _ *corev1.ServiceAccount) { cleanSecretReferences(sa) },
-			validate:      validate,
-			validateUpdate: func(sa, old *corev1.ServiceAccount) field.ErrorList {
+		Rules: &typed.Rules[*corev1.ServiceAccount]{
+			Now:           now,
+			PrepareCreate: cleanSecretReferences,
+			PrepareUpdate: func(sa, _ *corev1.ServiceAccount) { cleanSecretReferences(sa) },
+			Check:         validate,
+			CheckUpdate: func(sa, old *corev1.ServiceAccount) field.ErrorList {
 				return append(validateObjectMetaUpdate(&sa.ObjectMeta, &old.ObjectMeta), validate(sa)...)
 			},
-			columns: []metav1.TableColumnDefinition{
+			TableColumns: []metav1.TableColumnDefinition{
 				nameColumn,
 				{Name: "Secrets", Type: "string", Description: corev1.ServiceAccount{}.SwaggerDoc()["secrets"]},
 				ageColumn,
 			},
-			row: func(sa *corev1.ServiceAccount, now time.Time) []interface{} {
+			TableRow: func(sa *corev1.ServiceAccount, now time.Time) []interface{} {
 				return []interface{}{sa.Name, int64(len(sa.Secrets)), age(sa.CreationTimestamp, now)}
 			},
 		},

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -146,7 +147,7 @@ func ParsePortRange(s string) (PortRange, error) {
 // serviceRules are the service rules plus the allocation of cluster IPs
 // and node ports from cfg.
 type serviceRules struct {
-	statusRules[*corev1.Service]
+	*typed.Rules[*corev1.Service]
 	cfg ServiceConfig
 }
 

@@ -18,13 +18,13 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 // Limits of an EndpointSlice, as upstream's.
@@ -44,9 +44,6 @@ func Resources() []apiserver.Resource { return ResourcesWithClock(nil) }
 // ResourcesWithClock is Resources with ages measured against now, or the
 // wall clock if now is nil.
 func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
-	if now == nil {
-		now = time.Now
-	}
 	return []apiserver.Resource{{
 		GroupVersion: discoveryv1.SchemeGroupVersion,
 		Kind:         "EndpointSlice",
@@ -55,23 +52,29 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &discoveryv1.EndpointSlice{} },
 		NewList:      func() runtime.Object { return &discoveryv1.EndpointSliceList{} },
-		Rules:        endpointSliceRules{now: now},
+		Rules:        endpointSliceRules(now),
 	}}
 }
 
-// endpointSliceRules are the rules of endpointslices. Their methods panic
-// if given an object of another type, which the machinery's contract rules
-// out.
-type endpointSliceRules struct {
-	now func() time.Time
+// endpointSliceRules are the rules of endpointslices, with ages measured
+// against now (nil is the wall clock). An endpointslice has no field
+// selectors beyond metadata's, and a PUT does not create one.
+func endpointSliceRules(now func() time.Time) *typed.Rules[*discoveryv1.EndpointSlice] {
+	return &typed.Rules[*discoveryv1.EndpointSlice]{
+		Now:           now,
+		Defaults:      defaultEndpointSlice,
+		PrepareCreate: func(s *discoveryv1.EndpointSlice) { dropDeprecatedTopology(s, nil) },
+		PrepareUpdate: dropDeprecatedTopology,
+		Check:         validateEndpointSliceCreate,
+		CheckUpdate:   validateEndpointSliceUpdate,
+		TableColumns:  endpointSliceColumns(),
+		TableRow:      endpointSliceRow,
+	}
 }
 
-var _ apiserver.Rules = endpointSliceRules{}
-
-// Default gives each port a name ("" when unnamed) and the TCP protocol,
-// as upstream does; so two unnamed ports are duplicates.
-func (endpointSliceRules) Default(obj runtime.Object) {
-	s := obj.(*discoveryv1.EndpointSlice)
+// defaultEndpointSlice gives each port a name ("" when unnamed) and the
+// TCP protocol, as upstream does; so two unnamed ports are duplicates.
+func defaultEndpointSlice(s *discoveryv1.EndpointSlice) {
 	for i := range s.Ports {
 		p := &s.Ports[i]
 		if p.Name == nil {
@@ -83,23 +86,12 @@ func (endpointSliceRules) Default(obj runtime.Object) {
 	}
 }
 
-// PrepareForCreate drops endpoints' deprecatedTopology, which v1 clients
-// may not write.
-func (endpointSliceRules) PrepareForCreate(obj runtime.Object) {
-	dropDeprecatedTopology(obj.(*discoveryv1.EndpointSlice), nil)
-}
-
-// PrepareForUpdate drops endpoints' deprecatedTopology when the endpoints
-// change, as upstream does for v1 writes.
-func (endpointSliceRules) PrepareForUpdate(obj, old runtime.Object) {
-	dropDeprecatedTopology(obj.(*discoveryv1.EndpointSlice), old.(*discoveryv1.EndpointSlice))
-}
-
-// dropDeprecatedTopology clears the endpoints' deprecatedTopology unless
-// the endpoints are those of old. An endpoint without a nodeName keeps the
-// node its topology named under kubernetes.io/hostname, if old named that
-// node too, so that a client that rewrites the endpoints from an old read
-// loses nothing.
+// dropDeprecatedTopology clears the endpoints' deprecatedTopology, which
+// v1 clients may not write: on create (old is nil), and on an update
+// unless the endpoints are those of old, as upstream does. An endpoint
+// without a nodeName keeps the node its topology named under
+// kubernetes.io/hostname, if old named that node too, so that a client
+// that rewrites the endpoints from an old read loses nothing.
 func dropDeprecatedTopology(s, old *discoveryv1.EndpointSlice) {
 	if old != nil && equality.Semantic.DeepEqual(s.Endpoints, old.Endpoints) {
 		return
@@ -122,13 +114,11 @@ func dropDeprecatedTopology(s, old *discoveryv1.EndpointSlice) {
 	}
 }
 
-func (endpointSliceRules) Validate(obj runtime.Object) field.ErrorList {
-	s := obj.(*discoveryv1.EndpointSlice)
+func validateEndpointSliceCreate(s *discoveryv1.EndpointSlice) field.ErrorList {
 	return validateEndpointSlice(s, apivalidation.ValidateObjectMeta(&s.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata")))
 }
 
-func (endpointSliceRules) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
-	s, o := obj.(*discoveryv1.EndpointSlice), old.(*discoveryv1.EndpointSlice)
+func validateEndpointSliceUpdate(s, o *discoveryv1.EndpointSlice) field.ErrorList {
 	errs := validateEndpointSlice(s, apivalidation.ValidateObjectMetaUpdate(&s.ObjectMeta, &o.ObjectMeta, field.NewPath("metadata")))
 	return append(errs, apivalidation.ValidateImmutableField(s.AddressType, o.AddressType, field.NewPath("addressType"))...)
 }
@@ -298,11 +288,7 @@ func validatePorts(ports []discoveryv1.EndpointPort, fld *field.Path) field.Erro
 	return errs
 }
 
-func (endpointSliceRules) AllowCreateOnUpdate() bool { return false }
-
-func (endpointSliceRules) Fields(runtime.Object) fields.Set { return fields.Set{} }
-
-func (endpointSliceRules) Columns() []metav1.TableColumnDefinition {
+func endpointSliceColumns() []metav1.TableColumnDefinition {
 	doc := discoveryv1.EndpointSlice{}.SwaggerDoc()
 	return []metav1.TableColumnDefinition{
 		{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]},
@@ -313,8 +299,7 @@ func (endpointSliceRules) Columns() []metav1.TableColumnDefinition {
 	}
 }
 
-func (r endpointSliceRules) Row(obj runtime.Object) []interface{} {
-	s := obj.(*discoveryv1.EndpointSlice)
+func endpointSliceRow(s *discoveryv1.EndpointSlice, now time.Time) []interface{} {
 	var ports, addresses []string
 	for _, p := range s.Ports {
 		switch {
@@ -331,7 +316,7 @@ func (r endpointSliceRules) Row(obj runtime.Object) []interface{} {
 	}
 	age := "<unknown>"
 	if !s.CreationTimestamp.IsZero() {
-		age = duration.HumanDuration(r.now().Sub(s.CreationTimestamp.Time))
+		age = duration.HumanDuration(now.Sub(s.CreationTimestamp.Time))
 	}
 	return []interface{}{s.Name, string(s.AddressType), firstThree(ports), firstThree(addresses), age}
 }

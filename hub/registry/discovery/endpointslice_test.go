@@ -11,12 +11,15 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 )
 
 var (
 	created = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	now     = created.Add(3 * time.Minute)
-	rules   = ResourcesWithClock(func() time.Time { return now })[0].Rules
+	rules   = ResourcesWithClock(func() time.Time { return now })[0].Rules.(typed.All)
 )
 
 func slice() *discoveryv1.EndpointSlice {
@@ -226,10 +229,14 @@ func TestResources(t *testing.T) {
 	}
 	s := r[0]
 	if s.GroupVersion != discoveryv1.SchemeGroupVersion || s.Plural != "endpointslices" || s.Singular != "endpointslice" || s.Kind != "EndpointSlice" ||
-		!s.Namespaced || len(s.ShortNames) > 0 || len(s.Categories) > 0 || s.Status || s.Scale != nil || s.Rules.AllowCreateOnUpdate() {
+		!s.Namespaced || len(s.ShortNames) > 0 || len(s.Categories) > 0 || s.Status || s.Scale != nil || s.Rules.(typed.All).AllowCreateOnUpdate() {
 		t.Errorf("endpointslices resource = %+v", s)
 	}
-	if f := s.Rules.Fields(slice()); f == nil || len(f) != 0 {
+	if f := s.Rules.(typed.All).Fields(slice()); f == nil || len(f) != 0 {
 		t.Errorf("Fields = %v, want an empty set", f)
 	}
 }
+
+// TestWrongType: the rules, given an object of another type, neither
+// panic nor accept it.
+func TestWrongType(t *testing.T) { typedtest.WrongType(t, Resources()) }

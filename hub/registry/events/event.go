@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 // Length limits of an event's fields, as upstream's.
@@ -47,9 +48,6 @@ func Resources() []apiserver.Resource { return ResourcesWithClock(nil) }
 // ResourcesWithClock is Resources with ages measured against now, or the
 // wall clock if now is nil.
 func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
-	if now == nil {
-		now = time.Now
-	}
 	return []apiserver.Resource{{
 		GroupVersion: eventsv1.SchemeGroupVersion,
 		Kind:         "Event",
@@ -59,29 +57,32 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &eventsv1.Event{} },
 		NewList:      func() runtime.Object { return &eventsv1.EventList{} },
-		Rules:        eventRules{now: now},
+		Rules:        eventRules(now),
 	}}
 }
 
-// eventRules are the rules of events.k8s.io/v1 events. Their methods panic
-// if given an object of another type, which the machinery's contract rules
-// out. Errors name the fields as events.k8s.io/v1 does (regarding, note),
-// where upstream names some as core/v1 does (involvedObject, message).
-type eventRules struct {
-	now func() time.Time
+// eventRules are the rules of events.k8s.io/v1 events, with ages measured
+// against now (nil is the wall clock). An event has no defaults and
+// nothing to clear; it may be created with a PUT, as upstream allows.
+// Errors name the fields as events.k8s.io/v1 does (regarding, note), where
+// upstream names some as core/v1 does (involvedObject, message).
+func eventRules(now func() time.Time) *typed.Rules[*eventsv1.Event] {
+	return &typed.Rules[*eventsv1.Event]{
+		Now:            now,
+		Check:          validateEventCreate,
+		CheckUpdate:    validateEventUpdate,
+		CreateOnUpdate: true,
+		FieldSet:       eventFields,
+		TableColumns:   eventColumns(),
+		TableRow:       eventRow,
+	}
 }
 
-var _ apiserver.Rules = eventRules{}
-
-func (eventRules) Default(runtime.Object)               {}
-func (eventRules) PrepareForCreate(runtime.Object)      {}
-func (eventRules) PrepareForUpdate(_, _ runtime.Object) {}
-
-// Validate checks a new event as upstream does one created through
-// events.k8s.io/v1: the checks every event passes, then the stricter ones
-// of this API (eventTime and type set, deprecated fields unset).
-func (eventRules) Validate(obj runtime.Object) field.ErrorList {
-	e := obj.(*eventsv1.Event)
+// validateEventCreate checks a new event as upstream does one created
+// through events.k8s.io/v1: the checks every event passes, then the
+// stricter ones of this API (eventTime and type set, deprecated fields
+// unset).
+func validateEventCreate(e *eventsv1.Event) field.ErrorList {
 	errs := validateEvent(e)
 	errs = append(errs, apivalidation.ValidateObjectMeta(&e.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))...)
 	errs = append(errs, validateSeries(e)...)
@@ -107,11 +108,10 @@ func (eventRules) Validate(obj runtime.Object) field.ErrorList {
 	return errs
 }
 
-// ValidateUpdate checks an update as upstream does: the checks every event
-// passes, a changed series, and what an event may not change: what it is
-// about, what happened, when, and its deprecated fields.
-func (eventRules) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
-	e, o := obj.(*eventsv1.Event), old.(*eventsv1.Event)
+// validateEventUpdate checks an update as upstream does: the checks every
+// event passes, a changed series, and what an event may not change: what
+// it is about, what happened, when, and its deprecated fields.
+func validateEventUpdate(e, o *eventsv1.Event) field.ErrorList {
 	errs := validateEvent(e)
 	errs = append(errs, apivalidation.ValidateObjectMetaUpdate(&e.ObjectMeta, &o.ObjectMeta, field.NewPath("metadata"))...)
 	if !reflect.DeepEqual(e.Series, o.Series) {
@@ -200,13 +200,9 @@ func validateSeries(e *eventsv1.Event) field.ErrorList {
 	return errs
 }
 
-// AllowCreateOnUpdate is true: an event may be created with a PUT, as
-// upstream allows.
-func (eventRules) AllowCreateOnUpdate() bool { return true }
-
-// Fields returns the fields upstream selects events.k8s.io/v1 events by.
-func (eventRules) Fields(obj runtime.Object) fields.Set {
-	e := obj.(*eventsv1.Event)
+// eventFields returns the fields upstream selects events.k8s.io/v1 events
+// by.
+func eventFields(e *eventsv1.Event) fields.Set {
 	r := &e.Regarding
 	return fields.Set{
 		"regarding.kind":            r.Kind,
@@ -222,10 +218,10 @@ func (eventRules) Fields(obj runtime.Object) fields.Set {
 	}
 }
 
-// Columns are upstream's event columns. Unlike every other resource's,
-// they do not start with the name: LAST SEEN comes first and NAME is shown
-// only with -o wide.
-func (eventRules) Columns() []metav1.TableColumnDefinition {
+// eventColumns are upstream's event columns. Unlike every other
+// resource's, they do not start with the name: LAST SEEN comes first and
+// NAME is shown only with -o wide.
+func eventColumns() []metav1.TableColumnDefinition {
 	doc := corev1.Event{}.SwaggerDoc()
 	return []metav1.TableColumnDefinition{
 		{Name: "Last Seen", Type: "string", Description: doc["lastTimestamp"]},
@@ -241,20 +237,19 @@ func (eventRules) Columns() []metav1.TableColumnDefinition {
 	}
 }
 
-func (r eventRules) Row(obj runtime.Object) []interface{} {
-	e := obj.(*eventsv1.Event)
-	first := r.since(e.DeprecatedFirstTimestamp.Time)
+func eventRow(e *eventsv1.Event, now time.Time) []interface{} {
+	first := since(e.DeprecatedFirstTimestamp.Time, now)
 	if e.DeprecatedFirstTimestamp.IsZero() {
-		first = r.since(e.EventTime.Time)
+		first = since(e.EventTime.Time, now)
 	}
-	last := r.since(e.DeprecatedLastTimestamp.Time)
+	last := since(e.DeprecatedLastTimestamp.Time, now)
 	if e.DeprecatedLastTimestamp.IsZero() {
 		last = first
 	}
 	count := e.DeprecatedCount
 	switch {
 	case e.Series != nil:
-		last, count = r.since(e.Series.LastObservedTime.Time), e.Series.Count
+		last, count = since(e.Series.LastObservedTime.Time, now), e.Series.Count
 	case count == 0:
 		count = 1 // a single event carries no count
 	}
@@ -277,11 +272,11 @@ func (r eventRules) Row(obj runtime.Object) []interface{} {
 }
 
 // since is how long before now t was, or "<unknown>" for a zero time.
-func (r eventRules) since(t time.Time) string {
+func since(t, now time.Time) string {
 	if t.IsZero() {
 		return "<unknown>"
 	}
-	return duration.HumanDuration(r.now().Sub(t))
+	return duration.HumanDuration(now.Sub(t))
 }
 
 // source is the SOURCE column: the component that reported the event and

@@ -12,12 +12,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 )
 
 var (
 	created = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	now     = created.Add(10 * time.Minute)
-	rules   = ResourcesWithClock(func() time.Time { return now })[0].Rules
+	rules   = ResourcesWithClock(func() time.Time { return now })[0].Rules.(typed.All)
 )
 
 // event is one as client-go's events.k8s.io recorder writes it.
@@ -191,7 +194,11 @@ func TestResources(t *testing.T) {
 	e := r[0]
 	if e.GroupVersion != eventsv1.SchemeGroupVersion || e.Plural != "events" || e.Singular != "event" || e.Kind != "Event" ||
 		!e.Namespaced || !reflect.DeepEqual(e.ShortNames, []string{"ev"}) || len(e.Categories) > 0 || e.Status || e.Scale != nil ||
-		!e.Rules.AllowCreateOnUpdate() {
+		!e.Rules.(typed.All).AllowCreateOnUpdate() {
 		t.Errorf("events resource = %+v", e)
 	}
 }
+
+// TestWrongType: the rules, given an object of another type, neither
+// panic nor accept it.
+func TestWrongType(t *testing.T) { typedtest.WrongType(t, Resources()) }

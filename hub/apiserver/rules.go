@@ -1,0 +1,80 @@
+package apiserver
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// The steps of a resource's rules that are optional (see Rules): each
+// does nothing, or the machinery's default, where the rules lack it.
+
+func (r *resourceInfo) setDefaults(obj runtime.Object) {
+	if d, ok := r.Rules.(Defaulter); ok {
+		d.Default(obj)
+	}
+}
+
+func (r *resourceInfo) prepareForCreate(obj runtime.Object) {
+	if p, ok := r.Rules.(CreatePreparer); ok {
+		p.PrepareForCreate(obj)
+	}
+}
+
+func (r *resourceInfo) prepareForUpdate(obj, old runtime.Object) {
+	if p, ok := r.Rules.(UpdatePreparer); ok {
+		p.PrepareForUpdate(obj, old)
+	}
+}
+
+func (r *resourceInfo) allowCreateOnUpdate() bool {
+	c, ok := r.Rules.(CreateOnUpdater)
+	return ok && c.AllowCreateOnUpdate()
+}
+
+// fieldSet returns obj's field-selector values beyond the metadata ones,
+// never nil: the caller adds those.
+func (r *resourceInfo) fieldSet(obj runtime.Object) fields.Set {
+	var set fields.Set
+	if f, ok := r.Rules.(FieldSelector); ok {
+		set = f.Fields(obj)
+	}
+	if set == nil {
+		set = fields.Set{}
+	}
+	return set
+}
+
+// columns returns the resource's Table columns, a copy the caller owns.
+func (r *resourceInfo) columns() []metav1.TableColumnDefinition {
+	if p, ok := r.Rules.(Printer); ok {
+		return p.Columns()
+	}
+	return defaultColumns()
+}
+
+// row returns obj's cells for columns.
+func (r *resourceInfo) row(obj runtime.Object) []interface{} {
+	if p, ok := r.Rules.(Printer); ok {
+		return p.Row(obj)
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return []interface{}{"", ""}
+	}
+	return []interface{}{m.GetName(), m.GetCreationTimestamp().UTC().Format(time.RFC3339)}
+}
+
+// defaultColumns are the columns of a resource without a Printer, as
+// upstream's default table converter has them: the name and the creation
+// time.
+func defaultColumns() []metav1.TableColumnDefinition {
+	doc := metav1.ObjectMeta{}.SwaggerDoc()
+	return []metav1.TableColumnDefinition{
+		{Name: "Name", Type: "string", Format: "name", Description: doc["name"]},
+		{Name: "Created At", Type: "date", Description: doc["creationTimestamp"]},
+	}
+}
