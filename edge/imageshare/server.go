@@ -197,8 +197,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // wait: it asks whether the node holds the content now.
 func (s *Server) info(ctx context.Context, d digest.Digest, wait bool) (content.Info, error) {
 	info, err := s.cfg.Content.Info(ctx, d)
-	if err == nil || !wait || !errdefs.IsNotFound(err) || s.cfg.Pulling == nil || !s.cfg.Pulling(d) {
+	if err == nil || !wait || !errdefs.IsNotFound(err) || s.cfg.Pulling == nil {
 		return info, err
+	}
+	if !s.cfg.Pulling(d) {
+		// Not pulling it, or committed since the look above: the pull
+		// is Done only after the commit.
+		return s.cfg.Content.Info(ctx, d)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CommitWait)
 	defer cancel()
