@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -53,7 +54,7 @@ func (r *resourceInfo) columns() []metav1.TableColumnDefinition {
 	if p, ok := r.Rules.(Printer); ok {
 		return p.Columns()
 	}
-	return defaultColumns()
+	return slices.Clone(defaultColumns)
 }
 
 // row returns obj's cells for columns.
@@ -71,10 +72,7 @@ func (r *resourceInfo) row(obj runtime.Object) []interface{} {
 // defaultColumns are the columns of a resource without a Printer, as
 // upstream's default table converter has them: the name and the creation
 // time.
-func defaultColumns() []metav1.TableColumnDefinition {
-	doc := metav1.ObjectMeta{}.SwaggerDoc()
-	return []metav1.TableColumnDefinition{
-		{Name: "Name", Type: "string", Format: "name", Description: doc["name"]},
-		{Name: "Created At", Type: "date", Description: doc["creationTimestamp"]},
-	}
+var defaultColumns = []metav1.TableColumnDefinition{
+	{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]},
+	{Name: "Created At", Type: "date", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]},
 }

@@ -240,48 +240,25 @@ func TestAdoptLegacy(t *testing.T) {
 	tab := bpftest.Table(frontend("10.96.0.10:80", tcp, all[:2]...), frontend("10.96.0.11:80", tcp, all...))
 
 	// The old agent's pins.
-	if err := os.MkdirAll(cfg.PinDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	specs := mapSpecs(&cfg)
-	specs[legacyServices] = &ebpf.MapSpec{Name: "olb_services", Type: ebpf.Hash, KeySize: 20, ValueSize: 16,
-		MaxEntries: services.MaxFrontends, Flags: noPrealloc}
-	delete(specs, mapServices)
-	old := map[string]*ebpf.Map{}
-	for name, spec := range specs {
-		m, err := ebpf.NewMap(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
-		if err := m.Pin(filepath.Join(cfg.PinDir, name)); err != nil {
-			t.Fatal(err)
-		}
-		old[name] = m
-	}
-	id := uint32(0)
-	for k, f := range tab {
-		id++
-		want := desired(f)
-		if err := old[legacyServices].Put(keyOf(k), legacyVal{ID: id, Count: uint32(len(want))}); err != nil {
-			t.Fatal(err)
-		}
-		for i, b := range want {
-			if err := old[mapBackends].Put(slotKey{id, uint32(i)}, b); err != nil {
+	oldLinks := pinOlderAgent(t, cfg, legacyServices, &ebpf.MapSpec{Name: "olb_services", Type: ebpf.Hash, KeySize: 20, ValueSize: 16,
+		MaxEntries: services.MaxFrontends, Flags: noPrealloc}, func(old map[string]*ebpf.Map) {
+		id := uint32(0)
+		for k, f := range tab {
+			id++
+			want := desired(f)
+			if err := old[legacyServices].Put(keyOf(k), legacyVal{ID: id, Count: uint32(len(want))}); err != nil {
 				t.Fatal(err)
 			}
+			for i, b := range want {
+				if err := old[mapBackends].Put(slotKey{id, uint32(i)}, b); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
-	}
-	oldLinks := pinStubLinks(t, cfg)
+	})
 
 	d := open(t, cfg)
-	if _, err := os.Stat(filepath.Join(cfg.PinDir, legacyServices)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("legacy services pin after New: %v", err)
-	}
-	links, _ := linkIDs(t, d)
-	if !maps_equal(links, oldLinks) {
-		t.Errorf("New made new links %v, want the pinned %v", links, oldLinks)
-	}
+	checkAdopted(t, cfg, d, legacyServices, oldLinks)
 	// Routed before any Sync.
 	reachAll(t, "10.96.0.10:80", all[:2])
 	reachAll(t, "10.96.0.11:80", all)
@@ -321,49 +298,26 @@ func TestAdoptLockless(t *testing.T) {
 	}
 	tab := bpftest.Table(frontend("10.96.0.10:80", tcp, all[:2]...), frontend("10.96.0.11:80", tcp, all...))
 
-	if err := os.MkdirAll(cfg.PinDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	specs := mapSpecs(&cfg)
-	spec := specs[mapServices].Copy()
+	spec := mapSpecs(&cfg)[mapServices].Copy()
 	spec.Key, spec.Value = nil, nil
-	specs[lockless] = spec
-	delete(specs, mapServices)
-	old := map[string]*ebpf.Map{}
-	for name, spec := range specs {
-		m, err := ebpf.NewMap(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
-		if err := m.Pin(filepath.Join(cfg.PinDir, name)); err != nil {
-			t.Fatal(err)
-		}
-		old[name] = m
-	}
-	id := uint32(0)
-	for k, f := range tab {
-		id++
-		want := desired(f)
-		if err := old[lockless].Put(keyOf(k), svcValOf(id, 0, want)); err != nil {
-			t.Fatal(err)
-		}
-		for i := inlineSlots; i < len(want); i++ {
-			if err := old[mapBackends].Put(slotKey{id, uint32(i)}, want[i]); err != nil {
+	oldLinks := pinOlderAgent(t, cfg, lockless, spec, func(old map[string]*ebpf.Map) {
+		id := uint32(0)
+		for k, f := range tab {
+			id++
+			want := desired(f)
+			if err := old[lockless].Put(keyOf(k), svcValOf(id, 0, want)); err != nil {
 				t.Fatal(err)
 			}
+			for i := inlineSlots; i < len(want); i++ {
+				if err := old[mapBackends].Put(slotKey{id, uint32(i)}, want[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
-	}
-	oldLinks := pinStubLinks(t, cfg)
+	})
 
 	d := open(t, cfg)
-	if _, err := os.Stat(filepath.Join(cfg.PinDir, lockless)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("lockless services pin after New: %v", err)
-	}
-	links, _ := linkIDs(t, d)
-	if !maps_equal(links, oldLinks) {
-		t.Errorf("New made new links %v, want the pinned %v", links, oldLinks)
-	}
+	checkAdopted(t, cfg, d, lockless, oldLinks)
 	reachAll(t, "10.96.0.10:80", all[:2])
 	reachAll(t, "10.96.0.11:80", all)
 
@@ -373,6 +327,47 @@ func TestAdoptLockless(t *testing.T) {
 	}
 	bpftest.Sync(t, d, bpftest.Table(frontend("10.96.0.11:80", tcp, all[1:]...)))
 	reachAll(t, "10.96.0.11:80", all[1:])
+}
+
+// pinOlderAgent pins what an older agent leaves under cfg.PinDir: the
+// maps of today but for the services map, which is name, made by spec,
+// and filled by fill; and links of cfg's cgroup (pinStubLinks), whose ids
+// it returns. The maps' handles close when t ends.
+func pinOlderAgent(t *testing.T, cfg Config, name string, spec *ebpf.MapSpec, fill func(old map[string]*ebpf.Map)) map[string]link.ID {
+	t.Helper()
+	if err := os.MkdirAll(cfg.PinDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	specs := mapSpecs(&cfg)
+	delete(specs, mapServices)
+	specs[name] = spec
+	old := map[string]*ebpf.Map{}
+	for n, spec := range specs {
+		m, err := ebpf.NewMap(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		if err := m.Pin(filepath.Join(cfg.PinDir, n)); err != nil {
+			t.Fatal(err)
+		}
+		old[n] = m
+	}
+	fill(old)
+	return pinStubLinks(t, cfg)
+}
+
+// checkAdopted checks what New made of an older agent's pins: the older
+// services map's pin, name, is gone, and the links are the pinned ones.
+func checkAdopted(t *testing.T, cfg Config, d *Dataplane, name string, oldLinks map[string]link.ID) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(cfg.PinDir, name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("older services pin %s after New: %v", name, err)
+	}
+	links, _ := linkIDs(t, d)
+	if !maps_equal(links, oldLinks) {
+		t.Errorf("New made new links %v, want the pinned %v", links, oldLinks)
+	}
 }
 
 // pinStubLinks attaches, on cfg's cgroup, a program that allows every
