@@ -60,13 +60,13 @@ func (testRules) Row(obj runtime.Object) []interface{} {
 func testResources() []Resource {
 	return []Resource{
 		{GroupVersion: corev1.SchemeGroupVersion, Kind: "Namespace", Plural: "namespaces", Singular: "namespace", ShortNames: []string{"ns"},
-			New: func() runtime.Object { return &corev1.Namespace{} }, NewList: func() runtime.Object { return &corev1.NamespaceList{} },
+			New: func() runtime.Object { return &corev1.Namespace{} }, NewList: func() runtime.Object { return &corev1.NamespaceList{} }, AddToScheme: corev1.AddToScheme,
 			Status: true, Rules: testRules{}},
 		{GroupVersion: corev1.SchemeGroupVersion, Kind: "ConfigMap", Plural: "configmaps", Singular: "configmap", ShortNames: []string{"cm"}, Namespaced: true,
-			New: func() runtime.Object { return &corev1.ConfigMap{} }, NewList: func() runtime.Object { return &corev1.ConfigMapList{} },
+			New: func() runtime.Object { return &corev1.ConfigMap{} }, NewList: func() runtime.Object { return &corev1.ConfigMapList{} }, AddToScheme: corev1.AddToScheme,
 			Rules: testRules{}},
 		{GroupVersion: corev1.SchemeGroupVersion, Kind: "Secret", Plural: "secrets", Singular: "secret", Namespaced: true,
-			New: func() runtime.Object { return &corev1.Secret{} }, NewList: func() runtime.Object { return &corev1.SecretList{} },
+			New: func() runtime.Object { return &corev1.Secret{} }, NewList: func() runtime.Object { return &corev1.SecretList{} }, AddToScheme: corev1.AddToScheme,
 			Rules: testRules{fields: func(o runtime.Object) fields.Set { return fields.Set{"type": string(o.(*corev1.Secret).Type)} }}},
 	}
 }
@@ -75,6 +75,7 @@ type testHub struct {
 	srv    *Server
 	store  *badgerstore.Store
 	client *kubernetes.Clientset
+	url    string
 }
 
 // startTestServer serves testResources over a fresh store, with opts
@@ -101,7 +102,7 @@ func startTestServer(t *testing.T, opts ...func(*Config)) *testHub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testHub{srv: srv, store: st, client: cs}
+	return &testHub{srv: srv, store: st, client: cs, url: hs.URL}
 }
 
 func TestCRUDWithClientGo(t *testing.T) {

@@ -86,7 +86,7 @@ func (q *request) serve() {
 
 // respond writes obj, as a Table when the client asked for one.
 func (q *request) respond(code int, obj runtime.Object) error {
-	out, err := negotiate(q.r, q.verb == "get" || q.verb == "list")
+	out, err := negotiate(q.r, q.res.codec, q.verb == "get" || q.verb == "list")
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func (q *request) decodeBytes(body []byte, contentType string) (runtime.Object, 
 	}
 	saved := q.r.Header.Get("Content-Type")
 	q.r.Header.Set("Content-Type", contentType)
-	dec, _, err := requestDecoder(q.r, validation == "Strict")
+	dec, _, err := requestDecoder(q.r, q.res.codec, validation == "Strict")
 	q.r.Header.Set("Content-Type", saved)
 	if err != nil {
 		return nil, err
@@ -159,7 +159,7 @@ func (q *request) decodeBytes(body []byte, contentType string) (runtime.Object, 
 			gvk.GroupVersion(), q.res.GroupVersion, gvk.Kind, q.res.Kind))
 	}
 	if validation == "Warn" {
-		if info, ok := lookupInfo(contentType); ok && info.StrictSerializer != nil {
+		if info, ok := q.res.codec.lookup(contentType); ok && info.StrictSerializer != nil {
 			if _, _, serr := info.StrictSerializer.Decode(body, &q.res.gvk, q.res.New()); serr != nil {
 				if se, ok := serr.(interface{ Errors() []error }); ok {
 					for _, e := range se.Errors() {
@@ -471,18 +471,15 @@ func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind 
 	om, _ := meta.Accessor(old)
 	if kind == updateStatus {
 		// Only status changes: everything else is the stored object's.
-		status := structField(obj, "Status")
 		fresh := old.DeepCopyObject()
-		if sf := structField(fresh, "Status"); sf.IsValid() && status.IsValid() {
-			sf.Set(status)
-		}
+		copyStatus(fresh, obj)
 		fm, _ := meta.Accessor(fresh)
 		fm.SetResourceVersion(m.GetResourceVersion())
-		reflectCopy(obj, fresh)
+		replaceObject(obj, fresh)
 	} else if kind == updateMain || kind == updateFinalize {
 		res.setDefaults(obj)
 		if res.Status {
-			copyField(obj, old, "Status")
+			copyStatus(obj, old)
 		}
 		if fin, ok := res.Rules.(Finalizable); ok && kind == updateFinalize {
 			fin.PrepareForFinalize(obj, old)
@@ -531,9 +528,4 @@ func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind 
 func om(obj runtime.Object) metav1.Object {
 	m, _ := meta.Accessor(obj)
 	return m
-}
-
-// reflectCopy sets *dst to *src for two pointers to the same struct type.
-func reflectCopy(dst, src runtime.Object) {
-	structPtr(dst).Set(structPtr(src))
 }

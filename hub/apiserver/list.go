@@ -147,7 +147,7 @@ func (q *request) list() error {
 // openListResponse negotiates the form of the request's list response and
 // opens the scan of the objects o selects.
 func (q *request) openListResponse(o listOptions) (*listScan, *listForm, error) {
-	out, err := negotiate(q.r, true)
+	out, err := negotiate(q.r, q.res.codec, true)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -218,7 +218,7 @@ func (q *request) serveList(src listSource, f *listForm) error {
 	empty := f.empty(lm)
 	if !f.proto() {
 		gv := empty.GetObjectKind().GroupVersionKind().GroupVersion()
-		if err := codecs.EncoderForVersion(f.out.info.Serializer, gv).Encode(empty, &env); err != nil {
+		if err := q.s.encoderFor(f.out.info.Serializer, gv).Encode(empty, &env); err != nil {
 			return apierrors.NewInternalError(err)
 		}
 	}

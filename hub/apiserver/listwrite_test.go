@@ -95,7 +95,7 @@ func wholeList(t *testing.T, rs *rawServer, prefix string, o listOptions, out ou
 	}
 	var buf bytes.Buffer
 	gv := whole.GetObjectKind().GroupVersionKind().GroupVersion()
-	if err := codecs.EncoderForVersion(out.info.Serializer, gv).Encode(whole, &buf); err != nil {
+	if err := testCodecs.EncoderForVersion(out.info.Serializer, gv).Encode(whole, &buf); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
@@ -122,7 +122,7 @@ func testConfigMaps(t *testing.T, rs *rawServer, n int) {
 			cm.GenerateName = "gen-"
 		}
 		var body bytes.Buffer
-		if err := codecs.LegacyCodec(corev1.SchemeGroupVersion).Encode(cm, &body); err != nil {
+		if err := testCodecs.LegacyCodec(corev1.SchemeGroupVersion).Encode(cm, &body); err != nil {
 			t.Fatal(err)
 		}
 		if code, resp := rs.do(t, "POST", "/api/v1/namespaces/ns1/configmaps", "application/json", body.String()); code != 201 {
@@ -156,13 +156,13 @@ func TestStreamedListsAreWholeLists(t *testing.T) {
 		accept string
 		out    output
 	}{
-		{"application/json", output{info: mediaInfo("application/json")}},
-		{"application/yaml", output{info: mediaInfo("application/yaml")}},
-		{"application/vnd.kubernetes.protobuf", output{info: mediaInfo("application/vnd.kubernetes.protobuf")}},
-		{"application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1", output{info: mediaInfo("application/json"), partial: true}},
-		{"application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1", output{info: mediaInfo("application/vnd.kubernetes.protobuf"), partial: true}},
-		{"application/json;as=Table;g=meta.k8s.io;v=v1", output{info: mediaInfo("application/json"), table: true}},
-		{"application/yaml;as=Table;g=meta.k8s.io;v=v1", output{info: mediaInfo("application/yaml"), table: true}},
+		{"application/json", output{info: testMedia("application/json")}},
+		{"application/yaml", output{info: testMedia("application/yaml")}},
+		{"application/vnd.kubernetes.protobuf", output{info: testMedia("application/vnd.kubernetes.protobuf")}},
+		{"application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1", output{info: testMedia("application/json"), partial: true}},
+		{"application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1", output{info: testMedia("application/vnd.kubernetes.protobuf"), partial: true}},
+		{"application/json;as=Table;g=meta.k8s.io;v=v1", output{info: testMedia("application/json"), table: true}},
+		{"application/yaml;as=Table;g=meta.k8s.io;v=v1", output{info: testMedia("application/yaml"), table: true}},
 	}
 	queries := []string{"", "limit=7", "limit=40", "limit=1000", "labelSelector=i%3D1", "labelSelector=i%3D2&limit=4", "fieldSelector=metadata.name%3Dcm-004", "labelSelector=i%3Dnone"}
 	for _, form := range forms {
@@ -222,9 +222,9 @@ func continueOf(t *testing.T, body []byte, out output) string {
 	case !out.partial:
 		into = &corev1.ConfigMapList{}
 	}
-	if _, _, err := codecs.UniversalDeserializer().Decode(body, nil, into); err != nil {
+	if _, _, err := testCodecs.UniversalDeserializer().Decode(body, nil, into); err != nil {
 		if out.table { // no protobuf Table: JSON or YAML
-			if _, _, err := codecs.UniversalDecoder().Decode(body, nil, into); err != nil {
+			if _, _, err := testCodecs.UniversalDecoder().Decode(body, nil, into); err != nil {
 				t.Fatalf("decode list: %v", err)
 			}
 		} else {
@@ -242,7 +242,7 @@ func continueOf(t *testing.T, body []byte, out output) string {
 // the serializer writes for the decoded object with its resourceVersion,
 // whatever its metadata holds.
 func TestProtoItem(t *testing.T) {
-	res := &resourceInfo{Resource: Resource{GroupVersion: corev1.SchemeGroupVersion, Kind: "Pod", New: func() runtime.Object { return &corev1.Pod{} }}, gvk: corev1.SchemeGroupVersion.WithKind("Pod")}
+	res := &resourceInfo{Resource: Resource{GroupVersion: corev1.SchemeGroupVersion, Kind: "Pod", New: func() runtime.Object { return &corev1.Pod{} }}, gvk: corev1.SchemeGroupVersion.WithKind("Pod"), codec: codec{media: testCodecs.SupportedMediaTypes(), storage: testStorage}}
 	zero := int64(0)
 	for i, m := range []metav1.ObjectMeta{
 		{},
@@ -255,7 +255,7 @@ func TestProtoItem(t *testing.T) {
 		pod := &corev1.Pod{ObjectMeta: m, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
 		pod.SetGroupVersionKind(res.gvk)
 		var stored bytes.Buffer
-		if err := codecs.EncoderForVersion(storageSerializer, corev1.SchemeGroupVersion).Encode(pod, &stored); err != nil {
+		if err := testCodecs.EncoderForVersion(testStorage, corev1.SchemeGroupVersion).Encode(pod, &stored); err != nil {
 			t.Fatal(err)
 		}
 		for _, rv := range []string{"1", "123456789012", strings.Repeat("9", 200)} {
@@ -289,7 +289,7 @@ func FuzzProtoItem(f *testing.F) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"x": "y"}}}
 	pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
 	var stored bytes.Buffer
-	if err := codecs.EncoderForVersion(storageSerializer, corev1.SchemeGroupVersion).Encode(pod, &stored); err != nil {
+	if err := testCodecs.EncoderForVersion(testStorage, corev1.SchemeGroupVersion).Encode(pod, &stored); err != nil {
 		f.Fatal(err)
 	}
 	f.Add(stored.Bytes())
@@ -337,13 +337,13 @@ func TestDeleteCollection(t *testing.T) {
 		var n int
 		if strings.Contains(tc.accept, "Table") {
 			var tbl metav1.Table
-			if _, _, err := codecs.UniversalDecoder().Decode(body, nil, &tbl); err != nil {
+			if _, _, err := testCodecs.UniversalDecoder().Decode(body, nil, &tbl); err != nil {
 				t.Fatal(err)
 			}
 			n = len(tbl.Rows)
 		} else {
 			var list corev1.ConfigMapList
-			if _, _, err := codecs.UniversalDeserializer().Decode(body, nil, &list); err != nil {
+			if _, _, err := testCodecs.UniversalDeserializer().Decode(body, nil, &list); err != nil {
 				t.Fatalf("decode %.200q: %v", body, err)
 			}
 			for _, cm := range list.Items {

@@ -31,13 +31,13 @@ func (o output) asParam() string {
 	return ""
 }
 
-// negotiate picks the response encoding from the Accept header, as
-// kube-apiserver does: JSON, YAML or protobuf, optionally as a Table. An
-// empty or */* Accept gets JSON.
-func negotiate(r *http.Request, tableOK bool) (output, error) {
+// negotiate picks the response encoding from the Accept header among
+// those c offers, as kube-apiserver does: JSON, YAML or protobuf,
+// optionally as a Table. An empty or */* Accept gets JSON.
+func negotiate(r *http.Request, c codec, tableOK bool) (output, error) {
 	accept := r.Header.Get("Accept")
 	if accept == "" {
-		return output{info: mediaInfo(runtime.ContentTypeJSON)}, nil
+		return output{info: c.json()}, nil
 	}
 	for _, part := range strings.Split(accept, ",") {
 		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
@@ -48,12 +48,12 @@ func negotiate(r *http.Request, tableOK bool) (output, error) {
 			// Tables come in JSON and YAML, as upstream: they have no
 			// protobuf form.
 			if as == "Table" && tableOK && params["g"] == "meta.k8s.io" && params["v"] == "v1" && mt != runtime.ContentTypeProtobuf {
-				if info, ok := lookupInfo(mt); ok {
+				if info, ok := c.lookup(mt); ok {
 					return output{info: info, table: true}, nil
 				}
 			}
 			if (as == "PartialObjectMetadata" || as == "PartialObjectMetadataList") && params["g"] == "meta.k8s.io" && params["v"] == "v1" {
-				if info, ok := lookupInfo(mt); ok {
+				if info, ok := c.lookup(mt); ok {
 					return output{info: info, partial: true}, nil
 				}
 			}
@@ -61,59 +61,44 @@ func negotiate(r *http.Request, tableOK bool) (output, error) {
 		}
 		switch mt {
 		case "*/*", "application/*":
-			return output{info: mediaInfo(runtime.ContentTypeJSON)}, nil
+			return output{info: c.json()}, nil
 		}
-		if info, ok := lookupInfo(mt); ok {
+		if info, ok := c.lookup(mt); ok {
 			return output{info: info}, nil
 		}
 	}
 	return output{}, notAcceptable()
 }
 
-func lookupInfo(mediaType string) (runtime.SerializerInfo, bool) {
-	for _, info := range codecs.SupportedMediaTypes() {
-		if info.MediaType == mediaType {
-			return info, true
-		}
-	}
-	return runtime.SerializerInfo{}, false
-}
-
-func mediaInfo(mediaType string) runtime.SerializerInfo {
-	info, _ := lookupInfo(mediaType)
-	return info
-}
-
-// requestDecoder returns the decoder for the request body's Content-Type,
-// strict when fieldValidation=Strict.
-func requestDecoder(r *http.Request, strict bool) (runtime.Decoder, string, error) {
+// requestDecoder returns the decoder for the request body's Content-Type
+// among those c offers, strict when fieldValidation=Strict.
+func requestDecoder(r *http.Request, c codec, strict bool) (runtime.Decoder, string, error) {
 	ct := r.Header.Get("Content-Type")
 	mt := runtime.ContentTypeJSON
 	if ct != "" {
 		var err error
 		if mt, _, err = mime.ParseMediaType(ct); err != nil {
-			return nil, "", unsupportedMediaType(ct)
+			return nil, "", unsupportedMediaType(ct, c)
 		}
 	}
-	factory := codecs
-	if strict {
-		factory = strictCodecs
+	info, ok := c.lookup(mt)
+	switch {
+	case !ok:
+		return nil, mt, unsupportedMediaType(ct, c)
+	case strict && info.StrictSerializer != nil:
+		return info.StrictSerializer, mt, nil
 	}
-	for _, info := range factory.SupportedMediaTypes() {
-		if info.MediaType == mt {
-			if strict && info.StrictSerializer != nil {
-				return info.StrictSerializer, mt, nil
-			}
-			return info.Serializer, mt, nil
-		}
-	}
-	return nil, mt, unsupportedMediaType(ct)
+	return info.Serializer, mt, nil
 }
 
-func unsupportedMediaType(ct string) error {
+func unsupportedMediaType(ct string, c codec) error {
+	var accepted []string
+	for _, info := range c.media {
+		accepted = append(accepted, info.MediaType)
+	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType,
 		Reason:  metav1.StatusReasonUnsupportedMediaType,
-		Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf (got %q)", ct),
+		Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s (got %q)", strings.Join(accepted, ", "), ct),
 	}}
 }

@@ -7,8 +7,10 @@ import (
 	"reflect"
 	"strconv"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -33,8 +35,8 @@ func (res *resourceInfo) listPrefix(namespace string) string {
 	return res.prefix
 }
 
-// encode returns the stored form of obj: protobuf, without resourceVersion
-// (the store's revision is the resourceVersion).
+// encode returns the stored form of obj, in the resource's Encoding,
+// without resourceVersion (the store's revision is the resourceVersion).
 func (res *resourceInfo) encode(obj runtime.Object) ([]byte, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
@@ -43,8 +45,12 @@ func (res *resourceInfo) encode(obj runtime.Object) ([]byte, error) {
 	rv := m.GetResourceVersion()
 	m.SetResourceVersion("")
 	defer m.SetResourceVersion(rv)
+	kind := obj.GetObjectKind()
+	gvk := kind.GroupVersionKind()
+	kind.SetGroupVersionKind(res.gvk)
+	defer kind.SetGroupVersionKind(gvk)
 	var buf bytes.Buffer
-	if err := codecs.EncoderForVersion(storageSerializer, res.GroupVersion).Encode(obj, &buf); err != nil {
+	if err := res.codec.storage.Encode(obj, &buf); err != nil {
 		return nil, fmt.Errorf("encode %s: %w", res.gvk.Kind, err)
 	}
 	return buf.Bytes(), nil
@@ -53,7 +59,7 @@ func (res *resourceInfo) encode(obj runtime.Object) ([]byte, error) {
 // decode returns the object stored in kv, with its resourceVersion.
 func (res *resourceInfo) decode(kv store.KeyValue) (runtime.Object, error) {
 	obj := res.New()
-	if _, _, err := storageSerializer.Decode(kv.Value, nil, obj); err != nil {
+	if _, _, err := res.codec.storage.Decode(kv.Value, &res.gvk, obj); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(res.gvk)
@@ -65,6 +71,11 @@ func (res *resourceInfo) decode(kv store.KeyValue) (runtime.Object, error) {
 	return obj, nil
 }
 
+// An object is either a pointer to a Go struct with TypeMeta,
+// ObjectMeta and usually Spec and Status fields, or an
+// *unstructured.Unstructured whose content has the same parts as keys
+// (custom resources). The functions below see both the same way.
+
 // structField returns the addressable struct field name of obj (a pointer to a
 // struct), or an invalid Value.
 func structField(obj runtime.Object, name string) reflect.Value {
@@ -75,9 +86,19 @@ func structField(obj runtime.Object, name string) reflect.Value {
 	return v.Elem().FieldByName(name)
 }
 
-// copyField sets obj's field name to old's.
-func copyField(obj, old runtime.Object, name string) {
-	dst, src := structField(obj, name), structField(old, name)
+// copyStatus sets obj's status to old's.
+func copyStatus(obj, old runtime.Object) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if o, ok := old.(*unstructured.Unstructured); ok {
+			if st, has := o.Object["status"]; has {
+				u.Object["status"] = runtime.DeepCopyJSONValue(st)
+			} else {
+				delete(u.Object, "status")
+			}
+		}
+		return
+	}
+	dst, src := structField(obj, "Status"), structField(old, "Status")
 	if dst.IsValid() && src.IsValid() && dst.CanSet() {
 		dst.Set(src)
 	}
@@ -86,6 +107,24 @@ func copyField(obj, old runtime.Object, name string) {
 // specChanged reports whether an update changes anything but metadata and
 // status: what bumps metadata.generation.
 func specChanged(obj, old runtime.Object) bool {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		o, ok := old.(*unstructured.Unstructured)
+		if !ok {
+			return true
+		}
+		rest := func(m map[string]interface{}) map[string]interface{} {
+			r := make(map[string]interface{}, len(m))
+			for k, v := range m {
+				switch k {
+				case "apiVersion", "kind", "metadata", "status":
+					continue
+				}
+				r[k] = v
+			}
+			return r
+		}
+		return !equality.Semantic.DeepEqual(rest(u.Object), rest(o.Object))
+	}
 	a, b := reflect.ValueOf(obj).Elem(), reflect.ValueOf(old).Elem()
 	for i := 0; i < a.NumField(); i++ {
 		switch a.Type().Field(i).Name {
@@ -97,6 +136,15 @@ func specChanged(obj, old runtime.Object) bool {
 		}
 	}
 	return false
+}
+
+// replaceObject sets *dst to *src, two objects of the same Go type.
+func replaceObject(dst, src runtime.Object) {
+	if u, ok := dst.(*unstructured.Unstructured); ok {
+		u.Object = src.(*unstructured.Unstructured).Object
+		return
+	}
+	reflect.ValueOf(dst).Elem().Set(reflect.ValueOf(src).Elem())
 }
 
 // randomSuffix returns n characters for generateName, from the alphabet
@@ -130,9 +178,6 @@ func partialMetadata(obj runtime.Object) *metav1.PartialObjectMetadata {
 	}
 	return pm
 }
-
-// structPtr returns the struct obj points to, settable.
-func structPtr(obj runtime.Object) reflect.Value { return reflect.ValueOf(obj).Elem() }
 
 // partialOf returns the metadata-only form of an object or list.
 func partialOf(obj runtime.Object) (runtime.Object, error) {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
+	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,7 +32,7 @@ func (q *request) patchAs(kind updateKind) error {
 	if err != nil {
 		return err
 	}
-	pt, err := patchType(q.r.Header.Get("Content-Type"))
+	pt, err := patchType(q.r.Header.Get("Content-Type"), q.res.Encoding == EncodingProtobuf)
 	if err != nil {
 		return err
 	}
@@ -38,7 +40,7 @@ func (q *request) patchAs(kind updateKind) error {
 		if old == nil {
 			return nil, apierrors.NewNotFound(q.res.gr, q.ri.name)
 		}
-		patched, err := applyPatch(q.res, pt, old, body)
+		patched, err := q.s.applyPatch(q.res, pt, old, body)
 		if err != nil {
 			return nil, err
 		}
@@ -68,16 +70,26 @@ func (q *request) patchAs(kind updateKind) error {
 	return q.respond(http.StatusOK, updated)
 }
 
-func patchType(ct string) (types.PatchType, error) {
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return "", unsupportedMediaType(ct)
+// patchType returns the patch type of Content-Type ct, if accepted:
+// strategic merge patches only with smp. Custom resources (EncodingJSON)
+// have none, as upstream, since nothing declares how their lists merge.
+func patchType(ct string, smp bool) (types.PatchType, error) {
+	accepted := []types.PatchType{types.JSONPatchType, types.MergePatchType}
+	if smp {
+		accepted = append(accepted, types.StrategicMergePatchType)
 	}
-	switch pt := types.PatchType(mt); pt {
-	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
-		return pt, nil
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && slices.Contains(accepted, types.PatchType(mt)) {
+		return types.PatchType(mt), nil
 	}
-	return "", unsupportedMediaType(ct)
+	names := make([]string, len(accepted))
+	for i, pt := range accepted {
+		names[i] = string(pt)
+	}
+	return "", &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType,
+		Reason:  metav1.StatusReasonUnsupportedMediaType,
+		Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s (got %q)", strings.Join(names, ", "), ct),
+	}}
 }
 
 // Bounds on one patch beyond MaxBodyBytes on its body. Without them a
@@ -110,9 +122,9 @@ var jsonPatchOps = map[string]bool{"add": true, "remove": true, "replace": true,
 // is not JSON, or not a patch, is a 400; one that cannot be applied to old
 // a 422 saying why; one whose cost or result exceeds the bounds above a
 // 413, before any of it is applied where that can be known in advance.
-func applyPatch(res *resourceInfo, pt types.PatchType, old runtime.Object, patch []byte) ([]byte, error) {
+func (s *Server) applyPatch(res *resourceInfo, pt types.PatchType, old runtime.Object, patch []byte) ([]byte, error) {
 	var buf bytes.Buffer
-	if err := codecs.EncoderForVersion(mediaInfo(runtime.ContentTypeJSON).Serializer, res.GroupVersion).Encode(old, &buf); err != nil {
+	if err := s.encoderFor(s.jsonSerializer(), res.GroupVersion).Encode(old, &buf); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
 	cur := buf.Bytes()

@@ -29,7 +29,7 @@ func (h *heldStreams) ServePodStream(w http.ResponseWriter, r *http.Request, pod
 
 func podResources() []Resource {
 	return append(testResources(), Resource{GroupVersion: corev1.SchemeGroupVersion, Kind: "Pod", Plural: "pods", Singular: "pod", Namespaced: true,
-		New: func() runtime.Object { return &corev1.Pod{} }, NewList: func() runtime.Object { return &corev1.PodList{} }, Rules: testRules{}})
+		New: func() runtime.Object { return &corev1.Pod{} }, NewList: func() runtime.Object { return &corev1.PodList{} }, AddToScheme: corev1.AddToScheme, Rules: testRules{}})
 }
 
 func TestPodStreams(t *testing.T) {

@@ -23,6 +23,15 @@ type Resource struct {
 	// e.g. &corev1.Pod{} and &corev1.PodList{}.
 	New     func() runtime.Object
 	NewList func() runtime.Object
+	// AddToScheme registers New's and NewList's Go types with the
+	// server's scheme, e.g. k8s.io/api/core/v1's AddToScheme; nil for a
+	// resource whose objects are *unstructured.Unstructured, which carry
+	// their kind themselves. Resources of one group may share one.
+	AddToScheme func(*runtime.Scheme) error
+	// Encoding is how the resource's objects are stored and which
+	// media types clients may use for them; the zero value is protobuf,
+	// for the Go types of k8s.io/api.
+	Encoding Encoding
 	// Status serves the status subresource: PUT and PATCH there change only
 	// the object's Status field, and updates of the main resource keep the
 	// stored Status.

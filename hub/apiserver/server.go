@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 
 	"github.com/outpost-mesh/outpost/hub/store"
 )
@@ -72,6 +73,10 @@ type Server struct {
 	log   *slog.Logger
 	now   func() time.Time
 
+	// scheme knows the Go types of the served resources and of the
+	// machinery; codecs encode and decode with it.
+	scheme *runtime.Scheme
+	codecs serializer.CodecFactory
 	// byGVR finds a resource by group, version and plural.
 	byGVR map[schema.GroupVersionResource]*resourceInfo
 	// groups lists the served group versions in discovery order.
@@ -96,6 +101,8 @@ type resourceInfo struct {
 	gvr    schema.GroupVersionResource
 	gr     schema.GroupResource
 	prefix string // store prefix, ending in /
+	// codec writes and reads the resource's objects.
+	codec codec
 	// admit is set when Config.Admission handles the resource.
 	admit bool
 	// fieldKeys are the field labels selectors may use.
@@ -135,6 +142,12 @@ func New(cfg Config) (*Server, error) {
 		stop:     make(chan struct{}),
 		events:   newEventCache(4096, cfg.WatchCacheBytes),
 	}
+	scheme, err := newScheme(cfg.Resources)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
+	s.scheme, s.codecs = scheme, serializer.NewCodecFactory(scheme)
+	codecs := newCodecs(scheme, s.codecs)
 	seen := map[schema.GroupVersion]bool{}
 	for i := range cfg.Resources {
 		r := cfg.Resources[i]
@@ -155,6 +168,13 @@ func New(cfg Config) (*Server, error) {
 		}
 		if r.Namespaced {
 			ri.fieldKeys["metadata.namespace"] = true
+		}
+		if r.Encoding == EncodingProtobuf && (!scheme.Recognizes(ri.gvk) || !s.knows(r.New()) || !s.knows(r.NewList())) {
+			return nil, fmt.Errorf("apiserver: resource %s: kind %s or Go type %T is not registered: AddToScheme is missing or wrong", ri.gvr, r.Kind, r.New())
+		}
+		var ok bool
+		if ri.codec, ok = codecs[r.Encoding]; !ok {
+			return nil, fmt.Errorf("apiserver: resource %s: unknown encoding %d", ri.gvr, r.Encoding)
 		}
 		ri.admit = cfg.Admission != nil && cfg.Admission.Handles(ri.gr)
 		for k := range ri.fieldSet(r.New()) {
@@ -238,15 +258,15 @@ func readBody(r *http.Request) ([]byte, error) {
 // writeObject encodes obj in the negotiated form (JSON when negotiation
 // fails) with status code.
 func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, obj runtime.Object, out *output) {
-	o := output{info: mediaInfo(runtime.ContentTypeJSON)}
+	all := s.machineryCodec()
+	o := output{info: all.json()}
 	if out != nil {
 		o = *out
-	} else if n, err := negotiate(r, false); err == nil {
+	} else if n, err := negotiate(r, all, false); err == nil {
 		o = n
 	}
 	var buf bytes.Buffer
-	gv := obj.GetObjectKind().GroupVersionKind().GroupVersion()
-	enc := codecs.EncoderForVersion(o.info.Serializer, gvOrDefault(obj, gv))
+	enc := s.encoderFor(o.info.Serializer, s.versionOf(obj))
 	if err := enc.Encode(obj, &buf); err != nil {
 		s.log.Error("encode response", "err", err)
 		http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)
@@ -258,13 +278,13 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, o
 	w.Write(buf.Bytes())
 }
 
-// gvOrDefault returns the version an object is encoded in: its own kind's
+// versionOf returns the version an object is encoded in: its own kind's
 // when set, else the one the scheme knows it by.
-func gvOrDefault(obj runtime.Object, gv schema.GroupVersion) runtime.GroupVersioner {
-	if !gv.Empty() {
+func (s *Server) versionOf(obj runtime.Object) runtime.GroupVersioner {
+	if gv := obj.GetObjectKind().GroupVersionKind().GroupVersion(); !gv.Empty() {
 		return gv
 	}
-	if gvks, _, err := Scheme.ObjectKinds(obj); err == nil && len(gvks) > 0 {
+	if gvks, _, err := s.scheme.ObjectKinds(obj); err == nil && len(gvks) > 0 {
 		return gvks[0].GroupVersion()
 	}
 	return schema.GroupVersion{Version: "v1"}

@@ -89,7 +89,7 @@ func (q *request) serveScale() error {
 	}
 	var pt string
 	if q.verb == "patch" {
-		p, err := patchType(q.r.Header.Get("Content-Type"))
+		p, err := patchType(q.r.Header.Get("Content-Type"), true)
 		if err != nil {
 			return err
 		}
@@ -102,7 +102,7 @@ func (q *request) serveScale() error {
 		cur := q.scaleOf(old)
 		scale := &autoscalingv1.Scale{}
 		if pt == "" {
-			dec, _, err := requestDecoder(q.r, false)
+			dec, _, err := requestDecoder(q.r, q.s.machineryCodec(), false)
 			if err != nil {
 				return nil, err
 			}
@@ -111,11 +111,11 @@ func (q *request) serveScale() error {
 			}
 		} else {
 			scaleRes := &resourceInfo{Resource: Resource{GroupVersion: autoscalingv1.SchemeGroupVersion, New: func() runtime.Object { return &autoscalingv1.Scale{} }}}
-			patched, err := applyPatch(scaleRes, typesPatch(pt), cur, body)
+			patched, err := q.s.applyPatch(scaleRes, typesPatch(pt), cur, body)
 			if err != nil {
 				return nil, err
 			}
-			if _, _, err := codecs.UniversalDeserializer().Decode(patched, &scaleGVK, scale); err != nil {
+			if _, _, err := q.s.codecs.UniversalDeserializer().Decode(patched, &scaleGVK, scale); err != nil {
 				return nil, apierrors.NewBadRequest(err.Error())
 			}
 		}
@@ -149,7 +149,7 @@ func (q *request) binding() error {
 		return err
 	}
 	b := &corev1.Binding{}
-	if _, _, err := codecs.UniversalDeserializer().Decode(body, &schema.GroupVersionKind{Version: "v1", Kind: "Binding"}, b); err != nil {
+	if _, _, err := q.s.codecs.UniversalDeserializer().Decode(body, &schema.GroupVersionKind{Version: "v1", Kind: "Binding"}, b); err != nil {
 		return apierrors.NewBadRequest(fmt.Sprintf("the body of the request could not be decoded as a Binding: %v", err))
 	}
 	if b.Name != "" && b.Name != q.ri.name {
@@ -212,7 +212,7 @@ func (q *request) eviction() error {
 	}
 	ev := &policyv1.Eviction{}
 	if len(body) > 0 {
-		if _, _, err := codecs.UniversalDeserializer().Decode(body, &schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}, ev); err != nil {
+		if _, _, err := q.s.codecs.UniversalDeserializer().Decode(body, &schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}, ev); err != nil {
 			return apierrors.NewBadRequest(fmt.Sprintf("the body of the request could not be decoded as an Eviction: %v", err))
 		}
 	}

@@ -93,7 +93,7 @@ func (q *request) serveToken() error {
 	}
 	tr := &authenticationv1.TokenRequest{}
 	if len(body) > 0 {
-		dec, _, err := requestDecoder(q.r, false)
+		dec, _, err := requestDecoder(q.r, q.s.machineryCodec(), false)
 		if err != nil {
 			return err
 		}

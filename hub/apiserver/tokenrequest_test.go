@@ -46,7 +46,7 @@ func (f *fakeIssuer) last() TokenGrant {
 func tokenResources() []Resource {
 	return append(testResources(),
 		Resource{GroupVersion: corev1.SchemeGroupVersion, Kind: "ServiceAccount", Plural: "serviceaccounts", Singular: "serviceaccount", Namespaced: true,
-			New: func() runtime.Object { return &corev1.ServiceAccount{} }, NewList: func() runtime.Object { return &corev1.ServiceAccountList{} },
+			New: func() runtime.Object { return &corev1.ServiceAccount{} }, NewList: func() runtime.Object { return &corev1.ServiceAccountList{} }, AddToScheme: corev1.AddToScheme,
 			Rules: testRules{},
 			Token: &TokenRules{
 				Default: func(tr *authenticationv1.TokenRequest) {
@@ -62,10 +62,10 @@ func tokenResources() []Resource {
 				},
 			}},
 		Resource{GroupVersion: corev1.SchemeGroupVersion, Kind: "Pod", Plural: "pods", Singular: "pod", Namespaced: true,
-			New: func() runtime.Object { return &corev1.Pod{} }, NewList: func() runtime.Object { return &corev1.PodList{} },
+			New: func() runtime.Object { return &corev1.Pod{} }, NewList: func() runtime.Object { return &corev1.PodList{} }, AddToScheme: corev1.AddToScheme,
 			Rules: testRules{}},
 		Resource{GroupVersion: corev1.SchemeGroupVersion, Kind: "Node", Plural: "nodes", Singular: "node",
-			New: func() runtime.Object { return &corev1.Node{} }, NewList: func() runtime.Object { return &corev1.NodeList{} },
+			New: func() runtime.Object { return &corev1.Node{} }, NewList: func() runtime.Object { return &corev1.NodeList{} }, AddToScheme: corev1.AddToScheme,
 			Rules: testRules{}},
 	)
 }

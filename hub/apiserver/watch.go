@@ -44,10 +44,10 @@ type watchWriter struct {
 func newWatchWriter(q *request, out output) *watchWriter {
 	ww := &watchWriter{
 		w: q.w, flusher: http.NewResponseController(q.w), out: out, q: q, first: true,
-		enc: codecs.EncoderForVersion(out.info.Serializer, q.res.GroupVersion),
+		enc: q.s.encoderFor(out.info.Serializer, q.res.GroupVersion),
 	}
 	if out.info.MediaType != runtime.ContentTypeJSON && out.info.StreamSerializer != nil {
-		ww.streamEnc = codecs.EncoderForVersion(out.info.StreamSerializer.Serializer, schema.GroupVersion{Version: "v1"})
+		ww.streamEnc = q.s.encoderFor(out.info.StreamSerializer.Serializer, schema.GroupVersion{Version: "v1"})
 	}
 	return ww
 }
@@ -69,8 +69,7 @@ func (ww *watchWriter) sendObject(typ watch.EventType, obj runtime.Object) error
 		obj = t
 	}
 	var raw bytes.Buffer
-	gv := obj.GetObjectKind().GroupVersionKind().GroupVersion()
-	if err := codecs.EncoderForVersion(ww.out.info.Serializer, gvOrDefault(obj, gv)).Encode(obj, &raw); err != nil {
+	if err := ww.q.s.encoderFor(ww.out.info.Serializer, ww.q.s.versionOf(obj)).Encode(obj, &raw); err != nil {
 		return err
 	}
 	b := raw.Bytes()
@@ -163,7 +162,7 @@ func (ww *watchWriter) flush() error {
 func (ww *watchWriter) encode(obj runtime.Object, w io.Writer) error {
 	if ww.out.partial {
 		pm := partialMetadata(obj)
-		return codecs.EncoderForVersion(ww.out.info.Serializer, metav1.SchemeGroupVersion).Encode(pm, w)
+		return ww.q.s.encoderFor(ww.out.info.Serializer, metav1.SchemeGroupVersion).Encode(pm, w)
 	}
 	return ww.enc.Encode(obj, w)
 }
@@ -201,12 +200,12 @@ func (q *request) watch() error {
 	if err != nil {
 		return err
 	}
-	out, err := negotiate(q.r, true)
+	out, err := negotiate(q.r, q.res.codec, true)
 	if err != nil {
 		return err
 	}
-	if out.info.MediaType == "application/yaml" {
-		out.info = mediaInfo(runtime.ContentTypeJSON)
+	if out.info.MediaType == runtime.ContentTypeYAML {
+		out.info = q.res.codec.json()
 	}
 	ctx, stop := context.WithCancel(q.ctx())
 	defer stop()

@@ -1,12 +1,10 @@
 package hubd
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -14,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/auth"
@@ -27,10 +23,6 @@ var podsPrefix = apiserver.KeyPrefix(schema.GroupResource{Resource: "pods"})
 
 // podsListPage bounds each page of storePods.OnNode's list.
 const podsListPage = 500
-
-// storeSerializer decodes objects as the API server stores them:
-// Kubernetes protobuf.
-var storeSerializer = protobuf.NewSerializer(apiserver.Scheme, apiserver.Scheme)
 
 // storePods adapts the store to the authorizer's pod lookups. OnNode reads
 // and decodes every pod: the hub has no index of pods by node for the API
@@ -77,15 +69,11 @@ func (p storePods) OnNode(ctx context.Context, node string) ([]*corev1.Pod, erro
 
 func decodePod(kv store.KeyValue) (*corev1.Pod, error) {
 	pod := &corev1.Pod{}
-	if _, _, err := storeSerializer.Decode(kv.Value, nil, pod); err != nil {
+	if err := apiserver.DecodeStored(kv.Value, pod); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 	}
 	return pod, nil
 }
-
-// bodyCodecs decode request bodies as the API server does (its codecs
-// are over the same scheme, lenient).
-var bodyCodecs = serializer.NewCodecFactory(apiserver.Scheme)
 
 // createName returns the name of the object a create request's body
 // holds, decoded as the API server will decode it (by Content-Type, JSON
@@ -103,35 +91,9 @@ func createName(r *http.Request, a auth.Attributes) (string, error) {
 	default:
 		return "", nil
 	}
-	if r.Body == nil { // a client's request without body (in-process)
-		return "", nil
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, apiserver.MaxBodyBytes+1))
-	if err != nil {
-		return "", fmt.Errorf("read request body: %w", err)
-	}
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-	if len(body) > apiserver.MaxBodyBytes {
-		return "", nil
-	}
-	mt := runtime.ContentTypeJSON
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err = mime.ParseMediaType(ct); err != nil {
-			return "", nil
-		}
-	}
-	var dec runtime.Decoder
-	for _, info := range bodyCodecs.SupportedMediaTypes() {
-		if info.MediaType == mt {
-			dec = info.Serializer
-		}
-	}
-	if dec == nil {
-		return "", nil
-	}
-	obj, _, err := dec.Decode(body, nil, into)
-	if err != nil {
-		return "", nil
+	obj, err := peekBody(r, into)
+	if obj == nil || err != nil {
+		return "", err
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"mime"
 	"net/http"
 	"os"
 	"slices"
@@ -204,7 +203,7 @@ func getDecoded[T runtime.Object](ctx context.Context, st store.Reader, key stri
 	if err != nil {
 		return zero, err
 	}
-	if _, _, err := storeSerializer.Decode(kv.Value, nil, obj); err != nil {
+	if err := apiserver.DecodeStored(kv.Value, obj); err != nil {
 		return zero, fmt.Errorf("decode %s: %w", kv.Key, err)
 	}
 	return obj, nil
@@ -256,24 +255,8 @@ func peekBody(r *http.Request, into runtime.Object) (runtime.Object, error) {
 	if len(body) > apiserver.MaxBodyBytes {
 		return nil, nil
 	}
-	mt := runtime.ContentTypeJSON
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err = mime.ParseMediaType(ct); err != nil {
-			return nil, nil
-		}
+	if err := apiserver.DecodeBody(r.Header.Get("Content-Type"), body, into); err != nil {
+		return nil, nil
 	}
-	var gvk *schema.GroupVersionKind
-	if kinds, _, err := apiserver.Scheme.ObjectKinds(into); err == nil && len(kinds) > 0 {
-		gvk = &kinds[0]
-	}
-	for _, info := range bodyCodecs.SupportedMediaTypes() {
-		if info.MediaType == mt {
-			obj, _, err := info.Serializer.Decode(body, gvk, into)
-			if err != nil {
-				return nil, nil
-			}
-			return obj, nil
-		}
-	}
-	return nil, nil
+	return into, nil
 }

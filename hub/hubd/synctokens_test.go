@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/store"
@@ -20,10 +22,18 @@ import (
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
+// storedForm encodes objects as the API server stores those of
+// k8s.io/api: Kubernetes protobuf.
+var storedForm = func() runtime.Encoder {
+	s := runtime.NewScheme()
+	utilruntime.Must(corev1.AddToScheme(s))
+	return protobuf.NewSerializer(s, s)
+}()
+
 func putStored(t *testing.T, st store.Store, key string, obj runtime.Object) {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := storeSerializer.Encode(obj, &buf); err != nil {
+	if err := storedForm.Encode(obj, &buf); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/hub/usage"
 )
@@ -21,7 +22,7 @@ func (l storeLabels) NodeLabels(ctx context.Context) (map[string]map[string]stri
 	out := map[string]map[string]string{}
 	err := l.each(ctx, nodesPrefix, func(kv store.KeyValue) error {
 		n := &corev1.Node{}
-		if _, _, err := storeSerializer.Decode(kv.Value, nil, n); err != nil {
+		if err := apiserver.DecodeStored(kv.Value, n); err != nil {
 			return err
 		}
 		out[n.Name] = n.Labels

@@ -40,15 +40,17 @@ func Resources(s *Store, l Labels) []apiserver.Resource {
 	return []apiserver.Resource{
 		{
 			GroupVersion: gv, Kind: "NodeMetrics", Plural: "nodes",
-			New:     func() runtime.Object { return &metricsv1beta1.NodeMetrics{} },
-			NewList: func() runtime.Object { return &metricsv1beta1.NodeMetricsList{} },
-			Reader:  nodeReader{s, l},
+			New:         func() runtime.Object { return &metricsv1beta1.NodeMetrics{} },
+			NewList:     func() runtime.Object { return &metricsv1beta1.NodeMetricsList{} },
+			AddToScheme: metricsv1beta1.AddToScheme,
+			Reader:      nodeReader{s, l},
 		},
 		{
 			GroupVersion: gv, Kind: "PodMetrics", Plural: "pods", Namespaced: true,
-			New:     func() runtime.Object { return &metricsv1beta1.PodMetrics{} },
-			NewList: func() runtime.Object { return &metricsv1beta1.PodMetricsList{} },
-			Reader:  podReader{s, l},
+			New:         func() runtime.Object { return &metricsv1beta1.PodMetrics{} },
+			NewList:     func() runtime.Object { return &metricsv1beta1.PodMetricsList{} },
+			AddToScheme: metricsv1beta1.AddToScheme,
+			Reader:      podReader{s, l},
 		},
 	}
 }

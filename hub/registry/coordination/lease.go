@@ -35,6 +35,7 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &coordinationv1.Lease{} },
 		NewList:      func() runtime.Object { return &coordinationv1.LeaseList{} },
+		AddToScheme:  coordinationv1.AddToScheme,
 		Rules:        leaseRules(now),
 	}}
 }

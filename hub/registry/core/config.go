@@ -38,6 +38,7 @@ func configMapResource(now func() time.Time) apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &corev1.ConfigMap{} },
 		NewList:      func() runtime.Object { return &corev1.ConfigMapList{} },
+		AddToScheme:  corev1.AddToScheme,
 		Rules: &typed.Rules[*corev1.ConfigMap]{
 			Now:         now,
 			Check:       validateConfigMap,
@@ -107,6 +108,7 @@ func secretResource(now func() time.Time) apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &corev1.Secret{} },
 		NewList:      func() runtime.Object { return &corev1.SecretList{} },
+		AddToScheme:  corev1.AddToScheme,
 		Rules: &typed.Rules[*corev1.Secret]{
 			Now:         now,
 			Defaults:    defaultSecret,

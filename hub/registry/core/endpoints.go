@@ -28,6 +28,7 @@ func endpointsResource(now func() time.Time) apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &corev1.Endpoints{} },
 		NewList:      func() runtime.Object { return &corev1.EndpointsList{} },
+		AddToScheme:  corev1.AddToScheme,
 		Rules: &typed.Rules[*corev1.Endpoints]{
 			Now:      now,
 			Defaults: defaultEndpoints,

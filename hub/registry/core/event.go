@@ -39,6 +39,7 @@ func eventResource(now func() time.Time) apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &corev1.Event{} },
 		NewList:      func() runtime.Object { return &corev1.EventList{} },
+		AddToScheme:  corev1.AddToScheme,
 		Rules: &typed.Rules[*corev1.Event]{
 			Now:   now,
 			Check: validateEvent,

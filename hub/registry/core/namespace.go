@@ -23,6 +23,7 @@ func namespaceResource(now func() time.Time) apiserver.Resource {
 		ShortNames:   []string{"ns"},
 		New:          func() runtime.Object { return &corev1.Namespace{} },
 		NewList:      func() runtime.Object { return &corev1.NamespaceList{} },
+		AddToScheme:  corev1.AddToScheme,
 		Status:       true,
 		Rules: namespaceRules{&typed.Rules[*corev1.Namespace]{
 			Now:           now,

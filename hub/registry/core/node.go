@@ -36,6 +36,7 @@ func nodeResource(now func() time.Time) apiserver.Resource {
 		ShortNames:   []string{"no"},
 		New:          func() runtime.Object { return &corev1.Node{} },
 		NewList:      func() runtime.Object { return &corev1.NodeList{} },
+		AddToScheme:  corev1.AddToScheme,
 		Status:       true,
 		Rules: &typed.Rules[*corev1.Node]{
 			Now:      now,

@@ -32,6 +32,7 @@ func podResource(now func() time.Time) apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &corev1.Pod{} },
 		NewList:      func() runtime.Object { return &corev1.PodList{} },
+		AddToScheme:  corev1.AddToScheme,
 		Status:       true,
 		Rules: podRules{&typed.Rules[*corev1.Pod]{
 			Now:           now,

@@ -30,6 +30,7 @@ func limitRangeResource(now func() time.Time) apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &corev1.LimitRange{} },
 		NewList:      func() runtime.Object { return &corev1.LimitRangeList{} },
+		AddToScheme:  corev1.AddToScheme,
 		Rules: &typed.Rules[*corev1.LimitRange]{
 			Now:      now,
 			Defaults: defaultLimitRange,
@@ -194,6 +195,7 @@ func resourceQuotaResource(now func() time.Time) apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &corev1.ResourceQuota{} },
 		NewList:      func() runtime.Object { return &corev1.ResourceQuotaList{} },
+		AddToScheme:  corev1.AddToScheme,
 		Status:       true,
 		Rules: &typed.Rules[*corev1.ResourceQuota]{
 			Now: now,

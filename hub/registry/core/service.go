@@ -38,6 +38,7 @@ func serviceResource(now func() time.Time, cfg ServiceConfig) apiserver.Resource
 		Namespaced:   true,
 		New:          func() runtime.Object { return &corev1.Service{} },
 		NewList:      func() runtime.Object { return &corev1.ServiceList{} },
+		AddToScheme:  corev1.AddToScheme,
 		Status:       true,
 		Rules: serviceRules{&typed.Rules[*corev1.Service]{
 			Now:            now,

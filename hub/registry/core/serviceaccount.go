@@ -28,6 +28,7 @@ func serviceAccountResource(now func() time.Time) apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &corev1.ServiceAccount{} },
 		NewList:      func() runtime.Object { return &corev1.ServiceAccountList{} },
+		AddToScheme:  corev1.AddToScheme,
 		Token:        &apiserver.TokenRules{Default: defaultTokenRequest, Validate: validateTokenRequest},
 		Rules: &typed.Rules[*corev1.ServiceAccount]{
 			Now:           now,

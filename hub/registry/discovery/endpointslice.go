@@ -52,6 +52,7 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &discoveryv1.EndpointSlice{} },
 		NewList:      func() runtime.Object { return &discoveryv1.EndpointSliceList{} },
+		AddToScheme:  discoveryv1.AddToScheme,
 		Rules:        endpointSliceRules(now),
 	}}
 }

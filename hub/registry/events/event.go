@@ -57,6 +57,7 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 		Namespaced:   true,
 		New:          func() runtime.Object { return &eventsv1.Event{} },
 		NewList:      func() runtime.Object { return &eventsv1.EventList{} },
+		AddToScheme:  eventsv1.AddToScheme,
 		Rules:        eventRules(now),
 	}}
 }
