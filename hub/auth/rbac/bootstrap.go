@@ -90,14 +90,13 @@ func (r rule) names(n ...string) rule     { r.ResourceNames = n; return r }
 func (r rule) urls(u ...string) rule      { r.NonResourceURLs = u; return r }
 
 func (r rule) done() rbacv1.PolicyRule {
-	p := rbacv1.PolicyRule{
+	return rbacv1.PolicyRule{
 		Verbs:           sorted(r.Verbs),
 		APIGroups:       sorted(r.APIGroups),
 		Resources:       sorted(r.Resources),
 		ResourceNames:   sorted(r.ResourceNames),
 		NonResourceURLs: sorted(r.NonResourceURLs),
 	}
-	return p
 }
 
 func sorted(s []string) []string {
