@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -40,7 +41,7 @@ func init() {
 		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme,
 		coordinationv1.AddToScheme, discoveryv1.AddToScheme, eventsv1.AddToScheme,
 		autoscalingv1.AddToScheme, policyv1.AddToScheme, authenticationv1.AddToScheme,
-		metricsv1beta1.AddToScheme, metav1.AddMetaToScheme,
+		metricsv1beta1.AddToScheme, metav1.AddMetaToScheme, rbacv1.AddToScheme,
 	} {
 		utilruntime.Must(add(Scheme))
 	}
