@@ -21,6 +21,8 @@ import (
 	"github.com/outpost-mesh/outpost/hub/registry/core"
 	"github.com/outpost-mesh/outpost/hub/registry/discovery"
 	"github.com/outpost-mesh/outpost/hub/registry/events"
+	"github.com/outpost-mesh/outpost/hub/registry/policy"
+	"github.com/outpost-mesh/outpost/hub/registry/rbac"
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/hub/usage"
 )
@@ -35,6 +37,7 @@ func resources(svc core.ServiceConfig, st store.Reader, nodeUsage *usage.Store) 
 	for _, group := range [][]apiserver.Resource{
 		core.Resources(core.WithServices(svc)), apps.Resources(), batch.Resources(),
 		coordination.Resources(), discovery.Resources(), events.Resources(),
+		policy.Resources(), rbac.Resources(),
 	} {
 		rs = append(rs, group...)
 	}

@@ -142,10 +142,10 @@ func validateDaemonSetUpdateStrategy(s *appsv1.DaemonSetUpdateStrategy, fld *fie
 	if u == nil {
 		return field.ErrorList{field.Required(fld, "")}
 	}
-	errs := validateIntOrPercent(u.MaxUnavailable, fld.Child("maxUnavailable"))
-	errs = append(errs, validateIntOrPercent(u.MaxSurge, fld.Child("maxSurge"))...)
-	errs = append(errs, notOver100Percent(u.MaxUnavailable, fld.Child("maxUnavailable"))...)
-	errs = append(errs, notOver100Percent(u.MaxSurge, fld.Child("maxSurge"))...)
+	errs := ValidateIntOrPercent(u.MaxUnavailable, fld.Child("maxUnavailable"))
+	errs = append(errs, ValidateIntOrPercent(u.MaxSurge, fld.Child("maxSurge"))...)
+	errs = append(errs, NotOver100Percent(u.MaxUnavailable, fld.Child("maxUnavailable"))...)
+	errs = append(errs, NotOver100Percent(u.MaxSurge, fld.Child("maxSurge"))...)
 	unavailable, surge := intOrPercent(u.MaxUnavailable) != 0, intOrPercent(u.MaxSurge) != 0
 	switch {
 	case unavailable && surge:

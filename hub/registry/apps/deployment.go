@@ -109,12 +109,12 @@ func validateDeploymentStrategy(s *appsv1.DeploymentStrategy, fld *field.Path) f
 			return field.ErrorList{field.Required(fld.Child("rollingUpdate"), "this should be defaulted and never be nil")}
 		}
 		u, fld := s.RollingUpdate, fld.Child("rollingUpdate")
-		errs := validateIntOrPercent(u.MaxUnavailable, fld.Child("maxUnavailable"))
-		errs = append(errs, validateIntOrPercent(u.MaxSurge, fld.Child("maxSurge"))...)
+		errs := ValidateIntOrPercent(u.MaxUnavailable, fld.Child("maxUnavailable"))
+		errs = append(errs, ValidateIntOrPercent(u.MaxSurge, fld.Child("maxSurge"))...)
 		if intOrPercent(u.MaxUnavailable) == 0 && intOrPercent(u.MaxSurge) == 0 {
 			errs = append(errs, field.Invalid(fld.Child("maxUnavailable"), u.MaxUnavailable, "may not be 0 when `maxSurge` is 0"))
 		}
-		return append(errs, notOver100Percent(u.MaxUnavailable, fld.Child("maxUnavailable"))...)
+		return append(errs, NotOver100Percent(u.MaxUnavailable, fld.Child("maxUnavailable"))...)
 	default:
 		// Upstream reports the whole strategy, at spec.strategy.
 		return field.ErrorList{field.NotSupported(fld, *s, []appsv1.DeploymentStrategyType{

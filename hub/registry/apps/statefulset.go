@@ -155,11 +155,11 @@ func validateStatefulSetSpec(s *appsv1.StatefulSetSpec, fld *field.Path) field.E
 			errs = append(errs, nonNegative(u.Partition, p.Child("partition"))...)
 			if u.MaxUnavailable != nil {
 				mu := p.Child("maxUnavailable")
-				errs = append(errs, validateIntOrPercent(u.MaxUnavailable, mu)...)
+				errs = append(errs, ValidateIntOrPercent(u.MaxUnavailable, mu)...)
 				if intOrPercent(u.MaxUnavailable) == 0 {
 					errs = append(errs, field.Invalid(mu, u.MaxUnavailable, "cannot be 0"))
 				}
-				errs = append(errs, notOver100Percent(u.MaxUnavailable, mu)...)
+				errs = append(errs, NotOver100Percent(u.MaxUnavailable, mu)...)
 			}
 		}
 	case appsv1.OnDeleteStatefulSetStrategyType:

@@ -72,9 +72,10 @@ func nonNegative[T int32 | int64](v *T, fld *field.Path) field.ErrorList {
 	return apivalidation.ValidateNonnegativeField(int64(*v), fld)
 }
 
-// validateIntOrPercent checks that v at fld is a non-negative integer or a
-// percentage such as "25%". A nil v is zero.
-func validateIntOrPercent(v *intstr.IntOrString, fld *field.Path) field.ErrorList {
+// ValidateIntOrPercent checks that v at fld is a non-negative integer or a
+// percentage such as "25%", as upstream's ValidatePositiveIntOrPercent. A
+// nil v is zero. Policy's disruption budgets share it.
+func ValidateIntOrPercent(v *intstr.IntOrString, fld *field.Path) field.ErrorList {
 	if v == nil {
 		return nil
 	}
@@ -113,8 +114,9 @@ func intOrPercent(v *intstr.IntOrString) int {
 	return v.IntValue()
 }
 
-// notOver100Percent checks that v at fld, if a percentage, is at most 100%.
-func notOver100Percent(v *intstr.IntOrString, fld *field.Path) field.ErrorList {
+// NotOver100Percent checks that v at fld, if a percentage, is at most 100%,
+// as upstream's IsNotMoreThan100Percent.
+func NotOver100Percent(v *intstr.IntOrString, fld *field.Path) field.ErrorList {
 	if n, ok := percent(v); ok && n > 100 {
 		return field.ErrorList{field.Invalid(fld, v, "must not be greater than 100%")}
 	}
