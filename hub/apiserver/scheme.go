@@ -9,7 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -40,6 +43,7 @@ func init() {
 		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme,
 		coordinationv1.AddToScheme, discoveryv1.AddToScheme, eventsv1.AddToScheme,
 		autoscalingv1.AddToScheme, policyv1.AddToScheme, authenticationv1.AddToScheme,
+		networkingv1.AddToScheme, schedulingv1.AddToScheme, nodev1.AddToScheme,
 		metricsv1beta1.AddToScheme, metav1.AddMetaToScheme,
 	} {
 		utilruntime.Must(add(Scheme))

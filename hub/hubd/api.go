@@ -21,6 +21,9 @@ import (
 	"github.com/outpost-mesh/outpost/hub/registry/core"
 	"github.com/outpost-mesh/outpost/hub/registry/discovery"
 	"github.com/outpost-mesh/outpost/hub/registry/events"
+	"github.com/outpost-mesh/outpost/hub/registry/networking"
+	"github.com/outpost-mesh/outpost/hub/registry/node"
+	"github.com/outpost-mesh/outpost/hub/registry/scheduling"
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/hub/usage"
 )
@@ -35,6 +38,7 @@ func resources(svc core.ServiceConfig, st store.Reader, nodeUsage *usage.Store) 
 	for _, group := range [][]apiserver.Resource{
 		core.Resources(core.WithServices(svc)), apps.Resources(), batch.Resources(),
 		coordination.Resources(), discovery.Resources(), events.Resources(),
+		networking.Resources(), scheduling.Resources(), node.Resources(),
 	} {
 		rs = append(rs, group...)
 	}
@@ -67,6 +71,17 @@ func ensureNamespaces(ctx context.Context, api *apiserver.Server) error {
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 			ObjectMeta: metav1.ObjectMeta{Name: ns},
 		})
+	}
+	return api.Ensure(ctx, objs...)
+}
+
+// ensureSystemPriorityClasses creates the system priority classes that
+// are missing, as upstream's apiserver does at start: charts and
+// manifests for cluster add-ons name them in their pods.
+func ensureSystemPriorityClasses(ctx context.Context, api *apiserver.Server) error {
+	var objs []runtime.Object
+	for _, pc := range scheduling.SystemPriorityClasses() {
+		objs = append(objs, pc)
 	}
 	return api.Ensure(ctx, objs...)
 }
