@@ -21,8 +21,11 @@ import (
 	"github.com/outpost-mesh/outpost/hub/registry/core"
 	"github.com/outpost-mesh/outpost/hub/registry/discovery"
 	"github.com/outpost-mesh/outpost/hub/registry/events"
+	"github.com/outpost-mesh/outpost/hub/registry/networking"
+	"github.com/outpost-mesh/outpost/hub/registry/node"
 	"github.com/outpost-mesh/outpost/hub/registry/policy"
 	"github.com/outpost-mesh/outpost/hub/registry/rbac"
+	"github.com/outpost-mesh/outpost/hub/registry/scheduling"
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/hub/usage"
 )
@@ -38,6 +41,7 @@ func resources(svc core.ServiceConfig, st store.Reader, nodeUsage *usage.Store) 
 		core.Resources(core.WithServices(svc)), apps.Resources(), batch.Resources(),
 		coordination.Resources(), discovery.Resources(), events.Resources(),
 		policy.Resources(), rbac.Resources(),
+		networking.Resources(), scheduling.Resources(), node.Resources(),
 	} {
 		rs = append(rs, group...)
 	}
@@ -70,6 +74,17 @@ func ensureNamespaces(ctx context.Context, api *apiserver.Server) error {
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 			ObjectMeta: metav1.ObjectMeta{Name: ns},
 		})
+	}
+	return api.Ensure(ctx, objs...)
+}
+
+// ensureSystemPriorityClasses creates the system priority classes that
+// are missing, as upstream's apiserver does at start: charts and
+// manifests for cluster add-ons name them in their pods.
+func ensureSystemPriorityClasses(ctx context.Context, api *apiserver.Server) error {
+	var objs []runtime.Object
+	for _, pc := range scheduling.SystemPriorityClasses() {
+		objs = append(objs, pc)
 	}
 	return api.Ensure(ctx, objs...)
 }

@@ -163,7 +163,7 @@ func validatePodSpec(spec *corev1.PodSpec, podMeta *metav1.ObjectMeta, fldPath *
 		errs = append(errs, validateEnum(*spec.PreemptionPolicy, fldPath.Child("preemptionPolicy"), corev1.PreemptLowerPriority, corev1.PreemptNever)...)
 	}
 	if spec.Overhead != nil {
-		errs = append(errs, validateResourceRequirements(&corev1.ResourceRequirements{Limits: spec.Overhead}, validateContainerResourceName, nil, fldPath.Child("overhead"))...)
+		errs = append(errs, ValidateOverhead(spec.Overhead, fldPath.Child("overhead"))...)
 	}
 	if os := spec.OS; os != nil {
 		if os.Name == "" {

@@ -33,3 +33,17 @@ func ValidatePodTemplate(t *corev1.PodTemplateSpec, fldPath *field.Path) field.E
 	}
 	return errs
 }
+
+// ValidateTolerations checks tolerations found at fldPath as a pod's
+// are checked; a RuntimeClass's scheduling carries them too.
+func ValidateTolerations(tolerations []corev1.Toleration, fldPath *field.Path) field.ErrorList {
+	return validateTolerations(tolerations, fldPath)
+}
+
+// ValidateOverhead checks a fixed resource overhead found at fldPath (a
+// pod's spec.overhead, a RuntimeClass's overhead.podFixed's parent) as
+// upstream does: as a container's limits, so its errors' paths read
+// fldPath.limits[name], not the field's own name.
+func ValidateOverhead(overhead corev1.ResourceList, fldPath *field.Path) field.ErrorList {
+	return validateResourceRequirements(&corev1.ResourceRequirements{Limits: overhead}, validateContainerResourceName, nil, fldPath)
+}

@@ -73,3 +73,21 @@ func TestSteps(t *testing.T) {
 		t.Errorf("bare Row = %v, want no cells", row)
 	}
 }
+
+func TestAge(t *testing.T) {
+	now := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
+	tests := []struct {
+		created metav1.Time
+		want    string
+	}{
+		{metav1.Time{}, "<unknown>"},
+		{metav1.NewTime(now.Add(-90 * time.Second)), "90s"},
+		{metav1.NewTime(now.Add(-26 * time.Hour)), "26h"},
+		{metav1.NewTime(now.Add(-400 * 24 * time.Hour)), "400d"},
+	}
+	for _, tt := range tests {
+		if got := Age(now, tt.created); got != tt.want {
+			t.Errorf("Age(%v, %v) = %q, want %q", now, tt.created, got, tt.want)
+		}
+	}
+}
