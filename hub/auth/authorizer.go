@@ -21,6 +21,18 @@ type Decision struct {
 	// Reason says why a request was denied, for the end of the Forbidden
 	// message; it may be empty, as upstream's often is.
 	Reason string
+	// NoOpinion is set by Decide for a request its rules leave to the
+	// authorizer chained after them (RBAC): Allowed is then false, and
+	// means nothing yet.
+	NoOpinion bool
+}
+
+// Next is the authorizer chained after the Authorizer's own rules, as
+// kube-apiserver chains RBAC after its Node authorizer: it decides what
+// they leave open (see Decision.NoOpinion). Its methods must be safe for
+// concurrent use; an error means nothing was decided.
+type Next interface {
+	Authorize(ctx context.Context, u User, a Attributes) (Decision, error)
 }
 
 // Pods looks up pods for the node rules. Its methods must be safe for
@@ -33,35 +45,41 @@ type Pods interface {
 	OnNode(ctx context.Context, node string) ([]*corev1.Pod, error)
 }
 
-// Authorizer decides whether an authenticated user may make a request.
-// There is no RBAC yet; until there is, these are the only grants:
+// Authorizer decides whether an authenticated user may make a request,
+// with upstream's chain: its own rules first, then Next (RBAC) for what
+// they leave open. Its own rules are:
 //
-//   - members of system:masters may do anything;
-//   - the controller manager and the scheduler (users
-//     system:kube-controller-manager and system:kube-scheduler) may do
-//     anything too, for now: upstream's bootstrap roles for them are
-//     broad, and RBAC will narrow them to those roles;
+//   - members of system:masters may do anything, as upstream's
+//     privileged-group authorizer has it;
 //   - nodes (user system:node:<name> in group system:nodes) get upstream's
 //     Node authorizer and NodeRestriction rules for what the hub serves
-//     (see Decide);
-//   - service accounts (user system:serviceaccount:<ns>:<name> in group
-//     system:serviceaccounts) may get, list and watch any object but
-//     secrets in their own namespace, and nothing else: an interim
-//     read-only policy until RBAC, so that a pod's client can read what
-//     it runs among (and kube-root-ca.crt) without reading credentials;
-//   - any other user may only read discovery, health, version and OpenAPI;
-//   - Anonymous may only get /healthz, /livez, /readyz and /version
-//     (upstream's system:public-info-viewer, which it grants
-//     system:unauthenticated), whatever its groups say.
+//     (see Decide); what those rules cover they decide, and the rest is
+//     Next's, as upstream's Node authorizer has no opinion on it;
+//   - anyone may get /healthz, /livez, /readyz and /version, and any
+//     authenticated user discovery and OpenAPI too (upstream's
+//     system:public-info-viewer, system:discovery and system:basic-user
+//     roles, whose bindings the hub reconciles at every start), so that
+//     probes and discovery never wait on RBAC;
+//   - the hub's controllers and scheduler (users
+//     system:kube-controller-manager and system:kube-scheduler) may do
+//     anything, for now: they all act as the controller manager, while
+//     upstream's bootstrap roles expect each controller to act as its own
+//     service account, and some of the hub's controllers write more
+//     than upstream's (node presence leases, the API's endpoints).
+//
+// Everything else, service accounts' requests included, Next decides.
 //
 // Its methods are safe for concurrent use.
 type Authorizer struct {
 	pods Pods
+	next Next
 }
 
-// NewAuthorizer returns an authorizer looking pods up in pods (non-nil).
-func NewAuthorizer(pods Pods) *Authorizer {
-	return &Authorizer{pods: pods}
+// NewAuthorizer returns an authorizer looking pods up in pods (non-nil),
+// chained to next; with next nil, what its own rules leave open is
+// denied.
+func NewAuthorizer(pods Pods, next Next) *Authorizer {
+	return &Authorizer{pods: pods, next: next}
 }
 
 // Authorize decides on u's request a, looking up the pods the decision
@@ -71,6 +89,9 @@ func (z *Authorizer) Authorize(ctx context.Context, u User, a Attributes) (Decis
 	var pods []*corev1.Pod
 	switch check {
 	case checkNone:
+		if d.NoOpinion {
+			return z.chained(ctx, u, a)
+		}
 		return d, nil
 	case checkBoundPod:
 		p, err := z.pods.Get(ctx, a.Namespace, a.Name)
@@ -99,6 +120,20 @@ func (z *Authorizer) Authorize(ctx context.Context, u User, a Attributes) (Decis
 	return finish(u, a, check, pods), nil
 }
 
+// noNext is the reason a request is denied when no authorizer follows.
+const noNext = "no authorizer beyond the node and system:masters rules is configured"
+
+// chained returns Next's decision on what the Authorizer's own rules
+// leave open.
+func (z *Authorizer) chained(ctx context.Context, u User, a Attributes) (Decision, error) {
+	if z.next == nil {
+		return Decision{Reason: noNext}, nil
+	}
+	d, err := z.next.Authorize(ctx, u, a)
+	d.NoOpinion = false
+	return d, err
+}
+
 // Decide decides on u's request a given pods, without I/O. pods are those
 // the decision involves: the pod a node's pod status update or delete
 // names (none when it does not exist), the pods bound to the node for a
@@ -124,12 +159,11 @@ func (z *Authorizer) Authorize(ctx context.Context, u User, a Attributes) (Decis
 //   - create, patch and update events (core and events.k8s.io);
 //   - read discovery, health, version and OpenAPI, as any user may.
 //
-// The hub's controllers (ControllerManagerUser) and scheduler
-// (SchedulerUser) may do anything, until the hub has RBAC. A service
-// account may get, list and watch anything but secrets in its own
-// namespace (no subresource but status), until then too.
-//
-// Anything else is denied.
+// The controller manager and the scheduler may do anything (see
+// Authorizer). A node's request on those resources that these rules do
+// not allow is denied; on others, and for other users, Decide has no
+// opinion (Decision.NoOpinion) beyond health, version, discovery and
+// OpenAPI: RBAC decides.
 func Decide(u User, a Attributes, pods []*corev1.Pod) Decision {
 	d, check := decide(u, a)
 	if check == checkNone {
@@ -148,62 +182,34 @@ const (
 	checkTokenPod                // the token's pod must be bound to the node and run as the service account
 )
 
-var allow = Decision{Allowed: true}
-
-// noRBAC is the reason other users are denied.
-const noRBAC = "the hub has no RBAC yet: only members of system:masters, the controller manager, the scheduler and nodes are authorized, and service accounts may only get, list and watch objects other than secrets in their own namespace"
-
-// serviceAccountDenied is the reason a service account is denied.
-const serviceAccountDenied = "the hub has no RBAC yet: service accounts may only get, list and watch objects other than secrets in their own namespace"
-
-// anonymousDenied is the reason Anonymous is denied.
-const anonymousDenied = "a request without credentials may only get /healthz, /livez, /readyz and /version"
+var (
+	allow     = Decision{Allowed: true}
+	noOpinion = Decision{NoOpinion: true}
+)
 
 // decide returns the decision on u's request a, or the check that decides
 // it (the Decision is then meaningless).
 func decide(u User, a Attributes) (Decision, check) {
-	if u.IsAnonymous() {
-		if !a.ResourceRequest && a.Verb == "get" && publicInfoPath(a.Path) {
-			return allow, checkNone
-		}
-		return Decision{Reason: anonymousDenied}, checkNone
-	}
-	if u.InGroup(MastersGroup) {
+	if !a.ResourceRequest && a.Verb == "get" && publicInfoPath(a.Path) {
 		return allow, checkNone
 	}
-	if u.Name == ControllerManagerUser || u.Name == SchedulerUser {
-		// Until the hub has RBAC: upstream's bootstrap roles for these
-		// two reach nearly everything they need to act on.
+	if u.IsAnonymous() {
+		// Whatever its groups say: only RBAC may grant it more.
+		return noOpinion, checkNone
+	}
+	if u.InGroup(MastersGroup) || u.Name == ControllerManagerUser || u.Name == SchedulerUser {
 		return allow, checkNone
 	}
 	if !a.ResourceRequest {
 		if a.Verb == "get" && publicPath(a.Path) {
 			return allow, checkNone
 		}
-		return Decision{}, checkNone
+		return noOpinion, checkNone
 	}
 	if node, ok := u.NodeName(); ok {
 		return decideNode(node, a)
 	}
-	if ns, _, ok := u.ServiceAccount(); ok {
-		return decideServiceAccount(ns, a), checkNone
-	}
-	return Decision{Reason: noRBAC}, checkNone
-}
-
-// decideServiceAccount applies the interim service account policy to a
-// resource request of a service account of namespace ns: get, list and
-// watch of anything but secrets in ns, and of no subresource but status
-// (logs, exec and the like are not objects to read).
-func decideServiceAccount(ns string, a Attributes) Decision {
-	read := a.Verb == "get" || a.Verb == "list" || a.Verb == "watch"
-	switch {
-	case !read, a.Namespace != ns, a.Subresource != "" && a.Subresource != "status":
-	case a.APIGroup == "" && a.Resource == "secrets":
-	default:
-		return allow
-	}
-	return Decision{Reason: serviceAccountDenied}
+	return noOpinion, checkNone
 }
 
 // publicInfoPath reports whether anyone, authenticated or not, may get
@@ -327,7 +333,7 @@ func decideNode(node string, a Attributes) (Decision, check) {
 			return allow, checkNone
 		}
 	}
-	return Decision{}, checkNone
+	return noOpinion, checkNone
 }
 
 // finish decides a node's request that needs pods.

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -23,10 +24,13 @@ func bound(a Attributes, kind, name, uid string) Attributes {
 	return a
 }
 
-// TestDecideInterimGrants covers the grants that stand in for RBAC: the
-// controller manager and scheduler, service accounts, and nodes' token
-// requests.
-func TestDecideInterimGrants(t *testing.T) {
+// rbacDecides in a table's reason stands for Decision{NoOpinion: true}.
+const rbacDecides = "(rbac)"
+
+// TestDecideLeftToRBAC covers what the built-in rules leave to RBAC
+// (service accounts) and what they decide themselves: the controller
+// manager's and scheduler's requests, and nodes' token requests.
+func TestDecideLeftToRBAC(t *testing.T) {
 	// Each pod's UID is uid-<name>.
 	runsAs := func(sa string) func(*corev1.Pod) {
 		return func(p *corev1.Pod) { p.UID = types.UID("uid-" + p.Name); p.Spec.ServiceAccountName = sa }
@@ -50,30 +54,30 @@ func TestDecideInterimGrants(t *testing.T) {
 		{user: controllerManager, req: req("DELETE /api/v1/namespaces/default/secrets/x"), allowed: true},
 		{user: scheduler, req: req("POST /api/v1/namespaces/default/pods/web/binding"), allowed: true},
 		{user: scheduler, req: req("GET /api/v1/nodes?watch=true"), allowed: true},
-		{user: User{Name: "system:kube-proxy"}, req: req("GET /api/v1/nodes"), reason: noRBAC},
+		{user: User{Name: "system:kube-proxy"}, req: req("GET /api/v1/nodes"), reason: rbacDecides},
 
 		// Service accounts read their own namespace, but not its secrets.
-		{user: saWeb, req: req("GET /api/v1/namespaces/default/pods"), allowed: true},
-		{user: saWeb, req: req("GET /api/v1/namespaces/default/pods/web-a"), allowed: true},
-		{user: saWeb, req: req("GET /api/v1/namespaces/default/pods/web-a/status"), allowed: true},
-		{user: saWeb, req: req("GET /api/v1/namespaces/default/configmaps/kube-root-ca.crt"), allowed: true},
-		{user: saWeb, req: req("GET /api/v1/namespaces/default/configmaps?watch=true"), allowed: true},
-		{user: saWeb, req: req("GET /apis/apps/v1/namespaces/default/deployments"), allowed: true},
-		{user: saWeb, req: req("GET /api/v1/namespaces/default"), allowed: true},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/pods"), reason: rbacDecides},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/pods/web-a"), reason: rbacDecides},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/pods/web-a/status"), reason: rbacDecides},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/configmaps/kube-root-ca.crt"), reason: rbacDecides},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/configmaps?watch=true"), reason: rbacDecides},
+		{user: saWeb, req: req("GET /apis/apps/v1/namespaces/default/deployments"), reason: rbacDecides},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default"), reason: rbacDecides},
 		{user: saWeb, req: req("GET /api"), allowed: true},
-		{user: saWeb, req: req("GET /api/v1/namespaces/default/secrets"), reason: serviceAccountDenied},
-		{user: saWeb, req: req("GET /api/v1/namespaces/default/secrets/db"), reason: serviceAccountDenied},
-		{user: saWeb, req: req("GET /api/v1/namespaces/default/secrets?watch=1"), reason: serviceAccountDenied},
-		{user: saWeb, req: req("GET /api/v1/namespaces/default/pods/web-a/log"), reason: serviceAccountDenied},
-		{user: saWeb, req: req("GET /api/v1/namespaces/default/pods/web-a/exec"), reason: serviceAccountDenied},
-		{user: saWeb, req: req("GET /api/v1/namespaces/other/pods"), reason: serviceAccountDenied},
-		{user: saWeb, req: req("GET /api/v1/pods"), reason: serviceAccountDenied},
-		{user: saWeb, req: req("GET /api/v1/nodes"), reason: serviceAccountDenied},
-		{user: saWeb, req: req("POST /api/v1/namespaces/default/configmaps"), reason: serviceAccountDenied},
-		{user: saWeb, req: req("DELETE /api/v1/namespaces/default/pods/web-a"), reason: serviceAccountDenied},
-		{user: saWeb, req: req(token), reason: serviceAccountDenied},
-		{user: saWeb, req: req("GET /metrics"), reason: "-"},
-		{user: saNameOnly, req: req("GET /api/v1/namespaces/default/pods"), reason: noRBAC},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/secrets"), reason: rbacDecides},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/secrets/db"), reason: rbacDecides},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/secrets?watch=1"), reason: rbacDecides},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/pods/web-a/log"), reason: rbacDecides},
+		{user: saWeb, req: req("GET /api/v1/namespaces/default/pods/web-a/exec"), reason: rbacDecides},
+		{user: saWeb, req: req("GET /api/v1/namespaces/other/pods"), reason: rbacDecides},
+		{user: saWeb, req: req("GET /api/v1/pods"), reason: rbacDecides},
+		{user: saWeb, req: req("GET /api/v1/nodes"), reason: rbacDecides},
+		{user: saWeb, req: req("POST /api/v1/namespaces/default/configmaps"), reason: rbacDecides},
+		{user: saWeb, req: req("DELETE /api/v1/namespaces/default/pods/web-a"), reason: rbacDecides},
+		{user: saWeb, req: req(token), reason: rbacDecides},
+		{user: saWeb, req: req("GET /metrics"), reason: rbacDecides},
+		{user: saNameOnly, req: req("GET /api/v1/namespaces/default/pods"), reason: rbacDecides},
 
 		// A node asks tokens for its own pods' service accounts, bound to
 		// those pods.
@@ -92,8 +96,11 @@ func TestDecideInterimGrants(t *testing.T) {
 	} {
 		d := Decide(tc.user, tc.req, tc.pods)
 		want := Decision{Allowed: tc.allowed, Reason: tc.reason}
-		if tc.reason == "-" {
+		switch tc.reason {
+		case "-":
 			want.Reason = ""
+		case rbacDecides:
+			want = Decision{NoOpinion: true}
 		}
 		if d != want {
 			t.Errorf("Decide(%s, %s %s bound %+v) = %+v, want %+v", tc.user.Name, tc.req.Verb, tc.req.Path, tc.req.BoundObject, d, want)
@@ -107,13 +114,13 @@ func TestAuthorizeTokenPod(t *testing.T) {
 	podA := pod("default", "web-a", "edge-a", func(p *corev1.Pod) { p.UID = "u1"; p.Spec.ServiceAccountName = "web" })
 	pods := &fakePods{pods: []*corev1.Pod{podA}}
 	a := bound(req("POST /api/v1/namespaces/default/serviceaccounts/web/token"), "Pod", "web-a", "u1")
-	d, err := NewAuthorizer(pods).Authorize(context.Background(), nodeA, a)
+	d, err := NewAuthorizer(pods, nil).Authorize(context.Background(), nodeA, a)
 	if err != nil || !d.Allowed || pods.gets != 1 || pods.lists != 0 {
 		t.Errorf("Authorize(node token request) = %+v, %v with %d gets, %d lists; want allowed with 1 get", d, err, pods.gets, pods.lists)
 	}
 	pods.gets = 0
 	a.BoundObject = nil
-	if d, err := NewAuthorizer(pods).Authorize(context.Background(), nodeA, a); err != nil || d.Allowed || pods.gets != 0 {
+	if d, err := NewAuthorizer(pods, nil).Authorize(context.Background(), nodeA, a); err != nil || d.Allowed || pods.gets != 0 {
 		t.Errorf("Authorize(unbound node token request) = %+v, %v with %d gets; want denied without lookup", d, err, pods.gets)
 	}
 }
@@ -158,5 +165,62 @@ func TestServiceAccountUser(t *testing.T) {
 		if ns != tc.ns || name != tc.name || ok != tc.ok {
 			t.Errorf("%+v.ServiceAccount() = %q, %q, %v; want %q, %q, %v", tc.user, ns, name, ok, tc.ns, tc.name, tc.ok)
 		}
+	}
+}
+
+// fakeNext is a chained authorizer that allows what allow says and
+// records what it was asked.
+type fakeNext struct {
+	allow func(User, Attributes) bool
+	err   error
+	asked []string
+}
+
+func (n *fakeNext) Authorize(_ context.Context, u User, a Attributes) (Decision, error) {
+	n.asked = append(n.asked, u.Name+" "+a.Verb+" "+a.Path)
+	if n.err != nil {
+		return Decision{}, n.err
+	}
+	if n.allow(u, a) {
+		return Decision{Allowed: true, Reason: "next"}, nil
+	}
+	return Decision{Reason: "next says no"}, nil
+}
+
+// TestAuthorizeChain checks that what the Authorizer's own rules leave
+// open goes to Next, and only that.
+func TestAuthorizeChain(t *testing.T) {
+	next := &fakeNext{allow: func(u User, a Attributes) bool { return a.Resource == "configmaps" || a.Resource == "services" }}
+	z := NewAuthorizer(&fakePods{}, next)
+	for _, tc := range []struct {
+		user    User
+		req     string
+		allowed bool
+		asked   bool
+	}{
+		{saWeb, "GET /api/v1/namespaces/default/configmaps", true, true},
+		{saWeb, "GET /api/v1/namespaces/default/secrets", false, true},
+		{controllerManager, "POST /apis/apps/v1/namespaces/default/replicasets", true, false},
+		{Anonymous, "GET /api/v1/namespaces/default/configmaps", true, true},
+		{Anonymous, "GET /healthz", true, false},
+		{saWeb, "GET /apis", true, false},
+		{User{Name: "root", Groups: []string{MastersGroup}}, "DELETE /api/v1/nodes/a", true, false},
+		{nodeA, "GET /api/v1/nodes", true, false},
+		{nodeA, "PUT /api/v1/nodes/edge-b", false, false},
+		{nodeA, "POST /api/v1/namespaces/default/configmaps", false, false},
+		{nodeA, "POST /api/v1/namespaces/default/services", true, true},
+	} {
+		next.asked = nil
+		d, err := z.Authorize(context.Background(), tc.user, req(tc.req))
+		if err != nil || d.Allowed != tc.allowed || d.NoOpinion || (len(next.asked) == 1) != tc.asked {
+			t.Errorf("Authorize(%s, %s) = %+v, %v, next asked %v; want allowed %v, next asked: %v", tc.user.Name, tc.req, d, err, next.asked, tc.allowed, tc.asked)
+		}
+	}
+	boom := errors.New("cache not synced")
+	if _, err := NewAuthorizer(&fakePods{}, &fakeNext{err: boom}).Authorize(context.Background(), saWeb, req("GET /api/v1/pods")); !errors.Is(err, boom) {
+		t.Errorf("Authorize with a failing Next = %v, want %v", err, boom)
+	}
+	if d, err := NewAuthorizer(&fakePods{}, nil).Authorize(context.Background(), saWeb, req("GET /api/v1/pods")); err != nil || d.Allowed || d.Reason != noNext {
+		t.Errorf("Authorize without Next = %+v, %v; want denied with %q", d, err, noNext)
 	}
 }

@@ -116,12 +116,12 @@ func TestDecide(t *testing.T) {
 		{user: bob, req: req("GET /openapi/v2"), allowed: true},
 		{user: bob, req: req("GET /openapi/v3/apis/apps/v1"), allowed: true},
 		{user: nodeA, req: req("GET /openapi/v3"), allowed: true},
-		{user: bob, req: req("POST /healthz"), reason: "-"},
-		{user: bob, req: req("GET /metrics"), reason: "-"},
-		{user: nodeA, req: req("GET /metrics"), reason: "-"},
-		{user: nodeA, req: req("GET /debug/pprof/"), reason: "-"},
-		{user: bob, req: req("GET /"), reason: "-"},
-		{user: bob, req: req("GET /openapi/v2x"), reason: "-"},
+		{user: bob, req: req("POST /healthz"), reason: rbacDecides},
+		{user: bob, req: req("GET /metrics"), reason: rbacDecides},
+		{user: nodeA, req: req("GET /metrics"), reason: rbacDecides},
+		{user: nodeA, req: req("GET /debug/pprof/"), reason: rbacDecides},
+		{user: bob, req: req("GET /"), reason: rbacDecides},
+		{user: bob, req: req("GET /openapi/v2x"), reason: rbacDecides},
 		// Without credentials: health and version, as upstream's
 		// system:public-info-viewer, and nothing else.
 		{user: Anonymous, req: req("GET /healthz"), allowed: true},
@@ -130,22 +130,22 @@ func TestDecide(t *testing.T) {
 		{user: Anonymous, req: req("HEAD /readyz"), allowed: true},
 		{user: Anonymous, req: req("GET /version"), allowed: true},
 		{user: Anonymous, req: req("GET /version/"), allowed: true},
-		{user: Anonymous, req: req("POST /healthz"), reason: anonymousDenied},
-		{user: Anonymous, req: req("GET /healthz/ping"), reason: anonymousDenied},
-		{user: Anonymous, req: req("GET /api"), reason: anonymousDenied},
-		{user: Anonymous, req: req("GET /apis/apps/v1"), reason: anonymousDenied},
-		{user: Anonymous, req: req("GET /openapi/v2"), reason: anonymousDenied},
-		{user: Anonymous, req: req("GET /metrics"), reason: anonymousDenied},
-		{user: Anonymous, req: req("GET /api/v1/namespaces/default/pods"), reason: anonymousDenied},
-		{user: Anonymous, req: req("GET /"), reason: anonymousDenied},
+		{user: Anonymous, req: req("POST /healthz"), reason: rbacDecides},
+		{user: Anonymous, req: req("GET /healthz/ping"), reason: rbacDecides},
+		{user: Anonymous, req: req("GET /api"), reason: rbacDecides},
+		{user: Anonymous, req: req("GET /apis/apps/v1"), reason: rbacDecides},
+		{user: Anonymous, req: req("GET /openapi/v2"), reason: rbacDecides},
+		{user: Anonymous, req: req("GET /metrics"), reason: rbacDecides},
+		{user: Anonymous, req: req("GET /api/v1/namespaces/default/pods"), reason: rbacDecides},
+		{user: Anonymous, req: req("GET /"), reason: rbacDecides},
 		// Anonymous is no more, whatever groups it claims.
-		{user: User{Name: AnonymousUser, Groups: []string{UnauthenticatedGroup, MastersGroup}}, req: req("GET /api/v1/pods"), reason: anonymousDenied},
+		{user: User{Name: AnonymousUser, Groups: []string{UnauthenticatedGroup, MastersGroup}}, req: req("GET /api/v1/pods"), reason: rbacDecides},
 		// ... and nothing else: there is no RBAC.
-		{user: bob, req: req("GET /api/v1/pods"), reason: noRBAC},
-		{user: bob, req: req("GET /api/v1/nodes/edge-a"), reason: noRBAC},
-		{user: nameOnly, req: req("GET /api/v1/nodes/edge-a"), reason: noRBAC},
-		{user: groupOnly, req: req("GET /api/v1/nodes/edge-a"), reason: noRBAC},
-		{user: User{Name: "system:node:", Groups: []string{"system:nodes"}}, req: req("GET /api/v1/nodes"), reason: noRBAC},
+		{user: bob, req: req("GET /api/v1/pods"), reason: rbacDecides},
+		{user: bob, req: req("GET /api/v1/nodes/edge-a"), reason: rbacDecides},
+		{user: nameOnly, req: req("GET /api/v1/nodes/edge-a"), reason: rbacDecides},
+		{user: groupOnly, req: req("GET /api/v1/nodes/edge-a"), reason: rbacDecides},
+		{user: User{Name: "system:node:", Groups: []string{"system:nodes"}}, req: req("GET /api/v1/nodes"), reason: rbacDecides},
 
 		// Nodes read nodes, pods, services, endpoints, endpointslices.
 		{user: nodeA, req: req("GET /api/v1/nodes/edge-a"), allowed: true},
@@ -157,10 +157,10 @@ func TestDecide(t *testing.T) {
 		{user: nodeA, req: req("GET /api/v1/services"), allowed: true},
 		{user: nodeA, req: req("GET /api/v1/endpoints?watch=true"), allowed: true},
 		{user: nodeA, req: req("GET /apis/discovery.k8s.io/v1/endpointslices"), allowed: true},
-		{user: nodeA, req: req("GET /api/v1/namespaces/default/pods/web-a/log"), reason: "-"},
-		{user: nodeA, req: req("GET /apis/apps/v1/deployments"), reason: "-"},
-		{user: nodeA, req: req("GET /api/v1/namespaces"), reason: "-"},
-		{user: nodeA, req: req("GET /apis/other.example.com/v1/endpointslices"), reason: "-"},
+		{user: nodeA, req: req("GET /api/v1/namespaces/default/pods/web-a/log"), reason: rbacDecides},
+		{user: nodeA, req: req("GET /apis/apps/v1/deployments"), reason: rbacDecides},
+		{user: nodeA, req: req("GET /api/v1/namespaces"), reason: rbacDecides},
+		{user: nodeA, req: req("GET /apis/other.example.com/v1/endpointslices"), reason: rbacDecides},
 
 		// Nodes get what their pods refer to, and nothing else.
 		{user: nodeA, req: req("GET /api/v1/namespaces/default/secrets/tls-a"), pods: nodePods, allowed: true},
@@ -213,9 +213,9 @@ func TestDecide(t *testing.T) {
 		{user: nodeA, req: req("POST /api/v1/nodes"), reason: `node "edge-a" is not allowed to modify node ""`},
 		{user: nodeA, req: req("PATCH /api/v1/nodes/edge-b"), reason: `node "edge-a" is not allowed to modify node "edge-b"`},
 		{user: nodeA, req: req("PUT /api/v1/nodes/edge-b/status"), reason: `node "edge-a" is not allowed to modify node "edge-b"`},
-		{user: nodeA, req: req("DELETE /api/v1/nodes/edge-a"), reason: "-"},
-		{user: nodeA, req: req("DELETE /api/v1/nodes"), reason: "-"},
-		{user: nodeA, req: req("PUT /api/v1/nodes/edge-a/proxy"), reason: "-"},
+		{user: nodeA, req: req("DELETE /api/v1/nodes/edge-a"), reason: rbacDecides},
+		{user: nodeA, req: req("DELETE /api/v1/nodes"), reason: rbacDecides},
+		{user: nodeA, req: req("PUT /api/v1/nodes/edge-a/proxy"), reason: rbacDecides},
 
 		// Status and deletion of the pods bound to it.
 		{user: nodeA, req: req("PUT /api/v1/namespaces/default/pods/web-a/status"), pods: []*corev1.Pod{podA}, allowed: true},
@@ -231,12 +231,12 @@ func TestDecide(t *testing.T) {
 		{user: nodeA, req: req("DELETE /api/v1/namespaces/default/pods/web-b"), pods: []*corev1.Pod{podB}, reason: "node 'edge-a' can only delete pods with spec.nodeName set to itself"},
 		// a pod of the same name in another namespace is not that pod
 		{user: nodeA, req: req("DELETE /api/v1/namespaces/kube-system/pods/web-a"), pods: []*corev1.Pod{podA}, notFound: true},
-		{user: nodeA, req: req("PUT /api/v1/namespaces/default/pods/web-a"), pods: []*corev1.Pod{podA}, reason: "-"},
-		{user: nodeA, req: req("POST /api/v1/namespaces/default/pods"), reason: "-"},
-		{user: nodeA, req: req("DELETE /api/v1/namespaces/default/pods"), reason: "-"},
-		{user: nodeA, req: req("POST /api/v1/namespaces/default/pods/web-a/binding"), pods: []*corev1.Pod{podA}, reason: "-"},
-		{user: nodeA, req: req("POST /api/v1/namespaces/default/pods/web-a/eviction"), pods: []*corev1.Pod{podA}, reason: "-"},
-		{user: nodeA, req: req("PUT /api/v1/pods/web-a/status"), pods: []*corev1.Pod{podA}, reason: "-"},
+		{user: nodeA, req: req("PUT /api/v1/namespaces/default/pods/web-a"), pods: []*corev1.Pod{podA}, reason: rbacDecides},
+		{user: nodeA, req: req("POST /api/v1/namespaces/default/pods"), reason: rbacDecides},
+		{user: nodeA, req: req("DELETE /api/v1/namespaces/default/pods"), reason: rbacDecides},
+		{user: nodeA, req: req("POST /api/v1/namespaces/default/pods/web-a/binding"), pods: []*corev1.Pod{podA}, reason: rbacDecides},
+		{user: nodeA, req: req("POST /api/v1/namespaces/default/pods/web-a/eviction"), pods: []*corev1.Pod{podA}, reason: rbacDecides},
+		{user: nodeA, req: req("PUT /api/v1/pods/web-a/status"), pods: []*corev1.Pod{podA}, reason: rbacDecides},
 
 		// Its Lease.
 		{user: nodeA, req: req("GET /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/edge-a"), allowed: true},
@@ -247,30 +247,33 @@ func TestDecide(t *testing.T) {
 		{user: nodeA, req: named(req("POST /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"), "edge-b"), reason: "can only access node lease with the same name as the requesting node"},
 		{user: nodeA, req: req("PUT /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/edge-b"), reason: "can only access node lease with the same name as the requesting node"},
 		{user: nodeA, req: req("PUT /apis/coordination.k8s.io/v1/namespaces/default/leases/edge-a"), reason: `can only access leases in the "kube-node-lease" system namespace`},
-		{user: nodeA, req: req("GET /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"), reason: "-"},
-		{user: nodeA, req: req("DELETE /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"), reason: "-"},
+		{user: nodeA, req: req("GET /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"), reason: rbacDecides},
+		{user: nodeA, req: req("DELETE /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"), reason: rbacDecides},
 
 		// Events.
 		{user: nodeA, req: req("POST /api/v1/namespaces/default/events"), allowed: true},
 		{user: nodeA, req: req("PATCH /api/v1/namespaces/default/events/web-a.1"), allowed: true},
 		{user: nodeA, req: req("PUT /api/v1/namespaces/default/events/web-a.1"), allowed: true},
 		{user: nodeA, req: req("POST /apis/events.k8s.io/v1/namespaces/default/events"), allowed: true},
-		{user: nodeA, req: req("GET /api/v1/namespaces/default/events"), reason: "-"},
-		{user: nodeA, req: req("DELETE /api/v1/namespaces/default/events/web-a.1"), reason: "-"},
+		{user: nodeA, req: req("GET /api/v1/namespaces/default/events"), reason: rbacDecides},
+		{user: nodeA, req: req("DELETE /api/v1/namespaces/default/events/web-a.1"), reason: rbacDecides},
 
 		// Nothing else.
-		{user: nodeA, req: req("OPTIONS /api/v1/pods"), reason: "-"},
-		{user: nodeA, req: req("POST /api/v1/namespaces/default/services"), reason: "-"},
-		{user: nodeA, req: req("DELETE /api/v1/namespaces/default/endpoints/web"), reason: "-"},
-		{user: nodeA, req: req("POST /api/v1/namespaces"), reason: "-"},
+		{user: nodeA, req: req("OPTIONS /api/v1/pods"), reason: rbacDecides},
+		{user: nodeA, req: req("POST /api/v1/namespaces/default/services"), reason: rbacDecides},
+		{user: nodeA, req: req("DELETE /api/v1/namespaces/default/endpoints/web"), reason: rbacDecides},
+		{user: nodeA, req: req("POST /api/v1/namespaces"), reason: rbacDecides},
 	} {
 		name := fmt.Sprintf("%s %s %s/%s/%s %q/%q", tc.user.Name, tc.req.Verb, tc.req.APIGroup, tc.req.Resource, tc.req.Subresource, tc.req.Namespace, tc.req.Name)
 		if !tc.req.ResourceRequest {
 			name = fmt.Sprintf("%s %s %s", tc.user.Name, tc.req.Verb, tc.req.Path)
 		}
 		want := Decision{Allowed: tc.allowed, NotFound: tc.notFound, Reason: tc.reason}
-		if want.Reason == "-" {
+		switch want.Reason {
+		case "-":
 			want.Reason = ""
+		case rbacDecides:
+			want = Decision{NoOpinion: true}
 		}
 		if got := Decide(tc.user, tc.req, tc.pods); got != want {
 			t.Errorf("Decide(%s) = %+v, want %+v", name, got, want)
@@ -336,7 +339,7 @@ func TestAuthorize(t *testing.T) {
 		{bob, "GET /api/v1/namespaces/default/secrets/tls-a", false, 0, 0},
 	} {
 		pods := &fakePods{pods: []*corev1.Pod{podA, podB}}
-		d, err := NewAuthorizer(pods).Authorize(context.Background(), tc.user, req(tc.req))
+		d, err := NewAuthorizer(pods, nil).Authorize(context.Background(), tc.user, req(tc.req))
 		if err != nil || d.Allowed != tc.allowed || pods.gets != tc.gets || pods.lists != tc.lists {
 			t.Errorf("Authorize(%s, %s) = %+v, %v with %d gets, %d lists; want allowed %v with %d gets, %d lists",
 				tc.user.Name, tc.req, d, err, pods.gets, pods.lists, tc.allowed, tc.gets, tc.lists)
@@ -346,7 +349,7 @@ func TestAuthorize(t *testing.T) {
 	boom := errors.New("store down")
 	for _, r := range []string{"GET /api/v1/namespaces/default/secrets/tls-a", "DELETE /api/v1/namespaces/default/pods/web-a"} {
 		pods := &fakePods{pods: []*corev1.Pod{podA}, err: boom}
-		if d, err := NewAuthorizer(pods).Authorize(context.Background(), nodeA, req(r)); !errors.Is(err, boom) || d.Allowed {
+		if d, err := NewAuthorizer(pods, nil).Authorize(context.Background(), nodeA, req(r)); !errors.Is(err, boom) || d.Allowed {
 			t.Errorf("Authorize(%s) with a failing lookup = %+v, %v; want denied and %v", r, d, err, boom)
 		}
 	}

@@ -52,10 +52,15 @@ func resources(svc core.ServiceConfig, st store.Reader, nodeUsage *usage.Store) 
 }
 
 // newAPI builds the Kubernetes API server and its OpenAPI documents over
-// st, with the admission chain (NodeRestriction); pods serves the pods'
-// streaming subresources, and nodeUsage, if not nil, metrics.k8s.io.
-func newAPI(st store.Store, svc core.ServiceConfig, tokens apiserver.TokenIssuer, pods apiserver.PodStreams, nodeUsage *usage.Store, log *slog.Logger) (*apiserver.Server, *openapi.Spec, error) {
-	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(svc, st, nodeUsage), Logger: log, Admission: admission.NodeRestriction{}, Tokens: tokens, PodStreams: pods})
+// st, with the admission chain (NodeRestriction, then escalation when not
+// nil); pods serves the pods' streaming subresources, and nodeUsage, if
+// not nil, metrics.k8s.io.
+func newAPI(st store.Store, svc core.ServiceConfig, tokens apiserver.TokenIssuer, pods apiserver.PodStreams, nodeUsage *usage.Store, escalation *admission.RBACEscalation, log *slog.Logger) (*apiserver.Server, *openapi.Spec, error) {
+	chain := admission.Chain{admission.NodeRestriction{}}
+	if escalation != nil {
+		chain = append(chain, escalation)
+	}
+	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(svc, st, nodeUsage), Logger: log, Admission: chain, Tokens: tokens, PodStreams: pods})
 	if err != nil {
 		return nil, nil, err
 	}

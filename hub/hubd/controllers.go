@@ -7,6 +7,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/controllers"
+	"github.com/outpost-mesh/outpost/hub/controllers/clusterroleaggregation"
 	"github.com/outpost-mesh/outpost/hub/controllers/cronjob"
 	"github.com/outpost-mesh/outpost/hub/controllers/daemonset"
 	"github.com/outpost-mesh/outpost/hub/controllers/deployment"
@@ -77,6 +78,7 @@ func controllerList(hc Config, caPEM []byte) []manager.Controller {
 		{Name: "ttl-after-finished", Identity: cm, New: runner(ttlafterfinished.New)},
 		{Name: "endpointslice", Identity: cm, New: runner(endpointslice.New)},
 		{Name: "endpoints", Identity: cm, New: runner(endpoints.New)},
+		{Name: "clusterrole-aggregation", Identity: cm, New: runner(clusterroleaggregation.New)},
 		{Name: "scheduler", Identity: auth.SchedulerUser, New: runner(scheduler.New)},
 	}
 	if hc.AllocateNodeCIDRs {

@@ -62,7 +62,7 @@ func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger, api 
 	h := &apiHandler{
 		store: st,
 		authn: newCertAuthenticator(roots, time.Now),
-		authz: auth.NewAuthorizer(storePods{st}),
+		authz: auth.NewAuthorizer(storePods{st}, nil),
 		log:   log,
 		mux:   http.NewServeMux(),
 	}

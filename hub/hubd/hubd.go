@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outpost-mesh/outpost/hub/admission"
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/controllers/nodeipam"
 	"github.com/outpost-mesh/outpost/hub/controllers/nodelifecycle"
@@ -324,7 +325,8 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err := mets.Register(nodeUsage.RelayCollector()); err != nil {
 		return err
 	}
-	api, spec, err := newAPI(st, h.cfg.Services, tokens, podStreams, nodeUsage, log)
+	escalation := &admission.RBACEscalation{}
+	api, spec, err := newAPI(st, h.cfg.Services, tokens, podStreams, nodeUsage, escalation, log)
 	if err != nil {
 		return err
 	}
@@ -374,6 +376,10 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	// all, in the same order.
 	var parts parts
 	defer parts.stop()
+	authorizing, err := startRBAC(ctx, &parts, handler, st, escalation, log)
+	if err != nil {
+		return err
+	}
 	upkeep := parts.start("store upkeep", context.WithoutCancel(ctx), func(ctx context.Context) error {
 		var wg sync.WaitGroup
 		wg.Go(func() { compactLoop(ctx, st, compactInterval, log) })
@@ -459,7 +465,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		}
 		controlling = parts.start("controllers", context.WithoutCancel(ctx), mgr.Run)
 	}
-	parts.order(controlling, syncing, serving, upkeep)
+	parts.order(controlling, syncing, authorizing, serving, upkeep)
 
 	h.addr.Store(&addr)
 	close(h.ready)

@@ -3,6 +3,7 @@ package hubd
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -78,6 +80,11 @@ func startSAHub(t *testing.T) *saHub {
 	}
 	handler := newAPIHandler(st, certs.CAPool, log, api, spec, http.NotFoundHandler())
 	handler.tokens = tokens.authn
+	var ps parts
+	t.Cleanup(ps.stop)
+	if _, err := startRBAC(context.Background(), &ps, handler, st, nil, log); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewUnstartedServer(handler)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{certs.Serving}, ClientAuth: tls.RequestClientCert}
 	srv.StartTLS()
@@ -186,10 +193,23 @@ func TestServiceAccountTokenAcceptance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods, err := pod.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatalf("list pods as the pod's service account: %v", err)
+	// Service accounts may do nothing but discovery until RBAC grants
+	// them more, as upstream.
+	if _, err := pod.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("list pods as a service account without a role = %v, want 403", err)
 	}
+	_, err = admin.RbacV1().Roles("shop").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pod-reader"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}}}, metav1.CreateOptions{})
+	mustCreate(err)
+	_, err = admin.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "web-reads-pods"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pod-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "shop", Name: "web"}}}, metav1.CreateOptions{})
+	mustCreate(err)
+	var pods *corev1.PodList
+	wait.For(t, 10*time.Second, "the role binding to reach the RBAC cache", func() (bool, string) {
+		pods, err = pod.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
 	if len(pods.Items) != 2 {
 		t.Errorf("listed %d pods, want 2", len(pods.Items))
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/outpost-mesh/outpost/hub/auth"
+	"github.com/outpost-mesh/outpost/hub/controllers/clusterroleaggregation"
 )
 
 // fakePolicy is an in-memory Policy: the objects as given, no store, no
@@ -66,7 +67,7 @@ func (f *fakePolicy) ListClusterRoleBindings(context.Context) ([]*rbacv1.Cluster
 // withBootstrap adds the bootstrap roles, aggregated, and bindings to f.
 func withBootstrap(t *testing.T, f *fakePolicy) *fakePolicy {
 	t.Helper()
-	roles, err := Aggregate(ClusterRoles())
+	roles, err := clusterroleaggregation.Aggregate(ClusterRoles())
 	if err != nil {
 		t.Fatalf("Aggregate(ClusterRoles()) error %v", err)
 	}

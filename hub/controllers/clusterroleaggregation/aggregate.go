@@ -1,4 +1,4 @@
-package rbac
+package clusterroleaggregation
 
 import (
 	"fmt"

@@ -1,0 +1,205 @@
+package hubd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	rbaclisters "k8s.io/client-go/listers/rbac/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/outpost-mesh/outpost/hub/admission"
+	"github.com/outpost-mesh/outpost/hub/auth"
+	"github.com/outpost-mesh/outpost/hub/auth/rbac"
+	"github.com/outpost-mesh/outpost/hub/store"
+)
+
+// rbacSyncTimeout bounds the wait for the RBAC caches at start: the hub
+// serves nobody but system:masters until they hold the store's roles and
+// bindings.
+const rbacSyncTimeout = time.Minute
+
+// rbacCache serves the RBAC authorizer the roles and bindings from
+// informers' caches, as kube-apiserver's RBAC authorizer reads its
+// informers: authorizing a request reads no store.
+type rbacCache struct {
+	roles               rbaclisters.RoleLister
+	clusterRoles        rbaclisters.ClusterRoleLister
+	roleBindings        rbaclisters.RoleBindingLister
+	clusterRoleBindings rbaclisters.ClusterRoleBindingLister
+	synced              []cache.InformerSynced
+}
+
+var _ rbac.Policy = (*rbacCache)(nil)
+
+// errRBACNotSynced is returned while the caches are still filling.
+var errRBACNotSynced = errors.New("the RBAC caches have not synced yet")
+
+// newRBACCache registers the informers of the four RBAC resources with f;
+// the caller starts f.
+func newRBACCache(f informers.SharedInformerFactory) *rbacCache {
+	r := f.Rbac().V1()
+	c := &rbacCache{
+		roles:               r.Roles().Lister(),
+		clusterRoles:        r.ClusterRoles().Lister(),
+		roleBindings:        r.RoleBindings().Lister(),
+		clusterRoleBindings: r.ClusterRoleBindings().Lister(),
+	}
+	c.synced = []cache.InformerSynced{
+		r.Roles().Informer().HasSynced, r.ClusterRoles().Informer().HasSynced,
+		r.RoleBindings().Informer().HasSynced, r.ClusterRoleBindings().Informer().HasSynced,
+	}
+	return c
+}
+
+func (c *rbacCache) hasSynced() bool {
+	for _, s := range c.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *rbacCache) GetRole(_ context.Context, namespace, name string) (*rbacv1.Role, error) {
+	if !c.hasSynced() {
+		return nil, errRBACNotSynced
+	}
+	r, err := c.roles.Roles(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return r, err
+}
+
+func (c *rbacCache) GetClusterRole(_ context.Context, name string) (*rbacv1.ClusterRole, error) {
+	if !c.hasSynced() {
+		return nil, errRBACNotSynced
+	}
+	r, err := c.clusterRoles.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return r, err
+}
+
+func (c *rbacCache) ListRoleBindings(_ context.Context, namespace string) ([]*rbacv1.RoleBinding, error) {
+	if !c.hasSynced() {
+		return nil, errRBACNotSynced
+	}
+	return c.roleBindings.RoleBindings(namespace).List(labels.Everything())
+}
+
+func (c *rbacCache) ListClusterRoleBindings(context.Context) ([]*rbacv1.ClusterRoleBinding, error) {
+	if !c.hasSynced() {
+		return nil, errRBACNotSynced
+	}
+	return c.clusterRoleBindings.List(labels.Everything())
+}
+
+// reconcileBootstrapRBAC creates upstream's bootstrap ClusterRoles and
+// ClusterRoleBindings that are missing and adds what an existing one
+// lacks, as kube-apiserver does at every start, through cs (a client of
+// system:masters): an upgraded hub brings the rules of its version, and a
+// role an admin protected with rbac.authorization.kubernetes.io/autoupdate
+// "false" is left alone. It logs what it changes.
+func reconcileBootstrapRBAC(ctx context.Context, cs kubernetes.Interface, log *slog.Logger) error {
+	roles := cs.RbacV1().ClusterRoles()
+	for _, want := range rbac.ClusterRoles() {
+		have, err := roles.Get(ctx, want.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			have = nil
+		case err != nil:
+			return fmt.Errorf("reconcile clusterrole %s: %w", want.Name, err)
+		}
+		res, err := rbac.ReconcileClusterRole(&want, have)
+		if err != nil {
+			return fmt.Errorf("reconcile clusterrole %s: %w", want.Name, err)
+		}
+		switch res.Op {
+		case rbac.OpCreate:
+			_, err = roles.Create(ctx, res.Role, metav1.CreateOptions{})
+		case rbac.OpUpdate:
+			log.Info("bootstrap clusterrole updated", "name", want.Name, "added_rules", len(res.Missing))
+			_, err = roles.Update(ctx, res.Role, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("reconcile clusterrole %s: %w", want.Name, err)
+		}
+	}
+	bindings := cs.RbacV1().ClusterRoleBindings()
+	for _, want := range rbac.ClusterRoleBindings() {
+		have, err := bindings.Get(ctx, want.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			have = nil
+		case err != nil:
+			return fmt.Errorf("reconcile clusterrolebinding %s: %w", want.Name, err)
+		}
+		res, err := rbac.ReconcileClusterRoleBinding(&want, have)
+		if err != nil {
+			return fmt.Errorf("reconcile clusterrolebinding %s: %w", want.Name, err)
+		}
+		switch res.Op {
+		case rbac.OpCreate:
+			_, err = bindings.Create(ctx, res.Binding, metav1.CreateOptions{})
+		case rbac.OpUpdate:
+			log.Info("bootstrap clusterrolebinding updated", "name", want.Name)
+			_, err = bindings.Update(ctx, res.Binding, metav1.UpdateOptions{})
+		case rbac.OpRecreate:
+			log.Info("bootstrap clusterrolebinding recreated with its role", "name", want.Name)
+			uid := have.UID
+			if err = bindings.Delete(ctx, want.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err == nil {
+				_, err = bindings.Create(ctx, res.Binding, metav1.CreateOptions{})
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("reconcile clusterrolebinding %s: %w", want.Name, err)
+		}
+	}
+	return nil
+}
+
+// startRBAC reconciles the bootstrap roles and bindings, then chains the
+// RBAC authorizer after handler's own rules, readies escalation (when not
+// nil) and starts the RBAC caches as a part of parts, returning once they
+// have synced (or failing after rbacSyncTimeout). Until it returns,
+// handler authorizes only system:masters, the hub's controllers, nodes
+// and public paths; it must return before handler serves anyone else.
+func startRBAC(ctx context.Context, parts *parts, handler *apiHandler, st store.Reader, escalation *admission.RBACEscalation, log *slog.Logger) (*part, error) {
+	cs, _, err := inprocClientsAs(handler, hubUser, "outpost-hub/rbac", log)
+	if err != nil {
+		return nil, err
+	}
+	if err := reconcileBootstrapRBAC(ctx, cs, log); err != nil {
+		return nil, err
+	}
+	f := informers.NewSharedInformerFactory(cs, 0)
+	c := newRBACCache(f)
+	rules := rbac.New(c)
+	handler.authz = auth.NewAuthorizer(storePods{st}, rules)
+	if escalation != nil {
+		escalation.Set(handler.authz, rules, c)
+	}
+	p := parts.start("rbac cache", context.WithoutCancel(ctx), func(ctx context.Context) error {
+		f.Start(ctx.Done())
+		<-ctx.Done()
+		f.Shutdown()
+		return nil
+	})
+	wait, cancel := context.WithTimeout(ctx, rbacSyncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(wait.Done(), c.synced...) {
+		return p, fmt.Errorf("rbac caches did not sync within %v", rbacSyncTimeout)
+	}
+	return p, nil
+}
