@@ -46,8 +46,10 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, ri reque
 		s.writeObject(w, r, http.StatusOK, g, nil)
 	default: // /apis
 		list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}}
+		seen := map[string]bool{"": true}
 		for _, gv := range s.groups {
-			if gv.Group != "" {
+			if !seen[gv.Group] { // a group of several versions, once
+				seen[gv.Group] = true
 				list.Groups = append(list.Groups, *s.group(gv.Group))
 			}
 		}
@@ -85,8 +87,11 @@ func (s *Server) resourceList(gv schema.GroupVersion) *metav1.APIResourceList {
 	list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}
 	for _, res := range rs {
 		verbs := allVerbs
-		if res.Reader != nil {
+		switch {
+		case res.Reader != nil:
 			verbs = readOnlyVerbs
+		case res.Creator != nil:
+			verbs = createOnlyVerbs
 		}
 		list.APIResources = append(list.APIResources, metav1.APIResource{
 			Name: res.Plural, SingularName: res.Singular, Namespaced: res.Namespaced, Kind: res.Kind,

@@ -47,6 +47,10 @@ type Resource struct {
 	Token *TokenRules
 	// Rules are the resource's defaults, validation, fields and columns.
 	Rules Rules
+	// Creator, when set, serves the resource create-only, its objects
+	// answered and never stored (see Creator); Rules and Reader must then
+	// be nil, and Status, Scale and Token unset.
+	Creator Creator
 	// Reader, when set, serves the resource read-only from elsewhere
 	// than the store (see Reader); Rules may then be nil, and Status,
 	// Scale and Token must be unset.

@@ -151,11 +151,17 @@ func New(cfg Config) (*Server, error) {
 	seen := map[schema.GroupVersion]bool{}
 	for i := range cfg.Resources {
 		r := cfg.Resources[i]
-		if r.New == nil || r.NewList == nil || (r.Rules == nil) != (r.Reader != nil) || r.Plural == "" || r.Kind == "" {
-			return nil, fmt.Errorf("apiserver: resource %s/%s is incomplete", r.GroupVersion, r.Plural)
+		kinds := 0
+		for _, set := range []bool{r.Rules != nil, r.Reader != nil, r.Creator != nil} {
+			if set {
+				kinds++
+			}
 		}
-		if r.Reader != nil && (r.Status || r.Scale != nil || r.Token != nil) {
-			return nil, fmt.Errorf("apiserver: read-only resource %s/%s has subresources", r.GroupVersion, r.Plural)
+		if r.New == nil || r.NewList == nil || kinds != 1 || r.Plural == "" || r.Kind == "" {
+			return nil, fmt.Errorf("apiserver: resource %s/%s is incomplete: it needs New, NewList, names and one of Rules, Reader and Creator", r.GroupVersion, r.Plural)
+		}
+		if (r.Reader != nil || r.Creator != nil) && (r.Status || r.Scale != nil || r.Token != nil) {
+			return nil, fmt.Errorf("apiserver: read-only or create-only resource %s/%s has subresources", r.GroupVersion, r.Plural)
 		}
 		ri := &resourceInfo{
 			Resource: r,
@@ -233,8 +239,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	req := &request{s: s, w: w, r: r, ri: ri, res: res, verb: v}
-	if res.Reader != nil {
+	switch {
+	case res.Reader != nil:
 		req.serveReader()
+		return
+	case res.Creator != nil:
+		req.serveCreator()
 		return
 	}
 	req.serve()

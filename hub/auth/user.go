@@ -48,10 +48,15 @@ type User struct {
 }
 
 // UserFromCertificate returns the user a client certificate names: its
-// subject's common name, and its organizations as groups. The certificate
-// must already have been verified.
+// subject's common name, and its organizations as groups, with
+// system:authenticated added, as upstream adds it to every authenticated
+// user. The certificate must already have been verified.
 func UserFromCertificate(c *x509.Certificate) User {
-	return User{Name: c.Subject.CommonName, Groups: slices.Clone(c.Subject.Organization)}
+	groups := slices.Clone(c.Subject.Organization)
+	if !slices.Contains(groups, AuthenticatedGroup) {
+		groups = append(groups, AuthenticatedGroup)
+	}
+	return User{Name: c.Subject.CommonName, Groups: groups}
 }
 
 // IsAnonymous reports whether u is Anonymous: named system:anonymous in

@@ -13,7 +13,7 @@ import (
 func TestUserFromCertificate(t *testing.T) {
 	c := &x509.Certificate{Subject: pkix.Name{CommonName: "system:node:edge-a", Organization: []string{"system:nodes", "site:berlin"}}}
 	u := UserFromCertificate(c)
-	if u.Name != "system:node:edge-a" || !slices.Equal(u.Groups, []string{"system:nodes", "site:berlin"}) {
+	if u.Name != "system:node:edge-a" || !slices.Equal(u.Groups, []string{"system:nodes", "site:berlin", AuthenticatedGroup}) {
 		t.Errorf("UserFromCertificate = %+v", u)
 	}
 	u.Groups[0] = "system:masters"

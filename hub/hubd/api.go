@@ -15,6 +15,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/admission"
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/apiserver/openapi"
+	"github.com/outpost-mesh/outpost/hub/auth/review"
 	"github.com/outpost-mesh/outpost/hub/registry/apps"
 	"github.com/outpost-mesh/outpost/hub/registry/batch"
 	"github.com/outpost-mesh/outpost/hub/registry/coordination"
@@ -53,14 +54,18 @@ func resources(svc core.ServiceConfig, st store.Reader, nodeUsage *usage.Store) 
 
 // newAPI builds the Kubernetes API server and its OpenAPI documents over
 // st, with the admission chain (NodeRestriction, then escalation when not
-// nil); pods serves the pods' streaming subresources, and nodeUsage, if
-// not nil, metrics.k8s.io.
-func newAPI(st store.Store, svc core.ServiceConfig, tokens apiserver.TokenIssuer, pods apiserver.PodStreams, nodeUsage *usage.Store, escalation *admission.RBACEscalation, log *slog.Logger) (*apiserver.Server, *openapi.Spec, error) {
+// nil) and the review resources when reviews is not nil; pods serves the
+// pods' streaming subresources, and nodeUsage, if not nil, metrics.k8s.io.
+func newAPI(st store.Store, svc core.ServiceConfig, tokens apiserver.TokenIssuer, pods apiserver.PodStreams, nodeUsage *usage.Store, escalation *admission.RBACEscalation, reviews *lateAuth, log *slog.Logger) (*apiserver.Server, *openapi.Spec, error) {
 	chain := admission.Chain{admission.NodeRestriction{}}
 	if escalation != nil {
 		chain = append(chain, escalation)
 	}
-	api, err := apiserver.New(apiserver.Config{Store: st, Resources: resources(svc, st, nodeUsage), Logger: log, Admission: chain, Tokens: tokens, PodStreams: pods})
+	rs := resources(svc, st, nodeUsage)
+	if reviews != nil {
+		rs = append(rs, review.Resources(reviews, reviews, reviews.tokens)...)
+	}
+	api, err := apiserver.New(apiserver.Config{Store: st, Resources: rs, Logger: log, Admission: chain, Tokens: tokens, PodStreams: pods})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -325,8 +325,8 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err := mets.Register(nodeUsage.RelayCollector()); err != nil {
 		return err
 	}
-	escalation := &admission.RBACEscalation{}
-	api, spec, err := newAPI(st, h.cfg.Services, tokens, podStreams, nodeUsage, escalation, log)
+	escalation, reviews := &admission.RBACEscalation{}, &lateAuth{tokens: tokens.authn}
+	api, spec, err := newAPI(st, h.cfg.Services, tokens, podStreams, nodeUsage, escalation, reviews, log)
 	if err != nil {
 		return err
 	}
@@ -376,7 +376,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	// all, in the same order.
 	var parts parts
 	defer parts.stop()
-	authorizing, err := startRBAC(ctx, &parts, handler, st, escalation, log)
+	authorizing, err := startRBAC(ctx, &parts, handler, st, escalation, reviews, log)
 	if err != nil {
 		return err
 	}

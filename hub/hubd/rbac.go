@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/admission"
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/auth/rbac"
+	"github.com/outpost-mesh/outpost/hub/auth/review"
 	"github.com/outpost-mesh/outpost/hub/store"
 )
 
@@ -169,13 +171,51 @@ func reconcileBootstrapRBAC(ctx context.Context, cs kubernetes.Interface, log *s
 	return nil
 }
 
+// lateAuth answers the review resources with the hub's authorizer and
+// RBAC rules, which exist only once the API server they authorize does:
+// startRBAC sets them before the hub serves anyone but system:masters,
+// and until then they fail. Safe for concurrent use.
+type lateAuth struct {
+	tokens review.Tokens // non-nil
+	authz  atomic.Pointer[auth.Authorizer]
+	rules  atomic.Pointer[rbac.Authorizer]
+}
+
+var (
+	_ review.Authorizer = (*lateAuth)(nil)
+	_ review.Rules      = (*lateAuth)(nil)
+)
+
+var errAuthStarting = errors.New("authorization is starting")
+
+func (l *lateAuth) set(authz *auth.Authorizer, rules *rbac.Authorizer) {
+	l.authz.Store(authz)
+	l.rules.Store(rules)
+}
+
+func (l *lateAuth) Authorize(ctx context.Context, u auth.User, a auth.Attributes) (auth.Decision, error) {
+	z := l.authz.Load()
+	if z == nil {
+		return auth.Decision{}, errAuthStarting
+	}
+	return z.Authorize(ctx, u, a)
+}
+
+func (l *lateAuth) RulesFor(ctx context.Context, u auth.User, namespace string) ([]rbacv1.PolicyRule, error) {
+	r := l.rules.Load()
+	if r == nil {
+		return nil, errAuthStarting
+	}
+	return r.RulesFor(ctx, u, namespace)
+}
+
 // startRBAC reconciles the bootstrap roles and bindings, then chains the
 // RBAC authorizer after handler's own rules, readies escalation (when not
 // nil) and starts the RBAC caches as a part of parts, returning once they
 // have synced (or failing after rbacSyncTimeout). Until it returns,
 // handler authorizes only system:masters, the hub's controllers, nodes
 // and public paths; it must return before handler serves anyone else.
-func startRBAC(ctx context.Context, parts *parts, handler *apiHandler, st store.Reader, escalation *admission.RBACEscalation, log *slog.Logger) (*part, error) {
+func startRBAC(ctx context.Context, parts *parts, handler *apiHandler, st store.Reader, escalation *admission.RBACEscalation, reviews *lateAuth, log *slog.Logger) (*part, error) {
 	cs, _, err := inprocClientsAs(handler, hubUser, "outpost-hub/rbac", log)
 	if err != nil {
 		return nil, err
@@ -189,6 +229,9 @@ func startRBAC(ctx context.Context, parts *parts, handler *apiHandler, st store.
 	handler.authz = auth.NewAuthorizer(storePods{st}, rules)
 	if escalation != nil {
 		escalation.Set(handler.authz, rules, c)
+	}
+	if reviews != nil {
+		reviews.set(handler.authz, rules)
 	}
 	p := parts.start("rbac cache", context.WithoutCancel(ctx), func(ctx context.Context) error {
 		f.Start(ctx.Done())
