@@ -16,11 +16,23 @@ var (
 )
 
 // serveDiscovery serves /api, /api/v1, /apis, /apis/G and /apis/G/V in the
-// legacy (unaggregated) form, which every kubectl falls back to.
+// legacy (unaggregated) form, which every kubectl falls back to, and /api
+// and /apis in the aggregated form to clients that ask for it
+// (discovery_aggregated.go).
 func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, ri requestInfo) {
 	if r.Method != http.MethodGet {
 		s.writeError(w, r, apierrors.NewMethodNotSupported(schema.GroupResource{}, r.Method))
 		return
+	}
+	switch r.URL.Path {
+	case "/api", "/api/":
+		if s.serveAggregated(w, r, true) {
+			return
+		}
+	case "/apis", "/apis/":
+		if s.serveAggregated(w, r, false) {
+			return
+		}
 	}
 	legacy := ri.gv.Group == "" && (r.URL.Path == "/api" || r.URL.Path == "/api/" || ri.gv.Version != "")
 	switch {
@@ -46,10 +58,9 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, ri reque
 		s.writeObject(w, r, http.StatusOK, g, nil)
 	default: // /apis
 		list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}}
-		seen := map[string]bool{"": true}
-		for _, gv := range s.groups {
-			if !seen[gv.Group] { // a group of several versions, once
-				seen[gv.Group] = true
+		for i, gv := range s.groups {
+			// Once per group: its versions are together in groups.
+			if gv.Group != "" && (i == 0 || s.groups[i-1].Group != gv.Group) {
 				list.Groups = append(list.Groups, *s.group(gv.Group))
 			}
 		}

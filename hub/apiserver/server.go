@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/outpost-mesh/outpost/hub/store"
 )
@@ -87,6 +88,10 @@ type Server struct {
 	// stop ends every watch when Shutdown closes it.
 	stop     chan struct{}
 	stopOnce sync.Once
+
+	// discovery holds the aggregated discovery documents, derived from
+	// byGVR and groups by rebuildDiscovery.
+	discovery discoveryCache
 }
 
 // Shutdown ends every open watch (clients re-watch elsewhere or later),
@@ -196,14 +201,20 @@ func New(cfg Config) (*Server, error) {
 			s.groups = append(s.groups, r.GroupVersion)
 		}
 	}
-	// Core first, then groups by name, as kube-apiserver lists them.
+	// Core first, then groups by name, as kube-apiserver lists them; the
+	// versions of a group by priority, as upstream sorts them (v1 before
+	// v1beta1 before v1alpha1), the first being the preferred one.
 	sort.SliceStable(s.groups, func(i, j int) bool {
 		a, b := s.groups[i], s.groups[j]
 		if (a.Group == "") != (b.Group == "") {
 			return a.Group == ""
 		}
-		return a.Group < b.Group
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		return version.CompareKubeAwareVersionStrings(a.Version, b.Version) > 0
 	})
+	s.rebuildDiscovery()
 	return s, nil
 }
 

@@ -135,4 +135,3 @@ func hasRow(out, first, rest string) bool {
 		return len(f) > 0 && f[0] == first && strings.Contains(l, rest)
 	})
 }
-
