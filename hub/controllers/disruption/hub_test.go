@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -184,5 +185,80 @@ func TestBudgetsOnARealHub(t *testing.T) {
 		}
 		return b.Status.ObservedGeneration == 1 && b.Status.ExpectedPods == 0 && b.Status.DisruptionsAllowed == 0 && b.Status.CurrentHealthy == 2,
 			fmt.Sprintf("status %+v", b.Status)
+	})
+}
+
+// TestScaleBudgetsOnARealHub: a maxUnavailable budget counts the scale
+// of the Deployment behind its pods, reached through their ReplicaSet or,
+// for a pod the Deployment controls directly, through the Deployment's
+// scale subresource; a pod whose controller is of a kind the hub does
+// not serve fails the budget safe, with SyncFailed.
+func TestScaleBudgetsOnARealHub(t *testing.T) {
+	h := hubtest.Start(t)
+	ctx := context.Background()
+	pdbs := h.Client.PolicyV1().PodDisruptionBudgets("default")
+	labels := map[string]string{"app": "dep"}
+	dep, err := h.Client.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "dep"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: new(int32(3)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	controlled := func(name, app string, ref metav1.OwnerReference) {
+		t.Helper()
+		ref.Controller = new(true)
+		if _, err := h.Client.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": app}, OwnerReferences: []metav1.OwnerReference{ref}},
+			Spec:       corev1.PodSpec{SchedulerName: "test-nobody", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	controlled("direct", "dep", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: dep.Name, UID: dep.UID})
+	for _, name := range []string{"dep", "odd"} {
+		if _, err := pdbs.Create(ctx, &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: policyv1.PodDisruptionBudgetSpec{
+				MaxUnavailable: new(intstr.FromString("34%")),
+				Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 3 replicas: 34% of them, rounded up, is 2 that may be unavailable,
+	// so 1 must stay.
+	// No pod is ready (there are no nodes).
+	wait.For(t, 60*time.Second, "budget over a Deployment's pods", func() (bool, string) {
+		b, err := pdbs.Get(ctx, "dep", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := b.Status
+		list, _ := h.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=dep"})
+		return st.ObservedGeneration == 1 && st.ExpectedPods == 3 && st.DesiredHealthy == 1 && st.DisruptionsAllowed == 0 && len(list.Items) == 4,
+			fmt.Sprintf("status %+v, %d pods", st, len(list.Items))
+	})
+
+	controlled("odd", "odd", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Widget", Name: "w", UID: "0000-widget"})
+	wait.For(t, 30*time.Second, "budget over a pod of an unknown controller failed safe", func() (bool, string) {
+		b, err := pdbs.Get(ctx, "odd", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range b.Status.Conditions {
+			if c.Type == policyv1.DisruptionAllowedCondition && c.Reason == policyv1.SyncFailedReason && c.Status == metav1.ConditionFalse {
+				return b.Status.DisruptionsAllowed == 0, fmt.Sprintf("status %+v", b.Status)
+			}
+		}
+		return false, fmt.Sprintf("status %+v", b.Status)
 	})
 }
