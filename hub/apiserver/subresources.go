@@ -6,7 +6,6 @@ import (
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -198,36 +197,6 @@ func (q *request) binding() error {
 		return pod, nil
 	}, "", updateBinding)
 	if err != nil {
-		return err
-	}
-	return q.respond(http.StatusCreated, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: http.StatusCreated})
-}
-
-// eviction serves POST pods/NAME/eviction: a graceful delete. Disruption
-// budgets come with the policy work.
-func (q *request) eviction() error {
-	body, err := readBody(q.r)
-	if err != nil {
-		return err
-	}
-	ev := &policyv1.Eviction{}
-	if len(body) > 0 {
-		if _, _, err := q.s.codecs.UniversalDeserializer().Decode(body, &schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}, ev); err != nil {
-			return apierrors.NewBadRequest(fmt.Sprintf("the body of the request could not be decoded as an Eviction: %v", err))
-		}
-	}
-	if ev.Name != "" && ev.Name != q.ri.name {
-		return apierrors.NewBadRequest(fmt.Sprintf("name in URL does not match name in Eviction object"))
-	}
-	opts := ev.DeleteOptions
-	if opts == nil {
-		opts = &metav1.DeleteOptions{}
-	}
-	dry, err := dryRun(q.r)
-	if err != nil {
-		return err
-	}
-	if _, _, err := q.s.deleteObject(q.ctx(), q.res, q.ri.namespace, q.ri.name, opts, dry); err != nil {
 		return err
 	}
 	return q.respond(http.StatusCreated, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: http.StatusCreated})

@@ -11,6 +11,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers/cronjob"
 	"github.com/outpost-mesh/outpost/hub/controllers/daemonset"
 	"github.com/outpost-mesh/outpost/hub/controllers/deployment"
+	"github.com/outpost-mesh/outpost/hub/controllers/disruption"
 	"github.com/outpost-mesh/outpost/hub/controllers/endpoints"
 	"github.com/outpost-mesh/outpost/hub/controllers/endpointslice"
 	"github.com/outpost-mesh/outpost/hub/controllers/garbagecollector"
@@ -79,6 +80,7 @@ func controllerList(hc Config, caPEM []byte) []manager.Controller {
 		{Name: "endpointslice", Identity: cm, New: runner(endpointslice.New)},
 		{Name: "endpoints", Identity: cm, New: runner(endpoints.New)},
 		{Name: "clusterrole-aggregation", Identity: cm, New: runner(clusterroleaggregation.New)},
+		{Name: "disruption", Identity: cm, New: runner(disruption.New)},
 		{Name: "scheduler", Identity: auth.SchedulerUser, New: runner(scheduler.New)},
 	}
 	if hc.AllocateNodeCIDRs {

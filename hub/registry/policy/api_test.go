@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/outpost-mesh/outpost/hub/hubd"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
 
@@ -34,9 +35,11 @@ func causes(t *testing.T, what string, err error) []string {
 // valid one is stored without the status its client sent and with
 // generation 1, bad ones are refused with 422 and the field at fault, the
 // status subresource changes only the status, a spec change counts a
-// generation, and kubectl's table has upstream's columns.
+// generation, and kubectl's table has upstream's columns. The hub runs no
+// controllers: the disruption controller would write the status this
+// test writes itself.
 func TestAPI(t *testing.T) {
-	h := hubtest.Start(t)
+	h := hubtest.Start(t, func(c *hubd.Config) { c.Controllers = false })
 	ctx := context.Background()
 	pdbs := h.Client.PolicyV1().PodDisruptionBudgets("default")
 
