@@ -1,9 +1,9 @@
 // Package auth decides who may do what on the hub: the user a verified client
-// certificate or service account token names, the attributes of a
-// Kubernetes API request, the authorizer (system:masters, the controller
-// manager and scheduler, nodes and service accounts; there is no RBAC yet),
-// the service account tokens the hub signs, and the bootstrap tokens nodes
-// join with. It does no I/O but through the lookups
+// certificate or service account token names (or an impersonating request
+// asks for), the attributes of a Kubernetes API request, the authorizer
+// (system:masters, nodes, the controllers and scheduler, public paths;
+// chained to RBAC, hub/auth/rbac, for the rest), the service account
+// tokens the hub signs, and the bootstrap tokens nodes join with. It does no I/O but through the lookups
 // its user hands it; the hub's composition root adapts the store to them.
 package auth
 
@@ -45,6 +45,11 @@ var Anonymous = User{Name: AnonymousUser, Groups: []string{UnauthenticatedGroup}
 type User struct {
 	Name   string
 	Groups []string
+	// UID and Extra are what an impersonating client asked for
+	// (Impersonate-Uid, Impersonate-Extra-*); the hub's authenticators
+	// set neither.
+	UID   string
+	Extra map[string][]string
 }
 
 // UserFromCertificate returns the user a client certificate names: its

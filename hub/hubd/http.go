@@ -143,10 +143,16 @@ func (h *apiHandler) authenticate(r *http.Request) (auth.User, bool, error) {
 }
 
 // serveAs serves r for user, who is authenticated: if the authorizer
-// allows it. The request's context carries user from here on (see
+// allows it. A request with impersonation headers is served as the user
+// they name, if user may impersonate it (see impersonate). The request's
+// context carries the user it is served as from here on (see
 // auth.WithUser), for admission to know who asked.
 func (h *apiHandler) serveAs(w http.ResponseWriter, r *http.Request, user auth.User) {
 	h.served.Add(1)
+	user, ok := h.impersonate(w, r, user)
+	if !ok {
+		return
+	}
 	r = r.WithContext(auth.WithUser(r.Context(), user))
 	if h.authorize(w, r, user) {
 		h.mux.ServeHTTP(w, r)
@@ -196,7 +202,47 @@ func (h *apiHandler) authorize(w http.ResponseWriter, r *http.Request, user auth
 		return false
 	}
 	h.log.Debug("request forbidden", "user", user.Name, "method", r.Method, "path", r.URL.Path, "reason", d.Reason)
-	msg := errors.New(auth.ForbiddenMessage(user, attrs, d.Reason))
+	writeForbidden(w, user, attrs, d.Reason)
+	return false
+}
+
+// impersonate returns the user r is to be served as: user, or whom r's
+// impersonation headers name if user may impersonate it, as upstream's
+// impersonation filter allows (the verb impersonate on users, groups,
+// serviceaccounts, and authentication.k8s.io's userextras and uids), with
+// the headers then removed from r. When it returns false it has
+// answered: 400 for headers that name no user, 403 when user may not
+// impersonate what they name, 500 when a lookup failed.
+func (h *apiHandler) impersonate(w http.ResponseWriter, r *http.Request, user auth.User) (auth.User, bool) {
+	imp, ok, err := auth.ImpersonationOf(r.Header)
+	switch {
+	case err != nil:
+		writeStatus(w, http.StatusBadRequest, "BadRequest", err.Error())
+		return auth.User{}, false
+	case !ok:
+		return user, true
+	}
+	for _, a := range imp.Checks {
+		d, err := h.authz.Authorize(r.Context(), user, a)
+		switch {
+		case err != nil:
+			h.log.Warn("authorization of impersonation failed", "user", user.Name, "err", err)
+			writeStatus(w, http.StatusInternalServerError, "InternalError", "Internal error occurred: authorization failed")
+			return auth.User{}, false
+		case !d.Allowed:
+			h.log.Debug("impersonation forbidden", "user", user.Name, "as", imp.User.Name, "reason", d.Reason)
+			writeForbidden(w, user, a, d.Reason)
+			return auth.User{}, false
+		}
+	}
+	auth.RemoveImpersonation(r.Header)
+	return imp.User, true
+}
+
+// writeForbidden answers 403 with upstream's Forbidden Status for user's
+// request attrs, denied for reason.
+func writeForbidden(w http.ResponseWriter, user auth.User, attrs auth.Attributes, reason string) {
+	msg := errors.New(auth.ForbiddenMessage(user, attrs, reason))
 	var forbidden *apierrors.StatusError
 	if attrs.ResourceRequest {
 		forbidden = apierrors.NewForbidden(schema.GroupResource{Group: attrs.APIGroup, Resource: attrs.Resource}, attrs.Name, msg)
@@ -206,7 +252,6 @@ func (h *apiHandler) authorize(w http.ResponseWriter, r *http.Request, user auth
 	st := forbidden.ErrStatus
 	st.Kind, st.APIVersion = "Status", "v1"
 	writeJSON(w, http.StatusForbidden, st)
-	return false
 }
 
 // check reports whether one part of the hub is healthy.

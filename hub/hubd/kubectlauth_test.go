@@ -123,6 +123,21 @@ func TestKubectlAuth(t *testing.T) {
 			if code != 0 || !hasRow(out, "Username", "carol") || !hasRow(out, "Groups", "[devs system:authenticated]") {
 				t.Errorf("kubectl auth whoami = exit %d:\n%s\nwant carol in [devs system:authenticated]", code, out)
 			}
+
+			// Impersonation: the admin may act as carol; carol may not
+			// act as anyone.
+			out, code = kubectl("--kubeconfig", h.KubeconfigPath(), "--as", "carol", "--as-group", "devs", "get", "pods", "-n", "b")
+			if code != 1 || !strings.Contains(out, `pods is forbidden: User "carol" cannot list resource "pods" in API group "" in the namespace "b"`) {
+				t.Errorf("kubectl --as carol get pods -n b = exit %d:\n%s\nwant carol's 403", code, out)
+			}
+			out, code = kubectl("--kubeconfig", h.KubeconfigPath(), "--as", "carol", "--as-group", "devs", "auth", "whoami")
+			if code != 0 || !hasRow(out, "Username", "carol") || !hasRow(out, "Groups", "[devs system:authenticated]") {
+				t.Errorf("kubectl --as carol auth whoami = exit %d:\n%s\nwant carol in [devs system:authenticated]", code, out)
+			}
+			out, code = kubectl("--as", "bob", "get", "pods", "-n", "a")
+			if code != 1 || !strings.Contains(out, `users "bob" is forbidden: User "carol" cannot impersonate resource "users" in API group "" at the cluster scope`) {
+				t.Errorf("kubectl --as bob as carol = exit %d:\n%s\nwant 403 on impersonation", code, out)
+			}
 		})
 	}
 }

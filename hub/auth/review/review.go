@@ -159,8 +159,20 @@ func (r reviewer) access(ctx context.Context, rv *authorizationv1.SubjectAccessR
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(gkSAR, "", errs)
 	}
-	rv.Status = r.decide(ctx, auth.User{Name: rv.Spec.User, Groups: rv.Spec.Groups}, a)
+	rv.Status = r.decide(ctx, specUser(rv.Spec), a)
 	return rv, nil
+}
+
+// specUser is the user a SubjectAccessReview asks about.
+func specUser(spec authorizationv1.SubjectAccessReviewSpec) auth.User {
+	u := auth.User{Name: spec.User, Groups: spec.Groups, UID: spec.UID}
+	if len(spec.Extra) > 0 {
+		u.Extra = map[string][]string{}
+		for k, v := range spec.Extra {
+			u.Extra[k] = slices.Clone(v)
+		}
+	}
+	return u
 }
 
 func (r reviewer) localAccess(ctx context.Context, rv *authorizationv1.LocalSubjectAccessReview) (runtime.Object, error) {
@@ -177,7 +189,7 @@ func (r reviewer) localAccess(ctx context.Context, rv *authorizationv1.LocalSubj
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(gkLSAR, "", errs)
 	}
-	rv.Status = r.decide(ctx, auth.User{Name: rv.Spec.User, Groups: rv.Spec.Groups}, a)
+	rv.Status = r.decide(ctx, specUser(rv.Spec), a)
 	return rv, nil
 }
 
@@ -250,5 +262,12 @@ func (r reviewer) selfBeta(ctx context.Context, rv *authenticationv1beta1.SelfSu
 }
 
 func userInfo(u auth.User) authenticationv1.UserInfo {
-	return authenticationv1.UserInfo{Username: u.Name, Groups: slices.Clone(u.Groups)}
+	info := authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: slices.Clone(u.Groups)}
+	if len(u.Extra) > 0 {
+		info.Extra = map[string]authenticationv1.ExtraValue{}
+		for k, v := range u.Extra {
+			info.Extra[k] = slices.Clone(v)
+		}
+	}
+	return info
 }
