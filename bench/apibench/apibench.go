@@ -45,6 +45,9 @@ type Config struct {
 	// metadata informers are (garbage collection, namespace cleanup): the
 	// hub sends, and each watcher decodes, only object metadata: false.
 	MetadataWatchers bool `json:"metadata_watchers"`
+	// RBAC makes the creator and watchers act as RBACUser, authorized by
+	// RBAC, instead of system:masters (see RunCompare).
+	RBAC bool `json:"rbac"`
 
 	// ProfileDir, unless "", receives CPU profiles of the hub
 	// (hub.cpu.pprof, from its /debug/pprof) and of this process

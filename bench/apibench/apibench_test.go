@@ -279,3 +279,36 @@ func TestMedianReport(t *testing.T) {
 		}
 	}
 }
+
+// TestRunCompare runs a small workload as the admin and as RBACUser: the
+// user's run creates and sees every pod through RBAC, and the comparison
+// reports both.
+func TestRunCompare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the outpost binary")
+	}
+	cfg := QuickConfig()
+	cfg.Pods, cfg.Workers, cfg.Watchers = 100, 4, 2
+	cfg.Binary = buildOutpost(t)
+	cfg.Dir = t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	var progress bytes.Buffer
+	cmp, err := RunCompare(ctx, cfg, 1, &progress)
+	if err != nil {
+		t.Fatalf("RunCompare = %v\nprogress:\n%s", err, progress.String())
+	}
+	for _, rep := range []*Report{cmp.Admin, cmp.RBAC} {
+		c, w := rep.Result.Creates, rep.Result.Watch
+		if c.Created != cfg.Pods || c.Failed != 0 || w.Delivered != cfg.Pods*cfg.Watchers {
+			t.Errorf("run as %s: created %d, failed %d %q, delivered %d; want %d pods seen by every watcher", rep.Config.subject(), c.Created, c.Failed, c.Errors, w.Delivered, cfg.Pods)
+		}
+	}
+	if !cmp.RBAC.Config.RBAC || cmp.Admin.Config.RBAC || cmp.CreatesRatio <= 0 || len(cmp.Targets) != 1 {
+		t.Errorf("comparison %+v: want an admin and an RBAC run, a ratio and a target", cmp)
+	}
+	var out bytes.Buffer
+	if err := cmp.Render(&out); err != nil || !strings.Contains(out.String(), "rbac/admin") {
+		t.Errorf("Render = %v:\n%s", err, out.String())
+	}
+}

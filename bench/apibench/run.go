@@ -92,6 +92,16 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	if err != nil {
 		return nil, err
 	}
+	if cfg.RBAC {
+		if restCfg, err = grantRBACUser(ctx, creator, restCfg, filepath.Join(dir, "hub", "pki"), cfg.Namespace); err != nil {
+			return nil, err
+		}
+		creator.close()
+		if creator, err = newClient(restCfg); err != nil {
+			return nil, err
+		}
+		defer creator.close()
+	}
 
 	sent := make(sendTimes, cfg.Pods)
 	step.begin(fmt.Sprintf("opening %d watches", cfg.Watchers))
