@@ -21,6 +21,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/registry/core"
 	"github.com/outpost-mesh/outpost/hub/registry/discovery"
 	"github.com/outpost-mesh/outpost/hub/registry/events"
+	"github.com/outpost-mesh/outpost/hub/registry/flowcontrol"
 	"github.com/outpost-mesh/outpost/hub/registry/networking"
 	"github.com/outpost-mesh/outpost/hub/registry/node"
 	"github.com/outpost-mesh/outpost/hub/registry/policy"
@@ -43,7 +44,7 @@ func resources(svc core.ServiceConfig, st store.Reader, nodeUsage *usage.Store) 
 		coordination.Resources(), discovery.Resources(), events.Resources(),
 		policy.Resources(), rbac.Resources(),
 		networking.Resources(), scheduling.Resources(), node.Resources(),
-		storage.Resources(),
+		storage.Resources(), flowcontrol.Resources(),
 	} {
 		rs = append(rs, group...)
 	}
@@ -89,6 +90,14 @@ func ensureSystemPriorityClasses(ctx context.Context, api *apiserver.Server) err
 		objs = append(objs, pc)
 	}
 	return api.Ensure(ctx, objs...)
+}
+
+// ensureFlowControlDefaults creates upstream's mandatory and suggested
+// flow schemas and priority levels that are missing, as upstream's
+// apiserver does at start; an existing one is left as it is. The hub
+// serves them but enforces no priority and fairness.
+func ensureFlowControlDefaults(ctx context.Context, api *apiserver.Server) error {
+	return api.Ensure(ctx, flowcontrol.BootstrapObjects()...)
 }
 
 // ensureKubernetesService creates the `kubernetes` service in default
