@@ -28,6 +28,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/registry/rbac"
 	"github.com/outpost-mesh/outpost/hub/registry/scheduling"
 	"github.com/outpost-mesh/outpost/hub/registry/storage"
+	"github.com/outpost-mesh/outpost/hub/registry/storagemigration"
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/hub/usage"
 )
@@ -44,7 +45,7 @@ func resources(svc core.ServiceConfig, st store.Reader, nodeUsage *usage.Store) 
 		coordination.Resources(), discovery.Resources(), events.Resources(),
 		policy.Resources(), rbac.Resources(),
 		networking.Resources(), scheduling.Resources(), node.Resources(),
-		storage.Resources(), flowcontrol.Resources(),
+		storage.Resources(), flowcontrol.Resources(), storagemigration.Resources(),
 	} {
 		rs = append(rs, group...)
 	}
