@@ -22,11 +22,14 @@ import (
 	"github.com/outpost-mesh/outpost/hub/registry/core"
 	"github.com/outpost-mesh/outpost/hub/registry/discovery"
 	"github.com/outpost-mesh/outpost/hub/registry/events"
+	"github.com/outpost-mesh/outpost/hub/registry/flowcontrol"
 	"github.com/outpost-mesh/outpost/hub/registry/networking"
 	"github.com/outpost-mesh/outpost/hub/registry/node"
 	"github.com/outpost-mesh/outpost/hub/registry/policy"
 	"github.com/outpost-mesh/outpost/hub/registry/rbac"
 	"github.com/outpost-mesh/outpost/hub/registry/scheduling"
+	"github.com/outpost-mesh/outpost/hub/registry/storage"
+	"github.com/outpost-mesh/outpost/hub/registry/storagemigration"
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/hub/usage"
 )
@@ -43,6 +46,7 @@ func resources(svc core.ServiceConfig, st store.Reader, nodeUsage *usage.Store) 
 		coordination.Resources(), discovery.Resources(), events.Resources(),
 		policy.Resources(), rbac.Resources(),
 		networking.Resources(), scheduling.Resources(), node.Resources(),
+		storage.Resources(), flowcontrol.Resources(), storagemigration.Resources(),
 	} {
 		rs = append(rs, group...)
 	}
@@ -97,6 +101,14 @@ func ensureSystemPriorityClasses(ctx context.Context, api *apiserver.Server) err
 		objs = append(objs, pc)
 	}
 	return api.Ensure(ctx, objs...)
+}
+
+// ensureFlowControlDefaults creates upstream's mandatory and suggested
+// flow schemas and priority levels that are missing, as upstream's
+// apiserver does at start; an existing one is left as it is. The hub
+// serves them but enforces no priority and fairness.
+func ensureFlowControlDefaults(ctx context.Context, api *apiserver.Server) error {
+	return api.Ensure(ctx, flowcontrol.BootstrapObjects()...)
 }
 
 // ensureKubernetesService creates the `kubernetes` service in default

@@ -344,6 +344,9 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err := ensureSystemPriorityClasses(ctx, api); err != nil {
 		return err
 	}
+	if err := ensureFlowControlDefaults(ctx, api); err != nil {
+		return err
+	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", h.cfg.APIAddr)
 	if err != nil {

@@ -106,15 +106,15 @@ func validateDaemonSetStatus(ds, o *appsv1.DaemonSet) field.ErrorList {
 	errs := apivalidation.ValidateObjectMetaUpdate(&ds.ObjectMeta, &o.ObjectMeta, metadataPath)
 	s := &ds.Status
 	for _, c := range []counter{
-		{"currentNumberScheduled", s.CurrentNumberScheduled},
-		{"numberMisscheduled", s.NumberMisscheduled},
-		{"desiredNumberScheduled", s.DesiredNumberScheduled},
-		{"numberReady", s.NumberReady},
-		{"updatedNumberScheduled", s.UpdatedNumberScheduled},
-		{"numberAvailable", s.NumberAvailable},
-		{"numberUnavailable", s.NumberUnavailable},
+		{Name: "currentNumberScheduled", N: s.CurrentNumberScheduled},
+		{Name: "numberMisscheduled", N: s.NumberMisscheduled},
+		{Name: "desiredNumberScheduled", N: s.DesiredNumberScheduled},
+		{Name: "numberReady", N: s.NumberReady},
+		{Name: "updatedNumberScheduled", N: s.UpdatedNumberScheduled},
+		{Name: "numberAvailable", N: s.NumberAvailable},
+		{Name: "numberUnavailable", N: s.NumberUnavailable},
 	} {
-		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(c.n), statusPath.Child(c.name))...)
+		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(c.N), statusPath.Child(c.Name))...)
 	}
 	errs = append(errs, apivalidation.ValidateNonnegativeField(s.ObservedGeneration, statusPath.Child("observedGeneration"))...)
 	return append(errs, validateCollisionCount(s.CollisionCount, o.Status.CollisionCount, statusPath.Child("collisionCount"))...)

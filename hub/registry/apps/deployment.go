@@ -75,7 +75,7 @@ func validateDeploymentStatus(d, o *appsv1.Deployment) field.ErrorList {
 	errs := apivalidation.ValidateObjectMetaUpdate(&d.ObjectMeta, &o.ObjectMeta, metadataPath)
 	s := &d.Status
 	errs = append(errs, apivalidation.ValidateNonnegativeField(s.ObservedGeneration, statusPath.Child("observedGeneration"))...)
-	errs = append(errs, validateReplicaStatus(statusPath, s.Replicas, s.ReadyReplicas, s.AvailableReplicas, counter{"updatedReplicas", s.UpdatedReplicas})...)
+	errs = append(errs, core.ValidateReplicaCounts(statusPath, s.Replicas, s.ReadyReplicas, s.AvailableReplicas, counter{Name: "updatedReplicas", N: s.UpdatedReplicas})...)
 	errs = append(errs, apivalidation.ValidateNonnegativeField(int64(s.UnavailableReplicas), statusPath.Child("unavailableReplicas"))...)
 	errs = append(errs, nonNegative(s.TerminatingReplicas, statusPath.Child("terminatingReplicas"))...)
 	return append(errs, validateCollisionCount(s.CollisionCount, o.Status.CollisionCount, statusPath.Child("collisionCount"))...)

@@ -54,7 +54,7 @@ func validateReplicaSetUpdate(rs, o *appsv1.ReplicaSet) field.ErrorList {
 func validateReplicaSetStatus(rs, o *appsv1.ReplicaSet) field.ErrorList {
 	errs := apivalidation.ValidateObjectMetaUpdate(&rs.ObjectMeta, &o.ObjectMeta, metadataPath)
 	s := &rs.Status
-	errs = append(errs, validateReplicaStatus(statusPath, s.Replicas, s.ReadyReplicas, s.AvailableReplicas, counter{"fullyLabeledReplicas", s.FullyLabeledReplicas})...)
+	errs = append(errs, core.ValidateReplicaCounts(statusPath, s.Replicas, s.ReadyReplicas, s.AvailableReplicas, counter{Name: "fullyLabeledReplicas", N: s.FullyLabeledReplicas})...)
 	errs = append(errs, nonNegative(s.TerminatingReplicas, statusPath.Child("terminatingReplicas"))...)
 	return append(errs, apivalidation.ValidateNonnegativeField(s.ObservedGeneration, statusPath.Child("observedGeneration"))...)
 }

@@ -130,8 +130,8 @@ func validateStatefulSetUpdate(ss, o *appsv1.StatefulSet) field.ErrorList {
 func validateStatefulSetStatus(ss, o *appsv1.StatefulSet) field.ErrorList {
 	errs := apivalidation.ValidateObjectMetaUpdate(&ss.ObjectMeta, &o.ObjectMeta, metadataPath)
 	s := &ss.Status
-	errs = append(errs, validateReplicaStatus(statusPath, s.Replicas, s.ReadyReplicas, s.AvailableReplicas,
-		counter{"currentReplicas", s.CurrentReplicas}, counter{"updatedReplicas", s.UpdatedReplicas})...)
+	errs = append(errs, core.ValidateReplicaCounts(statusPath, s.Replicas, s.ReadyReplicas, s.AvailableReplicas,
+		counter{Name: "currentReplicas", N: s.CurrentReplicas}, counter{Name: "updatedReplicas", N: s.UpdatedReplicas})...)
 	errs = append(errs, apivalidation.ValidateNonnegativeField(s.ObservedGeneration, statusPath.Child("observedGeneration"))...)
 	return append(errs, validateCollisionCount(s.CollisionCount, o.Status.CollisionCount, statusPath.Child("collisionCount"))...)
 }

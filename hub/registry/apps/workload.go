@@ -1,7 +1,6 @@
 package apps
 
 import (
-	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -124,32 +123,7 @@ func NotOver100Percent(v *intstr.IntOrString, fld *field.Path) field.ErrorList {
 }
 
 // counter is one counter of a workload's status, named as its field.
-type counter struct {
-	name string
-	n    int32
-}
-
-// validateReplicaStatus checks the counters of a workload's status at fld:
-// none negative, none of bounded above status.replicas, and available not
-// above ready.
-func validateReplicaStatus(fld *field.Path, replicas, ready, available int32, bounded ...counter) field.ErrorList {
-	readyC := counter{"readyReplicas", ready}
-	availableC := counter{"availableReplicas", available}
-	var errs field.ErrorList
-	for _, c := range slices.Concat([]counter{{"replicas", replicas}, readyC, availableC}, bounded) {
-		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(c.n), fld.Child(c.name))...)
-	}
-	const msg = "cannot be greater than status.replicas"
-	for _, c := range slices.Concat(bounded, []counter{readyC, availableC}) {
-		if c.n > replicas {
-			errs = append(errs, field.Invalid(fld.Child(c.name), c.n, msg))
-		}
-	}
-	if available > ready {
-		errs = append(errs, field.Invalid(fld.Child("availableReplicas"), available, "cannot be greater than readyReplicas"))
-	}
-	return errs
-}
+type counter = core.ReplicaCount
 
 // validateCollisionCount checks that a status's collisionCount at fld is not
 // negative and was not decremented from old.

@@ -406,10 +406,7 @@ func defaultVolume(v *corev1.Volume) {
 		s.Image.PullPolicy = defaultPullPolicy(s.Image.Reference)
 	}
 	if s.Ephemeral != nil && s.Ephemeral.VolumeClaimTemplate != nil {
-		spec := &s.Ephemeral.VolumeClaimTemplate.Spec
-		if spec.VolumeMode == nil {
-			spec.VolumeMode = ptrTo(corev1.PersistentVolumeFilesystem)
-		}
+		defaultClaimSpec(&s.Ephemeral.VolumeClaimTemplate.Spec)
 	}
 }
 

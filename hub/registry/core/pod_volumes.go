@@ -74,19 +74,7 @@ func validateVolumeSource(s *corev1.VolumeSource, fldPath *field.Path, volName s
 			}
 			return errs
 		}},
-		{"nfs", s.NFS != nil, func(p *field.Path) field.ErrorList {
-			var errs field.ErrorList
-			if s.NFS.Server == "" {
-				errs = append(errs, field.Required(p.Child("server"), ""))
-			}
-			if s.NFS.Path == "" {
-				errs = append(errs, field.Required(p.Child("path"), ""))
-			}
-			if !strings.HasPrefix(s.NFS.Path, "/") {
-				errs = append(errs, field.Invalid(p.Child("path"), s.NFS.Path, "must be an absolute path"))
-			}
-			return errs
-		}},
+		{"nfs", s.NFS != nil, func(p *field.Path) field.ErrorList { return validateNFSVolume(s.NFS, p) }},
 		{"iscsi", s.ISCSI != nil, nil},
 		{"glusterfs", s.Glusterfs != nil, nil},
 		{"flocker", s.Flocker != nil, nil},
@@ -129,15 +117,7 @@ func validateVolumeSource(s *corev1.VolumeSource, fldPath *field.Path, volName s
 		{"projected", s.Projected != nil, func(p *field.Path) field.ErrorList { return validateProjectedVolume(s.Projected, p) }},
 		{"scaleIO", s.ScaleIO != nil, nil},
 		{"csi", s.CSI != nil, func(p *field.Path) field.ErrorList {
-			var errs field.ErrorList
-			switch d := s.CSI.Driver; {
-			case d == "":
-				errs = append(errs, field.Required(p.Child("driver"), ""))
-			case len(d) > 63:
-				errs = append(errs, field.TooLong(p.Child("driver"), d, 63))
-			default:
-				errs = append(errs, validateDNS1123Subdomain(strings.ToLower(d), p.Child("driver"))...)
-			}
+			errs := ValidateCSIDriverName(s.CSI.Driver, p.Child("driver"))
 			if r := s.CSI.NodePublishSecretRef; r != nil && r.Name == "" {
 				errs = append(errs, field.Required(p.Child("nodePublishSecretRef", "name"), ""))
 			}
@@ -185,6 +165,35 @@ func validateVolumeSource(s *corev1.VolumeSource, fldPath *field.Path, volName s
 		errs = append(errs, field.Required(fldPath, "must specify a volume type"))
 	}
 	return errs
+}
+
+func validateNFSVolume(nfs *corev1.NFSVolumeSource, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if nfs.Server == "" {
+		errs = append(errs, field.Required(fldPath.Child("server"), ""))
+	}
+	if nfs.Path == "" {
+		errs = append(errs, field.Required(fldPath.Child("path"), ""))
+	}
+	if !strings.HasPrefix(nfs.Path, "/") {
+		errs = append(errs, field.Invalid(fldPath.Child("path"), nfs.Path, "must be an absolute path"))
+	}
+	return errs
+}
+
+// ValidateCSIDriverName checks the name of a CSI driver found at fldPath
+// (a volume's driver, a CSIDriver's or CSINode driver's name) as upstream
+// does: required, at most 63 characters, and a DNS subdomain once
+// lowercased.
+func ValidateCSIDriverName(driver string, fldPath *field.Path) field.ErrorList {
+	switch {
+	case driver == "":
+		return field.ErrorList{field.Required(fldPath, "")}
+	case len(driver) > 63:
+		return field.ErrorList{field.TooLong(fldPath, driver, 63)}
+	default:
+		return validateDNS1123Subdomain(strings.ToLower(driver), fldPath)
+	}
 }
 
 var supportedHostPathTypes = []corev1.HostPathType{

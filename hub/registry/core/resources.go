@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/registry/typed"
 )
 
 // Resources returns the core/v1 resources with their rules, in the order
@@ -49,7 +50,11 @@ func resources(now func() time.Time, o options) []apiserver.Resource {
 		limitRangeResource(now),
 		namespaceResource(now),
 		nodeResource(now),
+		persistentVolumeClaimResource(now),
+		persistentVolumeResource(now),
 		podResource(now),
+		podTemplateResource(now),
+		replicationControllerResource(now),
 		resourceQuotaResource(now),
 		secretResource(now),
 		serviceAccountResource(now),
@@ -57,21 +62,15 @@ func resources(now func() time.Time, o options) []apiserver.Resource {
 	}
 }
 
-// Column descriptions shared by most resources, as upstream's printers
-// take them from the API documentation.
+// The columns most resources share, as typed words them.
 var (
 	objectMetaDoc = metav1.ObjectMeta{}.SwaggerDoc()
-	nameColumn    = metav1.TableColumnDefinition{Name: "Name", Type: "string", Format: "name", Description: objectMetaDoc["name"]}
-	ageColumn     = metav1.TableColumnDefinition{Name: "Age", Type: "string", Description: objectMetaDoc["creationTimestamp"]}
+	nameColumn    = typed.NameColumn
+	ageColumn     = typed.AgeColumn
 )
 
 // age is the Age cell: how long before now t was, as kubectl shows it.
-func age(t metav1.Time, now time.Time) string {
-	if t.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(now.Sub(t.Time))
-}
+func age(t metav1.Time, now time.Time) string { return typed.Age(now, t) }
 
 // microAge is age for a MicroTime.
 func microAge(t metav1.MicroTime, now time.Time) string {

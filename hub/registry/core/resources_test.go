@@ -24,17 +24,21 @@ func TestResources(t *testing.T) {
 		createOnUpdate                    bool
 	}
 	wantByPlural := map[string]info{
-		"configmaps":      {"ConfigMap", "configmap", "cm", "", true, false, false, false},
-		"endpoints":       {"Endpoints", "endpoints", "ep", "", true, false, false, true},
-		"events":          {"Event", "event", "ev", "", true, false, false, true},
-		"limitranges":     {"LimitRange", "limitrange", "limits", "", true, false, false, true},
-		"namespaces":      {"Namespace", "namespace", "ns", "", false, true, false, false},
-		"nodes":           {"Node", "node", "no", "", false, true, false, false},
-		"pods":            {"Pod", "pod", "po", "all", true, true, true, false},
-		"resourcequotas":  {"ResourceQuota", "resourcequota", "quota", "", true, true, false, false},
-		"secrets":         {"Secret", "secret", "", "", true, false, false, false},
-		"serviceaccounts": {"ServiceAccount", "serviceaccount", "sa", "", true, false, false, false},
-		"services":        {"Service", "service", "svc", "all", true, true, false, true},
+		"configmaps":             {"ConfigMap", "configmap", "cm", "", true, false, false, false},
+		"endpoints":              {"Endpoints", "endpoints", "ep", "", true, false, false, true},
+		"events":                 {"Event", "event", "ev", "", true, false, false, true},
+		"limitranges":            {"LimitRange", "limitrange", "limits", "", true, false, false, true},
+		"namespaces":             {"Namespace", "namespace", "ns", "", false, true, false, false},
+		"nodes":                  {"Node", "node", "no", "", false, true, false, false},
+		"persistentvolumeclaims": {"PersistentVolumeClaim", "persistentvolumeclaim", "pvc", "", true, true, false, false},
+		"persistentvolumes":      {"PersistentVolume", "persistentvolume", "pv", "", false, true, false, false},
+		"pods":                   {"Pod", "pod", "po", "all", true, true, true, false},
+		"podtemplates":           {"PodTemplate", "podtemplate", "", "", true, false, false, false},
+		"replicationcontrollers": {"ReplicationController", "replicationcontroller", "rc", "all", true, true, false, false},
+		"resourcequotas":         {"ResourceQuota", "resourcequota", "quota", "", true, true, false, false},
+		"secrets":                {"Secret", "secret", "", "", true, false, false, false},
+		"serviceaccounts":        {"ServiceAccount", "serviceaccount", "sa", "", true, false, false, false},
+		"services":               {"Service", "service", "svc", "all", true, true, false, true},
 	}
 	res := Resources()
 	if len(res) != len(wantByPlural) {
@@ -52,7 +56,7 @@ func TestResources(t *testing.T) {
 			r.Namespaced, r.Status, graceful, r.Rules.(typed.All).AllowCreateOnUpdate()}
 		// Every resource's rules validate status updates (typed.Rules
 		// does); only those with a status subresource are asked to.
-		if got != w || !status || r.GroupVersion != corev1.SchemeGroupVersion || r.Scale != nil {
+		if got != w || !status || r.GroupVersion != corev1.SchemeGroupVersion || (r.Scale != nil) != (r.Plural == "replicationcontrollers") {
 			t.Errorf("resource %s = %+v (status validator %v, gv %v), want %+v", r.Plural, got, status, r.GroupVersion, w)
 		}
 		if obj := r.New(); fmt.Sprintf("%T", obj) != "*v1."+r.Kind {
@@ -102,6 +106,10 @@ func TestColumns(t *testing.T) {
 		{"endpoints", "Name Endpoints Age"},
 		{"limitranges", "Name Created At"},
 		{"resourcequotas", "Name Request Limit Age"},
+		{"persistentvolumes", "Name Capacity Access Modes Reclaim Policy Status Claim StorageClass VolumeAttributesClass Reason Age VolumeMode*"},
+		{"persistentvolumeclaims", "Name Status Volume Capacity Access Modes StorageClass VolumeAttributesClass Age VolumeMode*"},
+		{"podtemplates", "Name Containers Images Pod Labels"},
+		{"replicationcontrollers", "Name Desired Current Ready Age Containers* Images* Selector*"},
 	} {
 		var names []string
 		for _, c := range rulesFor(tc.plural).Columns() {
@@ -147,6 +155,10 @@ func TestFields(t *testing.T) {
 		{"nodes", &corev1.Node{Spec: corev1.NodeSpec{Unschedulable: true}}, fields.Set{"spec.unschedulable": "true"}},
 		{"configmaps", &corev1.ConfigMap{}, fields.Set{}},
 		{"services", &corev1.Service{}, fields.Set{}},
+		{"persistentvolumes", &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "disk-1"}}, fields.Set{"name": "disk-1"}},
+		{"persistentvolumeclaims", &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data"}}, fields.Set{"name": "data"}},
+		{"replicationcontrollers", &corev1.ReplicationController{Status: corev1.ReplicationControllerStatus{Replicas: 3}}, fields.Set{"status.replicas": "3"}},
+		{"podtemplates", &corev1.PodTemplate{}, fields.Set{}},
 	} {
 		if got := rulesFor(tc.plural).Fields(tc.obj); got.String() != tc.want.String() {
 			t.Errorf("%s: Fields(%T) = %v, want %v", tc.plural, tc.obj, got, tc.want)
