@@ -264,6 +264,29 @@ func TestApply(t *testing.T) {
 	}
 }
 
+// TestApplyStatus: an apply to the status subresource changes status
+// only, recorded with the subresource; it does not create.
+func TestApplyStatus(t *testing.T) {
+	h := startApplyServer(t)
+	body := `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"ns1","labels":{"ignored":"x"}},"spec":{"finalizers":["example.com/f"]},"status":{"phase":"Active"}}`
+	if code, resp := h.do(t, "PATCH", "/api/v1/namespaces/ns1/status?fieldManager=st", applyType, body); code != 200 {
+		t.Fatalf("status apply = %d %s", code, resp)
+	}
+	ns, err := h.client.CoreV1().Namespaces().Get(context.Background(), "ns1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns.Status.Phase != corev1.NamespaceActive || len(ns.Spec.Finalizers) != 0 || ns.Labels["ignored"] != "" {
+		t.Fatalf("after a status apply: %+v, want the phase only", ns)
+	}
+	if got := managers(t, ns.ManagedFields); len(got) != 1 || got["st/Apply/status"] != `{"f:status":{"f:phase":{}}}` {
+		t.Fatalf("after a status apply: managedFields %v, want st's apply of status.phase", got)
+	}
+	if code, resp := h.do(t, "PATCH", "/api/v1/namespaces/nope/status?fieldManager=st", applyType, strings.ReplaceAll(body, `"ns1"`, `"nope"`)); code != 404 {
+		t.Fatalf("status apply of a missing namespace = %d %s, want 404", code, resp)
+	}
+}
+
 // TestApplyListMap: containers merge by name, each manager owning its
 // own; changing another's container conflicts.
 func TestApplyListMap(t *testing.T) {
