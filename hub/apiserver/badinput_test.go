@@ -111,7 +111,7 @@ func TestBadInput(t *testing.T) {
 		{"compacted exact list", "GET", "/api/v1/configmaps?resourceVersion=1&resourceVersionMatch=Exact", "", "", 410, metav1.StatusReasonExpired},
 		{"body over 3 MiB", "POST", "/api/v1/namespaces/ns1/configmaps", "application/json", big, 413, metav1.StatusReasonRequestEntityTooLarge},
 		{"unknown content type", "POST", "/api/v1/namespaces/ns1/configmaps", "text/plain", cm, 415, metav1.StatusReasonUnsupportedMediaType},
-		{"unknown patch type", "PATCH", "/api/v1/namespaces/ns1/configmaps/a", "application/apply-patch+yaml", "{}", 415, metav1.StatusReasonUnsupportedMediaType},
+		{"unknown patch type", "PATCH", "/api/v1/namespaces/ns1/configmaps/a", "application/x-unknown-patch+json", "{}", 415, metav1.StatusReasonUnsupportedMediaType},
 		{"patch that cannot apply", "PATCH", "/api/v1/namespaces/ns1/configmaps/a", "application/json-patch+json", `[{"op":"replace","path":"/nope/x","value":1}]`, 422, metav1.StatusReasonInvalid},
 		{"invalid object", "POST", "/api/v1/namespaces/ns1/configmaps", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{}}`, 422, metav1.StatusReasonInvalid},
 	} {

@@ -31,6 +31,8 @@ type request struct {
 	verb string
 	// warnings are sent as Warning headers (fieldValidation=Warn).
 	warnings []string
+	// fields are the request's field-management options (managedfields.go).
+	fields fieldOptions
 }
 
 func (q *request) ctx() context.Context { return q.r.Context() }
@@ -215,6 +217,9 @@ func (q *request) create() error {
 	if err != nil {
 		return err
 	}
+	if obj, err = q.trackCreate(obj); err != nil {
+		return err
+	}
 	created, err := q.s.createObject(q.ctx(), q.res, obj, dry)
 	if err != nil {
 		return err
@@ -223,7 +228,8 @@ func (q *request) create() error {
 }
 
 // createObject runs the create path for obj: defaults, metadata,
-// validation, the namespace check, admission and the store write.
+// validation, the namespace check, admission and the store write. obj's
+// managedFields are written as they are: the caller's (trackCreate).
 func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtime.Object, dry bool) (runtime.Object, error) {
 	m, _ := meta.Accessor(obj)
 	res.setDefaults(obj)
@@ -236,7 +242,6 @@ func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtim
 	m.SetResourceVersion("")
 	m.SetDeletionTimestamp(nil)
 	m.SetDeletionGracePeriodSeconds(nil)
-	m.SetManagedFields(nil)
 	m.SetSelfLink("")
 	if res.Generation {
 		m.SetGeneration(1)
@@ -343,8 +348,8 @@ const (
 // (mutate gets a copy and may return it changed), and writes it back
 // guarded by the read revision once admitted, retrying on conflicts unless
 // the client gave a resourceVersion (then a conflict is the client's 409).
-// A missing object is created when mutate is given nil and the rules allow
-// it.
+// A missing object is created when mutate is given nil and the rules
+// allow it, or the request is an apply.
 func (q *request) updateObject(mutate func(old runtime.Object) (runtime.Object, error), clientRV string, kind updateKind) (runtime.Object, int, error) {
 	s, ctx, res, name := q.s, q.ctx(), q.res, q.ri.name
 	dry, err := dryRun(q.r)
@@ -358,11 +363,14 @@ func (q *request) updateObject(mutate func(old runtime.Object) (runtime.Object, 
 	for attempt := 0; ; attempt++ {
 		kv, err := s.store.Get(ctx, key, 0)
 		if errors.Is(err, store.ErrNotFound) {
-			if kind != updateMain || !res.allowCreateOnUpdate() {
+			if kind != updateMain || !(res.allowCreateOnUpdate() || q.fields.apply) {
 				return nil, 0, apierrors.NewNotFound(res.gr, name)
 			}
 			obj, err := mutate(nil)
 			if err != nil {
+				return nil, 0, err
+			}
+			if obj, err = q.trackCreate(obj); err != nil {
 				return nil, 0, err
 			}
 			created, err := s.createObject(ctx, res, obj, dry)
@@ -391,7 +399,11 @@ func (q *request) updateObject(mutate func(old runtime.Object) (runtime.Object, 
 		if uid, oldUID := om(obj).GetUID(), om(old).GetUID(); uid != "" && uid != oldUID {
 			return nil, 0, apierrors.NewConflict(res.gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, oldUID))
 		}
+		sent := om(obj).GetManagedFields()
 		if err := s.prepareUpdate(res, obj, old, kind); err != nil {
+			return nil, 0, err
+		}
+		if obj, err = q.trackUpdate(obj, old, sent, kind); err != nil {
 			return nil, 0, err
 		}
 		if err := s.admit(ctx, res, Update, q.ri.subresource, obj, old); err != nil {
@@ -493,7 +505,9 @@ func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind 
 	m.SetNamespace(om.GetNamespace())
 	m.SetName(om.GetName())
 	m.SetSelfLink("")
-	m.SetManagedFields(nil)
+	// The stored managedFields until trackUpdate, after validation, sets
+	// the new ones.
+	m.SetManagedFields(om.GetManagedFields())
 	if om.GetDeletionTimestamp() != nil {
 		m.SetDeletionTimestamp(om.GetDeletionTimestamp())
 		m.SetDeletionGracePeriodSeconds(om.GetDeletionGracePeriodSeconds())

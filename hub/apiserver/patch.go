@@ -28,6 +28,9 @@ func (q *request) patch() error {
 // patchAs applies the request's patch to the stored object and writes the
 // result as an update of kind.
 func (q *request) patchAs(kind updateKind) error {
+	if isApply(q.r.Header.Get("Content-Type")) {
+		return q.apply(kind)
+	}
 	body, err := readBody(q.r)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -32,6 +33,12 @@ type Resource struct {
 	// media types clients may use for them; the zero value is protobuf,
 	// for the Go types of k8s.io/api.
 	Encoding Encoding
+	// TypeConverter is the schema server-side apply and managedFields
+	// merge the resource's objects by: which lists are maps keyed by
+	// which fields, which fields are atomic. Nil means that of k8s.io/api
+	// for EncodingProtobuf, and one deduced from each object for
+	// EncodingJSON (as upstream for custom resources without a schema).
+	TypeConverter managedfields.TypeConverter
 	// Status serves the status subresource: PUT and PATCH there change only
 	// the object's Status field, and updates of the main resource keep the
 	// stored Status.

@@ -112,6 +112,8 @@ type resourceInfo struct {
 	admit bool
 	// fieldKeys are the field labels selectors may use.
 	fieldKeys map[string]bool
+	// fields keeps managedFields (managedfields.go).
+	fields *fieldTracker
 }
 
 // New checks cfg and returns a server; it starts nothing.
@@ -188,6 +190,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("apiserver: resource %s: unknown encoding %d", ri.gvr, r.Encoding)
 		}
 		ri.admit = cfg.Admission != nil && cfg.Admission.Handles(ri.gr)
+		ri.fields = newFieldTracker(ri, scheme)
 		for k := range ri.fieldSet(r.New()) {
 			ri.fieldKeys[k] = true
 		}

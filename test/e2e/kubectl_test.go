@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -512,6 +513,8 @@ func testKubectl(t *testing.T, k *kubectl) {
 		wantContains(t, r, r.stderr, fmt.Sprintf(`Error from server (AlreadyExists): namespaces %q already exists`, ns))
 	})
 
+	t.Run("apply --server-side", func(t *testing.T) { testServerSideApply(t, k) })
+
 	t.Run("delete -f", func(t *testing.T) {
 		r := k.run(t, "delete", "-f", "testdata/app.yaml")
 		wantLines(t, r,
@@ -523,6 +526,92 @@ func testKubectl(t *testing.T, k *kubectl) {
 		wantLines(t, r)
 		wantContains(t, r, r.stderr, "No resources found in "+ns+" namespace.")
 	})
+}
+
+// testServerSideApply applies server-side as users do: creating, a
+// conflict with another manager and --force-conflicts, taking over an
+// object made by client-side apply, and reading managedFields back.
+func testServerSideApply(t *testing.T, k *kubectl) {
+	cm := func(data string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n" + data
+	}
+	apply := func(manifest string, args ...string) result {
+		t.Helper()
+		r := k.execInput(t, manifest, append([]string{"apply", "--server-side", "-f", "-"}, args...)...)
+		if r.err != nil {
+			t.Fatalf("kubectl failed\n%s", r)
+		}
+		return r
+	}
+	// managers returns "manager/operation" of each managedFields entry of
+	// the object args name, mapped to the fields it owns.
+	managers := func(args ...string) map[string]string {
+		t.Helper()
+		r := k.run(t, append(append([]string{"get"}, args...), "-o", "yaml", "--show-managed-fields")...)
+		var obj metav1.PartialObjectMetadata
+		if err := yaml.Unmarshal([]byte(r.stdout), &obj); err != nil {
+			t.Fatalf("decode: %v\n%s", err, r)
+		}
+		out := map[string]string{}
+		for _, e := range obj.ManagedFields {
+			if e.Time == nil || e.FieldsV1 == nil {
+				t.Errorf("managedFields entry %+v lacks its time or fields\n%s", e, r)
+				continue
+			}
+			out[e.Manager+"/"+string(e.Operation)] = string(e.FieldsV1.Raw)
+		}
+		return out
+	}
+
+	wantLines(t, apply(cm("  a: \"1\"\n  b: \"2\"\n")), "configmap/ssa serverside-applied")
+	wantEqual(t, "data.a", k.jsonpath(t, "{.data.a}", "configmap", "ssa"), "1")
+	if m := managers("configmap", "ssa"); len(m) != 1 || m["kubectl/Apply"] != `{"f:data":{"f:a":{},"f:b":{}}}` {
+		t.Errorf("managedFields after the first apply = %v, want kubectl's apply of a and b", m)
+	}
+	// Another manager's value for a conflicts, naming kubectl and the field.
+	r := k.execInput(t, cm("  a: \"other\"\n"), "apply", "--server-side", "--field-manager=other", "-f", "-")
+	if r.err == nil {
+		t.Fatalf("conflicting apply succeeded\n%s", r)
+	}
+	wantContains(t, r, r.stderr, `Apply failed with 1 conflict: conflict with "kubectl": .data.a`, "--force-conflicts")
+	wantEqual(t, "data.a after a conflict", k.jsonpath(t, "{.data.a}", "configmap", "ssa"), "1")
+	wantLines(t, apply(cm("  a: \"other\"\n"), "--field-manager=other", "--force-conflicts"), "configmap/ssa serverside-applied")
+	wantEqual(t, "data.a after --force-conflicts", k.jsonpath(t, "{.data.a}", "configmap", "ssa"), "other")
+	if m := managers("configmap", "ssa"); m["kubectl/Apply"] != `{"f:data":{"f:b":{}}}` || m["other/Apply"] != `{"f:data":{"f:a":{}}}` {
+		t.Errorf("managedFields after --force-conflicts = %v, want kubectl's b and other's a", m)
+	}
+	r = k.run(t, "get", "configmap", "ssa", "-o", "yaml", "--show-managed-fields")
+	wantContains(t, r, r.stdout, "managedFields:", "manager: other", "operation: Apply", "fieldsType: FieldsV1")
+	if r = k.run(t, "get", "configmap", "ssa", "-o", "yaml"); strings.Contains(r.stdout, "managedFields") {
+		t.Errorf("get -o yaml shows managedFields without --show-managed-fields\n%s", r)
+	}
+
+	// From client-side to server-side apply: kubectl apply made it, and
+	// kubectl apply --server-side of a changed manifest takes it over
+	// without conflicts.
+	deploy := func(image string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: migrated\n  labels: {app: migrated}\nspec:\n  replicas: 1\n" +
+			"  selector: {matchLabels: {app: migrated}}\n  template:\n    metadata: {labels: {app: migrated}}\n" +
+			"    spec:\n      containers:\n      - name: main\n        image: " + image + "\n"
+	}
+	r = k.execInput(t, deploy("busybox:1.36"), "apply", "-f", "-")
+	if r.err != nil {
+		t.Fatalf("kubectl failed\n%s", r)
+	}
+	wantLines(t, r, "deployment.apps/migrated created")
+	if m := managers("deploy", "migrated"); !strings.Contains(m["kubectl-client-side-apply/Update"], `"f:image"`) {
+		t.Errorf("managedFields after client-side apply = %v, want kubectl-client-side-apply's image", m)
+	}
+	wantLines(t, apply(deploy("busybox:1.37")), "deployment.apps/migrated serverside-applied")
+	wantEqual(t, "image after the upgrade", k.jsonpath(t, "{.spec.template.spec.containers[0].image}", "deploy", "migrated"), "busybox:1.37")
+	m := managers("deploy", "migrated")
+	if !strings.Contains(m["kubectl/Apply"], `"f:image"`) || !strings.Contains(m["kubectl/Apply"], `"k:{\"name\":\"main\"}"`) {
+		t.Errorf("managedFields after the upgrade = %v, want kubectl's apply of the main container's image", m)
+	}
+	if strings.Contains(m["kubectl-client-side-apply/Update"], `"f:image"`) {
+		t.Errorf("managedFields after the upgrade = %v: kubectl-client-side-apply still owns the image", m)
+	}
+	k.run(t, "delete", "configmap/ssa", "deploy/migrated")
 }
 
 func deref[T any](p *T) T {
