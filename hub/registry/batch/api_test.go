@@ -7,9 +7,9 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
 
@@ -18,22 +18,6 @@ func template() corev1.PodTemplateSpec {
 		RestartPolicy: corev1.RestartPolicyNever,
 		Containers:    []corev1.Container{{Name: "main", Image: "busybox"}},
 	}}
-}
-
-// causes returns the field paths of a 422's causes, failing t on another
-// error.
-func causes(t *testing.T, what string, err error) []string {
-	t.Helper()
-	if !apierrors.IsInvalid(err) {
-		t.Fatalf("create %s: %v, want 422 Invalid", what, err)
-	}
-	var fields []string
-	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Details != nil {
-		for _, c := range s.Status().Details.Causes {
-			fields = append(fields, c.Field)
-		}
-	}
-	return fields
 }
 
 // TestBadInputRefused checks that the API refuses the cronjobs and jobs
@@ -61,7 +45,7 @@ func TestBadInputRefused(t *testing.T) {
 		}
 		tt.edit(&cj.Spec)
 		_, err := h.Client.BatchV1().CronJobs("default").Create(ctx, cj, metav1.CreateOptions{})
-		if got := causes(t, "cronjob "+tt.name, err); !slices.Contains(got, tt.field) {
+		if got := typedtest.Causes(t, "cronjob "+tt.name, err); !slices.Contains(got, tt.field) {
 			t.Errorf("create cronjob %s: causes %v, want %s", tt.name, got, tt.field)
 		}
 	}
@@ -98,7 +82,7 @@ func TestBadInputRefused(t *testing.T) {
 		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: tt.name}, Spec: batchv1.JobSpec{Template: template()}}
 		tt.edit(&j.Spec)
 		_, err := h.Client.BatchV1().Jobs("default").Create(ctx, j, metav1.CreateOptions{})
-		if got := causes(t, "job "+tt.name, err); !slices.Contains(got, tt.field) {
+		if got := typedtest.Causes(t, "job "+tt.name, err); !slices.Contains(got, tt.field) {
 			t.Errorf("create job %s: causes %v, want %s", tt.name, got, tt.field)
 		}
 	}

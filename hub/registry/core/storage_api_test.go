@@ -2,7 +2,6 @@ package core_test
 
 import (
 	"context"
-	"encoding/json"
 	"reflect"
 	"slices"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
 
@@ -36,15 +36,7 @@ func causeFields(t *testing.T, what string, err error) []string {
 // tableColumns lists path as a Table and returns its column names.
 func tableColumns(t *testing.T, c kubernetes.Interface, path string) []string {
 	t.Helper()
-	raw, err := c.CoreV1().RESTClient().Get().AbsPath(path).
-		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(context.Background())
-	if err != nil {
-		t.Fatalf("list %s as a Table: %v", path, err)
-	}
-	var tbl metav1.Table
-	if err := json.Unmarshal(raw, &tbl); err != nil {
-		t.Fatal(err)
-	}
+	tbl := typedtest.Table(t, c.CoreV1().RESTClient(), path)
 	var names []string
 	for _, col := range tbl.ColumnDefinitions {
 		names = append(names, col.Name)

@@ -2,7 +2,6 @@ package flowcontrol_test
 
 import (
 	"context"
-	"encoding/json"
 	"reflect"
 	"slices"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/outpost-mesh/outpost/hub/registry/flowcontrol"
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
 
@@ -90,7 +90,7 @@ func TestFlowControlAPI(t *testing.T) {
 	}
 	fs.Spec.MatchingPrecedence = 1
 	_, err = fc.FlowSchemas().Update(ctx, fs, metav1.UpdateOptions{})
-	if got := causes(t, "give a flowschema precedence 1", err); !slices.Contains(got, "spec.matchingPrecedence") {
+	if got := typedtest.Causes(t, "give a flowschema precedence 1", err); !slices.Contains(got, "spec.matchingPrecedence") {
 		t.Errorf("give a flowschema precedence 1: causes %v, want spec.matchingPrecedence", got)
 	}
 	catchAll, err := fc.FlowSchemas().Get(ctx, "catch-all", metav1.GetOptions{})
@@ -99,7 +99,7 @@ func TestFlowControlAPI(t *testing.T) {
 	}
 	catchAll.Spec.MatchingPrecedence = 5000
 	_, err = fc.FlowSchemas().Update(ctx, catchAll, metav1.UpdateOptions{})
-	if got := causes(t, "change the catch-all flowschema", err); !slices.Contains(got, "spec") {
+	if got := typedtest.Causes(t, "change the catch-all flowschema", err); !slices.Contains(got, "spec") {
 		t.Errorf("change the catch-all flowschema: causes %v, want spec", got)
 	}
 
@@ -111,19 +111,8 @@ func TestFlowControlAPI(t *testing.T) {
 		{"flowschemas", []string{"Name", "PriorityLevel", "MatchingPrecedence", "DistinguisherMethod", "Age", "MissingPL"}, 12},
 		{"prioritylevelconfigurations", []string{"Name", "Type", "NominalConcurrencyShares", "Queues", "HandSize", "QueueLengthLimit", "Age"}, 9},
 	} {
-		raw, err := fc.RESTClient().Get().AbsPath("/apis/flowcontrol.apiserver.k8s.io/v1/"+tc.path).
-			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
-		if err != nil {
-			t.Fatalf("list %s as a Table: %v", tc.path, err)
-		}
-		var tbl metav1.Table
-		if err := json.Unmarshal(raw, &tbl); err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, c := range tbl.ColumnDefinitions {
-			names = append(names, c.Name)
-		}
+		tbl := typedtest.Table(t, fc.RESTClient(), "/apis/flowcontrol.apiserver.k8s.io/v1/"+tc.path)
+		names := typedtest.ColumnNames(tbl)
 		if !reflect.DeepEqual(names, tc.want) || len(tbl.Rows) != tc.rows {
 			t.Errorf("%s as a Table: columns %q, %d rows; want %q, %d", tc.path, names, len(tbl.Rows), tc.want, tc.rows)
 		}

@@ -2,7 +2,6 @@ package networking_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -10,46 +9,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
-
-// causes returns the field paths of a 422's causes, failing t on another
-// error.
-func causes(t *testing.T, what string, err error) []string {
-	t.Helper()
-	if !apierrors.IsInvalid(err) {
-		t.Fatalf("%s: %v, want 422 Invalid", what, err)
-	}
-	var fields []string
-	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Details != nil {
-		for _, c := range s.Status().Details.Causes {
-			fields = append(fields, c.Field)
-		}
-	}
-	return fields
-}
 
 // tableColumns returns the names of the columns the hub serves for path
 // as a Table, as kubectl get asks for it.
 func tableColumns(t *testing.T, h *hubtest.Hub, path string) []string {
 	t.Helper()
-	raw, err := h.Client.NetworkingV1().RESTClient().Get().AbsPath(path).
-		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(context.Background())
-	if err != nil {
-		t.Fatalf("GET %s as a Table: %v", path, err)
-	}
-	var tbl metav1.Table
-	if err := json.Unmarshal(raw, &tbl); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, c := range tbl.ColumnDefinitions {
-		names = append(names, c.Name)
-	}
+	tbl := typedtest.Table(t, h.Client.NetworkingV1().RESTClient(), path)
+	names := typedtest.ColumnNames(tbl)
 	if len(tbl.Rows) == 0 || len(tbl.Rows[0].Cells) != len(names) {
 		t.Errorf("GET %s as a Table: rows %v, want cells for %q", path, tbl.Rows, names)
 	}
@@ -126,13 +98,13 @@ func TestNetworkingAPI(t *testing.T) {
 	}
 	ing.Status.LoadBalancer.Ingress[0].Hostname = "192.0.2.11"
 	_, err = c.Ingresses("default").UpdateStatus(ctx, ing, metav1.UpdateOptions{})
-	if got := causes(t, "update ingress status with an IP for hostname", err); !slices.Contains(got, "status.loadBalancer.ingress[0].hostname") {
+	if got := typedtest.Causes(t, "update ingress status with an IP for hostname", err); !slices.Contains(got, "status.loadBalancer.ingress[0].hostname") {
 		t.Errorf("update ingress status with an IP for hostname: causes %v, want status.loadBalancer.ingress[0].hostname", got)
 	}
 
 	ic.Spec.Controller = "example.com/traefik"
 	_, err = c.IngressClasses().Update(ctx, ic, metav1.UpdateOptions{})
-	if got := causes(t, "change an ingressclass's controller", err); !slices.Contains(got, "spec.controller") {
+	if got := typedtest.Causes(t, "change an ingressclass's controller", err); !slices.Contains(got, "spec.controller") {
 		t.Errorf("change an ingressclass's controller: causes %v, want spec.controller", got)
 	}
 
@@ -143,7 +115,7 @@ func TestNetworkingAPI(t *testing.T) {
 				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}},
 		}}}},
 	}, metav1.CreateOptions{})
-	if got := causes(t, "create an ingress without pathType", err); !slices.Contains(got, "spec.rules[0].http.paths[0].pathType") {
+	if got := typedtest.Causes(t, "create an ingress without pathType", err); !slices.Contains(got, "spec.rules[0].http.paths[0].pathType") {
 		t.Errorf("create an ingress without pathType: causes %v, want spec.rules[0].http.paths[0].pathType", got)
 	}
 	_, err = c.NetworkPolicies("default").Create(ctx, &networkingv1.NetworkPolicy{
@@ -152,7 +124,7 @@ func TestNetworkingAPI(t *testing.T) {
 			Ports: []networkingv1.NetworkPolicyPort{{Protocol: new(corev1.Protocol("ICMP"))}},
 		}}},
 	}, metav1.CreateOptions{})
-	if got := causes(t, "create a networkpolicy for ICMP", err); !slices.Contains(got, "spec.egress[0].ports[0].protocol") {
+	if got := typedtest.Causes(t, "create a networkpolicy for ICMP", err); !slices.Contains(got, "spec.egress[0].ports[0].protocol") {
 		t.Errorf("create a networkpolicy for ICMP: causes %v, want spec.egress[0].ports[0].protocol", got)
 	}
 

@@ -2,35 +2,18 @@ package node_test
 
 import (
 	"context"
-	"encoding/json"
 	"reflect"
 	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
-
-// causes returns the field paths of a 422's causes, failing t on another
-// error.
-func causes(t *testing.T, what string, err error) []string {
-	t.Helper()
-	if !apierrors.IsInvalid(err) {
-		t.Fatalf("%s: %v, want 422 Invalid", what, err)
-	}
-	var fields []string
-	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Details != nil {
-		for _, c := range s.Status().Details.Causes {
-			fields = append(fields, c.Field)
-		}
-	}
-	return fields
-}
 
 // TestRuntimeClassAPI: runtimeclasses through a real hub and client-go:
 // created, refused with the field at fault, the handler kept, and printed
@@ -53,27 +36,16 @@ func TestRuntimeClassAPI(t *testing.T) {
 	}
 	rc.Handler = "kata"
 	_, err = rcs.Update(ctx, rc, metav1.UpdateOptions{})
-	if got := causes(t, "change a runtimeclass's handler", err); !slices.Contains(got, "handler") {
+	if got := typedtest.Causes(t, "change a runtimeclass's handler", err); !slices.Contains(got, "handler") {
 		t.Errorf("change a runtimeclass's handler: causes %v, want handler", got)
 	}
 	_, err = rcs.Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "bad"}, Handler: "run_sc"}, metav1.CreateOptions{})
-	if got := causes(t, "create a runtimeclass with handler run_sc", err); !slices.Contains(got, "handler") {
+	if got := typedtest.Causes(t, "create a runtimeclass with handler run_sc", err); !slices.Contains(got, "handler") {
 		t.Errorf("create a runtimeclass with handler run_sc: causes %v, want handler", got)
 	}
 
-	raw, err := h.Client.NodeV1().RESTClient().Get().AbsPath("/apis/node.k8s.io/v1/runtimeclasses").
-		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
-	if err != nil {
-		t.Fatalf("list runtimeclasses as a Table: %v", err)
-	}
-	var tbl metav1.Table
-	if err := json.Unmarshal(raw, &tbl); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, c := range tbl.ColumnDefinitions {
-		names = append(names, c.Name)
-	}
+	tbl := typedtest.Table(t, h.Client.NodeV1().RESTClient(), "/apis/node.k8s.io/v1/runtimeclasses")
+	names := typedtest.ColumnNames(tbl)
 	if want := []string{"Name", "Handler", "Age"}; !reflect.DeepEqual(names, want) || len(tbl.Rows) != 1 || tbl.Rows[0].Cells[1] != "runsc" {
 		t.Errorf("runtimeclasses as a Table: columns %q, rows %v; want %q, one of runsc", names, tbl.Rows, want)
 	}

@@ -2,34 +2,17 @@ package policy_test
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"testing"
 
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/outpost-mesh/outpost/hub/hubd"
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
-
-// causes returns the field paths of a 422's causes, failing t on another
-// error.
-func causes(t *testing.T, what string, err error) []string {
-	t.Helper()
-	if !apierrors.IsInvalid(err) {
-		t.Fatalf("%s: %v, want 422 Invalid", what, err)
-	}
-	var fields []string
-	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Details != nil {
-		for _, c := range s.Status().Details.Causes {
-			fields = append(fields, c.Field)
-		}
-	}
-	return fields
-}
 
 // TestAPI serves disruption budgets through a real hub and client-go: a
 // valid one is stored without the status its client sent and with
@@ -73,7 +56,7 @@ func TestAPI(t *testing.T) {
 	}
 	for _, tt := range bad {
 		_, err := pdbs.Create(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: tt.name}, Spec: tt.spec}, metav1.CreateOptions{})
-		if got := causes(t, "create pdb "+tt.name, err); !slices.Contains(got, tt.field) {
+		if got := typedtest.Causes(t, "create pdb "+tt.name, err); !slices.Contains(got, tt.field) {
 			t.Errorf("create pdb %s: causes %v, want %s", tt.name, got, tt.field)
 		}
 	}
@@ -92,7 +75,7 @@ func TestAPI(t *testing.T) {
 	neg := p.DeepCopy()
 	neg.Status.ExpectedPods = -1
 	_, err = pdbs.UpdateStatus(ctx, neg, metav1.UpdateOptions{})
-	if got := causes(t, "update status with negative count", err); !slices.Contains(got, "status.expectedPods") {
+	if got := typedtest.Causes(t, "update status with negative count", err); !slices.Contains(got, "status.expectedPods") {
 		t.Errorf("update status with negative count: causes %v, want status.expectedPods", got)
 	}
 
@@ -108,19 +91,8 @@ func TestAPI(t *testing.T) {
 		t.Errorf("after spec update: status %+v, generation %d; want the stored status and generation 2", p.Status, p.Generation)
 	}
 
-	raw, err := h.Client.PolicyV1().RESTClient().Get().AbsPath("/apis/policy/v1/namespaces/default/poddisruptionbudgets").
-		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
-	if err != nil {
-		t.Fatalf("list as a Table: %v", err)
-	}
-	var tbl metav1.Table
-	if err := json.Unmarshal(raw, &tbl); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, c := range tbl.ColumnDefinitions {
-		names = append(names, c.Name)
-	}
+	tbl := typedtest.Table(t, h.Client.PolicyV1().RESTClient(), "/apis/policy/v1/namespaces/default/poddisruptionbudgets")
+	names := typedtest.ColumnNames(tbl)
 	if want := []string{"Name", "Min Available", "Max Unavailable", "Allowed Disruptions", "Age"}; !slices.Equal(names, want) {
 		t.Errorf("table columns %q, want %q", names, want)
 	}

@@ -2,48 +2,23 @@ package rbac_test
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
-
-// causes returns the field paths of a 422's causes, failing t on another
-// error.
-func causes(t *testing.T, what string, err error) []string {
-	t.Helper()
-	if !apierrors.IsInvalid(err) {
-		t.Fatalf("%s: %v, want 422 Invalid", what, err)
-	}
-	var fields []string
-	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Details != nil {
-		for _, c := range s.Status().Details.Causes {
-			fields = append(fields, c.Field)
-		}
-	}
-	return fields
-}
 
 // table gets path as a Table and returns its column names, the wide ones
 // marked with *, and its rows' cells.
 func table(t *testing.T, c kubernetes.Interface, path string) (string, [][]interface{}) {
 	t.Helper()
-	raw, err := c.RbacV1().RESTClient().Get().AbsPath(path).
-		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(context.Background())
-	if err != nil {
-		t.Fatalf("GET %s as a Table: %v", path, err)
-	}
-	var tbl metav1.Table
-	if err := json.Unmarshal(raw, &tbl); err != nil {
-		t.Fatal(err)
-	}
+	tbl := typedtest.Table(t, c.RbacV1().RESTClient(), path)
 	var names []string
 	for _, c := range tbl.ColumnDefinitions {
 		if c.Priority == 1 {
@@ -114,7 +89,7 @@ func TestAPI(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "urls"},
 		Rules:      []rbacv1.PolicyRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/healthz"}}},
 	}, metav1.CreateOptions{})
-	if got := causes(t, "create role with a non-resource URL", err); !slices.Contains(got, "rules[0].nonResourceURLs") {
+	if got := typedtest.Causes(t, "create role with a non-resource URL", err); !slices.Contains(got, "rules[0].nonResourceURLs") {
 		t.Errorf("create role with a non-resource URL: causes %v, want rules[0].nonResourceURLs", got)
 	}
 	_, err = c.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
@@ -122,14 +97,14 @@ func TestAPI(t *testing.T) {
 		RoleRef:    rbacv1.RoleRef{Kind: "Role", Name: "pod-reader"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "agent"}},
 	}, metav1.CreateOptions{})
-	if got := causes(t, "create clusterrolebinding to a role", err); !slices.Contains(got, "roleRef.kind") || !slices.Contains(got, "subjects[0].namespace") {
+	if got := typedtest.Causes(t, "create clusterrolebinding to a role", err); !slices.Contains(got, "roleRef.kind") || !slices.Contains(got, "subjects[0].namespace") {
 		t.Errorf("create clusterrolebinding to a role: causes %v, want roleRef.kind and subjects[0].namespace", got)
 	}
 
 	// roleRef is immutable; subjects are not.
 	rb.RoleRef.Kind, rb.RoleRef.Name = "ClusterRole", "edge:view"
 	_, err = c.RoleBindings("default").Update(ctx, rb, metav1.UpdateOptions{})
-	if got := causes(t, "change roleRef", err); !slices.Contains(got, "roleRef") || !strings.Contains(err.Error(), "cannot change roleRef") {
+	if got := typedtest.Causes(t, "change roleRef", err); !slices.Contains(got, "roleRef") || !strings.Contains(err.Error(), "cannot change roleRef") {
 		t.Errorf("change roleRef: %v (causes %v), want roleRef: cannot change roleRef", err, got)
 	}
 	crb.Subjects = append(crb.Subjects, rbacv1.Subject{Kind: rbacv1.UserKind, Name: "bob"})

@@ -2,7 +2,6 @@ package storage_test
 
 import (
 	"context"
-	"encoding/json"
 	"reflect"
 	"slices"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
 
@@ -51,11 +51,11 @@ func TestStorageAPI(t *testing.T) {
 	}
 	sc.Provisioner = "example.com/nfs"
 	_, err = st.StorageClasses().Update(ctx, sc, metav1.UpdateOptions{})
-	if got := causes(t, "change a class's provisioner", err); !slices.Contains(got, "provisioner") {
+	if got := typedtest.Causes(t, "change a class's provisioner", err); !slices.Contains(got, "provisioner") {
 		t.Errorf("change a class's provisioner: causes %v, want provisioner", got)
 	}
 	_, err = st.StorageClasses().Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "none"}}, metav1.CreateOptions{})
-	if got := causes(t, "create a class without provisioner", err); !slices.Contains(got, "provisioner") {
+	if got := typedtest.Causes(t, "create a class without provisioner", err); !slices.Contains(got, "provisioner") {
 		t.Errorf("create a class without provisioner: causes %v, want provisioner", got)
 	}
 
@@ -97,19 +97,8 @@ func TestStorageAPI(t *testing.T) {
 		{"csinodes", []string{"Name", "Drivers", "Age"}},
 		{"volumeattachments", []string{"Name", "Attacher", "PV", "Node", "Attached", "Age"}},
 	} {
-		raw, err := st.RESTClient().Get().AbsPath("/apis/storage.k8s.io/v1/"+tc.path).
-			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
-		if err != nil {
-			t.Fatalf("list %s as a Table: %v", tc.path, err)
-		}
-		var tbl metav1.Table
-		if err := json.Unmarshal(raw, &tbl); err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, c := range tbl.ColumnDefinitions {
-			names = append(names, c.Name)
-		}
+		tbl := typedtest.Table(t, st.RESTClient(), "/apis/storage.k8s.io/v1/"+tc.path)
+		names := typedtest.ColumnNames(tbl)
 		if !reflect.DeepEqual(names, tc.want) || len(tbl.Rows) != 1 {
 			t.Errorf("%s as a Table: columns %q, %d rows; want %q, 1", tc.path, names, len(tbl.Rows), tc.want)
 		}

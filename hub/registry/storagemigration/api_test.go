@@ -2,7 +2,6 @@ package storagemigration_test
 
 import (
 	"context"
-	"encoding/json"
 	"reflect"
 	"slices"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
 
@@ -49,19 +49,8 @@ func TestStorageVersionMigrationAPI(t *testing.T) {
 		t.Fatalf("mark migration succeeded: %v", err)
 	}
 
-	raw, err := h.Client.StoragemigrationV1().RESTClient().Get().AbsPath("/apis/storagemigration.k8s.io/v1/storageversionmigrations").
-		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
-	if err != nil {
-		t.Fatalf("list migrations as a Table: %v", err)
-	}
-	var tbl metav1.Table
-	if err := json.Unmarshal(raw, &tbl); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, c := range tbl.ColumnDefinitions {
-		names = append(names, c.Name)
-	}
+	tbl := typedtest.Table(t, h.Client.StoragemigrationV1().RESTClient(), "/apis/storagemigration.k8s.io/v1/storageversionmigrations")
+	names := typedtest.ColumnNames(tbl)
 	if want := []string{"Name", "Resource"}; !reflect.DeepEqual(names, want) || len(tbl.Rows) != 1 {
 		t.Errorf("migrations as a Table: columns %q, %d rows; want %q, 1", names, len(tbl.Rows), want)
 	}

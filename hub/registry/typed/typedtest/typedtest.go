@@ -1,10 +1,16 @@
-// Package typedtest checks, for the tests of hub/registry's groups, that
-// a group's rules keep the typed.Rules contract.
+// Package typedtest serves the tests of hub/registry's groups: it checks
+// that a group's rules keep the typed.Rules contract, and reads what the
+// API answers (the causes of a 422, Tables).
 package typedtest
 
 import (
+	"context"
+	"encoding/json"
 	"reflect"
 	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,4 +66,44 @@ func WrongType(t *testing.T, rs []apiserver.Resource) {
 			}
 		})
 	}
+}
+
+// Causes returns the field paths of the causes of err, which must be a
+// 422 Invalid: t fails otherwise. what names the request in the failure.
+func Causes(t testing.TB, what string, err error) []string {
+	t.Helper()
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("%s: %v, want 422 Invalid", what, err)
+	}
+	var fields []string
+	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Details != nil {
+		for _, c := range s.Status().Details.Causes {
+			fields = append(fields, c.Field)
+		}
+	}
+	return fields
+}
+
+// Table returns what path serves as the Table kubectl get asks for,
+// through c; t fails on an error.
+func Table(t testing.TB, c rest.Interface, path string) *metav1.Table {
+	t.Helper()
+	raw, err := c.Get().AbsPath(path).SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("GET %s as a Table: %v", path, err)
+	}
+	var tbl metav1.Table
+	if err := json.Unmarshal(raw, &tbl); err != nil {
+		t.Fatalf("GET %s as a Table: %v", path, err)
+	}
+	return &tbl
+}
+
+// ColumnNames returns the names of tbl's columns, in order.
+func ColumnNames(tbl *metav1.Table) []string {
+	var names []string
+	for _, c := range tbl.ColumnDefinitions {
+		names = append(names, c.Name)
+	}
+	return names
 }
