@@ -227,11 +227,7 @@ func validatePositiveQuantity(q resource.Quantity, fldPath *field.Path) field.Er
 func validatePersistentVolumeSource(s *corev1.PersistentVolumeSource, affinity bool, fldPath *field.Path) field.ErrorList {
 	// The sources in upstream's order; those without a check here are
 	// counted, so that two sources in one volume are still refused.
-	sources := []struct {
-		name     string
-		set      bool
-		validate func(*field.Path) field.ErrorList
-	}{
+	sources := []volumeSource{
 		{"hostPath", s.HostPath != nil, func(p *field.Path) field.ErrorList { return validateHostPathVolume(s.HostPath, p) }},
 		{"gcePersistentDisk", s.GCEPersistentDisk != nil, nil},
 		{"awsElasticBlockStore", s.AWSElasticBlockStore != nil, nil},
@@ -266,26 +262,7 @@ func validatePersistentVolumeSource(s *corev1.PersistentVolumeSource, affinity b
 		{"storageos", s.StorageOS != nil, nil},
 		{"csi", s.CSI != nil, func(p *field.Path) field.ErrorList { return validateCSIPersistentVolume(s.CSI, p) }},
 	}
-	var errs field.ErrorList
-	n := 0
-	for _, src := range sources {
-		if !src.set {
-			continue
-		}
-		p := fldPath.Child(src.name)
-		if n > 0 {
-			errs = append(errs, field.Forbidden(p, "may not specify more than 1 volume type"))
-			continue
-		}
-		n++
-		if src.validate != nil {
-			errs = append(errs, src.validate(p)...)
-		}
-	}
-	if n == 0 {
-		errs = append(errs, field.Required(fldPath, "must specify a volume type"))
-	}
-	return errs
+	return oneVolumeSource(sources, fldPath)
 }
 
 func validateCSIPersistentVolume(csi *corev1.CSIPersistentVolumeSource, fldPath *field.Path) field.ErrorList {

@@ -42,11 +42,7 @@ func validateVolumes(volumes []corev1.Volume, podMeta *metav1.ObjectMeta, fldPat
 func validateVolumeSource(s *corev1.VolumeSource, fldPath *field.Path, volName string, podMeta *metav1.ObjectMeta) field.ErrorList {
 	// The sources in upstream's order; those without a check here are
 	// counted, so that two sources in one volume are still refused.
-	sources := []struct {
-		name     string
-		set      bool
-		validate func(*field.Path) field.ErrorList
-	}{
+	sources := []volumeSource{
 		{"emptyDir", s.EmptyDir != nil, func(p *field.Path) field.ErrorList {
 			if l := s.EmptyDir.SizeLimit; l != nil && l.Sign() < 0 {
 				return field.ErrorList{field.Forbidden(p.Child("sizeLimit"), "SizeLimit field must be a valid resource quantity")}
@@ -145,26 +141,7 @@ func validateVolumeSource(s *corev1.VolumeSource, fldPath *field.Path, volName s
 			return append(errs, validateEnum(s.Image.PullPolicy, p.Child("pullPolicy"), corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever)...)
 		}},
 	}
-	var errs field.ErrorList
-	n := 0
-	for _, src := range sources {
-		if !src.set {
-			continue
-		}
-		p := fldPath.Child(src.name)
-		if n > 0 {
-			errs = append(errs, field.Forbidden(p, "may not specify more than 1 volume type"))
-			continue
-		}
-		n++
-		if src.validate != nil {
-			errs = append(errs, src.validate(p)...)
-		}
-	}
-	if n == 0 {
-		errs = append(errs, field.Required(fldPath, "must specify a volume type"))
-	}
-	return errs
+	return oneVolumeSource(sources, fldPath)
 }
 
 func validateNFSVolume(nfs *corev1.NFSVolumeSource, fldPath *field.Path) field.ErrorList {
@@ -404,4 +381,37 @@ func validateResourceFieldSelector(fs *corev1.ResourceFieldSelector, inVolume bo
 		return field.ErrorList{field.NotSupported(fldPath.Child("resource"), fs.Resource, sets.List(resourceFieldPaths))}
 	}
 	return nil
+}
+
+// volumeSource is one of the sources a volume may name, set or not, with
+// its checks (nil for none).
+type volumeSource struct {
+	name     string
+	set      bool
+	validate func(*field.Path) field.ErrorList
+}
+
+// oneVolumeSource checks that exactly one of sources is set, as upstream
+// requires of pods' volumes and persistent volumes, and checks that one.
+func oneVolumeSource(sources []volumeSource, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	n := 0
+	for _, src := range sources {
+		if !src.set {
+			continue
+		}
+		p := fldPath.Child(src.name)
+		if n > 0 {
+			errs = append(errs, field.Forbidden(p, "may not specify more than 1 volume type"))
+			continue
+		}
+		n++
+		if src.validate != nil {
+			errs = append(errs, src.validate(p)...)
+		}
+	}
+	if n == 0 {
+		errs = append(errs, field.Required(fldPath, "must specify a volume type"))
+	}
+	return errs
 }
