@@ -8,7 +8,6 @@ import (
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -17,31 +16,10 @@ import (
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
 
-// causeFields returns the field paths of a 422's causes, failing t on
-// another error.
-func causeFields(t *testing.T, what string, err error) []string {
-	t.Helper()
-	if !apierrors.IsInvalid(err) {
-		t.Fatalf("%s: %v, want 422 Invalid", what, err)
-	}
-	var fields []string
-	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Details != nil {
-		for _, c := range s.Status().Details.Causes {
-			fields = append(fields, c.Field)
-		}
-	}
-	return fields
-}
-
 // tableColumns lists path as a Table and returns its column names.
 func tableColumns(t *testing.T, c kubernetes.Interface, path string) []string {
 	t.Helper()
-	tbl := typedtest.Table(t, c.CoreV1().RESTClient(), path)
-	var names []string
-	for _, col := range tbl.ColumnDefinitions {
-		names = append(names, col.Name)
-	}
-	return names
+	return typedtest.ColumnNames(typedtest.Table(t, c.CoreV1().RESTClient(), path))
 }
 
 // TestStorageAndReplicationAPI: volumes, claims, pod templates and
@@ -68,7 +46,7 @@ func TestStorageAndReplicationAPI(t *testing.T) {
 	}
 	pv.Spec.HostPath.Path = "/srv/other"
 	_, err = core.PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{})
-	if got := causeFields(t, "change a pv's source", err); !slices.Contains(got, "spec.persistentvolumesource") {
+	if got := typedtest.Causes(t, "change a pv's source", err); !slices.Contains(got, "spec.persistentvolumesource") {
 		t.Errorf("change a pv's source: causes %v, want spec.persistentvolumesource", got)
 	}
 
@@ -88,14 +66,14 @@ func TestStorageAndReplicationAPI(t *testing.T) {
 	}
 	pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 	_, err = claims.Update(ctx, pvc, metav1.UpdateOptions{})
-	if got := causeFields(t, "change a pvc's access modes", err); !slices.Contains(got, "spec") {
+	if got := typedtest.Causes(t, "change a pvc's access modes", err); !slices.Contains(got, "spec") {
 		t.Errorf("change a pvc's access modes: causes %v, want spec", got)
 	}
 	_, err = claims.Create(ctx, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "empty"},
 		Spec:       corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}},
 	}, metav1.CreateOptions{})
-	if got := causeFields(t, "create a pvc without storage", err); !slices.Contains(got, "spec.resources[storage]") {
+	if got := typedtest.Causes(t, "create a pvc without storage", err); !slices.Contains(got, "spec.resources[storage]") {
 		t.Errorf("create a pvc without storage: causes %v, want spec.resources[storage]", got)
 	}
 
@@ -126,7 +104,7 @@ func TestStorageAndReplicationAPI(t *testing.T) {
 			Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: template.Spec.Containers},
 		}},
 	}, metav1.CreateOptions{})
-	if got := causeFields(t, "create an rc whose pods stop", err); !slices.Contains(got, "spec.template.spec.restartPolicy") {
+	if got := typedtest.Causes(t, "create an rc whose pods stop", err); !slices.Contains(got, "spec.template.spec.restartPolicy") {
 		t.Errorf("create an rc whose pods stop: causes %v, want spec.template.spec.restartPolicy", got)
 	}
 

@@ -7,29 +7,12 @@ import (
 	"testing"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/outpost-mesh/outpost/hub/registry/flowcontrol"
 	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
-
-// causes returns the field paths of a 422's causes, failing t on
-// another error.
-func causes(t *testing.T, what string, err error) []string {
-	t.Helper()
-	if !apierrors.IsInvalid(err) {
-		t.Fatalf("%s: %v, want 422 Invalid", what, err)
-	}
-	var fields []string
-	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Details != nil {
-		for _, c := range s.Status().Details.Causes {
-			fields = append(fields, c.Field)
-		}
-	}
-	return fields
-}
 
 // TestFlowControlAPI: a started hub has upstream's bootstrap objects;
 // others are created with their defaults, refused where upstream refuses

@@ -8,28 +8,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 	"github.com/outpost-mesh/outpost/test/hubtest"
 )
-
-// causes returns the field paths of a 422's causes, failing t on
-// another error.
-func causes(t *testing.T, what string, err error) []string {
-	t.Helper()
-	if !apierrors.IsInvalid(err) {
-		t.Fatalf("%s: %v, want 422 Invalid", what, err)
-	}
-	var fields []string
-	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Details != nil {
-		for _, c := range s.Status().Details.Causes {
-			fields = append(fields, c.Field)
-		}
-	}
-	return fields
-}
 
 // TestStorageAPI: the four resources are created with upstream's
 // defaults, refused and kept immutable where upstream does, and printed
