@@ -35,7 +35,7 @@ func FuzzApply(f *testing.F) {
 	}
 	res := &resourceInfo{Resource: Resource{GroupVersion: corev1.SchemeGroupVersion, Kind: "ConfigMap", Namespaced: true,
 		New: func() runtime.Object { return &corev1.ConfigMap{} }, Rules: testRules{}}, gvk: corev1.SchemeGroupVersion.WithKind("ConfigMap")}
-	fm, err := newFieldTracker(res, scheme).manager("")
+	fm, err := newFieldTracker(res, scheme, builtinTypes(scheme)).manager("")
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -43,13 +43,23 @@ var trackedSubresources = map[string]bool{"": true, "status": true, "scale": tru
 type fieldTracker struct {
 	res    *resourceInfo
 	scheme *runtime.Scheme
+	// builtin returns the schema of k8s.io/api's types, built once for
+	// all of a server's resources.
+	builtin func() managedfields.TypeConverter
 
 	mu       sync.Mutex
 	managers map[string]*managedfields.FieldManager
 }
 
-func newFieldTracker(res *resourceInfo, scheme *runtime.Scheme) *fieldTracker {
-	return &fieldTracker{res: res, scheme: scheme, managers: map[string]*managedfields.FieldManager{}}
+func newFieldTracker(res *resourceInfo, scheme *runtime.Scheme, builtin func() managedfields.TypeConverter) *fieldTracker {
+	return &fieldTracker{res: res, scheme: scheme, builtin: builtin, managers: map[string]*managedfields.FieldManager{}}
+}
+
+// builtinTypes returns a function that builds, once, the schema of the
+// k8s.io/api types scheme knows: large (tens of MB to build), so made on
+// the first write that needs it and shared by every resource.
+func builtinTypes(scheme *runtime.Scheme) func() managedfields.TypeConverter {
+	return sync.OnceValue(func() managedfields.TypeConverter { return applyconfigurations.NewTypeConverter(scheme) })
 }
 
 // typeConverter returns the schema the resource's objects merge by:
@@ -61,7 +71,7 @@ func (t *fieldTracker) typeConverter() managedfields.TypeConverter {
 	case t.res.TypeConverter != nil:
 		return t.res.TypeConverter
 	case t.res.Encoding == EncodingProtobuf:
-		return applyconfigurations.NewTypeConverter(t.scheme)
+		return t.builtin()
 	default:
 		return managedfields.NewDeducedTypeConverter()
 	}

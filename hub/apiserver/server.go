@@ -155,6 +155,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.scheme, s.codecs = scheme, serializer.NewCodecFactory(scheme)
 	codecs := newCodecs(scheme, s.codecs)
+	builtin := builtinTypes(scheme)
 	seen := map[schema.GroupVersion]bool{}
 	for i := range cfg.Resources {
 		r := cfg.Resources[i]
@@ -190,7 +191,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("apiserver: resource %s: unknown encoding %d", ri.gvr, r.Encoding)
 		}
 		ri.admit = cfg.Admission != nil && cfg.Admission.Handles(ri.gr)
-		ri.fields = newFieldTracker(ri, scheme)
+		ri.fields = newFieldTracker(ri, scheme, builtin)
 		for k := range ri.fieldSet(r.New()) {
 			ri.fieldKeys[k] = true
 		}
