@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -71,12 +72,21 @@ func TestPodServiceAccountToken(t *testing.T) {
 		t.Errorf("the token expires in %v, want about a week: the node's offline tolerance", left)
 	}
 
-	// The hub takes it for the pod's service account, which reads its
-	// namespace and no other.
-	pods, err := asToken(t, h, first.Token).CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
-	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("list pods with the pod's token = %v, %v; want web", pods, err)
+	// The hub takes it for the pod's service account, which RBAC lets
+	// read its namespace's pods (view, bound there) and nothing of
+	// another namespace.
+	if _, err := h.client.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-views"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "default", Name: "web"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
+	var pods *corev1.PodList
+	wait.For(t, 20*time.Second, "web to read its namespace's pods", func() (bool, string) {
+		pods, err = asToken(t, h, first.Token).CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 1, fmt.Sprint(pods, err)
+	})
 	if _, err := asToken(t, h, first.Token).CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("list kube-system's secrets with the pod's token = %v, want Forbidden", err)
 	}
