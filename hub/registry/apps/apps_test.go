@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
@@ -189,15 +188,6 @@ func TestDefaultKeepsSetValues(t *testing.T) {
 	if got := d.Spec.Template.Spec.Containers[0].ImagePullPolicy; got != corev1.PullAlways {
 		t.Errorf("imagePullPolicy of an untagged image = %s, want Always", got)
 	}
-}
-
-// errStrings renders errs as "path: type" for comparison.
-func errStrings(errs field.ErrorList) []string {
-	out := make([]string, len(errs))
-	for i, e := range errs {
-		out[i] = fmt.Sprintf("%s: %s", e.Field, e.Type)
-	}
-	return out
 }
 
 func TestValidate(t *testing.T) {
@@ -400,7 +390,7 @@ func TestValidate(t *testing.T) {
 			rules := resource(t, tt.kind).Rules.(typed.All)
 			obj := tt.obj()
 			rules.Default(obj)
-			got := errStrings(rules.Validate(obj))
+			got := typedtest.ErrStrings(rules.Validate(obj))
 			if !reflect.DeepEqual(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
 				t.Errorf("Validate(%s) = %q, want %q", tt.name, got, tt.want)
 			}
@@ -479,7 +469,7 @@ func TestValidateUpdate(t *testing.T) {
 			tt.update(obj)
 			rules.Default(obj)
 			rules.PrepareForUpdate(obj, old)
-			got := errStrings(rules.ValidateUpdate(obj, old))
+			got := typedtest.ErrStrings(rules.ValidateUpdate(obj, old))
 			if !reflect.DeepEqual(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
 				t.Errorf("ValidateUpdate(%s) = %q, want %q", tt.name, got, tt.want)
 			}
@@ -573,7 +563,7 @@ func TestValidateStatusUpdate(t *testing.T) {
 			}
 			obj := tt.old.DeepCopyObject()
 			tt.status(obj)
-			got := errStrings(sv.ValidateStatusUpdate(obj, tt.old))
+			got := typedtest.ErrStrings(sv.ValidateStatusUpdate(obj, tt.old))
 			if !reflect.DeepEqual(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
 				t.Errorf("ValidateStatusUpdate(%s) = %q, want %q", tt.name, got, tt.want)
 			}

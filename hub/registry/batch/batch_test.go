@@ -75,18 +75,6 @@ func create(t *testing.T, j *batchv1.Job) field.ErrorList {
 	return rules.Validate(j)
 }
 
-func errStrings(errs field.ErrorList) []string {
-	out := make([]string, len(errs))
-	for i, e := range errs {
-		out[i] = fmt.Sprintf("%s: %s", e.Field, e.Type)
-	}
-	return out
-}
-
-func sameErrs(got, want []string) bool {
-	return reflect.DeepEqual(got, want) || len(got) == 0 && len(want) == 0
-}
-
 func toYAML(t *testing.T, v interface{}) string {
 	t.Helper()
 	b, err := yaml.Marshal(v)
@@ -279,7 +267,7 @@ func TestJobValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			j := job()
 			tt.edit(j)
-			if got := errStrings(create(t, j)); !sameErrs(got, tt.want) {
+			if got := typedtest.ErrStrings(create(t, j)); !typedtest.SameErrs(got, tt.want) {
 				t.Errorf("create(job with %s) = %q, want %q", tt.name, got, tt.want)
 			}
 		})
@@ -347,7 +335,7 @@ func TestJobValidateUpdate(t *testing.T) {
 			if len(errs) > 0 {
 				t.Fatalf("Validate(updated job) = %v", errs)
 			}
-			if got := errStrings(rules.ValidateUpdate(upd, old)); !sameErrs(got, tt.want) {
+			if got := typedtest.ErrStrings(rules.ValidateUpdate(upd, old)); !typedtest.SameErrs(got, tt.want) {
 				t.Errorf("ValidateUpdate(%s) = %q, want %q", tt.name, got, tt.want)
 			}
 		})
@@ -372,7 +360,7 @@ func TestElasticIndexedJob(t *testing.T) {
 	for _, tt := range tests {
 		upd := old.DeepCopy()
 		upd.Spec.Completions, upd.Spec.Parallelism = new(tt.completions), new(tt.parallelism)
-		if got := errStrings(rules.ValidateUpdate(upd, old)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(rules.ValidateUpdate(upd, old)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("ValidateUpdate(indexed job to %d completions, %d wide) = %q, want %q", tt.completions, tt.parallelism, got, tt.want)
 		}
 	}
@@ -452,7 +440,7 @@ func TestCronJobValidate(t *testing.T) {
 			tt.edit(cj)
 			rules := resource(t, "CronJob").Rules.(typed.All)
 			rules.Default(cj)
-			if got := errStrings(rules.Validate(cj)); !sameErrs(got, tt.want) {
+			if got := typedtest.ErrStrings(rules.Validate(cj)); !typedtest.SameErrs(got, tt.want) {
 				t.Errorf("Validate(cronjob with %s) = %q, want %q", tt.name, got, tt.want)
 			}
 		})
@@ -489,7 +477,7 @@ func TestCronJobValidateUpdate(t *testing.T) {
 		upd := old.DeepCopy()
 		tt.edit(upd)
 		rules.PrepareForUpdate(upd, old)
-		if got := errStrings(rules.ValidateUpdate(upd, old)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(rules.ValidateUpdate(upd, old)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("ValidateUpdate(cronjob %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -593,7 +581,7 @@ func TestFieldsAndStatus(t *testing.T) {
 	upd := old.DeepCopy()
 	upd.Status.Succeeded = -1
 	sv := rules.(apiserver.StatusValidator)
-	if got := errStrings(sv.ValidateStatusUpdate(upd, old)); !sameErrs(got, []string{"status.succeeded: Invalid value"}) {
+	if got := typedtest.ErrStrings(sv.ValidateStatusUpdate(upd, old)); !typedtest.SameErrs(got, []string{"status.succeeded: Invalid value"}) {
 		t.Errorf("ValidateStatusUpdate(succeeded -1) = %q", got)
 	}
 }

@@ -1,14 +1,12 @@
 package coordination
 
 import (
-	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/registry/typed"
 	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
@@ -29,14 +27,6 @@ func lease() *coordinationv1.Lease {
 			RenewTime:            new(metav1.NewMicroTime(now)),
 		},
 	}
-}
-
-func errStrings(errs field.ErrorList) []string {
-	out := make([]string, len(errs))
-	for i, e := range errs {
-		out[i] = fmt.Sprintf("%s: %s", e.Field, e.Type)
-	}
-	return out
 }
 
 func TestValidate(t *testing.T) {
@@ -72,7 +62,7 @@ func TestValidate(t *testing.T) {
 		tt.edit(l)
 		rules.Default(l)
 		rules.PrepareForCreate(l)
-		if got := errStrings(rules.Validate(l)); !reflect.DeepEqual(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
+		if got := typedtest.ErrStrings(rules.Validate(l)); !reflect.DeepEqual(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
 			t.Errorf("Validate(lease with %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -98,7 +88,7 @@ func TestValidateUpdate(t *testing.T) {
 		l := old.DeepCopy()
 		tt.edit(l)
 		rules.PrepareForUpdate(l, old)
-		if got := errStrings(rules.ValidateUpdate(l, old)); !reflect.DeepEqual(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
+		if got := typedtest.ErrStrings(rules.ValidateUpdate(l, old)); !reflect.DeepEqual(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
 			t.Errorf("ValidateUpdate(lease %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/registry/typed"
 	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
@@ -35,18 +34,6 @@ func slice() *discoveryv1.EndpointSlice {
 		},
 		Ports: []discoveryv1.EndpointPort{{Name: new("http"), Port: new(int32(8080))}},
 	}
-}
-
-func errStrings(errs field.ErrorList) []string {
-	out := make([]string, len(errs))
-	for i, e := range errs {
-		out[i] = fmt.Sprintf("%s: %s", e.Field, e.Type)
-	}
-	return out
-}
-
-func sameErrs(got, want []string) bool {
-	return reflect.DeepEqual(got, want) || len(got) == 0 && len(want) == 0
 }
 
 func TestDefault(t *testing.T) {
@@ -126,7 +113,7 @@ func TestValidate(t *testing.T) {
 			tt.edit(s)
 			rules.Default(s)
 			rules.PrepareForCreate(s)
-			if got := errStrings(rules.Validate(s)); !sameErrs(got, tt.want) {
+			if got := typedtest.ErrStrings(rules.Validate(s)); !typedtest.SameErrs(got, tt.want) {
 				t.Errorf("Validate(slice with %s) = %q, want %q", tt.name, got, tt.want)
 			}
 		})
@@ -152,7 +139,7 @@ func TestValidateUpdate(t *testing.T) {
 		tt.edit(s)
 		rules.Default(s)
 		rules.PrepareForUpdate(s, old)
-		if got := errStrings(rules.ValidateUpdate(s, old)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(rules.ValidateUpdate(s, old)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("ValidateUpdate(slice %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}

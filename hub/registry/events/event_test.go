@@ -1,7 +1,6 @@
 package events
 
 import (
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/registry/typed"
 	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
@@ -36,18 +34,6 @@ func event() *eventsv1.Event {
 		Note:                "Successfully assigned default/web-0 to gateway-1 ",
 		Type:                corev1.EventTypeNormal,
 	}
-}
-
-func errStrings(errs field.ErrorList) []string {
-	out := make([]string, len(errs))
-	for i, e := range errs {
-		out[i] = fmt.Sprintf("%s: %s", e.Field, e.Type)
-	}
-	return out
-}
-
-func sameErrs(got, want []string) bool {
-	return reflect.DeepEqual(got, want) || len(got) == 0 && len(want) == 0
 }
 
 func TestValidate(t *testing.T) {
@@ -84,7 +70,7 @@ func TestValidate(t *testing.T) {
 		tt.edit(e)
 		rules.Default(e)
 		rules.PrepareForCreate(e)
-		if got := errStrings(rules.Validate(e)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(rules.Validate(e)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("Validate(event with %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -117,7 +103,7 @@ func TestValidateUpdate(t *testing.T) {
 		e := old.DeepCopy()
 		tt.edit(e)
 		rules.PrepareForUpdate(e, old)
-		if got := errStrings(rules.ValidateUpdate(e, old)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(rules.ValidateUpdate(e, old)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("ValidateUpdate(event %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}

@@ -1,7 +1,6 @@
 package networking
 
 import (
-	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/registry/typed"
@@ -32,18 +30,6 @@ func rules(t *testing.T, kind string) typed.All {
 	}
 	t.Fatalf("no resource of kind %s", kind)
 	return nil
-}
-
-func errStrings(errs field.ErrorList) []string {
-	out := make([]string, len(errs))
-	for i, e := range errs {
-		out[i] = fmt.Sprintf("%s: %s", e.Field, e.Type)
-	}
-	return out
-}
-
-func sameErrs(got, want []string) bool {
-	return reflect.DeepEqual(got, want) || len(got) == 0 && len(want) == 0
 }
 
 func meta(name string) metav1.ObjectMeta {
@@ -167,7 +153,7 @@ func TestValidateNetworkPolicy(t *testing.T) {
 		np := policy()
 		tt.edit(&np.Spec)
 		r.Default(np)
-		if got := errStrings(r.Validate(np)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(r.Validate(np)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("Validate(policy with %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -199,11 +185,11 @@ func TestValidateNetworkPolicyUpdate(t *testing.T) {
 	for _, tt := range tests {
 		np := old.DeepCopy()
 		tt.edit(np)
-		if got := errStrings(r.ValidateUpdate(np, old)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(r.ValidateUpdate(np, old)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("ValidateUpdate(policy %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
-	if got := errStrings(r.Validate(old)); len(got) != 2 {
+	if got := typedtest.ErrStrings(r.Validate(old)); len(got) != 2 {
 		t.Errorf("Validate(old policy) = %q, want the cidr and the label value refused on create", got)
 	}
 }
@@ -310,7 +296,7 @@ func TestValidateIngress(t *testing.T) {
 		tt.edit(ing)
 		r.Default(ing)
 		r.PrepareForCreate(ing)
-		if got := errStrings(r.Validate(ing)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(r.Validate(ing)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("Validate(ingress with %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -346,7 +332,7 @@ func TestValidateIngressUpdate(t *testing.T) {
 		ing := old.DeepCopy()
 		tt.edit(ing)
 		r.PrepareForUpdate(ing, old)
-		if got := errStrings(r.ValidateUpdate(ing, old)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(r.ValidateUpdate(ing, old)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("ValidateUpdate(ingress %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -374,7 +360,7 @@ func TestValidateIngressStatus(t *testing.T) {
 		old.Status = tt.old
 		ing := old.DeepCopy()
 		ing.Status = tt.new
-		if got := errStrings(r.ValidateStatusUpdate(ing, old)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(r.ValidateStatusUpdate(ing, old)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("ValidateStatusUpdate(ingress %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -438,7 +424,7 @@ func TestValidateIngressClass(t *testing.T) {
 		ic := ingressClass()
 		tt.edit(ic)
 		r.Default(ic)
-		if got := errStrings(r.Validate(ic)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(r.Validate(ic)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("Validate(class with %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -455,7 +441,7 @@ func TestValidateIngressClass(t *testing.T) {
 	} {
 		ic := old.DeepCopy()
 		tt.edit(ic)
-		if got := errStrings(r.ValidateUpdate(ic, old)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(r.ValidateUpdate(ic, old)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("ValidateUpdate(class with %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/registry/typed"
 	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
@@ -21,18 +19,6 @@ var (
 	now     = created.Add(26 * time.Hour)
 	rules   = ResourcesWithClock(func() time.Time { return now })[0].Rules.(typed.All)
 )
-
-func errStrings(errs field.ErrorList) []string {
-	out := make([]string, len(errs))
-	for i, e := range errs {
-		out[i] = fmt.Sprintf("%s: %s", e.Field, e.Type)
-	}
-	return out
-}
-
-func sameErrs(got, want []string) bool {
-	return reflect.DeepEqual(got, want) || len(got) == 0 && len(want) == 0
-}
 
 func runtimeClass() *nodev1.RuntimeClass {
 	return &nodev1.RuntimeClass{
@@ -78,7 +64,7 @@ func TestValidate(t *testing.T) {
 		tt.edit(rc)
 		rules.Default(rc)
 		rules.PrepareForCreate(rc)
-		if got := errStrings(rules.Validate(rc)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(rules.Validate(rc)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("Validate(runtimeclass with %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -103,7 +89,7 @@ func TestValidateUpdate(t *testing.T) {
 		rc := old.DeepCopy()
 		tt.edit(rc)
 		rules.PrepareForUpdate(rc, old)
-		if got := errStrings(rules.ValidateUpdate(rc, old)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(rules.ValidateUpdate(rc, old)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("ValidateUpdate(runtimeclass %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}

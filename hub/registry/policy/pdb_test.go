@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/registry/typed"
@@ -32,14 +30,6 @@ func pdb() *policyv1.PodDisruptionBudget {
 			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 		},
 	}
-}
-
-func errStrings(errs field.ErrorList) []string {
-	var out []string
-	for _, e := range errs {
-		out = append(out, fmt.Sprintf("%s: %s", e.Field, e.Type))
-	}
-	return out
 }
 
 func TestValidate(t *testing.T) {
@@ -83,7 +73,7 @@ func TestValidate(t *testing.T) {
 		tt.edit(p)
 		rules.Default(p)
 		rules.PrepareForCreate(p)
-		if got := errStrings(rules.Validate(p)); !reflect.DeepEqual(got, tt.want) {
+		if got := typedtest.ErrStrings(rules.Validate(p)); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("Validate(pdb with %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -112,7 +102,7 @@ func TestValidateUpdate(t *testing.T) {
 		p := tt.old.DeepCopy()
 		tt.edit(p)
 		rules.PrepareForUpdate(p, tt.old)
-		if got := errStrings(rules.ValidateUpdate(p, tt.old)); !reflect.DeepEqual(got, tt.want) {
+		if got := typedtest.ErrStrings(rules.ValidateUpdate(p, tt.old)); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("ValidateUpdate(pdb %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -163,7 +153,7 @@ func TestValidateStatusUpdate(t *testing.T) {
 	for _, tt := range tests {
 		p := old.DeepCopy()
 		tt.edit(&p.Status)
-		if got := errStrings(status.ValidateStatusUpdate(p, old)); !reflect.DeepEqual(got, tt.want) {
+		if got := typedtest.ErrStrings(status.ValidateStatusUpdate(p, old)); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("ValidateStatusUpdate(pdb %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/registry/typed"
 	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
@@ -33,14 +32,6 @@ func rulesFor(t *testing.T, plural string) typed.All {
 	return nil
 }
 
-func errStrings(errs field.ErrorList) []string {
-	var out []string
-	for _, e := range errs {
-		out = append(out, fmt.Sprintf("%s: %s", e.Field, e.Type))
-	}
-	return out
-}
-
 var (
 	readPods = rbacv1.PolicyRule{Verbs: []string{"get", "list"}, APIGroups: []string{""}, Resources: []string{"pods"}}
 	healthz  = rbacv1.PolicyRule{Verbs: []string{"get"}, NonResourceURLs: []string{"/healthz"}}
@@ -50,7 +41,7 @@ var (
 func create(rules typed.All, obj runtime.Object) []string {
 	rules.Default(obj)
 	rules.PrepareForCreate(obj)
-	return errStrings(rules.Validate(obj))
+	return typedtest.ErrStrings(rules.Validate(obj))
 }
 
 func TestValidateRole(t *testing.T) {
@@ -162,7 +153,7 @@ func TestValidateClusterRoleUpdate(t *testing.T) {
 		r := tt.old.DeepCopy()
 		tt.edit(r)
 		rules.PrepareForUpdate(r, tt.old)
-		if got := errStrings(rules.ValidateUpdate(r, tt.old)); !reflect.DeepEqual(got, tt.want) {
+		if got := typedtest.ErrStrings(rules.ValidateUpdate(r, tt.old)); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("ValidateUpdate(clusterrole %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -294,7 +285,7 @@ func TestValidateBindingUpdate(t *testing.T) {
 		rb.Default(b)
 		rb.PrepareForUpdate(b, old)
 		errs := rb.ValidateUpdate(b, old)
-		if got := errStrings(errs); !reflect.DeepEqual(got, tt.want) {
+		if got := typedtest.ErrStrings(errs); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("ValidateUpdate(rolebinding %s) = %q, want %q", tt.name, got, tt.want)
 		}
 		for _, e := range errs {
@@ -311,7 +302,7 @@ func TestValidateBindingUpdate(t *testing.T) {
 	}
 	c := cold.DeepCopy()
 	c.RoleRef.Name = "edit"
-	if got, want := errStrings(crb.ValidateUpdate(c, cold)), []string{"roleRef: Invalid value"}; !reflect.DeepEqual(got, want) {
+	if got, want := typedtest.ErrStrings(crb.ValidateUpdate(c, cold)), []string{"roleRef: Invalid value"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("ValidateUpdate(clusterrolebinding to edit) = %q, want %q", got, want)
 	}
 }

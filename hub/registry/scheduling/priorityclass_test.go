@@ -1,7 +1,6 @@
 package scheduling
 
 import (
-	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/outpost-mesh/outpost/hub/registry/typed"
 	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
@@ -20,18 +18,6 @@ var (
 	now     = created.Add(26 * time.Hour)
 	rules   = ResourcesWithClock(func() time.Time { return now })[0].Rules.(typed.All)
 )
-
-func errStrings(errs field.ErrorList) []string {
-	out := make([]string, len(errs))
-	for i, e := range errs {
-		out[i] = fmt.Sprintf("%s: %s", e.Field, e.Type)
-	}
-	return out
-}
-
-func sameErrs(got, want []string) bool {
-	return reflect.DeepEqual(got, want) || len(got) == 0 && len(want) == 0
-}
 
 func class() *schedulingv1.PriorityClass {
 	return &schedulingv1.PriorityClass{
@@ -93,7 +79,7 @@ func TestValidate(t *testing.T) {
 		pc := class()
 		tt.edit(pc)
 		rules.Default(pc)
-		if got := errStrings(rules.Validate(pc)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(rules.Validate(pc)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("Validate(class with %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -116,7 +102,7 @@ func TestValidateUpdate(t *testing.T) {
 		pc := old.DeepCopy()
 		tt.edit(pc)
 		rules.PrepareForUpdate(pc, old)
-		if got := errStrings(rules.ValidateUpdate(pc, old)); !sameErrs(got, tt.want) {
+		if got := typedtest.ErrStrings(rules.ValidateUpdate(pc, old)); !typedtest.SameErrs(got, tt.want) {
 			t.Errorf("ValidateUpdate(class %s) = %q, want %q", tt.name, got, tt.want)
 		}
 	}

@@ -6,6 +6,7 @@ package typedtest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -106,4 +107,20 @@ func ColumnNames(tbl *metav1.Table) []string {
 		names = append(names, c.Name)
 	}
 	return names
+}
+
+// ErrStrings returns errs as "field: type" strings, in order, or nil for
+// none: what the groups' validation tables compare.
+func ErrStrings(errs field.ErrorList) []string {
+	var out []string
+	for _, e := range errs {
+		out = append(out, fmt.Sprintf("%s: %s", e.Field, e.Type))
+	}
+	return out
+}
+
+// SameErrs reports whether got and want, from ErrStrings, are the same
+// errors in the same order; nil and empty are the same.
+func SameErrs(got, want []string) bool {
+	return reflect.DeepEqual(got, want) || len(got) == 0 && len(want) == 0
 }
