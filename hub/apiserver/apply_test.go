@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -49,20 +48,7 @@ func clientAs(t *testing.T, h *testHub, userAgent string) *kubernetes.Clientset 
 // do sends a request to h and returns the status code and body.
 func (h *testHub) do(t *testing.T, method, path, contentType, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return doRequest(t, h.url, method, path, contentType, body)
 }
 
 const applyType = "application/apply-patch+yaml"

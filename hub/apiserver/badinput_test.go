@@ -51,7 +51,14 @@ func startRaw(t *testing.T, maxInFlight int) *rawServer {
 
 func (rs *rawServer) do(t *testing.T, method, path, contentType, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, rs.url+path, strings.NewReader(body))
+	return doRequest(t, rs.url, method, path, contentType, body)
+}
+
+// doRequest sends a request to the server at url and returns the status
+// code and body.
+func doRequest(t *testing.T, url, method, path, contentType, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
