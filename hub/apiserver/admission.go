@@ -2,6 +2,10 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
+	"reflect"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -73,4 +77,56 @@ func (s *Server) admit(ctx context.Context, res *resourceInfo, op Operation, sub
 		Object:      obj,
 		OldObject:   old,
 	})
+}
+
+// MutatingAdmission is what the server asks, before it prepares and
+// validates a write, to change the object: defaults that are policy
+// rather than schema (a pod's priority from its class) and mutating
+// webhooks, as upstream's mutating admission runs before the
+// strategy's PrepareForCreate or PrepareForUpdate and validation. Its
+// methods must be safe for concurrent use.
+type MutatingAdmission interface {
+	// Handles reports whether Mutate is to be asked about writes of
+	// resource; asked once per resource, when it is added.
+	Handles(resource schema.GroupResource) bool
+	// Mutate may change a.Object in place or replace it with another
+	// object of the same Go type; a.OldObject it must not modify. It
+	// returns nil to let the write go on, or the error the client gets
+	// instead (see Admission.Admit). On a create the object has been
+	// defaulted but has no uid yet, and its name may still be to be
+	// generated (upstream's webhooks see the same).
+	Mutate(ctx context.Context, a *AdmissionAttributes) error
+}
+
+// mutate asks the server's MutatingAdmission about a write of res, when
+// it handles res, and returns the object to write: obj, or the
+// replacement Mutate made, defaulted again as upstream decodes a
+// webhook's patched object with defaults.
+func (s *Server) mutate(ctx context.Context, res *resourceInfo, op Operation, subresource string, obj, old runtime.Object) (runtime.Object, error) {
+	if !res.mutate {
+		return obj, nil
+	}
+	m := om(obj)
+	a := AdmissionAttributes{
+		Operation:   op,
+		Resource:    res.gr,
+		Subresource: subresource,
+		Namespace:   m.GetNamespace(),
+		Name:        m.GetName(),
+		Object:      obj,
+		OldObject:   old,
+	}
+	if err := s.cfg.Mutation.Mutate(ctx, &a); err != nil {
+		return nil, err
+	}
+	if a.Object == nil || reflect.TypeOf(a.Object) != reflect.TypeOf(obj) {
+		return nil, apierrors.NewInternalError(fmt.Errorf("mutating admission returned a %T for a %T", a.Object, obj))
+	}
+	if a.Object != obj {
+		a.Object.GetObjectKind().SetGroupVersionKind(res.gvk)
+		if subresource == "" {
+			res.setDefaults(a.Object)
+		}
+	}
+	return a.Object, nil
 }

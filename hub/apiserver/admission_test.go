@@ -197,3 +197,88 @@ func TestAdmission(t *testing.T) {
 		t.Errorf("Admit's context value = %v, want the request's", got)
 	}
 }
+
+// labelMutation adds a label to configmaps, replacing the object when
+// the configmap asks for it, and refuses those labelled mutate=deny.
+type labelMutation struct {
+	mu    sync.Mutex
+	calls []AdmissionAttributes
+}
+
+func (*labelMutation) Handles(gr schema.GroupResource) bool { return gr == grConfigMaps }
+
+func (l *labelMutation) Mutate(_ context.Context, a *AdmissionAttributes) error {
+	l.mu.Lock()
+	l.calls = append(l.calls, AdmissionAttributes{Operation: a.Operation, Name: a.Name, Subresource: a.Subresource, OldObject: a.OldObject})
+	l.mu.Unlock()
+	cm := a.Object.(*corev1.ConfigMap)
+	switch cm.Labels["mutate"] {
+	case "deny":
+		return apierrors.NewForbidden(a.Resource, a.Name, errors.New("mutation refused"))
+	case "replace":
+		cm = cm.DeepCopy()
+		a.Object = cm
+	case "wrong-type":
+		a.Object = &corev1.Secret{}
+		return nil
+	}
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	cm.Labels["mutated"] = string(a.Operation)
+	return nil
+}
+
+// TestMutatingAdmission: the server asks its MutatingAdmission before it
+// prepares and validates a create or update, writes what it returns, and
+// answers its refusal as is, writing nothing.
+func TestMutatingAdmission(t *testing.T) {
+	mut := &labelMutation{}
+	adm := &recordingAdmission{handles: map[schema.GroupResource]bool{grConfigMaps: true}}
+	h := startTestServer(t, func(c *Config) { c.Mutation, c.Admission = mut, adm })
+	ctx := context.Background()
+	cms := h.client.CoreV1().ConfigMaps("default")
+	if _, err := h.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, how := range []string{"in-place", "replace"} {
+		cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: how + "-", Labels: map[string]string{"mutate": how}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("%s: create: %v", how, err)
+		}
+		if cm.Labels["mutated"] != "CREATE" {
+			t.Errorf("%s: created labels %v, want mutated=CREATE", how, cm.Labels)
+		}
+		got, err := cms.Get(ctx, cm.Name, metav1.GetOptions{})
+		if err != nil || got.Labels["mutated"] != "CREATE" {
+			t.Errorf("%s: stored %v, %v, want mutated=CREATE", how, got.Labels, err)
+		}
+		cm.Data = map[string]string{"k": "v"}
+		if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil || cm.Labels["mutated"] != "UPDATE" {
+			t.Errorf("%s: updated %v, %v, want mutated=UPDATE", how, cm.Labels, err)
+		}
+	}
+	mut.mu.Lock()
+	first := mut.calls[0]
+	mut.mu.Unlock()
+	if first.Name != "" || first.OldObject != nil {
+		t.Errorf("first Mutate of a generateName create: name %q old %v, want no name yet and no old object", first.Name, first.OldObject)
+	}
+	// Validating admission sees the mutated object.
+	if calls := adm.take(); len(calls) == 0 || om(calls[len(calls)-1].Object).GetLabels()["mutated"] != "UPDATE" {
+		t.Errorf("validating admission did not see the mutation: %+v", calls)
+	}
+
+	_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "denied", Labels: map[string]string{"mutate": "deny"}}}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "mutation refused") {
+		t.Errorf("create refused by mutation: %v, want its Forbidden", err)
+	}
+	if _, err := cms.Get(ctx, "denied", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("get after the refused create: %v, want NotFound", err)
+	}
+	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "wrong", Labels: map[string]string{"mutate": "wrong-type"}}}, metav1.CreateOptions{})
+	if !apierrors.IsInternalError(err) {
+		t.Errorf("create mutated into another type: %v, want 500", err)
+	}
+}

@@ -231,8 +231,12 @@ func (q *request) create() error {
 // validation, the namespace check, admission and the store write. obj's
 // managedFields are written as they are: the caller's (trackCreate).
 func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtime.Object, dry bool) (runtime.Object, error) {
-	m, _ := meta.Accessor(obj)
 	res.setDefaults(obj)
+	obj, err := s.mutate(ctx, res, Create, "", obj, nil)
+	if err != nil {
+		return nil, err
+	}
+	m, _ := meta.Accessor(obj)
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		m.SetName(m.GetGenerateName() + randomSuffix(5))
 	}
@@ -398,6 +402,9 @@ func (q *request) updateObject(mutate func(old runtime.Object) (runtime.Object, 
 		// for that object, not a newer one of the same name.
 		if uid, oldUID := om(obj).GetUID(), om(old).GetUID(); uid != "" && uid != oldUID {
 			return nil, 0, apierrors.NewConflict(res.gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, oldUID))
+		}
+		if obj, err = s.mutate(ctx, res, Update, q.ri.subresource, obj, old); err != nil {
+			return nil, 0, err
 		}
 		sent := om(obj).GetManagedFields()
 		if err := s.prepareUpdate(res, obj, old, kind); err != nil {

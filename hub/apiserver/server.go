@@ -54,6 +54,10 @@ type Config struct {
 	// Admission is asked about every create and update before it is
 	// written; nil admits them all.
 	Admission Admission
+	// Mutation is asked about every create and update before it is
+	// prepared and validated, and may change the object; nil changes
+	// nothing.
+	Mutation MutatingAdmission
 	// Tokens signs the tokens of the serviceaccounts/token subresource;
 	// nil serves no such subresource (404), as without a signing key.
 	Tokens TokenIssuer
@@ -110,6 +114,8 @@ type resourceInfo struct {
 	codec codec
 	// admit is set when Config.Admission handles the resource.
 	admit bool
+	// mutate is set when Config.Mutation handles the resource.
+	mutate bool
 	// fieldKeys are the field labels selectors may use.
 	fieldKeys map[string]bool
 	// fields keeps managedFields (managedfields.go).
@@ -191,6 +197,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("apiserver: resource %s: unknown encoding %d", ri.gvr, r.Encoding)
 		}
 		ri.admit = cfg.Admission != nil && cfg.Admission.Handles(ri.gr)
+		ri.mutate = cfg.Mutation != nil && cfg.Mutation.Handles(ri.gr)
 		ri.fields = newFieldTracker(ri, scheme, builtin)
 		for k := range ri.fieldSet(r.New()) {
 			ri.fieldKeys[k] = true
