@@ -62,6 +62,32 @@ type Resource struct {
 	// than the store (see Reader); Rules may then be nil, and Status,
 	// Scale and Token must be unset.
 	Reader Reader
+	// Conversion, when set, makes the resource a version served of
+	// objects stored at another version of its group and kind, as
+	// upstream serves autoscaling/v1 HorizontalPodAutoscalers stored as
+	// autoscaling/v2, and a custom resource's versions stored at its
+	// storage version.
+	Conversion *Conversion
+}
+
+// Conversion converts a resource's objects to and from the version they
+// are stored at. The machinery converts every object it reads from the
+// store with FromStorage and every object it writes with ToStorage, so
+// that the rules, admission and clients see only the resource's own
+// version. The stored version is served by a Resource of its own, whose
+// objects share the resource's store keys (same group and plural).
+type Conversion struct {
+	// StorageVersion is the version objects are stored at.
+	StorageVersion string
+	// NewStorage returns an empty object of the stored version's Go type,
+	// registered with the server's scheme by some resource's AddToScheme;
+	// nil for EncodingJSON, whose objects are unstructured.
+	NewStorage func() runtime.Object
+	// ToStorage converts an object of the resource's version to one of
+	// StorageVersion, and FromStorage back; they must not keep or change
+	// their argument. Nil for an EncodingJSON resource converts
+	// apiVersion alone, as upstream's conversion strategy None.
+	ToStorage, FromStorage func(obj runtime.Object) (runtime.Object, error)
 }
 
 // Rules is what every resource with rules contributes to the generic
