@@ -42,6 +42,9 @@ type AdmissionAttributes struct {
 	Object runtime.Object
 	// OldObject is the stored object an update replaces; nil on create.
 	OldObject runtime.Object
+	// DryRun is set for a request with dryRun=All: nothing will be
+	// written, and admission with side effects must not act.
+	DryRun bool
 }
 
 // Admission is what the server asks before it writes an object, once the
@@ -63,7 +66,7 @@ type Admission interface {
 
 // admit asks the server's Admission about a write of res, when it handles
 // res.
-func (s *Server) admit(ctx context.Context, res *resourceInfo, op Operation, subresource string, obj, old runtime.Object) error {
+func (s *Server) admit(ctx context.Context, res *resourceInfo, op Operation, subresource string, obj, old runtime.Object, dry bool) error {
 	if !res.admit {
 		return nil
 	}
@@ -76,6 +79,7 @@ func (s *Server) admit(ctx context.Context, res *resourceInfo, op Operation, sub
 		Name:        m.GetName(),
 		Object:      obj,
 		OldObject:   old,
+		DryRun:      dry,
 	})
 }
 
@@ -102,7 +106,7 @@ type MutatingAdmission interface {
 // it handles res, and returns the object to write: obj, or the
 // replacement Mutate made, defaulted again as upstream decodes a
 // webhook's patched object with defaults.
-func (s *Server) mutate(ctx context.Context, res *resourceInfo, op Operation, subresource string, obj, old runtime.Object) (runtime.Object, error) {
+func (s *Server) mutate(ctx context.Context, res *resourceInfo, op Operation, subresource string, obj, old runtime.Object, dry bool) (runtime.Object, error) {
 	if !res.mutate {
 		return obj, nil
 	}
@@ -115,6 +119,7 @@ func (s *Server) mutate(ctx context.Context, res *resourceInfo, op Operation, su
 		Name:        m.GetName(),
 		Object:      obj,
 		OldObject:   old,
+		DryRun:      dry,
 	}
 	if err := s.cfg.Mutation.Mutate(ctx, &a); err != nil {
 		return nil, err

@@ -232,7 +232,7 @@ func (q *request) create() error {
 // managedFields are written as they are: the caller's (trackCreate).
 func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtime.Object, dry bool) (runtime.Object, error) {
 	res.setDefaults(obj)
-	obj, err := s.mutate(ctx, res, Create, "", obj, nil)
+	obj, err := s.mutate(ctx, res, Create, "", obj, nil, dry)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +260,7 @@ func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtim
 			return nil, err
 		}
 	}
-	if err := s.admit(ctx, res, Create, "", obj, nil); err != nil {
+	if err := s.admit(ctx, res, Create, "", obj, nil, dry); err != nil {
 		return nil, err
 	}
 	if dry {
@@ -403,7 +403,7 @@ func (q *request) updateObject(mutate func(old runtime.Object) (runtime.Object, 
 		if uid, oldUID := om(obj).GetUID(), om(old).GetUID(); uid != "" && uid != oldUID {
 			return nil, 0, apierrors.NewConflict(res.gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, oldUID))
 		}
-		if obj, err = s.mutate(ctx, res, Update, q.ri.subresource, obj, old); err != nil {
+		if obj, err = s.mutate(ctx, res, Update, q.ri.subresource, obj, old, dry); err != nil {
 			return nil, 0, err
 		}
 		sent := om(obj).GetManagedFields()
@@ -413,7 +413,7 @@ func (q *request) updateObject(mutate func(old runtime.Object) (runtime.Object, 
 		if obj, err = q.trackUpdate(obj, old, sent, kind); err != nil {
 			return nil, 0, err
 		}
-		if err := s.admit(ctx, res, Update, q.ri.subresource, obj, old); err != nil {
+		if err := s.admit(ctx, res, Update, q.ri.subresource, obj, old, dry); err != nil {
 			return nil, 0, err
 		}
 		m, _ := meta.Accessor(obj)

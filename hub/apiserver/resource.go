@@ -68,6 +68,23 @@ type Resource struct {
 	// autoscaling/v2, and a custom resource's versions stored at its
 	// storage version.
 	Conversion *Conversion
+	// Subresources are further subresources that, like status, update
+	// part of the stored object (certificatesigningrequests/approval).
+	Subresources []Subresource
+}
+
+// Subresource is an update-only subresource of part of an object: GET,
+// PUT and PATCH at its path read and write the whole object, of which
+// only what Update takes from the request is stored.
+type Subresource struct {
+	// Name is the subresource's path element, e.g. "approval".
+	Name string
+	// Update changes old, a copy of the stored object the machinery owns,
+	// with what the subresource may change taken from obj, the request's
+	// object; it must not keep either.
+	Update func(obj, old runtime.Object)
+	// Validate checks the object Update made against the stored one.
+	Validate func(obj, old runtime.Object) field.ErrorList
 }
 
 // Conversion converts a resource's objects to and from the version they
