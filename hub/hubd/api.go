@@ -14,7 +14,6 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/admission"
 	"github.com/outpost-mesh/outpost/hub/apiserver"
-	"github.com/outpost-mesh/outpost/hub/apiserver/openapi"
 	"github.com/outpost-mesh/outpost/hub/auth/review"
 	"github.com/outpost-mesh/outpost/hub/registry/apps"
 	"github.com/outpost-mesh/outpost/hub/registry/batch"
@@ -60,7 +59,7 @@ func resources(svc core.ServiceConfig, st store.Reader, nodeUsage *usage.Store) 
 // st, with the admission chain (NodeRestriction, then escalation when not
 // nil) and the review resources when reviews is not nil; pods serves the
 // pods' streaming subresources, and nodeUsage, if not nil, metrics.k8s.io.
-func newAPI(st store.Store, svc core.ServiceConfig, tokens apiserver.TokenIssuer, pods apiserver.PodStreams, nodeUsage *usage.Store, escalation *admission.RBACEscalation, reviews *lateAuth, log *slog.Logger) (*apiserver.Server, *openapi.Spec, error) {
+func newAPI(st store.Store, svc core.ServiceConfig, tokens apiserver.TokenIssuer, pods apiserver.PodStreams, nodeUsage *usage.Store, escalation *admission.RBACEscalation, reviews *lateAuth, log *slog.Logger) (*apiserver.Server, *openapiDocs, error) {
 	chain := admission.Chain{admission.NodeRestriction{}}
 	if escalation != nil {
 		chain = append(chain, escalation)
@@ -73,7 +72,7 @@ func newAPI(st store.Store, svc core.ServiceConfig, tokens apiserver.TokenIssuer
 	if err != nil {
 		return nil, nil, err
 	}
-	spec, err := openapi.New(api.OpenAPIKinds())
+	spec, err := newOpenAPIDocs(api.OpenAPIKinds())
 	if err != nil {
 		return nil, nil, fmt.Errorf("build openapi: %w", err)
 	}

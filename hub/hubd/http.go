@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/outpost-mesh/outpost/hub/apiserver/openapi"
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/internal/version"
@@ -58,7 +57,7 @@ type tokenAuthenticator interface {
 	Authenticate(ctx context.Context, token string) (auth.User, error)
 }
 
-func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger, api http.Handler, spec *openapi.Spec, metrics http.Handler) *apiHandler {
+func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger, api http.Handler, spec *openapiDocs, metrics http.Handler) *apiHandler {
 	h := &apiHandler{
 		store: st,
 		authn: newCertAuthenticator(roots, time.Now),

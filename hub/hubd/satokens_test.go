@@ -28,7 +28,6 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/admission"
 	"github.com/outpost-mesh/outpost/hub/apiserver"
-	"github.com/outpost-mesh/outpost/hub/apiserver/openapi"
 	"github.com/outpost-mesh/outpost/hub/controllers"
 	"github.com/outpost-mesh/outpost/hub/controllers/serviceaccount"
 	"github.com/outpost-mesh/outpost/hub/pki"
@@ -74,7 +73,7 @@ func startSAHub(t *testing.T) *saHub {
 	if err := ensureNamespaces(context.Background(), api); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := openapi.New(api.OpenAPIKinds())
+	spec, err := newOpenAPIDocs(api.OpenAPIKinds())
 	if err != nil {
 		t.Fatal(err)
 	}
