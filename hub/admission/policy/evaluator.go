@@ -99,7 +99,9 @@ func (e *Evaluator) bound() []hook {
 	var out []hook
 	for _, p := range e.cfg.Policies() {
 		if bs := byPolicy[p.Name]; len(bs) > 0 {
-			slices.SortFunc(bs, func(a, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) int { return cmp.Compare(a.Name, b.Name) })
+			slices.SortFunc(bs, func(a, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) int {
+				return cmp.Compare(a.Name, b.Name)
+			})
 			out = append(out, hook{policy: p, bindings: bs})
 		}
 	}
