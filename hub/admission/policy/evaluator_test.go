@@ -437,3 +437,35 @@ func TestCostLimit(t *testing.T) {
 		t.Fatalf("Admit = %v, want a cost limit denial", err)
 	}
 }
+
+// authzFunc is an Authorizer of a function.
+type authzFunc func(u auth.User, a auth.Attributes) auth.Decision
+
+func (f authzFunc) Authorize(_ context.Context, u auth.User, a auth.Attributes) (auth.Decision, error) {
+	return f(u, a), nil
+}
+
+// TestAuthorizer: CEL's authorizer asks the hub's Authorizer about the
+// requesting user.
+func TestAuthorizer(t *testing.T) {
+	w := newWorld()
+	p := newPolicy("p", []admissionregistrationv1.NamedRuleWithOperations{deploymentsRule}, admissionregistrationv1.Validation{
+		Expression: `authorizer.group('apps').resource('deployments').namespace('default').check('scale').allowed()`,
+		Message:    "may not scale",
+	})
+	w.policies = []*admissionregistrationv1.ValidatingAdmissionPolicy{p}
+	w.bindings = []*admissionregistrationv1.ValidatingAdmissionPolicyBinding{newBinding("b", "p")}
+	e := w.evaluator()
+	e.cfg.Authorizer = authzFunc(func(u auth.User, a auth.Attributes) auth.Decision {
+		return auth.Decision{Allowed: u.Name == "alice" && a.Verb == "scale" && a.APIGroup == "apps" && a.Resource == "deployments" && a.Namespace == "default"}
+	})
+	as := func(name string) error {
+		return e.Admit(auth.WithUser(context.Background(), auth.User{Name: name}), createOf(deploymentsGR, deployment("default", 1)))
+	}
+	if err := as("alice"); err != nil {
+		t.Fatalf("alice: Admit = %v, want nil", err)
+	}
+	if err := as("bob"); !apierrors.IsInvalid(err) || !strings.HasSuffix(err.Error(), "may not scale") {
+		t.Fatalf("bob: Admit = %v, want Invalid: may not scale", err)
+	}
+}
