@@ -151,3 +151,70 @@ func TestCSRAPI(t *testing.T) {
 		t.Errorf("row %v", cells)
 	}
 }
+
+// TestApprovalAPI: PUT of certificatesigningrequests/approval, as kubectl
+// certificate approve and deny send it, changes the conditions alone,
+// stamps them, and cannot take an approval back or deny what is approved;
+// discovery lists the subresource.
+func TestApprovalAPI(t *testing.T) {
+	cs := startAPI(t)
+	ctx := context.Background()
+	csrs := cs.CertificatesV1().CertificateSigningRequests()
+	req, cert := pemOf(t)
+	c, err := csrs.Create(ctx, &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request: req, SignerName: certificatesv1.KubeAPIServerClientSignerName,
+			Usages: []certificatesv1.KeyUsage{certificatesv1.UsageClientAuth},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	before := time.Now().Add(-time.Second)
+	c.Spec.Usages = []certificatesv1.KeyUsage{certificatesv1.UsageServerAuth}
+	c.Status.Certificate = cert
+	c.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "KubectlApprove", Message: "This CSR was approved by kubectl certificate approve.",
+	}}
+	approved, err := csrs.UpdateApproval(ctx, "alice", c, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	if len(approved.Status.Conditions) != 1 || approved.Status.Conditions[0].Reason != "KubectlApprove" {
+		t.Fatalf("approved conditions %+v", approved.Status.Conditions)
+	}
+	if a := approved.Status.Conditions[0]; a.LastUpdateTime.Time.Before(before) || a.LastTransitionTime.Time.Before(before) {
+		t.Errorf("approval stamped %v, %v; want now", a.LastUpdateTime, a.LastTransitionTime)
+	}
+	if len(approved.Status.Certificate) != 0 || !reflect.DeepEqual(approved.Spec.Usages, []certificatesv1.KeyUsage{certificatesv1.UsageClientAuth}) {
+		t.Errorf("approval changed certificate %q or usages %v", approved.Status.Certificate, approved.Spec.Usages)
+	}
+
+	deny := approved.DeepCopy()
+	deny.Status.Conditions = append(deny.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue})
+	_, err = csrs.UpdateApproval(ctx, "alice", deny, metav1.UpdateOptions{})
+	if got := typedtest.Causes(t, "deny an approved CSR", err); !slices.Contains(got, "status.conditions[1].type") {
+		t.Errorf("deny an approved CSR: causes %v, want status.conditions[1].type", got)
+	}
+	undo := approved.DeepCopy()
+	undo.Status.Conditions = nil
+	_, err = csrs.UpdateApproval(ctx, "alice", undo, metav1.UpdateOptions{})
+	if got := typedtest.Causes(t, "take an approval back", err); !slices.Contains(got, "status.conditions") {
+		t.Errorf("take an approval back: causes %v, want status.conditions", got)
+	}
+
+	list, err := cs.Discovery().ServerResourcesForGroupVersion("certificates.k8s.io/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range list.APIResources {
+		names = append(names, r.Name)
+	}
+	for _, want := range []string{"certificatesigningrequests", "certificatesigningrequests/status", "certificatesigningrequests/approval"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("discovery lists %q, want %s among them", names, want)
+		}
+	}
+}
