@@ -100,7 +100,7 @@ func parseClusterCIDR(cfg *hubd.Config, cidr string) error {
 }
 
 // controllersUsage documents --controllers of the commands that run a hub.
-const controllersUsage = "run the controllers (Deployments, ReplicaSets, ...) and the scheduler in the hub, while it holds the leader Lease kube-system/outpost-controllers"
+const controllersUsage = "run the controllers (Deployments, ReplicaSets, ...) and the scheduler in the hub, while it holds the leader Lease kube-system/kube-controller-manager"
 
 // memoryLimitUsage documents --memory-limit of the commands that run a hub.
 const memoryLimitUsage = "soft limit of the Go heap, such as 1GiB or 800MB: garbage is collected harder near it; auto is GOMEMLIMIT if set, else 3/4 of the cgroup's memory limit, else of the machine's memory; none for no limit"

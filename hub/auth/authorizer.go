@@ -60,14 +60,9 @@ type Pods interface {
 //     system:public-info-viewer, system:discovery and system:basic-user
 //     roles, whose bindings the hub reconciles at every start), so that
 //     probes and discovery never wait on RBAC;
-//   - the hub's controllers and scheduler (users
-//     system:kube-controller-manager and system:kube-scheduler) may do
-//     anything, for now: they all act as the controller manager, while
-//     upstream's bootstrap roles expect each controller to act as its own
-//     service account, and some of the hub's controllers write more
-//     than upstream's (node presence leases, the API's endpoints).
 //
-// Everything else, service accounts' requests included, Next decides.
+// Everything else, service accounts' requests and the hub's controllers'
+// and scheduler's included, Next decides.
 //
 // Its methods are safe for concurrent use.
 type Authorizer struct {
@@ -159,8 +154,7 @@ func (z *Authorizer) chained(ctx context.Context, u User, a Attributes) (Decisio
 //   - create, patch and update events (core and events.k8s.io);
 //   - read discovery, health, version and OpenAPI, as any user may.
 //
-// The controller manager and the scheduler may do anything (see
-// Authorizer). A node's request on those resources that these rules do
+// system:masters may do anything (see Authorizer). A node's request on those resources that these rules do
 // not allow is denied; on others, and for other users, Decide has no
 // opinion (Decision.NoOpinion) beyond health, version, discovery and
 // OpenAPI: RBAC decides.
@@ -197,7 +191,7 @@ func decide(u User, a Attributes) (Decision, check) {
 		// Whatever its groups say: only RBAC may grant it more.
 		return noOpinion, checkNone
 	}
-	if u.InGroup(MastersGroup) || u.Name == ControllerManagerUser || u.Name == SchedulerUser {
+	if u.InGroup(MastersGroup) {
 		return allow, checkNone
 	}
 	if !a.ResourceRequest {

@@ -28,8 +28,8 @@ func bound(a Attributes, kind, name, uid string) Attributes {
 const rbacDecides = "(rbac)"
 
 // TestDecideLeftToRBAC covers what the built-in rules leave to RBAC
-// (service accounts) and what they decide themselves: the controller
-// manager's and scheduler's requests, and nodes' token requests.
+// (service accounts, the controller manager and the scheduler) and what
+// they decide themselves: nodes' token requests.
 func TestDecideLeftToRBAC(t *testing.T) {
 	// Each pod's UID is uid-<name>.
 	runsAs := func(sa string) func(*corev1.Pod) {
@@ -49,11 +49,12 @@ func TestDecideLeftToRBAC(t *testing.T) {
 		allowed bool
 		reason  string
 	}{
-		// The controller manager and the scheduler may do anything.
-		{user: controllerManager, req: req("POST /apis/apps/v1/namespaces/default/replicasets"), allowed: true},
-		{user: controllerManager, req: req("DELETE /api/v1/namespaces/default/secrets/x"), allowed: true},
-		{user: scheduler, req: req("POST /api/v1/namespaces/default/pods/web/binding"), allowed: true},
-		{user: scheduler, req: req("GET /api/v1/nodes?watch=true"), allowed: true},
+		// The controller manager and the scheduler get what RBAC grants
+		// them, as everyone else.
+		{user: controllerManager, req: req("POST /apis/apps/v1/namespaces/default/replicasets"), reason: rbacDecides},
+		{user: controllerManager, req: req("DELETE /api/v1/namespaces/default/secrets/x"), reason: rbacDecides},
+		{user: scheduler, req: req("POST /api/v1/namespaces/default/pods/web/binding"), reason: rbacDecides},
+		{user: scheduler, req: req("GET /api/v1/nodes?watch=true"), reason: rbacDecides},
 		{user: User{Name: "system:kube-proxy"}, req: req("GET /api/v1/nodes"), reason: rbacDecides},
 
 		// Service accounts read their own namespace, but not its secrets.
@@ -200,7 +201,7 @@ func TestAuthorizeChain(t *testing.T) {
 	}{
 		{saWeb, "GET /api/v1/namespaces/default/configmaps", true, true},
 		{saWeb, "GET /api/v1/namespaces/default/secrets", false, true},
-		{controllerManager, "POST /apis/apps/v1/namespaces/default/replicasets", true, false},
+		{controllerManager, "POST /apis/apps/v1/namespaces/default/replicasets", false, true},
 		{Anonymous, "GET /api/v1/namespaces/default/configmaps", true, true},
 		{Anonymous, "GET /healthz", true, false},
 		{saWeb, "GET /apis", true, false},

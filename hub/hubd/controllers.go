@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/controllers"
@@ -29,17 +32,18 @@ import (
 )
 
 // newControllerManager returns the manager of the hub's controllers and
-// scheduler, each acting through the in-process API as its own identity.
+// scheduler, each acting through the in-process API as its own identity,
+// authorized by RBAC like any other client: the manager as
+// system:kube-controller-manager, the scheduler as system:kube-scheduler,
+// and each controller as its service account in kube-system, bound to its
+// system:controller: role, as upstream's kube-controller-manager runs
+// them with --use-service-account-credentials.
 func newControllerManager(handler *apiHandler, hc Config, caPEM []byte, log *slog.Logger) (*manager.Manager, error) {
-	users := map[string]auth.User{
-		auth.ControllerManagerUser: controllerManagerUser,
-		auth.SchedulerUser:         schedulerUser,
-	}
 	cfg := manager.DefaultConfig()
 	cfg.LeaseIdentity = auth.ControllerManagerUser
 	cfg.Controllers = controllerList(hc, caPEM)
 	cfg.Clients = func(identity string) (manager.Clients, error) {
-		u, ok := users[identity]
+		u, ok := controllerUser(identity)
 		if !ok {
 			return manager.Clients{}, fmt.Errorf("no in-process identity %q", identity)
 		}
@@ -57,35 +61,60 @@ func newControllerManager(handler *apiHandler, hc Config, caPEM []byte, log *slo
 	return m, nil
 }
 
+// controllerUser returns the in-process user of identity: the controller
+// manager, the scheduler, or a service account of kube-system.
+func controllerUser(identity string) (auth.User, bool) {
+	switch identity {
+	case auth.ControllerManagerUser:
+		return controllerManagerUser, true
+	case auth.SchedulerUser:
+		return schedulerUser, true
+	}
+	name, ok := strings.CutPrefix(identity, auth.ServiceAccountUserPrefix+metav1.NamespaceSystem+":")
+	if !ok || name == "" || strings.Contains(name, ":") {
+		return auth.User{}, false
+	}
+	return auth.ServiceAccountUser(metav1.NamespaceSystem, name), true
+}
+
+// sa is the identity of a controller's service account in kube-system,
+// named as upstream names it (deployment-controller, ...), which its
+// bootstrap system:controller: role is bound to.
+func sa(name string) string {
+	return auth.ServiceAccountUserPrefix + metav1.NamespaceSystem + ":" + name
+}
+
 // controllerList returns the controllers the hub runs, in the order they
-// are built, as hc configures them; caPEM is the hub CA that pods are told
-// to trust.
+// are built, as hc configures them, each with the identity upstream runs
+// it as; caPEM is the hub CA that pods are told to trust.
 func controllerList(hc Config, caPEM []byte) []manager.Controller {
-	cm := auth.ControllerManagerUser
 	lifecycle := nodelifecycle.DefaultConfig()
 	lifecycle.GracePeriod = hc.NodeMonitorGracePeriod
 	list := []manager.Controller{
-		{Name: "nodelifecycle", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return nodelifecycle.New(c, lifecycle) }},
-		{Name: "serviceaccount", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return serviceaccount.New(c, caPEM) }},
-		{Name: "garbagecollector", Identity: cm, New: runner(garbagecollector.New)},
-		{Name: "namespace", Identity: cm, New: runner(namespace.New)},
-		{Name: "podgc", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return podgc.New(c, podgc.DefaultConfig()) }},
-		{Name: "replicaset", Identity: cm, New: runner(replicaset.New)},
-		{Name: "deployment", Identity: cm, New: runner(deployment.New)},
-		{Name: "daemonset", Identity: cm, New: runner(daemonset.New)},
-		{Name: "statefulset", Identity: cm, New: runner(statefulset.New)},
-		{Name: "job", Identity: cm, New: runner(job.New)},
-		{Name: "cronjob", Identity: cm, New: runner(cronjob.New)},
-		{Name: "ttl-after-finished", Identity: cm, New: runner(ttlafterfinished.New)},
-		{Name: "endpointslice", Identity: cm, New: runner(endpointslice.New)},
-		{Name: "endpoints", Identity: cm, New: runner(endpoints.New)},
-		{Name: "clusterrole-aggregation", Identity: cm, New: runner(clusterroleaggregation.New)},
-		{Name: "disruption", Identity: cm, New: runner(disruption.New)},
+		{Name: "nodelifecycle", Identity: sa("node-controller"), New: func(c controllers.Context) (manager.Runner, error) { return nodelifecycle.New(c, lifecycle) }},
+		// Service accounts, and the kube-root-ca.crt ConfigMaps that
+		// upstream's root-ca-cert-publisher writes.
+		{Name: "serviceaccount", Identity: sa("service-account-controller"), New: func(c controllers.Context) (manager.Runner, error) { return serviceaccount.New(c, caPEM) }},
+		{Name: "garbagecollector", Identity: sa("generic-garbage-collector"), New: runner(garbagecollector.New)},
+		{Name: "namespace", Identity: sa("namespace-controller"), New: runner(namespace.New)},
+		{Name: "podgc", Identity: sa("pod-garbage-collector"), New: func(c controllers.Context) (manager.Runner, error) { return podgc.New(c, podgc.DefaultConfig()) }},
+		{Name: "replicaset", Identity: sa("replicaset-controller"), New: runner(replicaset.New)},
+		{Name: "deployment", Identity: sa("deployment-controller"), New: runner(deployment.New)},
+		{Name: "daemonset", Identity: sa("daemon-set-controller"), New: runner(daemonset.New)},
+		{Name: "statefulset", Identity: sa("statefulset-controller"), New: runner(statefulset.New)},
+		{Name: "job", Identity: sa("job-controller"), New: runner(job.New)},
+		{Name: "cronjob", Identity: sa("cronjob-controller"), New: runner(cronjob.New)},
+		{Name: "ttl-after-finished", Identity: sa("ttl-after-finished-controller"), New: runner(ttlafterfinished.New)},
+		{Name: "endpointslice", Identity: sa("endpointslice-controller"), New: runner(endpointslice.New)},
+		{Name: "endpoints", Identity: sa("endpoint-controller"), New: runner(endpoints.New)},
+		{Name: "clusterrole-aggregation", Identity: sa("clusterrole-aggregation-controller"), New: runner(clusterroleaggregation.New)},
+		{Name: "disruption", Identity: sa("disruption-controller"), New: runner(disruption.New)},
 		{Name: "scheduler", Identity: auth.SchedulerUser, New: runner(scheduler.New)},
 	}
 	if hc.AllocateNodeCIDRs {
 		ipam := hc.nodeIPAM()
-		list = slices.Insert(list, 1, manager.Controller{Name: "nodeipam", Identity: cm, New: func(c controllers.Context) (manager.Runner, error) { return nodeipam.New(c, ipam) }})
+		// Upstream's node IPAM runs as the node controller too.
+		list = slices.Insert(list, 1, manager.Controller{Name: "nodeipam", Identity: sa("node-controller"), New: func(c controllers.Context) (manager.Runner, error) { return nodeipam.New(c, ipam) }})
 	}
 	return list
 }

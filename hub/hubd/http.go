@@ -200,9 +200,22 @@ func (h *apiHandler) authorize(w http.ResponseWriter, r *http.Request, user auth
 		writeJSON(w, http.StatusNotFound, st)
 		return false
 	}
-	h.log.Debug("request forbidden", "user", user.Name, "method", r.Method, "path", r.URL.Path, "reason", d.Reason)
+	level := slog.LevelDebug
+	if ownComponent(user) {
+		// The hub's own controllers, denied by their roles: a gap in
+		// the bootstrap policy, which an operator must be able to see.
+		level = slog.LevelWarn
+	}
+	h.log.Log(r.Context(), level, "request forbidden", "user", user.Name, "method", r.Method, "path", r.URL.Path, "reason", d.Reason)
 	writeForbidden(w, user, attrs, d.Reason)
 	return false
+}
+
+// ownComponent reports whether u is (or is named as) one of the hub's
+// controllers or its scheduler (see controllerUser).
+func ownComponent(u auth.User) bool {
+	_, ok := controllerUser(u.Name)
+	return ok
 }
 
 // impersonate returns the user r is to be served as: user, or whom r's

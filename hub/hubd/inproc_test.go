@@ -83,14 +83,14 @@ func TestInprocWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newAPIHandler(st, x509.NewCertPool(), log, api, spec, http.NotFoundHandler())
-	client, _, err := inprocClientsAs(h, controllerManagerUser, "test", log)
+	client, _, err := inprocClientsAs(h, hubUser, "test", log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cms := client.CoreV1().ConfigMaps("default")
 	w, err := cms.Watch(ctx, metav1.ListOptions{})
 	if err != nil {
-		t.Fatalf("watch as the controller manager: %v", err)
+		t.Fatalf("watch: %v", err)
 	}
 	defer w.Stop()
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{}); err != nil {

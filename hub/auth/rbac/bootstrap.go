@@ -17,11 +17,13 @@ import (
 //     (nodes join with the hub's own bootstrap tokens), system:node-problem-
 //     detector, system:persistent-volume-provisioner, system:volume-scheduler,
 //     system:kubelet-api-admin, the certificates.k8s.io approver and
-//     signer roles, system:cluster-trust-bundle-discovery (beta, off);
+//     signer roles of signers the hub does not run (it signs for
+//     kube-apiserver-client only), system:cluster-trust-bundle-discovery
+//     (beta, off);
 //   - controller roles of controllers the hub does not run (attachdetach,
 //     expand, ephemeral-volume, persistent-volume-binder, pv/pvc-
 //     protection, horizontal-pod-autoscaler, replication, resourcequota,
-//     route, service, service-cidrs, ttl, certificate, resource-claim and
+//     route, service, service-cidrs, ttl, resource-claim and
 //     the other DRA ones, validatingadmissionpolicy-status, storage-version
 //     ones, legacy-service-account-token-cleaner, selinux-warning). Upstream
 //     has no role for the serviceaccount-token controller: it runs with the
@@ -47,6 +49,10 @@ const (
 	// ControllerRolePrefix begins the name of each controller's
 	// ClusterRole, bound to service account kube-system/<rest of name>.
 	ControllerRolePrefix = "system:controller:"
+	// OutpostControllerRolePrefix begins the name of the ClusterRole of
+	// what one of the hub's controllers does beyond its upstream role,
+	// bound to the same service account.
+	OutpostControllerRolePrefix = "system:outpost:controller:"
 	// KubeProxyUser is who system:node-proxier is bound to.
 	KubeProxyUser = "system:kube-proxy"
 	// MonitoringGroup is who system:monitoring is bound to.
@@ -67,6 +73,7 @@ const (
 	autoscalingGroup    = "autoscaling"
 	batchGroup          = "batch"
 	certificatesGroup   = "certificates.k8s.io"
+	apiextensionsGroup  = "apiextensions.k8s.io"
 	coordinationGroup   = "coordination.k8s.io"
 	discoveryGroup      = "discovery.k8s.io"
 	eventsGroup         = "events.k8s.io"
@@ -241,6 +248,10 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			verbs("list", "watch").groups("*").resources("*"),
 			verbs("create").groups(legacyGroup).resources("serviceaccounts/token"),
 		),
+		// Who may approve requests for client certificates of the API.
+		clusterRole("system:certificates.k8s.io:kube-apiserver-client-approver", nil,
+			verbs("approve").groups(certificatesGroup).resources("signers").names("kubernetes.io/kube-apiserver-client"),
+		),
 		// The service account issuer's discovery documents; trailing
 		// slashes for clients generated from older OpenAPI documents.
 		clusterRole("system:service-account-issuer-discovery", nil,
@@ -282,6 +293,7 @@ func ClusterRoles() []rbacv1.ClusterRole {
 		),
 	}
 	roles = append(roles, controllerRoles()...)
+	roles = append(roles, outpostControllerRoles()...)
 	for i := range roles {
 		addBootstrapMetadata(&roles[i].ObjectMeta)
 	}
@@ -323,6 +335,15 @@ func controllerRoles() []rbacv1.ClusterRole {
 		return clusterRole(ControllerRolePrefix+name, nil, rs...)
 	}
 	return []rbacv1.ClusterRole{
+		c("certificate-controller",
+			verbs("get", "list", "watch", "delete").groups(certificatesGroup).resources("certificatesigningrequests"),
+			verbs("update").groups(certificatesGroup).resources("certificatesigningrequests/status", "certificatesigningrequests/approval"),
+			verbs("approve").groups(certificatesGroup).resources("signers").names("kubernetes.io/kube-apiserver-client-kubelet"),
+			verbs("sign").groups(certificatesGroup).resources("signers").names("kubernetes.io/legacy-unknown",
+				"kubernetes.io/kube-apiserver-client", "kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"),
+			verbs("create").groups(authorizationGroup).resources("subjectaccessreviews"),
+			eventsRule(),
+		),
 		c("clusterrole-aggregation-controller",
 			// Full powers on clusterroles, to change them in any way.
 			verbs("escalate", "get", "list", "watch", "update", "patch").groups(rbacGroup).resources("clusterroles"),
@@ -444,6 +465,36 @@ func controllerRoles() []rbacv1.ClusterRole {
 	}
 }
 
+// outpostControllerRoles are what the hub's controllers do beyond their
+// upstream roles, each bound to the controller's service account like
+// those: the hub's serviceaccount controller also publishes
+// kube-root-ca.crt (upstream's root-ca-cert-publisher) from informers of
+// its own, filtered by name; its deployment controller patches
+// a Deployment's revision annotation; and the
+// CustomResourceDefinition controller, which upstream runs inside
+// kube-apiserver, names and establishes definitions and deletes the
+// objects of those deleted.
+func outpostControllerRoles() []rbacv1.ClusterRole {
+	c := func(name string, rs ...rule) rbacv1.ClusterRole {
+		return clusterRole(OutpostControllerRolePrefix+name, nil, rs...)
+	}
+	return []rbacv1.ClusterRole{
+		c("service-account-controller",
+			verbs("list", "watch").groups(legacyGroup).resources("serviceaccounts"),
+			verbs("get", "list", "watch", "create", "update").groups(legacyGroup).resources("configmaps"),
+		),
+		c("deployment-controller",
+			verbs("patch").groups(appsGroup).resources("deployments"),
+		),
+		c("crd-controller",
+			verbs("get", "list", "watch", "update").groups(apiextensionsGroup).resources("customresourcedefinitions"),
+			verbs("update").groups(apiextensionsGroup).resources("customresourcedefinitions/status"),
+			verbs("get", "list", "watch", "delete", "deletecollection").groups("*").resources("*"),
+			eventsRule(),
+		),
+	}
+}
+
 // ClusterRoleBindings returns the bootstrap ClusterRoleBindings, each
 // labeled and annotated as ClusterRoles. system:node is bound to no one,
 // as upstream keeps it since nodes have the Node authorizer. The caller
@@ -465,6 +516,12 @@ func ClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 	}
 	for _, r := range controllerRoles() {
 		sa := r.Name[len(ControllerRolePrefix):]
+		bindings = append(bindings, binding(r.Name, []rbacv1.Subject{
+			{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: sa},
+		}))
+	}
+	for _, r := range outpostControllerRoles() {
+		sa := r.Name[len(OutpostControllerRolePrefix):]
 		bindings = append(bindings, binding(r.Name, []rbacv1.Subject{
 			{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: sa},
 		}))

@@ -1,7 +1,7 @@
 // Package manager runs the hub's controllers and scheduler as
 // kube-controller-manager and kube-scheduler run theirs: each under its
 // own identity, on shared informers, only while this hub holds the
-// leader Lease (kube-system/outpost-controllers), so two hubs on one etcd
+// leader Lease (kube-system/kube-controller-manager), so two hubs on one etcd
 // never both act. It builds and runs; every decision is the controllers'.
 // Only the hub's composition root imports it.
 package manager
@@ -43,8 +43,10 @@ type Runner interface {
 type Controller struct {
 	// Name names it in logs, such as "deployment".
 	Name string
-	// Identity is the user it acts as: the manager gets its clients from
-	// Config.Clients.
+	// Identity is the user it acts as, as upstream's controllers act as
+	// their service accounts (--use-service-account-credentials): the
+	// manager gets its clients from Config.Clients. What it reads through
+	// the shared informers is read as the manager (LeaseIdentity).
 	Identity string
 	// New builds it from the Context of its identity; it starts nothing.
 	New func(c controllers.Context) (Runner, error)
@@ -63,7 +65,9 @@ type Config struct {
 	Controllers []Controller
 	// Clients returns the clients of identity; non-nil.
 	Clients func(identity string) (Clients, error)
-	// LeaseIdentity is the identity whose client takes the leader Lease;
+	// LeaseIdentity is the manager's own identity, as
+	// kube-controller-manager's own credentials: its client takes the
+	// leader Lease and feeds the informers all controllers share;
 	// required.
 	LeaseIdentity string
 	// LeaseNamespace and LeaseName name the leader Lease.
@@ -84,8 +88,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		LeaseNamespace: "kube-system",
-		LeaseName:      "outpost-controllers",
-		LeaseDuration:  15 * time.Second, // kube-controller-manager's defaults
+		LeaseName:      "kube-controller-manager", // the one upstream's role lets its user update
+		LeaseDuration:  15 * time.Second,          // kube-controller-manager's defaults
 		RenewDeadline:  10 * time.Second,
 		RetryPeriod:    2 * time.Second,
 	}
@@ -246,9 +250,13 @@ var errBuild = errors.New("build controllers")
 func (m *Manager) lead(ctx context.Context) error {
 	type identity struct {
 		Clients
-		factory     informers.SharedInformerFactory
 		broadcaster record.EventBroadcaster
 	}
+	own, err := m.cfg.Clients(m.cfg.LeaseIdentity)
+	if err != nil {
+		return fmt.Errorf("%w: clients of %s: %w", errBuild, m.cfg.LeaseIdentity, err)
+	}
+	factory := informers.NewSharedInformerFactory(own.Client, 0)
 	ids := map[string]*identity{}
 	defer func() {
 		for _, id := range ids {
@@ -265,14 +273,14 @@ func (m *Manager) lead(ctx context.Context) error {
 			}
 			b := record.NewBroadcaster(record.WithContext(ctx))
 			b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.Client.CoreV1().Events("")})
-			id = &identity{Clients: cs, factory: informers.NewSharedInformerFactory(cs.Client, 0), broadcaster: b}
+			id = &identity{Clients: cs, broadcaster: b}
 			ids[ctl.Identity] = id
 		}
 		b := id.broadcaster
 		r, err := ctl.New(controllers.Context{
 			Client:    id.Client,
 			Metadata:  id.Metadata,
-			Informers: id.factory,
+			Informers: factory,
 			Events: func(component string) record.EventRecorder {
 				return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
 			},
@@ -285,9 +293,7 @@ func (m *Manager) lead(ctx context.Context) error {
 		runners = append(runners, r)
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	for _, id := range ids {
-		id.factory.Start(gctx.Done())
-	}
+	factory.Start(gctx.Done())
 	for i, r := range runners {
 		name := m.cfg.Controllers[i].Name
 		g.Go(func() error {
@@ -297,9 +303,7 @@ func (m *Manager) lead(ctx context.Context) error {
 			return nil
 		})
 	}
-	err := g.Wait()
-	for _, id := range ids {
-		id.factory.Shutdown() // waits for the informers' goroutines
-	}
+	err = g.Wait()
+	factory.Shutdown() // waits for the informers' goroutines
 	return err
 }

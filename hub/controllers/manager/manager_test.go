@@ -70,7 +70,7 @@ func TestLeaderElection(t *testing.T) {
 		if a, b := running[0].Load(), running[1].Load(); a+b != 1 {
 			t.Fatalf("controllers running on both or neither hub: %d and %d", a, b)
 		}
-		l, err := h.Client.CoordinationV1().Leases("kube-system").Get(context.Background(), "outpost-controllers", metav1.GetOptions{})
+		l, err := h.Client.CoordinationV1().Leases("kube-system").Get(context.Background(), "kube-controller-manager", metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != []string{"hub-a", "hub-b"}[leader] {
 			t.Fatalf("leader Lease = %v, %v; want held by the running hub", l, err)
 		}
