@@ -153,7 +153,7 @@ func (s *Server) releaseHeld(ctx context.Context, res *resourceInfo, obj runtime
 // shared by several hubs only repairs what is missing (a leak wastes a
 // value; it never hands one out twice).
 func (s *Server) RepairAllocations(ctx context.Context, releaseLeaks bool) error {
-	for _, res := range s.byGVR {
+	for _, res := range s.res().byGVR {
 		al, ok := res.Rules.(Allocator)
 		if !ok {
 			continue

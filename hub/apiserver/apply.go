@@ -60,8 +60,8 @@ func (q *request) apply(kind updateKind) error {
 		}
 	}
 	sub := ""
-	if kind == updateStatus {
-		sub = "status"
+	if kind == updateStatus || kind == updateSubresource {
+		sub = q.ri.subresource
 	}
 	fm, err := q.res.fields.manager(sub)
 	if err != nil {

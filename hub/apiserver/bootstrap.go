@@ -20,7 +20,7 @@ func (s *Server) Ensure(ctx context.Context, objs ...runtime.Object) error {
 	for _, obj := range objs {
 		gvk := obj.GetObjectKind().GroupVersionKind()
 		var res *resourceInfo
-		for _, r := range s.byGVR {
+		for _, r := range s.res().byGVR {
 			if r.gvk == gvk {
 				res = r
 			}

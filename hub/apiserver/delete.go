@@ -197,6 +197,13 @@ func (s *Server) deleteObject(ctx context.Context, res *resourceInfo, ns, name s
 		}
 		already := m.GetDeletionTimestamp() != nil
 		finalizers := gcFinalizers(m.GetFinalizers(), opts)
+		if df, ok := res.Rules.(DeleteFinalizer); ok && !already {
+			for _, f := range df.FinalizersOnDelete(obj) {
+				if !contains(finalizers, f) {
+					finalizers = append(finalizers, f)
+				}
+			}
+		}
 		now := s.now().Truncate(time.Second)
 		var mark func()
 		switch grace, shorten, pending := deletionGrace(res, obj, opts); {

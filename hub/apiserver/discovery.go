@@ -43,14 +43,14 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, ri reque
 			ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: r.Host}},
 		}, nil)
 	case legacy || (ri.gv.Group != "" && ri.gv.Version != ""):
-		list := s.resourceList(ri.gv)
+		list := s.resourceList(s.res(), ri.gv)
 		if list == nil {
 			s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ri.gv.String()))
 			return
 		}
 		s.writeObject(w, r, http.StatusOK, list, nil)
 	case ri.gv.Group != "":
-		g := s.group(ri.gv.Group)
+		g := s.res().group(ri.gv.Group)
 		if g == nil {
 			s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ri.gv.Group))
 			return
@@ -58,19 +58,20 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, ri reque
 		s.writeObject(w, r, http.StatusOK, g, nil)
 	default: // /apis
 		list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}}
-		for i, gv := range s.groups {
+		set := s.res()
+		for i, gv := range set.groups {
 			// Once per group: its versions are together in groups.
-			if gv.Group != "" && (i == 0 || s.groups[i-1].Group != gv.Group) {
-				list.Groups = append(list.Groups, *s.group(gv.Group))
+			if gv.Group != "" && (i == 0 || set.groups[i-1].Group != gv.Group) {
+				list.Groups = append(list.Groups, *set.group(gv.Group))
 			}
 		}
 		s.writeObject(w, r, http.StatusOK, list, nil)
 	}
 }
 
-func (s *Server) group(name string) *metav1.APIGroup {
+func (set *resourceSet) group(name string) *metav1.APIGroup {
 	var g *metav1.APIGroup
-	for _, gv := range s.groups {
+	for _, gv := range set.groups {
 		if gv.Group != name {
 			continue
 		}
@@ -84,9 +85,9 @@ func (s *Server) group(name string) *metav1.APIGroup {
 }
 
 // resourceList returns the APIResourceList of gv, or nil when not served.
-func (s *Server) resourceList(gv schema.GroupVersion) *metav1.APIResourceList {
+func (s *Server) resourceList(set *resourceSet, gv schema.GroupVersion) *metav1.APIResourceList {
 	var rs []*resourceInfo
-	for _, res := range s.byGVR {
+	for _, res := range set.byGVR {
 		if res.GroupVersion == gv {
 			rs = append(rs, res)
 		}
@@ -116,6 +117,11 @@ func (s *Server) resourceList(gv schema.GroupVersion) *metav1.APIResourceList {
 		if res.Scale != nil {
 			list.APIResources = append(list.APIResources, metav1.APIResource{
 				Name: res.Plural + "/scale", Namespaced: res.Namespaced, Group: "autoscaling", Version: "v1", Kind: "Scale", Verbs: subVerbs,
+			})
+		}
+		for _, sub := range res.Subresources {
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: res.Plural + "/" + sub.Name, Namespaced: res.Namespaced, Kind: res.Kind, Verbs: subVerbs,
 			})
 		}
 		if res.Token != nil && s.cfg.Tokens != nil {

@@ -85,8 +85,9 @@ func (s *Server) rebuildDiscovery() {
 	s.discovery.mu.Lock()
 	defer s.discovery.mu.Unlock()
 	var api, apis apidiscoveryv2.APIGroupDiscoveryList
-	for _, gv := range s.groups { // core first, versions of a group together, by priority
-		list := s.resourceList(gv)
+	set := s.res()
+	for _, gv := range set.groups { // core first, versions of a group together, by priority
+		list := s.resourceList(set, gv)
 		if list == nil {
 			continue
 		}

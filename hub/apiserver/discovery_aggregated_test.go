@@ -448,14 +448,13 @@ func TestAggregatedDiscoveryETag(t *testing.T) {
 	// will: one rebuild, and clients holding the old ETag get the new
 	// document.
 	gvr := schema.GroupVersionResource{Group: widgetsGVR.Group, Version: "v1beta1", Resource: "widgets"}
-	delete(srv.byGVR, gvr)
-	for i, gv := range srv.groups {
-		if gv == gvr.GroupVersion() {
-			srv.groups = append(srv.groups[:i:i], srv.groups[i+1:]...)
-			break
-		}
+	srv.setMu.Lock()
+	srv.static = slices.DeleteFunc(srv.static, func(ri *resourceInfo) bool { return ri.gvr == gvr })
+	_, err := srv.publish()
+	srv.setMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
 	}
-	srv.rebuildDiscovery()
 	resp, body := get(t, url+"/apis", "Accept", acceptV2, "If-None-Match", apis)
 	if resp.StatusCode != 200 || resp.Header.Get("ETag") == apis {
 		t.Fatalf("after a rebuild: %d, ETag %s (was %s), want 200 and a new ETag", resp.StatusCode, resp.Header.Get("ETag"), apis)

@@ -30,9 +30,12 @@ type eventCache struct {
 }
 
 type eventKey struct {
-	rev     int64
-	key     string
-	media   string
+	rev   int64
+	key   string
+	media string
+	// version is the resource's: the versions of one resource share its
+	// store keys.
+	version string
 	deleted bool // the previous object, stamped with the delete's revision
 }
 
@@ -79,7 +82,7 @@ func (c *eventCache) put(k eventKey, b []byte) {
 // are built once. The caller must not change them.
 func (s *Server) encodedEvent(res *resourceInfo, ev store.Event, deleted bool, media string,
 	envelope func(raw []byte) ([]byte, error), encode func(runtime.Object, io.Writer) error) ([]byte, error) {
-	k := eventKey{rev: ev.Revision(), key: ev.KV.Key, media: media, deleted: deleted}
+	k := eventKey{rev: ev.Revision(), key: ev.KV.Key, media: media, version: res.GroupVersion.Version, deleted: deleted}
 	if b, ok := s.events.get(k); ok {
 		return b, nil
 	}

@@ -262,7 +262,7 @@ func (q *request) eviction() error {
 // budget changed in between.
 func (s *Server) evict(ctx context.Context, res *resourceInfo, ns, name string, opts *metav1.DeleteOptions) error {
 	dry := len(opts.DryRun) > 0
-	budgetsRes := s.byGVR[pdbGVR]
+	budgetsRes := s.res().byGVR[pdbGVR]
 	clientPinned := opts.Preconditions != nil && opts.Preconditions.ResourceVersion != nil
 	for range evictionAttempts {
 		obj, err := s.getStored(ctx, res.gvr, ns, name)

@@ -52,6 +52,8 @@ func (q *request) serve() {
 		err = q.serveToken()
 	case q.ri.subresource == "finalize" && q.finalizable():
 		err = q.finalize()
+	case q.res.subresource(q.ri.subresource) != nil:
+		err = q.serveSubresource()
 	case isPodStream(q.ri) && q.s.cfg.PodStreams != nil:
 		err = q.podStream()
 	case q.ri.subresource != "":
@@ -289,7 +291,7 @@ func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtim
 // does not exist or is being deleted, as upstream's NamespaceLifecycle
 // admission does: 404, or 403 with the NamespaceTerminating cause.
 func (s *Server) checkNamespace(ctx context.Context, res *resourceInfo, name, ns string) error {
-	nsRes := s.byGVR[schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}]
+	nsRes := s.res().byGVR[schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}]
 	if nsRes == nil {
 		return nil
 	}
@@ -346,6 +348,8 @@ const (
 	// updateFinalize changes metadata and the spec's own finalizers of a
 	// Finalizable resource (namespaces/NAME/finalize).
 	updateFinalize
+	// updateSubresource changes what one of Resource.Subresources may.
+	updateSubresource
 )
 
 // updateObject reads the request's object, asks mutate for its new version
@@ -407,7 +411,7 @@ func (q *request) updateObject(mutate func(old runtime.Object) (runtime.Object, 
 			return nil, 0, err
 		}
 		sent := om(obj).GetManagedFields()
-		if err := s.prepareUpdate(res, obj, old, kind); err != nil {
+		if err := s.prepareUpdate(res, obj, old, kind, q.ri.subresource); err != nil {
 			return nil, 0, err
 		}
 		if obj, err = q.trackUpdate(obj, old, sent, kind); err != nil {
@@ -485,10 +489,18 @@ func graceful(obj runtime.Object) bool {
 
 // prepareUpdate applies the generic and the resource's update rules to obj
 // replacing old.
-func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind updateKind) error {
+func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind updateKind, subresource string) error {
 	m, _ := meta.Accessor(obj)
 	om, _ := meta.Accessor(old)
-	if kind == updateStatus {
+	sub := res.subresource(subresource)
+	if kind == updateSubresource {
+		// What the subresource may change, on the stored object.
+		fresh := old.DeepCopyObject()
+		sub.Update(obj, fresh)
+		fm, _ := meta.Accessor(fresh)
+		fm.SetResourceVersion(m.GetResourceVersion())
+		replaceObject(obj, fresh)
+	} else if kind == updateStatus {
 		// Only status changes: everything else is the stored object's.
 		fresh := old.DeepCopyObject()
 		copyStatus(fresh, obj)
@@ -538,6 +550,10 @@ func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind 
 	case updateStatus:
 		if sv, ok := res.Rules.(StatusValidator); ok {
 			errs = sv.ValidateStatusUpdate(obj, old)
+		}
+	case updateSubresource:
+		if sub.Validate != nil {
+			errs = sub.Validate(obj, old)
 		}
 	}
 	if len(errs) > 0 {

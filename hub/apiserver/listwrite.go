@@ -82,7 +82,7 @@ func (q *request) listForm(out output) (*listForm, error) {
 			}
 		}
 		if f.proto() {
-			f.item, f.size = protoItems(true)
+			f.item, f.size = protoItems(true, nil)
 			break
 		}
 		f.item = func(b []byte, it *listItem) ([]byte, error) {
@@ -103,7 +103,7 @@ func (q *request) listForm(out output) (*listForm, error) {
 			return list
 		}
 		if f.proto() {
-			f.item, f.size = protoItems(false)
+			f.item, f.size = protoItems(false, res)
 			break
 		}
 		f.item = func(b []byte, it *listItem) ([]byte, error) {
@@ -120,9 +120,24 @@ func (q *request) listForm(out output) (*listForm, error) {
 // protoItems returns the item and size functions of a protobuf list whose
 // items are made from their stored bytes (see protoItem): the whole
 // objects, or with metaOnly their metadata, as PartialObjectMetadata.
-func protoItems(metaOnly bool) (item func([]byte, *listItem) ([]byte, error), size func(*listItem) (int, error)) {
+// The whole objects of a resource stored at another version (res's
+// Conversion) are made from their encoding in the resource's version
+// instead (metadata is the same in every version).
+func protoItems(metaOnly bool, res *resourceInfo) (item func([]byte, *listItem) ([]byte, error), size func(*listItem) (int, error)) {
 	parse := func(it *listItem) (protoItem, error) {
-		return newProtoItem(it.kv.Value, strconv.FormatInt(it.kv.ModRevision, 10))
+		rv := strconv.FormatInt(it.kv.ModRevision, 10)
+		if metaOnly || res == nil || res.Conversion == nil {
+			return newProtoItem(it.kv.Value, rv)
+		}
+		obj, err := it.object(res)
+		if err != nil {
+			return protoItem{}, err
+		}
+		var buf bytes.Buffer
+		if err := res.codec.storage.Encode(obj, &buf); err != nil {
+			return protoItem{}, err
+		}
+		return newProtoItem(buf.Bytes(), rv)
 	}
 	item = func(b []byte, it *listItem) ([]byte, error) {
 		p, err := parse(it)

@@ -27,7 +27,7 @@ import (
 // streamed response must be the same bytes.
 func wholeList(t *testing.T, rs *rawServer, prefix string, o listOptions, out output, include metav1.IncludeObjectPolicy) []byte {
 	t.Helper()
-	res := rs.srv.byGVR[corev1.SchemeGroupVersion.WithResource("configmaps")]
+	res := rs.srv.res().byGVR[corev1.SchemeGroupVersion.WithResource("configmaps")]
 	ctx := context.Background()
 	rev := int64(0)
 	start := ""
@@ -138,7 +138,7 @@ func testConfigMaps(t *testing.T, rs *rawServer, n int) {
 func TestStreamedListsAreWholeLists(t *testing.T) {
 	rs := startRaw(t, 0)
 	testConfigMaps(t, rs, 40)
-	res := rs.srv.byGVR[corev1.SchemeGroupVersion.WithResource("configmaps")]
+	res := rs.srv.res().byGVR[corev1.SchemeGroupVersion.WithResource("configmaps")]
 	const prefix = "/registry/configmaps/"
 
 	get := func(t *testing.T, path, accept string) (int, []byte, string) {
@@ -363,7 +363,7 @@ func TestDeleteCollection(t *testing.T) {
 		// Half of them hold a finalizer, and stay, marked for deletion.
 		live := 0
 		for _, kv := range page.KVs {
-			obj, _ := rs.srv.byGVR[corev1.SchemeGroupVersion.WithResource("configmaps")].decode(kv)
+			obj, _ := rs.srv.res().byGVR[corev1.SchemeGroupVersion.WithResource("configmaps")].decode(kv)
 			if om(obj).GetDeletionTimestamp() == nil {
 				live++
 			}

@@ -77,8 +77,14 @@ func (t *fieldTracker) typeConverter() managedfields.TypeConverter {
 	}
 }
 
-// manager returns the field manager of subresource, which must be one of
-// trackedSubresources.
+// tracks reports whether writes of subresource record their manager:
+// those of trackedSubresources and of the resource's own Subresources.
+func (r *resourceInfo) tracks(subresource string) bool {
+	return trackedSubresources[subresource] || r.subresource(subresource) != nil
+}
+
+// manager returns the field manager of subresource, which must be one the
+// resource tracks.
 func (t *fieldTracker) manager(subresource string) (*managedfields.FieldManager, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -292,7 +298,7 @@ func (q *request) trackUpdate(obj, old runtime.Object, sent []metav1.ManagedFiel
 	if err != nil {
 		return nil, err
 	}
-	if kind == updateBinding || !trackedSubresources[q.ri.subresource] {
+	if kind == updateBinding || !q.res.tracks(q.ri.subresource) {
 		om(obj).SetManagedFields(om(old).GetManagedFields())
 		return obj, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"fmt"
+	"maps"
 	"reflect"
 	"strconv"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/outpost-mesh/outpost/hub/store"
@@ -35,9 +37,18 @@ func (res *resourceInfo) listPrefix(namespace string) string {
 	return res.prefix
 }
 
-// encode returns the stored form of obj, in the resource's Encoding,
-// without resourceVersion (the store's revision is the resourceVersion).
+// encode returns the stored form of obj, in the resource's Encoding and
+// storage version, without resourceVersion (the store's revision is the
+// resourceVersion).
 func (res *resourceInfo) encode(obj runtime.Object) ([]byte, error) {
+	gvkTo := res.gvk
+	if c := res.Conversion; c != nil {
+		stored, err := res.toStorage(obj)
+		if err != nil {
+			return nil, err
+		}
+		obj, gvkTo = stored, res.storageGVK()
+	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err
@@ -47,7 +58,7 @@ func (res *resourceInfo) encode(obj runtime.Object) ([]byte, error) {
 	defer m.SetResourceVersion(rv)
 	kind := obj.GetObjectKind()
 	gvk := kind.GroupVersionKind()
-	kind.SetGroupVersionKind(res.gvk)
+	kind.SetGroupVersionKind(gvkTo)
 	defer kind.SetGroupVersionKind(gvk)
 	var buf bytes.Buffer
 	if err := res.codec.storage.Encode(obj, &buf); err != nil {
@@ -56,11 +67,23 @@ func (res *resourceInfo) encode(obj runtime.Object) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// decode returns the object stored in kv, with its resourceVersion.
+// decode returns the object stored in kv, in the resource's version, with
+// its resourceVersion.
 func (res *resourceInfo) decode(kv store.KeyValue) (runtime.Object, error) {
-	obj := res.New()
-	if _, _, err := res.codec.storage.Decode(kv.Value, &res.gvk, obj); err != nil {
+	obj, gvk := res.New(), res.gvk
+	if c := res.Conversion; c != nil && c.NewStorage != nil {
+		obj, gvk = c.NewStorage(), res.storageGVK()
+	}
+	if _, _, err := res.codec.storage.Decode(kv.Value, &gvk, obj); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+	}
+	if c := res.Conversion; c != nil && c.FromStorage != nil {
+		obj.GetObjectKind().SetGroupVersionKind(gvk)
+		conv, err := c.FromStorage(obj)
+		if err != nil {
+			return nil, fmt.Errorf("convert %s from %s: %w", kv.Key, gvk.GroupVersion(), err)
+		}
+		obj = conv
 	}
 	obj.GetObjectKind().SetGroupVersionKind(res.gvk)
 	m, err := meta.Accessor(obj)
@@ -69,6 +92,49 @@ func (res *resourceInfo) decode(kv store.KeyValue) (runtime.Object, error) {
 	}
 	m.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
 	return obj, nil
+}
+
+// storageGVK is the kind objects of a resource with a Conversion are
+// stored as.
+func (res *resourceInfo) storageGVK() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: res.gvk.Group, Version: res.Conversion.StorageVersion, Kind: res.gvk.Kind}
+}
+
+// toStorage returns obj converted to the storage version, leaving obj as
+// it is; for conversion None, a shallow copy with the stored apiVersion.
+func (res *resourceInfo) toStorage(obj runtime.Object) (runtime.Object, error) {
+	c := res.Conversion
+	if c.ToStorage == nil {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return nil, fmt.Errorf("convert %s: a %T without conversion functions", res.gvk.Kind, obj)
+		}
+		return &unstructured.Unstructured{Object: maps.Clone(u.Object)}, nil
+	}
+	obj.GetObjectKind().SetGroupVersionKind(res.gvk)
+	stored, err := c.ToStorage(obj)
+	if err != nil {
+		return nil, fmt.Errorf("convert %s to %s: %w", res.gvk.Kind, c.StorageVersion, err)
+	}
+	return stored, nil
+}
+
+// checkConversion checks a resource's Conversion: a storage version
+// other than its own, and conversion functions for Go types that the
+// scheme knows.
+func (s *Server) checkConversion(ri *resourceInfo, c *Conversion) error {
+	typed := ri.Encoding != EncodingJSON
+	switch {
+	case c.StorageVersion == "" || c.StorageVersion == ri.GroupVersion.Version:
+		return fmt.Errorf("apiserver: resource %s: conversion to storage version %q", ri.gvr, c.StorageVersion)
+	case (c.ToStorage == nil) != (c.FromStorage == nil):
+		return fmt.Errorf("apiserver: resource %s: a conversion needs both ToStorage and FromStorage, or neither", ri.gvr)
+	case typed && (c.ToStorage == nil || c.NewStorage == nil):
+		return fmt.Errorf("apiserver: resource %s: a conversion of Go types needs NewStorage, ToStorage and FromStorage", ri.gvr)
+	case typed && !s.knows(c.NewStorage()):
+		return fmt.Errorf("apiserver: resource %s: storage type %T is not registered", ri.gvr, c.NewStorage())
+	}
+	return nil
 }
 
 // An object is either a pointer to a Go struct with TypeMeta,

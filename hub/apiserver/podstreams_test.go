@@ -98,7 +98,7 @@ func TestPodStreams(t *testing.T) {
 	}
 	close(held.started)
 
-	list := srv.resourceList(corev1.SchemeGroupVersion)
+	list := srv.resourceList(srv.res(), corev1.SchemeGroupVersion)
 	want := map[string]bool{"pods/log": true, "pods/exec": true, "pods/attach": true, "pods/portforward": true}
 	for _, r := range list.APIResources {
 		delete(want, r.Name)

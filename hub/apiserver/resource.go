@@ -111,7 +111,7 @@ type Conversion struct {
 // machinery: its validation. What else a resource contributes it says by
 // implementing the optional interfaces below (Defaulter, CreatePreparer,
 // UpdatePreparer, CreateOnUpdater, FieldSelector, Printer,
-// StatusValidator, GracefulDeleter, Finalizable, Allocator); the machinery
+// StatusValidator, GracefulDeleter, DeleteFinalizer, Finalizable, Allocator); the machinery
 // does nothing of its own at a step whose interface the rules lack,
 // except printing (see Printer).
 //
@@ -196,6 +196,16 @@ type StatusValidator interface {
 // deletionGracePeriodSeconds and leaves it for its node to confirm.
 type GracefulDeleter interface {
 	GracePeriod(obj runtime.Object, requested *int64) int64
+}
+
+// DeleteFinalizer is implemented by rules of resources whose deletion
+// waits for work of their own, as a CustomResourceDefinition's waits for
+// its objects to be deleted: FinalizersOnDelete returns the finalizers the
+// first delete of obj adds, which marks obj deleted instead of removing it
+// (upstream's CRD storage adds customresourcecleanup.apiextensions.k8s.io
+// so). Their owner removes them when its work is done.
+type DeleteFinalizer interface {
+	FinalizersOnDelete(obj runtime.Object) []string
 }
 
 // ScaleRules reads and writes the replica counts the scale subresource

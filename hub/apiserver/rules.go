@@ -31,6 +31,19 @@ func (r *resourceInfo) prepareForUpdate(obj, old runtime.Object) {
 	}
 }
 
+// subresource returns the one of Resource.Subresources named name, or nil.
+func (r *resourceInfo) subresource(name string) *Subresource {
+	if name == "" {
+		return nil
+	}
+	for i := range r.Subresources {
+		if r.Subresources[i].Name == name {
+			return &r.Subresources[i]
+		}
+	}
+	return nil
+}
+
 func (r *resourceInfo) allowCreateOnUpdate() bool {
 	c, ok := r.Rules.(CreateOnUpdater)
 	return ok && c.AllowCreateOnUpdate()

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/outpost-mesh/outpost/hub/store"
@@ -80,12 +82,16 @@ type Server struct {
 
 	// scheme knows the Go types of the served resources and of the
 	// machinery; codecs encode and decode with it.
-	scheme *runtime.Scheme
-	codecs serializer.CodecFactory
-	// byGVR finds a resource by group, version and plural.
-	byGVR map[schema.GroupVersionResource]*resourceInfo
-	// groups lists the served group versions in discovery order.
-	groups   []schema.GroupVersion
+	scheme        *runtime.Scheme
+	codecs        serializer.CodecFactory
+	storageCodecs map[Encoding]codec
+	builtin       func() managedfields.TypeConverter
+	// set is what is served now: static (Config.Resources) and dynamic
+	// (SetResources by owner), published together.
+	set      atomic.Pointer[resourceSet]
+	setMu    sync.Mutex
+	static   []*resourceInfo
+	dynamic  map[string][]*resourceInfo
 	inflight chan struct{}
 	// events shares encoded watch events between watchers.
 	events *eventCache
@@ -120,6 +126,9 @@ type resourceInfo struct {
 	fieldKeys map[string]bool
 	// fields keeps managedFields (managedfields.go).
 	fields *fieldTracker
+	// gone is closed when the resource stops being served as it is
+	// (SetResources removed or replaced it): its watches end.
+	gone chan struct{}
 }
 
 // New checks cfg and returns a server; it starts nothing.
@@ -150,7 +159,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now,
-		byGVR:    map[schema.GroupVersionResource]*resourceInfo{},
+		dynamic:  map[string][]*resourceInfo{},
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 		stop:     make(chan struct{}),
 		events:   newEventCache(4096, cfg.WatchCacheBytes),
@@ -160,63 +169,138 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
 	s.scheme, s.codecs = scheme, serializer.NewCodecFactory(scheme)
-	codecs := newCodecs(scheme, s.codecs)
-	builtin := builtinTypes(scheme)
+	s.storageCodecs = newCodecs(scheme, s.codecs)
+	s.builtin = builtinTypes(scheme)
+	for _, r := range cfg.Resources {
+		ri, err := s.newResourceInfo(r)
+		if err != nil {
+			return nil, err
+		}
+		s.static = append(s.static, ri)
+	}
+	if _, err := s.publish(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// resourceSet is what the server serves at one time. A set is immutable
+// once published: a change publishes a new one (see publish), so that a
+// request sees one consistent set without locks.
+type resourceSet struct {
+	// byGVR finds a resource by group, version and plural.
+	byGVR map[schema.GroupVersionResource]*resourceInfo
+	// groups lists the served group versions in discovery order.
+	groups []schema.GroupVersion
+}
+
+// res returns the resources served now.
+func (s *Server) res() *resourceSet { return s.set.Load() }
+
+// newResourceInfo checks r and derives what the machinery needs of it.
+func (s *Server) newResourceInfo(r Resource) (*resourceInfo, error) {
+	kinds := 0
+	for _, set := range []bool{r.Rules != nil, r.Reader != nil, r.Creator != nil} {
+		if set {
+			kinds++
+		}
+	}
+	if r.New == nil || r.NewList == nil || kinds != 1 || r.Plural == "" || r.Kind == "" {
+		return nil, fmt.Errorf("apiserver: resource %s/%s is incomplete: it needs New, NewList, names and one of Rules, Reader and Creator", r.GroupVersion, r.Plural)
+	}
+	if (r.Reader != nil || r.Creator != nil) && (r.Status || r.Scale != nil || r.Token != nil || r.Conversion != nil || len(r.Subresources) > 0) {
+		return nil, fmt.Errorf("apiserver: read-only or create-only resource %s/%s has subresources or a conversion", r.GroupVersion, r.Plural)
+	}
+	ri := &resourceInfo{
+		Resource: r,
+		gvk:      r.GroupVersion.WithKind(r.Kind),
+		gvr:      r.GroupVersion.WithResource(r.Plural),
+		gr:       schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Plural},
+		fieldKeys: map[string]bool{
+			"metadata.name": true,
+		},
+		gone: make(chan struct{}),
+	}
+	if r.Namespaced {
+		ri.fieldKeys["metadata.namespace"] = true
+	}
+	if r.Encoding == EncodingProtobuf && (!s.scheme.Recognizes(ri.gvk) || !s.knows(r.New()) || !s.knows(r.NewList())) {
+		return nil, fmt.Errorf("apiserver: resource %s: kind %s or Go type %T is not registered: AddToScheme is missing or wrong", ri.gvr, r.Kind, r.New())
+	}
+	var ok bool
+	if ri.codec, ok = s.storageCodecs[r.Encoding]; !ok {
+		return nil, fmt.Errorf("apiserver: resource %s: unknown encoding %d", ri.gvr, r.Encoding)
+	}
+	if c := r.Conversion; c != nil {
+		if err := s.checkConversion(ri, c); err != nil {
+			return nil, err
+		}
+	}
+	for _, sub := range r.Subresources {
+		switch {
+		case sub.Name == "" || sub.Update == nil:
+			return nil, fmt.Errorf("apiserver: resource %s: subresource %q needs a name and Update", ri.gvr, sub.Name)
+		case reservedSubresources[sub.Name]:
+			return nil, fmt.Errorf("apiserver: resource %s: subresource %q is the machinery's", ri.gvr, sub.Name)
+		}
+	}
+	ri.admit = s.cfg.Admission != nil && s.cfg.Admission.Handles(ri.gr)
+	ri.mutate = s.cfg.Mutation != nil && s.cfg.Mutation.Handles(ri.gr)
+	ri.fields = newFieldTracker(ri, s.scheme, s.builtin)
+	for k := range ri.fieldSet(r.New()) {
+		ri.fieldKeys[k] = true
+	}
+	ri.prefix = KeyPrefix(ri.gr)
+	return ri, nil
+}
+
+// reservedSubresources are the subresources the machinery serves itself,
+// which Resource.Subresources may not name.
+var reservedSubresources = map[string]bool{
+	"status": true, "scale": true, "binding": true, "finalize": true, "token": true, "eviction": true,
+	"log": true, "exec": true, "attach": true, "portforward": true,
+}
+
+// publish makes the static and dynamic resources the served set, sorted
+// for discovery, and rebuilds the discovery documents. It returns the
+// resources no longer served as they were (removed or replaced). The
+// caller holds setMu, or is New.
+func (s *Server) publish() ([]*resourceInfo, error) {
+	next := &resourceSet{byGVR: map[schema.GroupVersionResource]*resourceInfo{}}
 	seen := map[schema.GroupVersion]bool{}
-	for i := range cfg.Resources {
-		r := cfg.Resources[i]
-		kinds := 0
-		for _, set := range []bool{r.Rules != nil, r.Reader != nil, r.Creator != nil} {
-			if set {
-				kinds++
+	add := func(ri *resourceInfo) error {
+		if _, dup := next.byGVR[ri.gvr]; dup {
+			return fmt.Errorf("apiserver: resource %s served twice", ri.gvr)
+		}
+		next.byGVR[ri.gvr] = ri
+		if !seen[ri.GroupVersion] {
+			seen[ri.GroupVersion] = true
+			next.groups = append(next.groups, ri.GroupVersion)
+		}
+		return nil
+	}
+	for _, ri := range s.static {
+		if err := add(ri); err != nil {
+			return nil, err
+		}
+	}
+	owners := make([]string, 0, len(s.dynamic))
+	for o := range s.dynamic {
+		owners = append(owners, o)
+	}
+	sort.Strings(owners)
+	for _, o := range owners {
+		for _, ri := range s.dynamic[o] {
+			if err := add(ri); err != nil {
+				return nil, err
 			}
-		}
-		if r.New == nil || r.NewList == nil || kinds != 1 || r.Plural == "" || r.Kind == "" {
-			return nil, fmt.Errorf("apiserver: resource %s/%s is incomplete: it needs New, NewList, names and one of Rules, Reader and Creator", r.GroupVersion, r.Plural)
-		}
-		if (r.Reader != nil || r.Creator != nil) && (r.Status || r.Scale != nil || r.Token != nil) {
-			return nil, fmt.Errorf("apiserver: read-only or create-only resource %s/%s has subresources", r.GroupVersion, r.Plural)
-		}
-		ri := &resourceInfo{
-			Resource: r,
-			gvk:      r.GroupVersion.WithKind(r.Kind),
-			gvr:      r.GroupVersion.WithResource(r.Plural),
-			gr:       schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Plural},
-			fieldKeys: map[string]bool{
-				"metadata.name": true,
-			},
-		}
-		if r.Namespaced {
-			ri.fieldKeys["metadata.namespace"] = true
-		}
-		if r.Encoding == EncodingProtobuf && (!scheme.Recognizes(ri.gvk) || !s.knows(r.New()) || !s.knows(r.NewList())) {
-			return nil, fmt.Errorf("apiserver: resource %s: kind %s or Go type %T is not registered: AddToScheme is missing or wrong", ri.gvr, r.Kind, r.New())
-		}
-		var ok bool
-		if ri.codec, ok = codecs[r.Encoding]; !ok {
-			return nil, fmt.Errorf("apiserver: resource %s: unknown encoding %d", ri.gvr, r.Encoding)
-		}
-		ri.admit = cfg.Admission != nil && cfg.Admission.Handles(ri.gr)
-		ri.mutate = cfg.Mutation != nil && cfg.Mutation.Handles(ri.gr)
-		ri.fields = newFieldTracker(ri, scheme, builtin)
-		for k := range ri.fieldSet(r.New()) {
-			ri.fieldKeys[k] = true
-		}
-		ri.prefix = KeyPrefix(schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Plural})
-		if _, dup := s.byGVR[ri.gvr]; dup {
-			return nil, fmt.Errorf("apiserver: resource %s served twice", ri.gvr)
-		}
-		s.byGVR[ri.gvr] = ri
-		if !seen[r.GroupVersion] {
-			seen[r.GroupVersion] = true
-			s.groups = append(s.groups, r.GroupVersion)
 		}
 	}
 	// Core first, then groups by name, as kube-apiserver lists them; the
 	// versions of a group by priority, as upstream sorts them (v1 before
 	// v1beta1 before v1alpha1), the first being the preferred one.
-	sort.SliceStable(s.groups, func(i, j int) bool {
-		a, b := s.groups[i], s.groups[j]
+	sort.SliceStable(next.groups, func(i, j int) bool {
+		a, b := next.groups[i], next.groups[j]
 		if (a.Group == "") != (b.Group == "") {
 			return a.Group == ""
 		}
@@ -225,8 +309,57 @@ func New(cfg Config) (*Server, error) {
 		}
 		return version.CompareKubeAwareVersionStrings(a.Version, b.Version) > 0
 	})
+	var gone []*resourceInfo
+	if prev := s.set.Load(); prev != nil {
+		for gvr, ri := range prev.byGVR {
+			if next.byGVR[gvr] != ri {
+				gone = append(gone, ri)
+			}
+		}
+	}
+	s.set.Store(next)
 	s.rebuildDiscovery()
-	return s, nil
+	return gone, nil
+}
+
+// SetResources serves rs, replacing what was served under owner before
+// (nil or empty rs stops serving owner's resources), as the hub does for
+// the versions of a CustomResourceDefinition, named owner, when it is
+// created, changed or deleted. Discovery follows at once. Watches of a
+// resource replaced or removed end, as upstream ends them when a CRD
+// changes: clients watch again and get the new rules. A resource another
+// owner or the static configuration serves already is refused, and
+// nothing changes. Objects in the store are never touched.
+func (s *Server) SetResources(owner string, rs []Resource) error {
+	infos := make([]*resourceInfo, 0, len(rs))
+	for _, r := range rs {
+		ri, err := s.newResourceInfo(r)
+		if err != nil {
+			return err
+		}
+		infos = append(infos, ri)
+	}
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	prev, had := s.dynamic[owner]
+	if len(infos) == 0 {
+		delete(s.dynamic, owner)
+	} else {
+		s.dynamic[owner] = infos
+	}
+	gone, err := s.publish()
+	if err != nil {
+		if had {
+			s.dynamic[owner] = prev
+		} else {
+			delete(s.dynamic, owner)
+		}
+		return err
+	}
+	for _, ri := range gone {
+		close(ri.gone)
+	}
+	return nil
 }
 
 // ServeHTTP serves /api and /apis; other paths get 404.
@@ -240,7 +373,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveDiscovery(w, r, ri)
 		return
 	}
-	res := s.byGVR[ri.gv.WithResource(ri.resource)]
+	res := s.res().byGVR[ri.gv.WithResource(ri.resource)]
 	if res == nil {
 		s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{Group: ri.gv.Group, Resource: ri.resource}, ""))
 		return

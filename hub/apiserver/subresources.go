@@ -16,7 +16,15 @@ import (
 )
 
 // serveStatus serves GET, PUT and PATCH of the status subresource.
-func (q *request) serveStatus() error {
+func (q *request) serveStatus() error { return q.serveStatusLike(updateStatus) }
+
+// serveSubresource serves one of the resource's Subresources.
+func (q *request) serveSubresource() error { return q.serveStatusLike(updateSubresource) }
+
+// serveStatusLike serves a subresource that reads the whole object and
+// updates part of it: status, or with kind updateSubresource one of
+// Resource.Subresources.
+func (q *request) serveStatusLike(kind updateKind) error {
 	switch q.verb {
 	case "get":
 		return q.get()
@@ -34,15 +42,15 @@ func (q *request) serveStatus() error {
 				return nil, apierrors.NewNotFound(q.res.gr, q.ri.name)
 			}
 			return obj.DeepCopyObject(), nil
-		}, m.GetResourceVersion(), updateStatus)
+		}, m.GetResourceVersion(), kind)
 		if err != nil {
 			return err
 		}
 		return q.respond(http.StatusOK, updated)
 	case "patch":
-		return q.patchAs(updateStatus)
+		return q.patchAs(kind)
 	}
-	return apierrors.NewMethodNotSupported(schema.GroupResource{Group: q.res.gr.Group, Resource: q.res.Plural + "/status"}, q.r.Method)
+	return apierrors.NewMethodNotSupported(schema.GroupResource{Group: q.res.gr.Group, Resource: q.res.Plural + "/" + q.ri.subresource}, q.r.Method)
 }
 
 var scaleGVK = autoscalingv1.SchemeGroupVersion.WithKind("Scale")

@@ -228,7 +228,7 @@ func podServiceAccount(pod *corev1.Pod) string {
 // error to answer: 404 when it does not exist or the resource is not
 // served.
 func (s *Server) getStored(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (runtime.Object, error) {
-	res := s.byGVR[gvr]
+	res := s.res().byGVR[gvr]
 	if res == nil {
 		return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
 	}

@@ -213,6 +213,8 @@ func (q *request) watch() error {
 		select {
 		case <-q.s.stop:
 			stop()
+		case <-q.res.gone:
+			stop()
 		case <-done:
 		}
 	}(ctx.Done())
