@@ -276,7 +276,7 @@ func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtim
 	data, err := res.encode(obj)
 	if err != nil {
 		release()
-		return nil, apierrors.NewInternalError(err)
+		return nil, encodeError(err)
 	}
 	kv, err := s.store.Create(ctx, key, data)
 	if err != nil {
@@ -284,7 +284,7 @@ func (s *Server) createObject(ctx context.Context, res *resourceInfo, obj runtim
 		return nil, storeError(err, res.gr, m.GetName())
 	}
 	m.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
-	return obj, nil
+	return res.asStored(obj, data, kv.ModRevision), nil
 }
 
 // checkNamespace refuses the create of name (of res) in a namespace that
@@ -446,7 +446,7 @@ func (q *request) updateObject(mutate func(old runtime.Object) (runtime.Object, 
 		data, err := res.encode(obj)
 		if err != nil {
 			allocated(false)
-			return nil, 0, apierrors.NewInternalError(err)
+			return nil, 0, encodeError(err)
 		}
 		// An update that changes nothing writes nothing, as upstream: no
 		// new resourceVersion, no event for watchers. Like upstream's
@@ -464,7 +464,7 @@ func (q *request) updateObject(mutate func(old runtime.Object) (runtime.Object, 
 			return nil, 0, storeError(err, res.gr, name)
 		}
 		m.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
-		return obj, http.StatusOK, nil
+		return res.asStored(obj, data, nkv.ModRevision), http.StatusOK, nil
 	}
 }
 

@@ -116,11 +116,12 @@ func (t *fieldTracker) manager(subresource string) (*managedfields.FieldManager,
 }
 
 // oneVersion is the object converter, defaulter and creater the field
-// managers of one resource use. The hub keeps and serves each group in
-// one version, so there is nothing to convert between: objects of that
-// version are copied (and, for Go types, turned from unstructured into
-// their type), and any other version is refused, as upstream's CRD
-// handler refuses versions a CRD does not serve.
+// managers of one resource use. They convert between the resource's
+// version and, for a resource with a Conversion, its storage version,
+// whose managers' entries the stored object carries too: objects are
+// copied (and, for Go types, turned from unstructured into their type)
+// or converted as the store converts them; any other version is refused,
+// as upstream's CRD handler refuses versions a CRD does not serve.
 type oneVersion struct {
 	scheme *runtime.Scheme
 	res    *resourceInfo
@@ -133,18 +134,46 @@ var (
 )
 
 func (c oneVersion) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
-	if gvk, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{c.res.gvk}); !ok || gvk != c.res.gvk {
+	kinds := []schema.GroupVersionKind{c.res.gvk}
+	if c.res.Conversion != nil {
+		kinds = append(kinds, c.res.storageGVK())
+	}
+	gvk, ok := target.KindForGroupVersionKinds(kinds)
+	if !ok || !slices.Contains(kinds, gvk) {
 		return nil, fmt.Errorf("%s is served in %s only", c.res.gvk.Kind, c.res.GroupVersion)
 	}
-	if have := in.GetObjectKind().GroupVersionKind(); !have.Empty() && have != c.res.gvk {
+	have := in.GetObjectKind().GroupVersionKind()
+	if have.Empty() {
+		have = c.res.gvk
+	}
+	if !slices.Contains(kinds, have) {
 		return nil, fmt.Errorf("%s is served in %s only, not as %s", c.res.gvk.Kind, c.res.GroupVersion, have)
 	}
-	if c.res.Encoding == EncodingJSON {
-		out := in.DeepCopyObject()
-		out.GetObjectKind().SetGroupVersionKind(c.res.gvk)
-		return out, nil
+	var out runtime.Object
+	var err error
+	switch {
+	case have != gvk && gvk == c.res.gvk: // from the storage version
+		out, err = c.fromStorage(in)
+	case have != gvk:
+		out, err = c.res.toStorage(in)
+	case c.res.Encoding == EncodingJSON:
+		out = in.DeepCopyObject()
+	default:
+		return c.scheme.ConvertToVersion(in, gvk.GroupVersion())
 	}
-	return c.scheme.ConvertToVersion(in, c.res.GroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	out.GetObjectKind().SetGroupVersionKind(gvk)
+	return out, nil
+}
+
+// fromStorage converts in, of the storage version, to the resource's.
+func (c oneVersion) fromStorage(in runtime.Object) (runtime.Object, error) {
+	if conv := c.res.Conversion.FromStorage; conv != nil {
+		return conv(in)
+	}
+	return in.DeepCopyObject(), nil
 }
 
 func (c oneVersion) Convert(in, out, context interface{}) error {

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"errors"
 	"crypto/rand"
 	"fmt"
 	"maps"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -92,6 +94,34 @@ func (res *resourceInfo) decode(kv store.KeyValue) (runtime.Object, error) {
 	}
 	m.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
 	return obj, nil
+}
+
+// encodeError is the client's error for a failed encode: a conversion's
+// own API error as it is (an autoscaling/v1 annotation that does not
+// parse is the client's 400), anything else 500.
+func encodeError(err error) error {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return err
+	}
+	return apierrors.NewInternalError(err)
+}
+
+// asStored returns obj as a client reads it back once written: for
+// a resource with a Conversion, obj converted to the storage version and
+// back, as upstream answers a write with the object it stored (an
+// autoscaling/v1 create shows the defaults v2 gave it); obj itself for
+// the others, or if data does not decode (then obj is what was written).
+// data is what was stored, at revision rev.
+func (res *resourceInfo) asStored(obj runtime.Object, data []byte, rev int64) runtime.Object {
+	if res.Conversion == nil {
+		return obj
+	}
+	back, err := res.decode(store.KeyValue{Value: data, ModRevision: rev})
+	if err != nil {
+		return obj
+	}
+	return back
 }
 
 // storageGVK is the kind objects of a resource with a Conversion are
