@@ -12,11 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/outpost-mesh/outpost/hub/admission"
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/auth/review"
 	"github.com/outpost-mesh/outpost/hub/registry/apps"
+	"github.com/outpost-mesh/outpost/hub/registry/autoscaling"
 	"github.com/outpost-mesh/outpost/hub/registry/batch"
+	"github.com/outpost-mesh/outpost/hub/registry/certificates"
 	"github.com/outpost-mesh/outpost/hub/registry/coordination"
 	"github.com/outpost-mesh/outpost/hub/registry/core"
 	"github.com/outpost-mesh/outpost/hub/registry/discovery"
@@ -46,6 +47,7 @@ func resources(svc core.ServiceConfig, st store.Reader, nodeUsage *usage.Store) 
 		policy.Resources(), rbac.Resources(),
 		networking.Resources(), scheduling.Resources(), node.Resources(),
 		storage.Resources(), flowcontrol.Resources(), storagemigration.Resources(),
+		autoscaling.Resources(), certificates.Resources(),
 	} {
 		rs = append(rs, group...)
 	}
@@ -56,19 +58,20 @@ func resources(svc core.ServiceConfig, st store.Reader, nodeUsage *usage.Store) 
 }
 
 // newAPI builds the Kubernetes API server and its OpenAPI documents over
-// st, with the admission chain (NodeRestriction, then escalation when not
-// nil) and the review resources when reviews is not nil; pods serves the
-// pods' streaming subresources, and nodeUsage, if not nil, metrics.k8s.io.
-func newAPI(st store.Store, svc core.ServiceConfig, tokens apiserver.TokenIssuer, pods apiserver.PodStreams, nodeUsage *usage.Store, escalation *admission.RBACEscalation, reviews *lateAuth, log *slog.Logger) (*apiserver.Server, *openapiDocs, error) {
-	chain := admission.Chain{admission.NodeRestriction{}}
-	if escalation != nil {
-		chain = append(chain, escalation)
-	}
+// st, with the admission chains and the review resources of hooks (with
+// hooks nil, NodeRestriction alone and no reviews); pods serves the pods'
+// streaming subresources, and nodeUsage, if not nil, metrics.k8s.io.
+func newAPI(st store.Store, svc core.ServiceConfig, tokens apiserver.TokenIssuer, pods apiserver.PodStreams, nodeUsage *usage.Store, hooks *policyHooks, log *slog.Logger) (*apiserver.Server, *openapiDocs, error) {
+	mutating, validating := hooks.chains()
 	rs := resources(svc, st, nodeUsage)
-	if reviews != nil {
-		rs = append(rs, review.Resources(reviews, reviews, reviews.tokens)...)
+	if hooks != nil {
+		rs = append(rs, review.Resources(hooks.reviews, hooks.reviews, hooks.reviews.tokens)...)
 	}
-	api, err := apiserver.New(apiserver.Config{Store: st, Resources: rs, Logger: log, Admission: chain, Tokens: tokens, PodStreams: pods})
+	cfg := apiserver.Config{Store: st, Resources: rs, Logger: log, Admission: validating, Tokens: tokens, PodStreams: pods}
+	if len(mutating) > 0 {
+		cfg.Mutation = mutating
+	}
+	api, err := apiserver.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers"
 	"github.com/outpost-mesh/outpost/hub/controllers/clusterroleaggregation"
 	"github.com/outpost-mesh/outpost/hub/controllers/cronjob"
+	"github.com/outpost-mesh/outpost/hub/controllers/csrsigning"
 	"github.com/outpost-mesh/outpost/hub/controllers/daemonset"
 	"github.com/outpost-mesh/outpost/hub/controllers/deployment"
 	"github.com/outpost-mesh/outpost/hub/controllers/disruption"
@@ -38,10 +39,10 @@ import (
 // and each controller as its service account in kube-system, bound to its
 // system:controller: role, as upstream's kube-controller-manager runs
 // them with --use-service-account-credentials.
-func newControllerManager(handler *apiHandler, hc Config, caPEM []byte, log *slog.Logger) (*manager.Manager, error) {
+func newControllerManager(handler *apiHandler, hc Config, caPEM []byte, signer csrsigning.Signer, log *slog.Logger) (*manager.Manager, error) {
 	cfg := manager.DefaultConfig()
 	cfg.LeaseIdentity = auth.ControllerManagerUser
-	cfg.Controllers = controllerList(hc, caPEM)
+	cfg.Controllers = controllerList(hc, caPEM, signer)
 	cfg.Clients = func(identity string) (manager.Clients, error) {
 		u, ok := controllerUser(identity)
 		if !ok {
@@ -86,8 +87,10 @@ func sa(name string) string {
 
 // controllerList returns the controllers the hub runs, in the order they
 // are built, as hc configures them, each with the identity upstream runs
-// it as; caPEM is the hub CA that pods are told to trust.
-func controllerList(hc Config, caPEM []byte) []manager.Controller {
+// it as; caPEM is the hub CA that pods are told to trust, and signer
+// issues the client certificates that certificate signing requests for
+// kubernetes.io/kube-apiserver-client are approved for.
+func controllerList(hc Config, caPEM []byte, signer csrsigning.Signer) []manager.Controller {
 	lifecycle := nodelifecycle.DefaultConfig()
 	lifecycle.GracePeriod = hc.NodeMonitorGracePeriod
 	list := []manager.Controller{
@@ -109,6 +112,9 @@ func controllerList(hc Config, caPEM []byte) []manager.Controller {
 		{Name: "endpoints", Identity: sa("endpoint-controller"), New: runner(endpoints.New)},
 		{Name: "clusterrole-aggregation", Identity: sa("clusterrole-aggregation-controller"), New: runner(clusterroleaggregation.New)},
 		{Name: "disruption", Identity: sa("disruption-controller"), New: runner(disruption.New)},
+		{Name: "csrsigning", Identity: sa("certificate-controller"), New: func(c controllers.Context) (manager.Runner, error) {
+			return csrsigning.New(c, csrsigning.DefaultConfig(signer))
+		}},
 		{Name: "scheduler", Identity: auth.SchedulerUser, New: runner(scheduler.New)},
 	}
 	if hc.AllocateNodeCIDRs {

@@ -20,8 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/outpost-mesh/outpost/hub/admission"
 	"github.com/outpost-mesh/outpost/hub/auth"
+	"github.com/outpost-mesh/outpost/hub/controllers/csrsigning"
 	"github.com/outpost-mesh/outpost/hub/controllers/nodeipam"
 	"github.com/outpost-mesh/outpost/hub/controllers/nodelifecycle"
 	"github.com/outpost-mesh/outpost/hub/metrics"
@@ -325,8 +325,8 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err := mets.Register(nodeUsage.RelayCollector()); err != nil {
 		return err
 	}
-	escalation, reviews := &admission.RBACEscalation{}, &lateAuth{tokens: tokens.authn}
-	api, spec, err := newAPI(st, h.cfg.Services, tokens, podStreams, nodeUsage, escalation, reviews, log)
+	hooks := newPolicyHooks(&lateAuth{tokens: tokens.authn})
+	api, spec, err := newAPI(st, h.cfg.Services, tokens, podStreams, nodeUsage, hooks, log)
 	if err != nil {
 		return err
 	}
@@ -379,7 +379,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	// all, in the same order.
 	var parts parts
 	defer parts.stop()
-	authorizing, err := startRBAC(ctx, &parts, handler, st, escalation, reviews, log)
+	authorizing, err := startRBAC(ctx, &parts, handler, st, hooks, log)
 	if err != nil {
 		return err
 	}
@@ -462,7 +462,11 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 
 	var controlling *part
 	if h.cfg.Controllers {
-		mgr, err := newControllerManager(handler, h.cfg, certs.CACertPEM, log)
+		signer, err := csrsigning.NewCASigner(certs.CA, certs.CAKey, nil)
+		if err != nil {
+			return err
+		}
+		mgr, err := newControllerManager(handler, h.cfg, certs.CACertPEM, signer, log)
 		if err != nil {
 			return err
 		}

@@ -31,7 +31,7 @@ func TestInprocAdmission(t *testing.T) {
 	}
 	defer st.Close()
 	log := testlog.New(t, slog.LevelInfo)
-	api, spec, err := newAPI(st, core.DefaultServiceConfig(), nil, nil, nil, nil, nil, log)
+	api, spec, err := newAPI(st, core.DefaultServiceConfig(), nil, nil, nil, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestInprocWatch(t *testing.T) {
 	}
 	defer st.Close()
 	log := testlog.New(t, slog.LevelInfo)
-	api, spec, err := newAPI(st, core.DefaultServiceConfig(), nil, nil, nil, nil, nil, log)
+	api, spec, err := newAPI(st, core.DefaultServiceConfig(), nil, nil, nil, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	rbaclisters "k8s.io/client-go/listers/rbac/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/outpost-mesh/outpost/hub/admission"
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/auth/rbac"
 	"github.com/outpost-mesh/outpost/hub/auth/review"
@@ -215,7 +214,7 @@ func (l *lateAuth) RulesFor(ctx context.Context, u auth.User, namespace string) 
 // have synced (or failing after rbacSyncTimeout). Until it returns,
 // handler authorizes only system:masters, the hub's controllers, nodes
 // and public paths; it must return before handler serves anyone else.
-func startRBAC(ctx context.Context, parts *parts, handler *apiHandler, st store.Reader, escalation *admission.RBACEscalation, reviews *lateAuth, log *slog.Logger) (*part, error) {
+func startRBAC(ctx context.Context, parts *parts, handler *apiHandler, st store.Reader, hooks *policyHooks, log *slog.Logger) (*part, error) {
 	cs, _, err := inprocClientsAs(handler, hubUser, "outpost-hub/rbac", log)
 	if err != nil {
 		return nil, err
@@ -225,13 +224,13 @@ func startRBAC(ctx context.Context, parts *parts, handler *apiHandler, st store.
 	}
 	f := informers.NewSharedInformerFactory(cs, 0)
 	c := newRBACCache(f)
+	synced := c.synced
 	rules := rbac.New(c)
 	handler.authz = auth.NewAuthorizer(storePods{st}, rules)
-	if escalation != nil {
-		escalation.Set(handler.authz, rules, c)
-	}
-	if reviews != nil {
-		reviews.set(handler.authz, rules)
+	if hooks != nil {
+		hooks.escalation.Set(handler.authz, rules, c)
+		hooks.reviews.set(handler.authz, rules)
+		synced = append(synced, hooks.caches.register(f)...)
 	}
 	p := parts.start("rbac cache", context.WithoutCancel(ctx), func(ctx context.Context) error {
 		f.Start(ctx.Done())
@@ -241,8 +240,11 @@ func startRBAC(ctx context.Context, parts *parts, handler *apiHandler, st store.
 	})
 	wait, cancel := context.WithTimeout(ctx, rbacSyncTimeout)
 	defer cancel()
-	if !cache.WaitForCacheSync(wait.Done(), c.synced...) {
-		return p, fmt.Errorf("rbac caches did not sync within %v", rbacSyncTimeout)
+	if !cache.WaitForCacheSync(wait.Done(), synced...) {
+		return p, fmt.Errorf("rbac and admission caches did not sync within %v", rbacSyncTimeout)
+	}
+	if hooks != nil {
+		hooks.caches.ready.Store(true)
 	}
 	return p, nil
 }

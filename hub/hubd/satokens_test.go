@@ -81,7 +81,7 @@ func startSAHub(t *testing.T) *saHub {
 	handler.tokens = tokens.authn
 	var ps parts
 	t.Cleanup(ps.stop)
-	if _, err := startRBAC(context.Background(), &ps, handler, st, nil, nil, log); err != nil {
+	if _, err := startRBAC(context.Background(), &ps, handler, st, nil, log); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(handler)
