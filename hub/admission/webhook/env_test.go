@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"io"
@@ -294,3 +295,6 @@ var corev1Secret = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}
 
 // jsonDecode decodes r's JSON body into v.
 func jsonDecode(r *http.Request, v any) error { return json.NewDecoder(r.Body).Decode(v) }
+
+// b64 is s in base64, as JSON carries bytes.
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
