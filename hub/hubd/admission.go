@@ -1,16 +1,27 @@
 package hubd
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
+	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/outpost-mesh/outpost/hub/admission"
+	"github.com/outpost-mesh/outpost/hub/admission/policy"
+	"github.com/outpost-mesh/outpost/hub/admission/webhook"
+	"github.com/outpost-mesh/outpost/hub/apiserver"
 )
 
 // policyHooks are the parts of the hub's policy that exist before the
@@ -22,12 +33,34 @@ type policyHooks struct {
 	escalation *admission.RBACEscalation
 	reviews    *lateAuth
 	caches     *admissionCaches
+	// webhooks calls the admission webhooks; policies evaluates the
+	// ValidatingAdmissionPolicies, reading params through objects.
+	webhooks *webhook.Dispatcher
+	policies *policy.Evaluator
+	objects  *lateObjects
 }
 
-// newPolicyHooks returns hooks not ready yet, whose reviews answer
-// tokens with reviewTokens.
-func newPolicyHooks(reviews *lateAuth) *policyHooks {
-	return &policyHooks{escalation: &admission.RBACEscalation{}, reviews: reviews, caches: &admissionCaches{}}
+// newPolicyHooks returns hooks not ready yet: reviews answers with the
+// authorizer once set, dial reaches the pods behind a Service for its
+// webhooks.
+func newPolicyHooks(reviews *lateAuth, dial serviceDialer, log *slog.Logger) *policyHooks {
+	h := &policyHooks{escalation: &admission.RBACEscalation{}, reviews: reviews, caches: &admissionCaches{}, objects: &lateObjects{}}
+	h.webhooks = webhook.New(webhook.Config{
+		Mutating:    h.caches.mutatingWebhooks,
+		Validating:  h.caches.validatingWebhooks,
+		Namespace:   h.caches.namespace,
+		DialService: dial.DialService,
+		Logger:      log.With("component", "webhooks"),
+	})
+	h.policies = policy.New(policy.Config{
+		Policies:   h.caches.admissionPolicies,
+		Bindings:   h.caches.admissionPolicyBindings,
+		Namespace:  h.caches.namespace,
+		Params:     h.objects,
+		Authorizer: reviews,
+		Logger:     log.With("component", "admission-policies"),
+	})
+	return h
 }
 
 // chains returns the admission chains of the hub: the mutating one, run
@@ -39,12 +72,14 @@ func (h *policyHooks) chains() (admission.MutatingChain, admission.Chain) {
 		return nil, admission.Chain{admission.NodeRestriction{}}
 	}
 	priority := &admission.Priority{Classes: h.caches.priorityClassList}
-	mutating := admission.MutatingChain{priority, admission.CSRRequestor{}}
+	mutating := admission.MutatingChain{priority, admission.CSRRequestor{}, h.webhooks}
 	validating := admission.Chain{
 		admission.NodeRestriction{},
 		priority,
 		admission.NewCSRSigners(h.reviews),
 		h.escalation,
+		h.policies,
+		h.webhooks,
 	}
 	return mutating, validating
 }
@@ -59,14 +94,108 @@ var errAdmissionStarting = errors.New("the admission caches have not synced yet"
 type admissionCaches struct {
 	ready           atomic.Bool
 	priorityClasses schedulinglisters.PriorityClassLister
+	namespaces      corelisters.NamespaceLister
+	mutating        admissionlisters.MutatingWebhookConfigurationLister
+	validating      admissionlisters.ValidatingWebhookConfigurationLister
+	policies        admissionlisters.ValidatingAdmissionPolicyLister
+	bindings        admissionlisters.ValidatingAdmissionPolicyBindingLister
 }
 
 // register adds the caches' informers to f and returns what tells they
 // have synced; the caller starts f and sets ready once they have.
 func (c *admissionCaches) register(f informers.SharedInformerFactory) []cache.InformerSynced {
 	pcs := f.Scheduling().V1().PriorityClasses()
-	c.priorityClasses = pcs.Lister()
-	return []cache.InformerSynced{pcs.Informer().HasSynced}
+	nss := f.Core().V1().Namespaces()
+	ar := f.Admissionregistration().V1()
+	mwc, vwc := ar.MutatingWebhookConfigurations(), ar.ValidatingWebhookConfigurations()
+	vap, vapb := ar.ValidatingAdmissionPolicies(), ar.ValidatingAdmissionPolicyBindings()
+	c.priorityClasses, c.namespaces = pcs.Lister(), nss.Lister()
+	c.mutating, c.validating = mwc.Lister(), vwc.Lister()
+	c.policies, c.bindings = vap.Lister(), vapb.Lister()
+	return []cache.InformerSynced{
+		pcs.Informer().HasSynced, nss.Informer().HasSynced,
+		mwc.Informer().HasSynced, vwc.Informer().HasSynced,
+		vap.Informer().HasSynced, vapb.Informer().HasSynced,
+	}
+}
+
+// The webhooks' and policies' configurations: none until the caches
+// have synced, which is before the hub serves anyone but system:masters.
+
+func (c *admissionCaches) mutatingWebhooks() []*admissionregistrationv1.MutatingWebhookConfiguration {
+	if !c.ready.Load() {
+		return nil
+	}
+	l, _ := c.mutating.List(labels.Everything())
+	return l
+}
+
+func (c *admissionCaches) validatingWebhooks() []*admissionregistrationv1.ValidatingWebhookConfiguration {
+	if !c.ready.Load() {
+		return nil
+	}
+	l, _ := c.validating.List(labels.Everything())
+	return l
+}
+
+func (c *admissionCaches) admissionPolicies() []*admissionregistrationv1.ValidatingAdmissionPolicy {
+	if !c.ready.Load() {
+		return nil
+	}
+	l, _ := c.policies.List(labels.Everything())
+	return l
+}
+
+func (c *admissionCaches) admissionPolicyBindings() []*admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	if !c.ready.Load() {
+		return nil
+	}
+	l, _ := c.bindings.List(labels.Everything())
+	return l
+}
+
+func (c *admissionCaches) namespace(name string) (*corev1.Namespace, error) {
+	if !c.ready.Load() {
+		return nil, errAdmissionStarting
+	}
+	return c.namespaces.Get(name)
+}
+
+// lateObjects reads the params of admission policies from the API
+// server, once it exists (set before it serves).
+type lateObjects struct{ api atomic.Pointer[apiserver.Server] }
+
+var _ policy.Params = (*lateObjects)(nil)
+
+func (o *lateObjects) server() (*apiserver.Server, error) {
+	if s := o.api.Load(); s != nil {
+		return s, nil
+	}
+	return nil, errAdmissionStarting
+}
+
+func (o *lateObjects) Namespaced(kind schema.GroupVersionKind) (bool, error) {
+	s, err := o.server()
+	if err != nil {
+		return false, err
+	}
+	return s.KindNamespaced(kind)
+}
+
+func (o *lateObjects) Get(kind schema.GroupVersionKind, namespace, name string) (runtime.Object, error) {
+	s, err := o.server()
+	if err != nil {
+		return nil, err
+	}
+	return s.GetObject(context.Background(), kind, namespace, name)
+}
+
+func (o *lateObjects) List(kind schema.GroupVersionKind, namespace string, sel labels.Selector) ([]runtime.Object, error) {
+	s, err := o.server()
+	if err != nil {
+		return nil, err
+	}
+	return s.ListObjects(context.Background(), kind, namespace, sel)
 }
 
 func (c *admissionCaches) priorityClassList() ([]*schedulingv1.PriorityClass, error) {

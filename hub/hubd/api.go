@@ -14,6 +14,8 @@ import (
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/auth/review"
+	admissionpolicy "github.com/outpost-mesh/outpost/hub/admission/policy"
+	"github.com/outpost-mesh/outpost/hub/registry/admissionregistration"
 	"github.com/outpost-mesh/outpost/hub/registry/apps"
 	"github.com/outpost-mesh/outpost/hub/registry/autoscaling"
 	"github.com/outpost-mesh/outpost/hub/registry/batch"
@@ -48,6 +50,7 @@ func resources(svc core.ServiceConfig, st store.Reader, nodeUsage *usage.Store) 
 		networking.Resources(), scheduling.Resources(), node.Resources(),
 		storage.Resources(), flowcontrol.Resources(), storagemigration.Resources(),
 		autoscaling.Resources(), certificates.Resources(),
+		admissionregistration.Resources(admissionregistration.WithPolicyCheck(admissionpolicy.CheckPolicy)),
 	} {
 		rs = append(rs, group...)
 	}

@@ -8,10 +8,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -63,10 +65,13 @@ func TestCertificateSigningRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	var certPEM []byte
-	wait.For(t, 30*time.Second, "the certificate to be issued", func() bool {
+	wait.For(t, 30*time.Second, "the certificate to be issued", func() (bool, string) {
 		got, err := csrs.Get(ctx, "alice", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
 		certPEM = got.Status.Certificate
-		return err == nil && len(certPEM) > 0
+		return len(certPEM) > 0, fmt.Sprintf("conditions %v", got.Status.Conditions)
 	})
 
 	keyDER, err := x509.MarshalECPrivateKey(key)
@@ -76,7 +81,7 @@ func TestCertificateSigningRequest(t *testing.T) {
 	alice := rest.AnonymousClientConfig(admin)
 	alice.CertData = certPEM
 	alice.KeyData = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	review, err := kubernetes.NewForConfigOrDie(alice).AuthenticationV1().SelfSubjectReviews().Create(ctx, nil, metav1.CreateOptions{})
+	review, err := kubernetes.NewForConfigOrDie(alice).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -325,11 +325,13 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err := mets.Register(nodeUsage.RelayCollector()); err != nil {
 		return err
 	}
-	hooks := newPolicyHooks(&lateAuth{tokens: tokens.authn})
+	hooks := newPolicyHooks(&lateAuth{tokens: tokens.authn}, serviceDialer{st: st, pods: podStreams}, log)
+	defer hooks.webhooks.Close()
 	api, spec, err := newAPI(st, h.cfg.Services, tokens, podStreams, nodeUsage, hooks, log)
 	if err != nil {
 		return err
 	}
+	hooks.objects.api.Store(api)
 	// Before anything is served: a crash may have left reservations
 	// without their objects, or objects without their reservations. Only
 	// the embedded store is this hub's alone, so only there are
