@@ -161,6 +161,9 @@ func newCRRules(crd *apiextensionsv1.CustomResourceDefinition, v *apiextensionsv
 			return nil, fmt.Errorf("schema is not structural: %w", err)
 		}
 		if s != nil && !r.preserveUnknown {
+			if errs := structuralschema.ValidateStructural(nil, s); len(errs) > 0 {
+				return nil, fmt.Errorf("schema is not structural: %w", errs.ToAggregate())
+			}
 			s = s.DeepCopy()
 			if err := structuraldefaulting.PruneDefaults(s); err != nil {
 				return nil, fmt.Errorf("prune defaults: %w", err)
