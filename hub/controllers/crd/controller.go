@@ -153,11 +153,11 @@ func (cc *Controller) sync(ctx context.Context, name string) error {
 		return nil
 	}
 	updated, err := cc.crds.ApiextensionsV1().CustomResourceDefinitions().UpdateStatus(ctx, out, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil // the informer brings the change, which requeues it
+	if apierrors.IsNotFound(err) {
+		return nil
 	}
 	if err != nil {
-		return err
+		return err // a conflict too: retried on a fresher cache
 	}
 	cc.written[name] = updated
 	return nil

@@ -155,8 +155,16 @@ func TestNamesAndFinalize(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := serve(t, rs...)
-	run(t, c)
 	ctx := context.Background()
+	// The namespaces come first: a watch from the resourceVersion of a
+	// list of an empty store (0) means "from now" and could miss the
+	// CRDs created while the controller's informer starts.
+	for _, ns := range []string{"default", "ns2"} {
+		if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, c)
 	crds := c.crds.ApiextensionsV1().CustomResourceDefinitions()
 	for _, in := range []*apiextensionsv1.CustomResourceDefinition{widgets, widgetCRD("gadgets", "Widget", false)} {
 		if _, err := crds.Create(ctx, in, metav1.CreateOptions{}); err != nil {
@@ -173,11 +181,6 @@ func TestNamesAndFinalize(t *testing.T) {
 		t.Errorf("gadgets NamesAccepted = %s, want False/ListKindConflict", got)
 	}
 
-	for _, ns := range []string{"default", "ns2"} {
-		if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, w := range []struct {
 		ns, name  string
 		finalizer bool
