@@ -23,6 +23,8 @@ import (
 	"errors"
 	"log/slog"
 
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -39,6 +41,11 @@ type Context struct {
 	// Metadata reads and watches any resource's object metadata only
 	// (the garbage collector and the namespace controller); non-nil.
 	Metadata metadata.Interface
+	// Dynamic reads and writes any resource, custom resources included,
+	// and Extensions the CustomResourceDefinitions; nil for controllers
+	// built without them (only the CRD controller needs them).
+	Dynamic    dynamic.Interface
+	Extensions apiextensionsclient.Interface
 	// Informers are shared by all controllers; non-nil. Its owner starts
 	// it once every controller has been built (New registers what each
 	// needs), and stops it after they have all returned.

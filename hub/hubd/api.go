@@ -16,6 +16,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/auth/review"
 	admissionpolicy "github.com/outpost-mesh/outpost/hub/admission/policy"
 	"github.com/outpost-mesh/outpost/hub/registry/admissionregistration"
+	"github.com/outpost-mesh/outpost/hub/registry/apiextensions"
 	"github.com/outpost-mesh/outpost/hub/registry/apps"
 	"github.com/outpost-mesh/outpost/hub/registry/autoscaling"
 	"github.com/outpost-mesh/outpost/hub/registry/batch"
@@ -49,7 +50,7 @@ func resources(svc core.ServiceConfig, st store.Reader, nodeUsage *usage.Store) 
 		policy.Resources(), rbac.Resources(),
 		networking.Resources(), scheduling.Resources(), node.Resources(),
 		storage.Resources(), flowcontrol.Resources(), storagemigration.Resources(),
-		autoscaling.Resources(), certificates.Resources(),
+		autoscaling.Resources(), certificates.Resources(), apiextensions.Resources(),
 		admissionregistration.Resources(admissionregistration.WithPolicyCheck(admissionpolicy.CheckPolicy)),
 	} {
 		rs = append(rs, group...)

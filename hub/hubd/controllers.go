@@ -11,6 +11,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/controllers"
 	"github.com/outpost-mesh/outpost/hub/controllers/clusterroleaggregation"
+	"github.com/outpost-mesh/outpost/hub/controllers/crd"
 	"github.com/outpost-mesh/outpost/hub/controllers/cronjob"
 	"github.com/outpost-mesh/outpost/hub/controllers/csrsigning"
 	"github.com/outpost-mesh/outpost/hub/controllers/daemonset"
@@ -48,11 +49,7 @@ func newControllerManager(handler *apiHandler, hc Config, caPEM []byte, signer c
 		if !ok {
 			return manager.Clients{}, fmt.Errorf("no in-process identity %q", identity)
 		}
-		cs, md, err := inprocClientsAs(handler, u, identity, log)
-		if err != nil {
-			return manager.Clients{}, err
-		}
-		return manager.Clients{Client: cs, Metadata: md}, nil
+		return inprocAllClientsAs(handler, u, identity, log)
 	}
 	cfg.Logger = log.With("component", "controllers")
 	m, err := manager.New(cfg)
@@ -114,6 +111,11 @@ func controllerList(hc Config, caPEM []byte, signer csrsigning.Signer) []manager
 		{Name: "disruption", Identity: sa("disruption-controller"), New: runner(disruption.New)},
 		{Name: "csrsigning", Identity: sa("certificate-controller"), New: func(c controllers.Context) (manager.Runner, error) {
 			return csrsigning.New(c, csrsigning.DefaultConfig(signer))
+		}},
+		// Upstream's CRD naming, establishing and finalizing controllers,
+		// which it runs inside kube-apiserver.
+		{Name: "crd", Identity: sa("crd-controller"), New: func(c controllers.Context) (manager.Runner, error) {
+			return crd.New(c, c.Extensions, c.Dynamic)
 		}},
 		{Name: "scheduler", Identity: auth.SchedulerUser, New: runner(scheduler.New)},
 	}

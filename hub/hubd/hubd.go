@@ -385,6 +385,10 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	customizing, err := startCustomResources(ctx, &parts, handler, api, log)
+	if err != nil {
+		return err
+	}
 	upkeep := parts.start("store upkeep", context.WithoutCancel(ctx), func(ctx context.Context) error {
 		var wg sync.WaitGroup
 		wg.Go(func() { compactLoop(ctx, st, compactInterval, log) })
@@ -474,7 +478,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		}
 		controlling = parts.start("controllers", context.WithoutCancel(ctx), mgr.Run)
 	}
-	parts.order(controlling, syncing, authorizing, serving, upkeep)
+	parts.order(controlling, syncing, customizing, authorizing, serving, upkeep)
 
 	h.addr.Store(&addr)
 	close(h.ready)

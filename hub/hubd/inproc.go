@@ -9,11 +9,14 @@ import (
 	"runtime/debug"
 	"sync"
 
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/outpost-mesh/outpost/hub/auth"
+	"github.com/outpost-mesh/outpost/hub/controllers/manager"
 )
 
 // The hub's own parts use the Kubernetes API like any client: the sync
@@ -194,14 +197,27 @@ func inprocClient(h *apiHandler, log *slog.Logger) (kubernetes.Interface, error)
 // inprocClientsAs returns a clientset and a metadata client whose requests
 // go to h as u.
 func inprocClientsAs(h *apiHandler, u auth.User, userAgent string, log *slog.Logger) (kubernetes.Interface, metadata.Interface, error) {
+	c, err := inprocAllClientsAs(h, u, userAgent, log)
+	return c.Client, c.Metadata, err
+}
+
+// inprocAllClientsAs is inprocClientsAs with the dynamic and
+// apiextensions clients too, for the controllers.
+func inprocAllClientsAs(h *apiHandler, u auth.User, userAgent string, log *slog.Logger) (manager.Clients, error) {
+	var c manager.Clients
 	cfg, hc := inprocConfig(h, userAgent, func(*http.Request) auth.User { return u }, log)
-	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, nil, err
+	var err error
+	if c.Client, err = kubernetes.NewForConfigAndClient(cfg, hc); err != nil {
+		return c, err
 	}
-	md, err := metadata.NewForConfigAndClient(metadata.ConfigFor(cfg), hc)
-	if err != nil {
-		return nil, nil, err
+	if c.Metadata, err = metadata.NewForConfigAndClient(metadata.ConfigFor(cfg), hc); err != nil {
+		return c, err
 	}
-	return cs, md, nil
+	if c.Dynamic, err = dynamic.NewForConfigAndClient(cfg, hc); err != nil {
+		return c, err
+	}
+	if c.Extensions, err = apiextensionsclient.NewForConfigAndClient(cfg, hc); err != nil {
+		return c, err
+	}
+	return c, nil
 }

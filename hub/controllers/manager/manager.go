@@ -17,8 +17,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -54,8 +56,10 @@ type Controller struct {
 
 // Clients are the clients of one identity.
 type Clients struct {
-	Client   kubernetes.Interface // non-nil
-	Metadata metadata.Interface   // non-nil
+	Client     kubernetes.Interface // non-nil
+	Metadata   metadata.Interface   // non-nil
+	Dynamic    dynamic.Interface
+	Extensions apiextensionsclient.Interface
 }
 
 // Config configures a Manager.
@@ -278,9 +282,11 @@ func (m *Manager) lead(ctx context.Context) error {
 		}
 		b := id.broadcaster
 		r, err := ctl.New(controllers.Context{
-			Client:    id.Client,
-			Metadata:  id.Metadata,
-			Informers: factory,
+			Client:     id.Client,
+			Metadata:   id.Metadata,
+			Dynamic:    id.Dynamic,
+			Extensions: id.Extensions,
+			Informers:  factory,
 			Events: func(component string) record.EventRecorder {
 				return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
 			},
