@@ -1,0 +1,5 @@
+// Package helm tests that Helm 4, used as a library (helm.sh/helm/v4), can
+// install, upgrade, roll back and uninstall a typical chart against a real
+// hub with an edge node on the fake runtime, all in one process. It has no
+// code of its own; only `go test` runs it.
+package helm
