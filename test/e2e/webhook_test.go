@@ -98,6 +98,23 @@ func TestServiceWebhookOnEdge(t *testing.T) {
 		return false, fmt.Sprintf("phase %s", p.Status.Phase)
 	})
 
+	f.eventually(30*time.Second, "the webhook's Service with a ready endpoint", func() (bool, string) {
+		l, err := cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, apiProblem(err)
+		}
+		for _, s := range l.Items {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready != nil && *e.Conditions.Ready && len(s.Ports) > 0 {
+					return true, ""
+				}
+			}
+		}
+		evs, _ := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		p, _ := cs.CoreV1().Pods(ns).Get(ctx, "webhook", metav1.GetOptions{})
+		return false, fmt.Sprintf("slices %+v; events %+v; pod %+v", l.Items, evs.Items, p.Status)
+	})
+
 	// Only configmaps in namespaces labelled hooks=on, so that nothing
 	// else the fleet writes waits on the webhook.
 	scope := &metav1.LabelSelector{MatchLabels: map[string]string{"hooks": "on"}}
