@@ -84,6 +84,8 @@ bench: build
 	bin/outpost bench store $(BENCH_STORE_ARGS)
 	bin/outpost bench api --out $(BENCH_DIR)/api.json
 	bin/outpost bench api memory --out $(BENCH_DIR)/api-memory.json
+	bin/outpost bench api apply --out $(BENCH_DIR)/api-apply.json
+	bin/outpost bench api crd --out $(BENCH_DIR)/api-crd.json
 	bin/outpost bench fleet --out $(BENCH_DIR)/fleet.json
 	bin/outpost bench controllers --out $(BENCH_DIR)/controllers.json
 	bin/outpost bench density --out $(BENCH_DIR)/density.json
