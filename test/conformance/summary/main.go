@@ -88,9 +88,14 @@ type Result struct {
 func Results(reports []types.Report) []Result {
 	var out []Result
 	for _, r := range reports {
+		focus := compileAll(r.SuiteConfig.FocusStrings)
+		skip := compileAll(r.SuiteConfig.SkipStrings)
 		for _, s := range r.SpecReports {
 			if s.LeafNodeType != types.NodeTypeIt && !s.Failed() {
 				continue
+			}
+			if s.State == types.SpecStateSkipped && !selected(s.FullText(), focus, skip) {
+				continue // filtered out by the focus, not skipped in the run
 			}
 			res := Result{Name: specName(s), State: stateName(s.State), RunTime: s.RunTime}
 			if s.Failed() {
@@ -101,6 +106,37 @@ func Results(reports []types.Report) []Result {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// compileAll compiles Ginkgo's focus or skip expressions; one that does
+// not compile is left out.
+func compileAll(exprs []string) []*regexp.Regexp {
+	var out []*regexp.Regexp
+	for _, e := range exprs {
+		if re, err := regexp.Compile(e); err == nil {
+			out = append(out, re)
+		}
+	}
+	return out
+}
+
+// selected says whether a spec's text matches the focus (any, or none
+// given) and no skip expression, as Ginkgo selects specs.
+func selected(text string, focus, skip []*regexp.Regexp) bool {
+	for _, re := range skip {
+		if re.MatchString(text) {
+			return false
+		}
+	}
+	if len(focus) == 0 {
+		return true
+	}
+	for _, re := range focus {
+		if re.MatchString(text) {
+			return true
+		}
+	}
+	return false
 }
 
 // specName is the spec's full text, or its node type for a setup node.

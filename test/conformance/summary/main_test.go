@@ -42,11 +42,13 @@ func TestResultsAndMarkdown(t *testing.T) {
 	}
 	reports := []types.Report{{
 		SuiteDescription: "s",
+		SuiteConfig:      types.SuiteConfig{FocusStrings: []string{`\[Conformance\]|skipped`}},
 		SpecReports: []types.SpecReport{
 			spec("b passes [Conformance]", types.SpecStatePassed, ""),
 			spec("a fails [Conformance]", types.SpecStateFailed, "boom\ndetail"),
 			spec("c times out [Conformance]", types.SpecStateTimedout, "timed out | late"),
 			spec("d skipped", types.SpecStateSkipped, ""),
+			spec("e not focused", types.SpecStateSkipped, ""),
 			{LeafNodeType: types.NodeTypeBeforeSuite, State: types.SpecStatePassed},
 		},
 	}}
