@@ -10,10 +10,15 @@ import (
 	"slices"
 	"sync"
 
+	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclientv1 "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/apiserver/openapi"
@@ -27,7 +32,9 @@ import (
 // served once the definition is gone (its objects were deleted through
 // them first). Discovery follows at once.
 type customResources struct {
-	api  *apiserver.Server
+	api *apiserver.Server
+	// crds writes the definitions' Established condition.
+	crds apiextensionsclientv1.CustomResourceDefinitionInterface
 	docs *openapiDocs
 	// static are the kinds of the built-in resources, which the OpenAPI
 	// documents always describe.
@@ -60,7 +67,7 @@ func startCustomResources(ctx context.Context, parts *parts, handler *apiHandler
 	if err != nil {
 		return nil, err
 	}
-	cr := &customResources{api: api, docs: docs, static: api.OpenAPIKinds(), log: log.With("component", "customresources"),
+	cr := &customResources{api: api, crds: c.Extensions.ApiextensionsV1().CustomResourceDefinitions(), docs: docs, static: api.OpenAPIKinds(), log: log.With("component", "customresources"),
 		served: map[string]servedCRD{}, kinds: map[string][]openapi.Kind{}}
 	f := apiextensionsinformers.NewSharedInformerFactory(c.Extensions, 0)
 	inf := f.Apiextensions().V1().CustomResourceDefinitions().Informer()
@@ -106,6 +113,7 @@ func (c *customResources) sync(obj any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if have, ok := c.served[crd.Name]; ok && reflect.DeepEqual(have, want) {
+		c.establish(crd) // served already; a failed write is tried again
 		return
 	}
 	rs, err := apiextensions.CustomResources(crd)
@@ -120,6 +128,33 @@ func (c *customResources) sync(obj any) {
 	c.kinds[crd.Name] = openAPIKinds(crd)
 	c.rebuildOpenAPI()
 	c.log.Info("custom resources served", "crd", crd.Name, "generation", crd.Generation)
+	c.establish(crd)
+}
+
+// establish sets crd's Established condition True once its resources are
+// served, as upstream's establishing controller does once its handler
+// serves them, so that a client that waits for Established (Helm, before
+// it applies the CRD's objects) finds them in discovery.
+func (c *customResources) establish(crd *apiextensionsv1.CustomResourceDefinition) {
+	if apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
+		return
+	}
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.crds.Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil || apiextensionshelpers.IsCRDConditionTrue(cur, apiextensionsv1.Established) {
+			return err
+		}
+		apiextensionshelpers.SetCRDCondition(cur, apiextensionsv1.CustomResourceDefinitionCondition{
+			Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue,
+			Reason: "InitialNamesAccepted", Message: "the initial names have been accepted",
+		})
+		_, err = c.crds.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		c.log.Warn("custom resource definition not marked established", "crd", crd.Name, "err", err)
+	}
 }
 
 // rebuildOpenAPI makes the OpenAPI documents describe the built-in kinds
