@@ -5,6 +5,7 @@
 #   make test-containerd2   the containerd tests again on containerd 2.x, built from the Go module proxy
 #   make bench   the store, API (throughput, memory), fleet, controllers, density, streams and services benchmarks, JSON results in ./bench-results/
 #   make cross   linux/arm64 and linux/arm (ARMv7) binaries in bin/<os>-<arch>/
+#   make conformance   upstream's sig-api-machinery [Conformance] e2e specs against outpost up (as root; not in make test), results in ./bench-results/conformance/
 #   make clean
 
 SHELL := /bin/bash
@@ -84,12 +85,22 @@ bench: build
 	bin/outpost bench store $(BENCH_STORE_ARGS)
 	bin/outpost bench api --out $(BENCH_DIR)/api.json
 	bin/outpost bench api memory --out $(BENCH_DIR)/api-memory.json
+	bin/outpost bench api apply --out $(BENCH_DIR)/api-apply.json
+	bin/outpost bench api crd --out $(BENCH_DIR)/api-crd.json
 	bin/outpost bench fleet --out $(BENCH_DIR)/fleet.json
 	bin/outpost bench controllers --out $(BENCH_DIR)/controllers.json
 	bin/outpost bench density --out $(BENCH_DIR)/density.json
 	bin/outpost bench streams --out $(BENCH_DIR)/streams.json
 	bin/outpost bench services --out $(BENCH_DIR)/services.json
 	bin/outpost bench mesh --out $(BENCH_DIR)/mesh.json
+
+# Upstream's e2e suite, from k8s.io/kubernetes at the release of the k8s.io
+# modules above, built in test/conformance (a module of its own, so that
+# go test ./... never builds it) and run against `outpost up` in namespaces
+# of its own; see test/conformance/README.md.
+.PHONY: conformance
+conformance:
+	CONFORMANCE_OUT=$(abspath $(BENCH_DIR))/conformance bash test/conformance/run.sh
 
 # Edge gateways are ARM; the binaries are static (CGO_ENABLED=0) and
 # stripped.

@@ -80,6 +80,8 @@ seconds, with rough numbers.
 		},
 	}
 	cmd.AddCommand(newBenchAPIMemoryCmd()) // bench_api_memory.go: outpost bench api memory
+	cmd.AddCommand(newBenchAPIApplyCmd())  // bench_api_apply.go: outpost bench api apply
+	cmd.AddCommand(newBenchAPICRDCmd())    // bench_api_crd.go: outpost bench api crd
 	f := cmd.Flags()
 	f.StringVar(&cfg.Dir, "dir", "", "parent directory of the hub's temporary data dir (default the system temp dir)")
 	f.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "namespace the pods are created in")

@@ -507,6 +507,9 @@ func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind 
 		fm, _ := meta.Accessor(fresh)
 		fm.SetResourceVersion(m.GetResourceVersion())
 		replaceObject(obj, fresh)
+		if sp, ok := res.Rules.(StatusPreparer); ok {
+			sp.PrepareForStatusUpdate(obj, old)
+		}
 	} else if kind == updateMain || kind == updateFinalize {
 		res.setDefaults(obj)
 		if res.Status {

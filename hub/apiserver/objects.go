@@ -2,8 +2,8 @@ package apiserver
 
 import (
 	"bytes"
-	"errors"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"

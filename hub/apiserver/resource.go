@@ -111,7 +111,8 @@ type Conversion struct {
 // machinery: its validation. What else a resource contributes it says by
 // implementing the optional interfaces below (Defaulter, CreatePreparer,
 // UpdatePreparer, CreateOnUpdater, FieldSelector, Printer,
-// StatusValidator, GracefulDeleter, DeleteFinalizer, Finalizable, Allocator); the machinery
+// StatusPreparer, StatusValidator, GracefulDeleter, DeleteFinalizer,
+// Finalizable, Allocator); the machinery
 // does nothing of its own at a step whose interface the rules lack,
 // except printing (see Printer).
 //
@@ -120,7 +121,8 @@ type Conversion struct {
 // PrepareForCreate, Validate. On an update of the main resource: Default,
 // PrepareForUpdate, ValidateUpdate (the object then carries the stored
 // uid, creationTimestamp and, for an unconditional update,
-// resourceVersion). On a status update: ValidateStatusUpdate only.
+// resourceVersion). On a status update: PrepareForStatusUpdate, then
+// ValidateStatusUpdate.
 // Config.Admission, when set, is asked after these and before the write.
 // Objects are the resource's own Go types (e.g. *corev1.Pod); methods may
 // mutate the object they are given and must not keep it.
@@ -181,6 +183,15 @@ type FieldSelector interface {
 type Printer interface {
 	Columns() []metav1.TableColumnDefinition
 	Row(obj runtime.Object) []interface{}
+}
+
+// StatusPreparer is implemented by rules that restore, on a status
+// update, what it may not change within the status (a certificate
+// signing request's Approved condition), once the machinery has taken
+// the new status onto the stored object. It is given that object and the
+// stored one.
+type StatusPreparer interface {
+	PrepareForStatusUpdate(obj, old runtime.Object)
 }
 
 // StatusValidator is implemented by rules that check status updates; the

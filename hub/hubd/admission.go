@@ -163,7 +163,9 @@ func (c *admissionCaches) namespace(name string) (*corev1.Namespace, error) {
 
 // lateObjects reads the params of admission policies from the API
 // server, once it exists (set before it serves).
-type lateObjects struct{ api atomic.Pointer[apiserver.Server] }
+type lateObjects struct {
+	api atomic.Pointer[apiserver.Server]
+}
 
 var _ policy.Params = (*lateObjects)(nil)
 

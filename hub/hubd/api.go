@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	admissionpolicy "github.com/outpost-mesh/outpost/hub/admission/policy"
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/auth/review"
-	admissionpolicy "github.com/outpost-mesh/outpost/hub/admission/policy"
 	"github.com/outpost-mesh/outpost/hub/registry/admissionregistration"
 	"github.com/outpost-mesh/outpost/hub/registry/apiextensions"
 	"github.com/outpost-mesh/outpost/hub/registry/apps"

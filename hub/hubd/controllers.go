@@ -117,7 +117,7 @@ func controllerList(hc Config, caPEM []byte, signer csrsigning.Signer) []manager
 		{Name: "crd", Identity: sa("crd-controller"), New: func(c controllers.Context) (manager.Runner, error) {
 			return crd.New(c, c.Extensions, c.Dynamic)
 		}},
-		{Name: "scheduler", Identity: auth.SchedulerUser, New: runner(scheduler.New)},
+		{Name: "scheduler", Identity: auth.SchedulerUser, OwnInformers: true, New: runner(scheduler.New)},
 	}
 	if hc.AllocateNodeCIDRs {
 		ipam := hc.nodeIPAM()

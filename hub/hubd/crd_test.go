@@ -67,8 +67,9 @@ spec:
 // a hub: a CRD is created and its names accepted, its objects are
 // defaulted, pruned of unknown fields and refused with field paths when
 // invalid (schema and CEL), listed with the CRD's printer columns,
-// watched, applied server-side, and read in both versions; deleting the
-// CRD deletes its objects first.
+// explained from its schema in the OpenAPI documents, watched, applied
+// server-side, and read in both versions; deleting the CRD deletes its
+// objects first.
 func TestCustomResourceDefinitionKubectl(t *testing.T) {
 	dir := t.TempDir()
 	h, _ := startHub(t, dir)
@@ -149,6 +150,11 @@ spec: {size: 3, shape: round}
 			if !strings.Contains(out, "manager: test") || !strings.Contains(out, "operation: Apply") {
 				t.Errorf("managedFields of an applied gadget:\n%s", out)
 			}
+			// The OpenAPI documents follow the CRD soon after discovery.
+			wait.For(t, 30*time.Second, "kubectl explain to describe gadgets.spec.size", func() (bool, string) {
+				out, err := kubectl("", "explain", "gadgets.spec.size")
+				return err == nil && strings.Contains(out, "integer"), out
+			})
 			out = must("", "get", "gadgets.v1beta1.example.outpost.dev", "big", "-n", "default", "-o", "jsonpath={.apiVersion}")
 			if out != "example.outpost.dev/v1beta1" {
 				t.Errorf("big read as v1beta1: apiVersion %q", out)
@@ -170,9 +176,11 @@ spec: {size: 3, shape: round}
 			if _, err := dc.Resource(crdGVR).Get(ctx, "gadgets.example.outpost.dev", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Errorf("the CRD after kubectl delete returned: %v, want it gone", err)
 			}
-			if _, err := dc.Resource(gvr).Namespace("default").List(ctx, metav1.ListOptions{}); !apierrors.IsNotFound(err) {
-				t.Errorf("gadgets after the CRD went: %v, want NotFound", err)
-			}
+			// The hub stops serving them once it sees the CRD go.
+			wait.For(t, 10*time.Second, "the gadgets no longer served", func() (bool, string) {
+				_, err := dc.Resource(gvr).Namespace("default").List(ctx, metav1.ListOptions{})
+				return apierrors.IsNotFound(err), fmt.Sprint(err)
+			})
 		})
 	}
 }

@@ -385,7 +385,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	customizing, err := startCustomResources(ctx, &parts, handler, api, log)
+	customizing, err := startCustomResources(ctx, &parts, handler, api, spec, log)
 	if err != nil {
 		return err
 	}

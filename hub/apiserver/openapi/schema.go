@@ -3,6 +3,7 @@ package openapi
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -38,6 +39,9 @@ type jsonSchema struct {
 	// of these types (int-or-string values); v2 has no anyOf and keeps typ.
 	v3AnyOf []string
 	ext     map[string]any
+	// raw, when set, is a schema given as JSON values (part of a custom
+	// resource's), rendered as it is but for what OpenAPI v2 lacks.
+	raw map[string]any
 }
 
 func (s *jsonSchema) setExt(k string, v any) {
@@ -323,6 +327,12 @@ func (b *builder) schemaFor(t reflect.Type) (*jsonSchema, error) {
 
 // render returns the JSON form of s for OpenAPI v3 or v2.
 func (s *jsonSchema) render(v3 bool) map[string]any {
+	if s.raw != nil {
+		if v3 {
+			return s.raw
+		}
+		return v2Schema(s.raw).(map[string]any)
+	}
 	m := make(map[string]any, 4)
 	if s.description != "" {
 		m["description"] = s.description
@@ -390,4 +400,95 @@ func (s *jsonSchema) refs(fn func(string)) {
 	for _, p := range s.properties {
 		p.refs(fn)
 	}
+}
+
+// v3Only are the keys of an OpenAPI v3 schema that v2 lacks, which
+// upstream drops from custom resources' schemas in its v2 document.
+var v3Only = map[string]bool{"nullable": true, "anyOf": true, "oneOf": true, "not": true}
+
+// v2Schema returns v, a schema as JSON values, without what OpenAPI v2
+// lacks, leaving v as it is.
+func v2Schema(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			if !v3Only[k] {
+				out[k] = v2Schema(e)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = v2Schema(e)
+		}
+		return out
+	}
+	return v
+}
+
+// defineKind defines k's object and list and returns their names: from
+// their Go types, or for a kind with a Schema, from it, named as
+// upstream names custom resources' definitions (the group reversed, the
+// version and the kind, e.g. dev.outpost.example.v1.Gadget).
+func (b *builder) defineKind(k *Kind) (objDef, listDef string, err error) {
+	if k.Schema == nil {
+		if objDef, err = b.define(structType(k.Object)); err != nil {
+			return "", "", fmt.Errorf("kind %s: %w", k.GVK, err)
+		}
+		if listDef, err = b.define(structType(k.List)); err != nil {
+			return "", "", fmt.Errorf("kind %s list: %w", k.GVK, err)
+		}
+		return objDef, listDef, nil
+	}
+	objectMeta, err := b.define(reflect.TypeFor[metav1.ObjectMeta]())
+	if err != nil {
+		return "", "", err
+	}
+	listMeta, err := b.define(reflect.TypeFor[metav1.ListMeta]())
+	if err != nil {
+		return "", "", err
+	}
+	group := strings.Split(k.GVK.Group, ".")
+	slices.Reverse(group)
+	objDef = strings.Join(append(group, k.GVK.Version, k.GVK.Kind), ".")
+	listDef = objDef + "List"
+	if _, dup := b.defs[objDef]; dup {
+		return "", "", fmt.Errorf("kind %s: definition %s is defined twice", k.GVK, objDef)
+	}
+	str := func(desc string) *jsonSchema { return &jsonSchema{typ: "string", description: desc} }
+	obj := &jsonSchema{typ: "object", properties: map[string]*jsonSchema{}}
+	if d, ok := k.Schema["description"].(string); ok {
+		obj.description = d
+	}
+	props, _ := k.Schema["properties"].(map[string]any)
+	for name, p := range props {
+		if m, ok := p.(map[string]any); ok {
+			obj.properties[name] = &jsonSchema{raw: m}
+		}
+	}
+	for key, v := range k.Schema {
+		if strings.HasPrefix(key, "x-kubernetes-") {
+			obj.setExt(key, v)
+		}
+	}
+	if req, ok := k.Schema["required"].([]any); ok {
+		for _, r := range req {
+			if s, ok := r.(string); ok {
+				obj.required = append(obj.required, s)
+			}
+		}
+	}
+	obj.properties["apiVersion"] = str("APIVersion defines the versioned schema of this representation of an object.")
+	obj.properties["kind"] = str("Kind is a string value representing the REST resource this object represents.")
+	obj.properties["metadata"] = &jsonSchema{ref: objectMeta, description: "Standard object's metadata."}
+	b.defs[objDef] = obj
+	b.defs[listDef] = &jsonSchema{typ: "object", required: []string{"items"}, properties: map[string]*jsonSchema{
+		"apiVersion": str("APIVersion defines the versioned schema of this representation of an object."),
+		"kind":       str("Kind is a string value representing the REST resource this object represents."),
+		"items":      {typ: "array", items: &jsonSchema{ref: objDef}, description: "List of " + k.Plural + "."},
+		"metadata":   {ref: listMeta, description: "Standard list metadata."},
+	}}
+	return objDef, listDef, nil
 }

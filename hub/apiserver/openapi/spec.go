@@ -29,6 +29,12 @@ type Kind struct {
 	Namespaced bool
 	Object     any // e.g. &corev1.Pod{}
 	List       any // e.g. &corev1.PodList{}
+	// Schema, for a kind without Go types (a custom resource), is its
+	// OpenAPI v3 schema as JSON values (a CRD version's
+	// openAPIV3Schema), described instead of Object and List, which are
+	// then unset. Its metadata is described as ObjectMeta, as upstream
+	// describes custom resources.
+	Schema map[string]any
 	// Subresources served under the item path. "status" and "scale" are
 	// described (scale as autoscaling/v1 Scale); others, such as "log" or
 	// "exec", are left out of the documents.
@@ -119,13 +125,9 @@ func New(kinds []Kind) (*Spec, error) {
 	var gvs []schema.GroupVersion
 	for i := range kinds {
 		k := &kinds[i]
-		objDef, err := b.define(structType(k.Object))
+		objDef, listDef, err := b.defineKind(k)
 		if err != nil {
-			return nil, fmt.Errorf("kind %s: %w", k.GVK, err)
-		}
-		listDef, err := b.define(structType(k.List))
-		if err != nil {
-			return nil, fmt.Errorf("kind %s list: %w", k.GVK, err)
+			return nil, err
 		}
 		addGVK(b.defs[objDef], k.GVK)
 		addGVK(b.defs[listDef], k.GVK.GroupVersion().WithKind(k.GVK.Kind+"List"))
@@ -194,9 +196,11 @@ func validate(kinds []Kind) error {
 			return fmt.Errorf("kind %q: group version kind needs a version and a kind", k.GVK)
 		case k.Plural == "" || strings.ContainsAny(k.Plural, "/{}?# "):
 			return fmt.Errorf("kind %s: bad plural %q", k.GVK, k.Plural)
-		case structType(k.Object) == nil:
+		case k.Schema != nil && (k.Object != nil || k.List != nil):
+			return fmt.Errorf("kind %s: both a schema and Go types", k.GVK)
+		case k.Schema == nil && structType(k.Object) == nil:
 			return fmt.Errorf("kind %s: object %T is not a named struct or a pointer to one", k.GVK, k.Object)
-		case structType(k.List) == nil:
+		case k.Schema == nil && structType(k.List) == nil:
 			return fmt.Errorf("kind %s: list %T is not a named struct or a pointer to one", k.GVK, k.List)
 		case seenGVK[k.GVK]:
 			return fmt.Errorf("kind %s is listed twice", k.GVK)

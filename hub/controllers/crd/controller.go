@@ -1,7 +1,7 @@
 // Package crd is the hub's CustomResourceDefinition controller, as
 // upstream's apiextensions-apiserver runs it: it accepts a CRD's names
-// when no other CRD of its group holds them and marks it Established
-// (the naming and establishing controllers), and, when a CRD is deleted,
+// when no other CRD of its group holds them (the naming controller; the
+// hub marks it Established once it serves it), and, when a CRD is deleted,
 // deletes its custom resources, waits for them to go, and removes the
 // cleanup finalizer so the CRD goes too (the finalizing controller).
 // Status is its pure core.

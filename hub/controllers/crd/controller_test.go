@@ -171,12 +171,25 @@ func TestNamesAndFinalize(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for name, want := range map[string]string{"widgets.example.outpost.dev": "True/InitialNamesAccepted", "gadgets.example.outpost.dev": "False/NotAccepted"} {
-		wait.For(t, 10*time.Second, name+" established", func() (bool, string) {
+	for name, want := range map[string]string{"widgets.example.outpost.dev": "False/" + crd.ReasonInstalling, "gadgets.example.outpost.dev": "False/NotAccepted"} {
+		wait.For(t, 10*time.Second, name+" named", func() (bool, string) {
 			got := condition(c, name, apiextensionsv1.Established)
 			return got == want, got
 		})
 	}
+	// The server serving the widgets establishes them, as the hub does.
+	est, err := crds.Get(ctx, "widgets.example.outpost.dev", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiextensionshelpers.SetCRDCondition(est, apiextensionsv1.CustomResourceDefinitionCondition{Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue, Reason: "InitialNamesAccepted"})
+	if _, err := crds.UpdateStatus(ctx, est, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 10*time.Second, "widgets established and kept so", func() (bool, string) {
+		got := condition(c, "widgets.example.outpost.dev", apiextensionsv1.Established)
+		return got == "True/InitialNamesAccepted", got
+	})
 	if got := condition(c, "gadgets.example.outpost.dev", apiextensionsv1.NamesAccepted); got != "False/ListKindConflict" {
 		t.Errorf("gadgets NamesAccepted = %s, want False/ListKindConflict", got)
 	}

@@ -10,13 +10,21 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
+// ReasonInstalling is the reason of a CRD's Established condition while
+// its names are accepted and its resources not served yet.
+const ReasonInstalling = "Installing"
+
 // Status returns the status crd should have given all the CRDs there are
 // (crd may be among them): its accepted names and its NamesAccepted and
 // Established conditions, as upstream's naming and establishing
 // controllers set them. A requested name is accepted unless another CRD
 // of the same group has accepted it already; a name the CRD has accepted
-// stays accepted. Established turns True once all names are accepted,
-// and never back. The conditions' times are those of SetCRDCondition.
+// stays accepted. Once all names are accepted, Established is False with
+// reason Installing, as upstream's naming controller leaves it: the server
+// that serves the CRD's resources sets it True once it serves them (as
+// upstream's establishing controller does), so that a client waiting for
+// Established finds them in discovery. The conditions' times are those of
+// SetCRDCondition.
 // It returns a copy of crd; changed reports whether its status differs.
 func Status(crd *apiextensionsv1.CustomResourceDefinition, all []*apiextensionsv1.CustomResourceDefinition) (out *apiextensionsv1.CustomResourceDefinition, changed bool) {
 	out = crd.DeepCopy()
@@ -34,10 +42,12 @@ func Status(crd *apiextensionsv1.CustomResourceDefinition, all []*apiextensionsv
 		}
 	}
 	if apiextensionshelpers.IsCRDConditionTrue(out, apiextensionsv1.NamesAccepted) && !apiextensionshelpers.IsCRDConditionTrue(out, apiextensionsv1.Established) {
-		apiextensionshelpers.SetCRDCondition(out, apiextensionsv1.CustomResourceDefinitionCondition{
-			Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue,
-			Reason: "InitialNamesAccepted", Message: "the initial names have been accepted",
-		})
+		if est := apiextensionshelpers.FindCRDCondition(out, apiextensionsv1.Established); est == nil || est.Reason != ReasonInstalling {
+			apiextensionshelpers.SetCRDCondition(out, apiextensionsv1.CustomResourceDefinitionCondition{
+				Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionFalse,
+				Reason: ReasonInstalling, Message: "the initial names have been accepted",
+			})
+		}
 	}
 	return out, !reflect.DeepEqual(crd.Status, out.Status)
 }

@@ -43,7 +43,7 @@ func TestStatus(t *testing.T) {
 			name: "fresh names", crd: named("gadget", "example.com", "gadgets", "Gadget", "gd"),
 			wantNames: named("gadget", "example.com", "gadgets", "Gadget", "gd").Spec.Names,
 			accepted:  apiextensionsv1.ConditionTrue, reason: "NoConflicts", message: "no conflicts found",
-			established: apiextensionsv1.ConditionTrue, estReason: "InitialNamesAccepted",
+			established: apiextensionsv1.ConditionFalse, estReason: ReasonInstalling,
 		},
 		{
 			name: "plural taken in the group", crd: named("other", "example.com", "widgets", "Other"),
@@ -61,7 +61,7 @@ func TestStatus(t *testing.T) {
 			name: "same names in another group", crd: named("widget", "other.com", "widgets", "Widget", "wd"),
 			wantNames: named("widget", "other.com", "widgets", "Widget", "wd").Spec.Names,
 			accepted:  apiextensionsv1.ConditionTrue, reason: "NoConflicts", message: "no conflicts found",
-			established: apiextensionsv1.ConditionTrue, estReason: "InitialNamesAccepted",
+			established: apiextensionsv1.ConditionFalse, estReason: ReasonInstalling,
 		},
 		{
 			name: "its own accepted names", crd: widgets, wantNames: widgets.Spec.Names,

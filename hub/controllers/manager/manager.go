@@ -50,6 +50,12 @@ type Controller struct {
 	// manager gets its clients from Config.Clients. What it reads through
 	// the shared informers is read as the manager (LeaseIdentity).
 	Identity string
+	// OwnInformers builds it with informers of its own, fed by its own
+	// client, as upstream's kube-scheduler, a process of its own, has
+	// its own: its caches may transform what they hold (the scheduler
+	// trims the status of bound pods), which the informers the other
+	// controllers share must not see.
+	OwnInformers bool
 	// New builds it from the Context of its identity; it starts nothing.
 	New func(c controllers.Context) (Runner, error)
 }
@@ -261,6 +267,7 @@ func (m *Manager) lead(ctx context.Context) error {
 		return fmt.Errorf("%w: clients of %s: %w", errBuild, m.cfg.LeaseIdentity, err)
 	}
 	factory := informers.NewSharedInformerFactory(own.Client, 0)
+	factories := []informers.SharedInformerFactory{factory}
 	ids := map[string]*identity{}
 	defer func() {
 		for _, id := range ids {
@@ -281,12 +288,17 @@ func (m *Manager) lead(ctx context.Context) error {
 			ids[ctl.Identity] = id
 		}
 		b := id.broadcaster
+		f := factory
+		if ctl.OwnInformers {
+			f = informers.NewSharedInformerFactory(id.Client, 0)
+			factories = append(factories, f)
+		}
 		r, err := ctl.New(controllers.Context{
 			Client:     id.Client,
 			Metadata:   id.Metadata,
 			Dynamic:    id.Dynamic,
 			Extensions: id.Extensions,
-			Informers:  factory,
+			Informers:  f,
 			Events: func(component string) record.EventRecorder {
 				return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
 			},
@@ -299,7 +311,9 @@ func (m *Manager) lead(ctx context.Context) error {
 		runners = append(runners, r)
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	factory.Start(gctx.Done())
+	for _, f := range factories {
+		f.Start(gctx.Done())
+	}
 	for i, r := range runners {
 		name := m.cfg.Controllers[i].Name
 		g.Go(func() error {
@@ -310,6 +324,8 @@ func (m *Manager) lead(ctx context.Context) error {
 		})
 	}
 	err = g.Wait()
-	factory.Shutdown() // waits for the informers' goroutines
+	for _, f := range factories {
+		f.Shutdown() // waits for the informers' goroutines
+	}
 	return err
 }

@@ -66,12 +66,10 @@ func csrRules(now func() time.Time) *typed.Rules[*csr] {
 		PrepareUpdate: prepareUpdate,
 		Check:         validateCreate,
 		CheckUpdate:   validateUpdate,
-		CheckStatus: func(obj, old *csr) field.ErrorList {
-			prepareStatusUpdate(obj, old, now())
-			return validateStatusUpdate(obj, old)
-		},
-		TableColumns: csrColumns(),
-		TableRow:     csrRow,
+		PrepareStatus: func(obj, old *csr) { prepareStatusUpdate(obj, old, now()) },
+		CheckStatus:   validateStatusUpdate,
+		TableColumns:  csrColumns(),
+		TableRow:      csrRow,
 	}
 }
 

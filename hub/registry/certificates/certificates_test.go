@@ -218,13 +218,18 @@ func TestApproval(t *testing.T) {
 // keeps, and may not add them.
 func TestStatusUpdate(t *testing.T) {
 	rules := csrRules(func() time.Time { return t0 })
+	// statusUpdate is the machinery's status update: prepare, then validate.
+	statusUpdate := func(obj, old *certificatesv1.CertificateSigningRequest) field.ErrorList {
+		rules.PrepareForStatusUpdate(obj, old)
+		return rules.ValidateStatusUpdate(obj, old)
+	}
 	stored := newCSR(requestPEM(t))
 	stored.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{cond(certificatesv1.CertificateApproved)}
 
 	c := stored.DeepCopy()
 	c.Status.Certificate = certificatePEM(t)
 	c.Status.Conditions[0].Reason = "Changed"
-	if errs := rules.ValidateStatusUpdate(c, stored); len(errs) != 0 {
+	if errs := statusUpdate(c, stored); len(errs) != 0 {
 		t.Fatalf("issue a certificate: %v", errs)
 	}
 	if c.Status.Conditions[0].Reason != "Test" {
@@ -233,21 +238,21 @@ func TestStatusUpdate(t *testing.T) {
 
 	again := c.DeepCopy()
 	again.Status.Certificate = certificatePEM(t)
-	if got, want := typedtest.ErrStrings(rules.ValidateStatusUpdate(again, c)), []string{"status.certificate: Forbidden"}; !typedtest.SameErrs(got, want) {
+	if got, want := typedtest.ErrStrings(statusUpdate(again, c)), []string{"status.certificate: Forbidden"}; !typedtest.SameErrs(got, want) {
 		t.Errorf("replace the certificate: %q, want %q", got, want)
 	}
 
 	deny := stored.DeepCopy()
 	deny.Status.Conditions = nil
 	deny.Status.Conditions = append(deny.Status.Conditions, cond(certificatesv1.CertificateDenied))
-	got := typedtest.ErrStrings(rules.ValidateStatusUpdate(deny, stored))
+	got := typedtest.ErrStrings(statusUpdate(deny, stored))
 	if want := []string{"status.conditions: Forbidden", "status.conditions: Forbidden"}; !typedtest.SameErrs(got, want) {
 		t.Errorf("swap Approved for Denied through status: %q, want %q", got, want)
 	}
 
 	failed := stored.DeepCopy()
 	failed.Status.Conditions = append(failed.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateFailed, Status: corev1.ConditionTrue, Reason: "SignerValidationFailure"})
-	if errs := rules.ValidateStatusUpdate(failed, stored); len(errs) != 0 {
+	if errs := statusUpdate(failed, stored); len(errs) != 0 {
 		t.Errorf("add Failed through status: %v", errs)
 	}
 	if f := failed.Status.Conditions[1]; !f.LastUpdateTime.Time.Equal(t0) {

@@ -36,6 +36,9 @@ type Rules[T runtime.Object] struct {
 	// resource (apiserver.Rules).
 	Check       func(T) field.ErrorList
 	CheckUpdate func(obj, old T) field.ErrorList
+	// PrepareStatus restores what a status update may not change
+	// within the status (apiserver.StatusPreparer); nil changes nothing.
+	PrepareStatus func(obj, old T)
 	// CheckStatus validates a status update; nil accepts any status
 	// (apiserver.StatusValidator).
 	CheckStatus func(obj, old T) field.ErrorList
@@ -79,6 +82,14 @@ func (r *Rules[T]) PrepareForUpdate(obj, old runtime.Object) {
 	p, ok2 := old.(T)
 	if ok1 && ok2 && r.PrepareUpdate != nil {
 		r.PrepareUpdate(o, p)
+	}
+}
+
+func (r *Rules[T]) PrepareForStatusUpdate(obj, old runtime.Object) {
+	o, ok1 := obj.(T)
+	p, ok2 := old.(T)
+	if ok1 && ok2 && r.PrepareStatus != nil {
+		r.PrepareStatus(o, p)
 	}
 }
 
