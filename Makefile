@@ -5,6 +5,7 @@
 #   make test-containerd2   the containerd tests again on containerd 2.x, built from the Go module proxy
 #   make bench   the store, API (throughput, memory), fleet, controllers, density, streams and services benchmarks, JSON results in ./bench-results/
 #   make cross   linux/arm64 and linux/arm (ARMv7) binaries in bin/<os>-<arch>/
+#   make test-helm     Helm 4's SDK installs, upgrades, rolls back and uninstalls a chart on an in-process hub (a module of its own)
 #   make conformance   upstream's sig-api-machinery [Conformance] e2e specs against outpost up (as root; not in make test), results in ./bench-results/conformance/
 #   make clean
 
@@ -98,6 +99,13 @@ bench: build
 # modules above, built in test/conformance (a module of its own, so that
 # go test ./... never builds it) and run against `outpost up` in namespaces
 # of its own; see test/conformance/README.md.
+# Helm 4's SDK and its dependencies (controller-runtime, kustomize, oras,
+# ...) stay out of the main module: test/helm is a module of its own that
+# only this target builds, so that they reach neither binary nor make test.
+.PHONY: test-helm
+test-helm: deps
+	cd test/helm && $(GO) test -tags '$(GOTAGS)' -race -count=1 -timeout 15m ./...
+
 .PHONY: conformance
 conformance:
 	CONFORMANCE_OUT=$(abspath $(BENCH_DIR))/conformance bash test/conformance/run.sh
