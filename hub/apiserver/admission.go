@@ -70,8 +70,13 @@ func (s *Server) admit(ctx context.Context, res *resourceInfo, op Operation, sub
 	if !res.admit {
 		return nil
 	}
+	return s.cfg.Admission.Admit(ctx, attributes(res, op, subresource, obj, old, dry))
+}
+
+// attributes describes a write of res for admission.
+func attributes(res *resourceInfo, op Operation, subresource string, obj, old runtime.Object, dry bool) AdmissionAttributes {
 	m := om(obj)
-	return s.cfg.Admission.Admit(ctx, AdmissionAttributes{
+	return AdmissionAttributes{
 		Operation:   op,
 		Resource:    res.gr,
 		Subresource: subresource,
@@ -80,7 +85,7 @@ func (s *Server) admit(ctx context.Context, res *resourceInfo, op Operation, sub
 		Object:      obj,
 		OldObject:   old,
 		DryRun:      dry,
-	})
+	}
 }
 
 // MutatingAdmission is what the server asks, before it prepares and
@@ -110,17 +115,7 @@ func (s *Server) mutate(ctx context.Context, res *resourceInfo, op Operation, su
 	if !res.mutate {
 		return obj, nil
 	}
-	m := om(obj)
-	a := AdmissionAttributes{
-		Operation:   op,
-		Resource:    res.gr,
-		Subresource: subresource,
-		Namespace:   m.GetNamespace(),
-		Name:        m.GetName(),
-		Object:      obj,
-		OldObject:   old,
-		DryRun:      dry,
-	}
+	a := attributes(res, op, subresource, obj, old, dry)
 	if err := s.cfg.Mutation.Mutate(ctx, &a); err != nil {
 		return nil, err
 	}
