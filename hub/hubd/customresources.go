@@ -125,10 +125,12 @@ func (c *customResources) sync(obj any) {
 		return
 	}
 	c.served[crd.Name] = want
+	c.log.Info("custom resources served", "crd", crd.Name, "generation", crd.Generation)
+	// Established says the resources are served; the OpenAPI documents,
+	// rebuilt whole, follow.
+	c.establish(crd)
 	c.kinds[crd.Name] = openAPIKinds(crd)
 	c.rebuildOpenAPI()
-	c.log.Info("custom resources served", "crd", crd.Name, "generation", crd.Generation)
-	c.establish(crd)
 }
 
 // establish sets crd's Established condition True once its resources are
