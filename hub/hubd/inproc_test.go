@@ -20,23 +20,35 @@ import (
 	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
-// TestInprocAdmission: the in-process client the sync endpoint writes
-// with is admitted as the user of each request's context, as a request
-// over HTTPS is: a node is held to NodeRestriction, the hub is not.
-func TestInprocAdmission(t *testing.T) {
-	ctx := context.Background()
+// startInprocAPI serves the hub's API (no policy hooks) over a fresh
+// store with the default namespaces, until the test ends, and returns the
+// store and the handler in-process clients reach it through.
+func startInprocAPI(t *testing.T) (*badgerstore.Store, *apiHandler, *slog.Logger) {
+	t.Helper()
 	st, err := badgerstore.Open(badgerstore.DefaultConfig(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
 	log := testlog.New(t, slog.LevelInfo)
 	api, spec, err := newAPI(st, core.DefaultServiceConfig(), nil, nil, nil, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer api.Shutdown()
-	client, err := inprocClient(newAPIHandler(st, x509.NewCertPool(), log, api, spec, http.NotFoundHandler()), log)
+	t.Cleanup(api.Shutdown)
+	if err := ensureNamespaces(context.Background(), api); err != nil {
+		t.Fatal(err)
+	}
+	return st, newAPIHandler(st, x509.NewCertPool(), log, api, spec, http.NotFoundHandler()), log
+}
+
+// TestInprocAdmission: the in-process client the sync endpoint writes
+// with is admitted as the user of each request's context, as a request
+// over HTTPS is: a node is held to NodeRestriction, the hub is not.
+func TestInprocAdmission(t *testing.T) {
+	ctx := context.Background()
+	_, h, log := startInprocAPI(t)
+	client, err := inprocClient(h, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,21 +80,7 @@ func TestInprocAdmission(t *testing.T) {
 // it sees events as they happen, and stopping it ends the API's side.
 func TestInprocWatch(t *testing.T) {
 	ctx := context.Background()
-	st, err := badgerstore.Open(badgerstore.DefaultConfig(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	log := testlog.New(t, slog.LevelInfo)
-	api, spec, err := newAPI(st, core.DefaultServiceConfig(), nil, nil, nil, nil, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer api.Shutdown()
-	if err := ensureNamespaces(ctx, api); err != nil {
-		t.Fatal(err)
-	}
-	h := newAPIHandler(st, x509.NewCertPool(), log, api, spec, http.NotFoundHandler())
+	_, h, log := startInprocAPI(t)
 	client, _, err := inprocClientsAs(h, hubUser, "test", log)
 	if err != nil {
 		t.Fatal(err)

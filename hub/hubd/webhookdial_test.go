@@ -2,11 +2,8 @@ package hubd
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
-	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -17,9 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/outpost-mesh/outpost/hub/auth"
-	"github.com/outpost-mesh/outpost/hub/registry/core"
-	"github.com/outpost-mesh/outpost/hub/store/badgerstore"
-	"github.com/outpost-mesh/outpost/internal/testlog"
 )
 
 // recordingDialer records the pods and ports it is asked for and
@@ -48,21 +42,8 @@ func (d *recordingDialer) DialPod(_ context.Context, pod *corev1.Pod, port int32
 // says why when there is none.
 func TestServiceDialer(t *testing.T) {
 	ctx := auth.WithUser(context.Background(), hubUser)
-	st, err := badgerstore.Open(badgerstore.DefaultConfig(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	log := testlog.New(t, slog.LevelInfo)
-	api, spec, err := newAPI(st, core.DefaultServiceConfig(), nil, nil, nil, nil, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer api.Shutdown()
-	if err := ensureNamespaces(ctx, api); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := inprocClient(newAPIHandler(st, x509.NewCertPool(), log, api, spec, http.NotFoundHandler()), log)
+	st, h, log := startInprocAPI(t)
+	cs, err := inprocClient(h, log)
 	if err != nil {
 		t.Fatal(err)
 	}
