@@ -14,33 +14,6 @@ import (
 	"github.com/outpost-mesh/outpost/hub/auth/rbac"
 )
 
-// Chain asks each of its plugins in turn, and refuses a write with the
-// first refusal. It handles a resource when one of its plugins does.
-type Chain []apiserver.Admission
-
-var _ apiserver.Admission = Chain(nil)
-
-func (c Chain) Handles(r schema.GroupResource) bool {
-	for _, p := range c {
-		if p.Handles(r) {
-			return true
-		}
-	}
-	return false
-}
-
-func (c Chain) Admit(ctx context.Context, a apiserver.AdmissionAttributes) error {
-	for _, p := range c {
-		if !p.Handles(a.Resource) {
-			continue
-		}
-		if err := p.Admit(ctx, a); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Authorizer decides whether a user may make a request: the hub's whole
 // authorization chain.
 type Authorizer interface {
