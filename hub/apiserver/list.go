@@ -33,6 +33,11 @@ type continueToken struct {
 	Start      string `json:"start"`
 }
 
+// latestContinueRV is the revision of a continue token that continues
+// at the latest revision, as upstream's inconsistent continuation (-1
+// rather than 0, which a bad token would have).
+const latestContinueRV = -1
+
 func encodeContinue(rev int64, start string) string {
 	b, _ := json.Marshal(continueToken{APIVersion: "meta.k8s.io/v1", RV: rev, Start: start})
 	return base64.RawURLEncoding.EncodeToString(b)
@@ -68,7 +73,7 @@ func (q *request) parseListOptions() (listOptions, error) {
 	if s := v.Get("continue"); s != "" {
 		b, err := base64.RawURLEncoding.DecodeString(s)
 		var t continueToken
-		if err != nil || json.Unmarshal(b, &t) != nil || t.RV <= 0 || t.APIVersion != "meta.k8s.io/v1" {
+		if err != nil || json.Unmarshal(b, &t) != nil || (t.RV <= 0 && t.RV != latestContinueRV) || t.APIVersion != "meta.k8s.io/v1" {
 			return o, apierrors.NewBadRequest("continue key is not valid: ill-formed continue token")
 		}
 		o.cont = &t

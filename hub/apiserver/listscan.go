@@ -34,11 +34,14 @@ type listScan struct {
 	// first is the first page, read by open so that its errors are
 	// answered as a Status; it is dropped after the first pass.
 	first *store.ListResult
-	// After a complete pass: the items yielded, and where the next list
-	// of a limited one starts ("" when nothing follows).
-	count   int
-	next    string
-	scanned bool
+	// After a complete pass: the items yielded, where the next list of a
+	// limited one starts ("" when nothing follows), and how many objects
+	// follow it (-1 when not known: a list with selectors, which upstream
+	// does not count either).
+	count     int
+	next      string
+	remaining int64
+	scanned   bool
 }
 
 // listItem is one object of a scan: its stored form, and the object
@@ -67,7 +70,7 @@ func (s *Server) openList(ctx context.Context, res *resourceInfo, ns string, o l
 	sc := &listScan{s: s, res: res, prefix: res.listPrefix(ns), o: o}
 	switch {
 	case o.cont != nil:
-		sc.rev, sc.from = o.cont.RV, o.cont.Start
+		sc.rev, sc.from = max(o.cont.RV, 0), o.cont.Start // latestContinueRV: the latest
 		if len(sc.from) < len(sc.prefix) || sc.from[:len(sc.prefix)] != sc.prefix {
 			return nil, apierrors.NewBadRequest("continue key is not valid: it is for another list")
 		}
@@ -85,7 +88,7 @@ func (s *Server) openList(ctx context.Context, res *resourceInfo, ns string, o l
 			return nil, apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", want, cur), 1)
 		}
 	}
-	page, err := sc.page(ctx, sc.from, sc.pageSize(0, 0, 0))
+	page, err := sc.page(ctx, sc.from, 0, sc.pageSize(0, 0, 0))
 	if err != nil {
 		return nil, err
 	}
@@ -105,13 +108,22 @@ func (sc *listScan) pageSize(seen, seenBytes, count int) int64 {
 	return max(n, 1)
 }
 
-func (sc *listScan) page(ctx context.Context, from string, n int64) (store.ListResult, error) {
-	page, err := sc.s.store.List(ctx, sc.prefix, store.ListOptions{Revision: sc.rev, Limit: n, Continue: from})
+// unselected reports whether the list has no label or field selector, so
+// that every object read is an item.
+func (sc *listScan) unselected() bool { return sc.o.label.Empty() && sc.o.field.Empty() }
+
+// page reads n keys from from, count items into the list; the page the
+// list's limit ends on also counts the keys after it, when every key is
+// an item (see remainingItemCount).
+func (sc *listScan) page(ctx context.Context, from string, count int, n int64) (store.ListResult, error) {
+	opts := store.ListOptions{Revision: sc.rev, Limit: n, Continue: from}
+	opts.CountRemaining = sc.o.limit > 0 && sc.unselected() && n == sc.o.limit-int64(count)+1
+	page, err := sc.s.store.List(ctx, sc.prefix, opts)
 	switch {
 	case err == nil:
 		return page, nil
 	case errors.Is(err, store.ErrCompacted) && sc.o.cont != nil:
-		return page, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+		return page, expiredContinue(sc.from)
 	case errors.Is(err, store.ErrCompacted):
 		return page, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d", sc.rev))
 	}
@@ -132,7 +144,7 @@ func (sc *listScan) each(ctx context.Context, yield func(*listItem) error) error
 			if sc.scanned && count == sc.count {
 				return nil
 			}
-			p, err := sc.page(ctx, from, sc.pageSize(seen, seenBytes, count))
+			p, err := sc.page(ctx, from, count, sc.pageSize(seen, seenBytes, count))
 			if err != nil {
 				return err
 			}
@@ -144,11 +156,15 @@ func (sc *listScan) each(ctx context.Context, yield func(*listItem) error) error
 			seen++
 			seenBytes += len(kv.Value)
 			if sc.o.limit > 0 && int64(count) == sc.o.limit || sc.scanned && count == sc.count {
-				sc.finish(count, kv.Key)
+				remaining := int64(-1)
+				if sc.unselected() {
+					remaining = int64(len(page.KVs)-i) + page.Remaining
+				}
+				sc.finish(count, kv.Key, remaining)
 				return nil
 			}
 			it := &listItem{kv: kv}
-			if !sc.o.label.Empty() || !sc.o.field.Empty() {
+			if !sc.unselected() {
 				obj, err := it.object(sc.res)
 				if err != nil {
 					return apierrors.NewInternalError(err)
@@ -163,7 +179,7 @@ func (sc *listScan) each(ctx context.Context, yield func(*listItem) error) error
 			}
 		}
 		if !page.More {
-			sc.finish(count, "")
+			sc.finish(count, "", 0)
 			return nil
 		}
 		from = page.Continue
@@ -174,12 +190,34 @@ func (sc *listScan) each(ctx context.Context, yield func(*listItem) error) error
 	}
 }
 
-// finish records the end of a complete pass: count items, and next, the
-// key after the last, where the continuation of a limited list starts.
-func (sc *listScan) finish(count int, next string) {
+// finish records the end of a complete pass: count items; next, the key
+// after the last, where the continuation of a limited list starts; and
+// remaining, the objects from next on (-1: not counted).
+func (sc *listScan) finish(count int, next string, remaining int64) {
 	if !sc.scanned {
-		sc.count, sc.next, sc.scanned = count, next, true
+		sc.count, sc.next, sc.remaining, sc.scanned = count, next, remaining, true
 	}
+}
+
+// remainingItemCount is the list's remainingItemCount: how many objects a
+// limited list without selectors left for its continuations, as upstream
+// reports it; nil when nothing follows or the count is not known.
+func (sc *listScan) remainingItemCount() *int64 {
+	if sc.next == "" || sc.remaining < 0 {
+		return nil
+	}
+	n := sc.remaining
+	return &n
+}
+
+// expiredContinue is the 410 Gone of a continue token whose revision was
+// compacted away. As upstream's, it carries a token that continues the
+// list from the same key at the latest revision (an inconsistent list:
+// the client chooses whether to take it).
+func expiredContinue(from string) error {
+	err := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+	err.ErrStatus.ListMeta.Continue = encodeContinue(latestContinueRV, from)
+	return err
 }
 
 // continueToken returns the list's continue value after a complete pass,

@@ -99,6 +99,7 @@ func (q *request) listForm(out output) (*listForm, error) {
 			la, _ := meta.ListAccessor(list)
 			la.SetResourceVersion(lm.ResourceVersion)
 			la.SetContinue(lm.Continue)
+			la.SetRemainingItemCount(lm.RemainingItemCount)
 			list.GetObjectKind().SetGroupVersionKind(res.GroupVersion.WithKind(res.Kind + "List"))
 			return list
 		}
@@ -183,7 +184,7 @@ type listSource interface {
 func (sc *listScan) limited() bool { return sc.o.limit > 0 }
 
 func (sc *listScan) listMeta() metav1.ListMeta {
-	return metav1.ListMeta{ResourceVersion: strconv.FormatInt(sc.rev, 10), Continue: sc.continueToken()}
+	return metav1.ListMeta{ResourceVersion: strconv.FormatInt(sc.rev, 10), Continue: sc.continueToken(), RemainingItemCount: sc.remainingItemCount()}
 }
 
 // itemList is a list response held in memory, at revision rev.

@@ -63,6 +63,21 @@ func wholeList(t *testing.T, rs *rawServer, prefix string, o listOptions, out ou
 	lm := metav1.ListMeta{ResourceVersion: strconv.FormatInt(rev, 10)}
 	if next != "" {
 		lm.Continue = encodeContinue(rev, next)
+		if o.label.Empty() && o.field.Empty() {
+			// remainingItemCount: the keys from next on, counted on a
+			// whole list at the same revision.
+			all, err := rs.store.List(ctx, prefix, store.ListOptions{Revision: rev})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n int64
+			for _, kv := range all.KVs {
+				if kv.Key >= next {
+					n++
+				}
+			}
+			lm.RemainingItemCount = &n
+		}
 	}
 	var whole runtime.Object
 	switch {

@@ -81,6 +81,11 @@ type ListOptions struct {
 	// Continue is the key to start from (inclusive), as returned in
 	// ListResult.Continue; empty starts at the prefix.
 	Continue string
+	// CountRemaining asks a limited list that has more keys to count
+	// them (ListResult.Remaining), as the API's remainingItemCount
+	// reports. Counting reads the keys after the page, so it is asked
+	// only of the page a client's limit ends on.
+	CountRemaining bool
 }
 
 // ListResult is one page of a list.
@@ -92,6 +97,9 @@ type ListResult struct {
 	// first of them.
 	More     bool
 	Continue string
+	// Remaining is the number of keys after this page, when More and
+	// ListOptions.CountRemaining are set (a backend may fill it anyway).
+	Remaining int64
 }
 
 // Reader reads the store at the latest or a retained revision.

@@ -405,7 +405,12 @@ func (s *Store) List(ctx context.Context, prefix string, opts store.ListOptions)
 				}
 				if live {
 					res.More, res.Continue = true, key
-					return nil
+					if opts.CountRemaining {
+						it.Next()
+						res.Remaining, err = countLive(ctx, it, key, rev)
+						res.Remaining++
+					}
+					return err
 				}
 				continue
 			}
@@ -424,6 +429,36 @@ func (s *Store) List(ctx context.Context, prefix string, opts store.ListOptions)
 		return store.ListResult{}, fmt.Errorf("list %s: %w", prefix, err)
 	}
 	return res, s.afterRead(rev)
+}
+
+// countLive counts the keys live at rev from it's position on, each
+// key's newest version at or before rev deciding; last is the key before
+// it, already decided.
+func countLive(ctx context.Context, it *badger.Iterator, last string, rev int64) (int64, error) {
+	var n int64
+	for i := 0; it.Valid(); it.Next() {
+		if i++; i%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+		}
+		key, mod, err := parseVersionKey(it.Item().Key())
+		if err != nil {
+			return 0, err
+		}
+		if key == last || mod > rev {
+			continue
+		}
+		last = key
+		live, err := isLive(it.Item())
+		if err != nil {
+			return 0, err
+		}
+		if live {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func isLive(item *badger.Item) (bool, error) {

@@ -163,6 +163,8 @@ func (s *Store) List(ctx context.Context, prefix string, opts store.ListOptions)
 	if opts.Limit > 0 && int64(len(kvs)) > opts.Limit {
 		res.More, res.Continue = true, string(kvs[opts.Limit].Key)
 		kvs = kvs[:opts.Limit]
+		// etcd counts the whole range, whatever the limit.
+		res.Remaining = resp.Count - opts.Limit
 	}
 	res.KVs = make([]store.KeyValue, len(kvs))
 	for i, kv := range kvs {

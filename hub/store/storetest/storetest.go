@@ -40,6 +40,7 @@ func Run(t *testing.T, h Harness) {
 		{"GetAtRevision", testGetAtRevision},
 		{"ListPrefix", testListPrefix},
 		{"PagingConsistency", testPaging},
+		{"CountRemaining", testCountRemaining},
 		{"WatchOrderConcurrent", testWatchConcurrent},
 		{"WatchFromPast", testWatchFromPast},
 		{"WatchCancel", testWatchCancel},
@@ -400,6 +401,49 @@ func testPaging(t *testing.T, h Harness) {
 	}
 	if got, want := dump(paged), dump(snap.KVs); got != want {
 		t.Fatalf("paged list differs from the snapshot:\n got %s\nwant %s", got, want)
+	}
+}
+
+// testCountRemaining checks the count of the keys after a limited page, at
+// the latest revision and at an older one, with deleted keys, updated keys
+// and keys of a neighbouring prefix left out.
+func testCountRemaining(t *testing.T, h Harness) {
+	s := h.New(t)
+	ctx := ctxT(t)
+	for i := 0; i < 12; i++ {
+		mustCreate(t, s, fmt.Sprintf("/registry/pods/ns/p%02d", i), "v")
+	}
+	mustCreate(t, s, "/registry/podsx/ns/other", "v")
+	old, err := s.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{5, 9} {
+		if _, _, err := s.Delete(ctx, fmt.Sprintf("/registry/pods/ns/p%02d", i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Update(ctx, "/registry/pods/ns/p07", []byte("w"), 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		opts     store.ListOptions
+		want     int64
+		wantMore bool
+	}{
+		{"latest", store.ListOptions{Limit: 3, CountRemaining: true}, 7, true},
+		{"latest, continued", store.ListOptions{Limit: 3, Continue: "/registry/pods/ns/p06", CountRemaining: true}, 2, true},
+		{"old revision", store.ListOptions{Revision: old, Limit: 3, CountRemaining: true}, 9, true},
+		{"last page", store.ListOptions{Limit: 20, CountRemaining: true}, 0, false},
+	} {
+		res, err := s.List(ctx, "/registry/pods/", tc.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if res.More != tc.wantMore || res.Remaining != tc.want {
+			t.Errorf("%s: More %v Remaining %d, want %v %d", tc.name, res.More, res.Remaining, tc.wantMore, tc.want)
+		}
 	}
 }
 
