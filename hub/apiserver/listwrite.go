@@ -127,7 +127,7 @@ func (q *request) listForm(out output) (*listForm, error) {
 func protoItems(metaOnly bool, res *resourceInfo) (item func([]byte, *listItem) ([]byte, error), size func(*listItem) (int, error)) {
 	parse := func(it *listItem) (protoItem, error) {
 		rv := strconv.FormatInt(it.kv.ModRevision, 10)
-		if metaOnly || res == nil || res.Conversion == nil {
+		if metaOnly || res == nil || res.Conversion == nil && !res.DefaultOnRead {
 			return newProtoItem(it.kv.Value, rv)
 		}
 		obj, err := it.object(res)

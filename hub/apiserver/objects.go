@@ -88,6 +88,9 @@ func (res *resourceInfo) decode(kv store.KeyValue) (runtime.Object, error) {
 		obj = conv
 	}
 	obj.GetObjectKind().SetGroupVersionKind(res.gvk)
+	if res.DefaultOnRead {
+		res.setDefaults(obj)
+	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err

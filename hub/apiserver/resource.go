@@ -46,6 +46,13 @@ type Resource struct {
 	// Generation makes metadata.generation count changes of everything but
 	// metadata and status (1 on create), as upstream does for workloads.
 	Generation bool
+	// DefaultOnRead applies the rules' defaults (see Defaulter) to every
+	// object read from the store too, as upstream defaults what it decodes
+	// from etcd. Resources whose defaults can change while their objects
+	// are stored need it: a CRD's schema may gain a default. Built-in
+	// types' defaults change only with the hub, and the hub stored every
+	// object with them, so their reads skip the cost.
+	DefaultOnRead bool
 	// Scale serves the scale subresource (autoscaling/v1 Scale), or nil.
 	Scale *ScaleRules
 	// Token serves the token subresource (a create of an

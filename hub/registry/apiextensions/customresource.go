@@ -67,6 +67,9 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition) ([]apiserver
 			TypeConverter: tc,
 			Status:        rules.status != nil,
 			Generation:    true,
+			// A schema's new defaults and pruned fields show on objects
+			// stored before, as upstream applies them on decode.
+			DefaultOnRead: true,
 			Scale:         scaleRules(rules.scale),
 			Rules:         rules,
 		}

@@ -201,3 +201,51 @@ func TestCustomResourcesVersions(t *testing.T) {
 		t.Errorf("CustomResources(non-structural) = %v, want a structural schema error", err)
 	}
 }
+
+// TestCustomResourceDefaultsOnRead: a default added to the schema after
+// an object was stored shows when the object is read, got or listed, as
+// upstream defaults custom resources decoded from storage; the stored
+// object changes only when it is next written.
+func TestCustomResourceDefaultsOnRead(t *testing.T) {
+	s := serve(t)
+	ctx := context.Background()
+	crd := widgetCRD()
+	apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(crd)
+	setSchema := func(crd *apiextensionsv1.CustomResourceDefinition) {
+		t.Helper()
+		rs, err := apiextensions.CustomResources(crd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.srv.SetResources("crd", rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setSchema(crd)
+	widgets := s.dynamic.Resource(widgetsGVR).Namespace("default")
+	if _, err := widgets.Create(ctx, widgetObject("w1", map[string]interface{}{"replicas": int64(2)}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	spec.Properties["size"] = apiextensionsv1.JSONSchemaProps{Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"large"`)}}
+	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
+	setSchema(crd)
+	w, err := widgets.Get(ctx, "w1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := unstructured.NestedString(w.Object, "spec", "size"); got != "large" {
+		t.Errorf("get after the default was added: spec %v, want size large", w.Object["spec"])
+	}
+	l, err := widgets.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 {
+		t.Fatalf("list = %d items, want 1", len(l.Items))
+	}
+	if got, _, _ := unstructured.NestedString(l.Items[0].Object, "spec", "size"); got != "large" {
+		t.Errorf("list after the default was added: spec %v, want size large", l.Items[0].Object["spec"])
+	}
+}

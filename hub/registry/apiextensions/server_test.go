@@ -24,6 +24,7 @@ import (
 // testServer is a real apiserver.Server over a real store, serving the
 // namespaces resource and the given ones, until its test ends.
 type testServer struct {
+	srv     *apiserver.Server
 	config  *rest.Config
 	dynamic dynamic.Interface
 	crds    apiextensionsclient.Interface
@@ -65,7 +66,7 @@ func serve(t *testing.T, rs ...apiserver.Resource) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testServer{config: cfg, dynamic: dc, crds: cc}
+	return &testServer{srv: srv, config: cfg, dynamic: dc, crds: cc}
 }
 
 // widgetsGVR is the resource of widgetCRD's custom resources.
