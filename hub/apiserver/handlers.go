@@ -152,17 +152,27 @@ func (q *request) decodeBytes(body []byte, contentType string) (runtime.Object, 
 	}
 	into := q.res.New()
 	obj, gvk, err := dec.Decode(body, &q.res.gvk, into)
+	var strictErrs []error
+	if se, ok := runtime.AsStrictDecodingError(err); ok && obj != nil {
+		strictErrs, err = se.Errors(), nil
+	}
 	if err != nil {
-		if runtime.IsStrictDecodingError(err) {
-			return nil, apierrors.NewBadRequest(err.Error())
-		}
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the body of the request could not be decoded: %v", err))
+	}
+	if validation == "Strict" || validation == "Warn" {
+		strictErrs = append(strictErrs, q.res.unknownFields(obj)...)
+	}
+	if validation == "Strict" && len(strictErrs) > 0 {
+		return nil, apierrors.NewBadRequest(runtime.NewStrictDecodingError(strictErrs).Error())
 	}
 	if gvk != nil && (gvk.Kind != q.res.Kind || gvk.GroupVersion() != q.res.GroupVersion) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s) or kind %q does not match %q",
 			gvk.GroupVersion(), q.res.GroupVersion, gvk.Kind, q.res.Kind))
 	}
 	if validation == "Warn" {
+		for _, e := range strictErrs {
+			q.warnings = append(q.warnings, e.Error())
+		}
 		if info, ok := q.res.codec.lookup(contentType); ok && info.StrictSerializer != nil {
 			if _, _, serr := info.StrictSerializer.Decode(body, &q.res.gvk, q.res.New()); serr != nil {
 				if se, ok := serr.(interface{ Errors() []error }); ok {

@@ -151,6 +151,16 @@ type Defaulter interface {
 	Default(obj runtime.Object)
 }
 
+// UnknownFieldsReporter is implemented by rules of resources whose
+// schema, not their Go type, says which fields exist (custom resources):
+// UnknownFields returns the paths of the fields of obj, as decoded from a
+// request, that the schema does not know and Default would prune.
+// fieldValidation=Strict refuses them and Warn warns of them, as a typed
+// resource's strict decoder reports its unknown fields.
+type UnknownFieldsReporter interface {
+	UnknownFields(obj runtime.Object) []string
+}
+
 // CreatePreparer is implemented by rules that clear, on create, what a
 // client may not set, typically Status.
 type CreatePreparer interface {

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -17,6 +18,21 @@ func (r *resourceInfo) setDefaults(obj runtime.Object) {
 	if d, ok := r.Rules.(Defaulter); ok {
 		d.Default(obj)
 	}
+}
+
+// unknownFields returns, as a strict decoder's errors, the fields of obj
+// that the rules' schema does not know (see UnknownFieldsReporter).
+func (r *resourceInfo) unknownFields(obj runtime.Object) []error {
+	u, ok := r.Rules.(UnknownFieldsReporter)
+	if !ok {
+		return nil
+	}
+	paths := u.UnknownFields(obj)
+	errs := make([]error, len(paths))
+	for i, p := range paths {
+		errs[i] = fmt.Errorf("unknown field %q", p)
+	}
+	return errs
 }
 
 func (r *resourceInfo) prepareForCreate(obj runtime.Object) {

@@ -139,13 +139,14 @@ type crRules struct {
 }
 
 var (
-	_ apiserver.Rules           = (*crRules)(nil)
-	_ apiserver.Defaulter       = (*crRules)(nil)
-	_ apiserver.CreatePreparer  = (*crRules)(nil)
-	_ apiserver.UpdatePreparer  = (*crRules)(nil)
-	_ apiserver.StatusValidator = (*crRules)(nil)
-	_ apiserver.FieldSelector   = (*crRules)(nil)
-	_ apiserver.Printer         = (*crRules)(nil)
+	_ apiserver.Rules                 = (*crRules)(nil)
+	_ apiserver.Defaulter             = (*crRules)(nil)
+	_ apiserver.UnknownFieldsReporter = (*crRules)(nil)
+	_ apiserver.CreatePreparer        = (*crRules)(nil)
+	_ apiserver.UpdatePreparer        = (*crRules)(nil)
+	_ apiserver.StatusValidator       = (*crRules)(nil)
+	_ apiserver.FieldSelector         = (*crRules)(nil)
+	_ apiserver.Printer               = (*crRules)(nil)
 )
 
 // newCRRules builds the rules of version v of crd as upstream's
@@ -226,6 +227,17 @@ func (r *crRules) setTable(columns []apiextensionsv1.CustomResourceColumnDefinit
 	}
 	r.table, r.columns = table, empty.ColumnDefinitions
 	return nil
+}
+
+// UnknownFields returns the paths of the fields of obj that Default
+// would prune, as upstream's decoder reports them to fieldValidation.
+func (r *crRules) UnknownFields(obj runtime.Object) []string {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || r.structural == nil || r.preserveUnknown {
+		return nil
+	}
+	return structuralpruning.PruneWithOptions(runtime.DeepCopyJSON(u.Object), r.structural, true,
+		structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
 }
 
 // Default prunes the fields obj's schema does not know (unless the CRD

@@ -2,6 +2,7 @@ package apiextensions_test
 
 import (
 	"context"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -247,5 +248,27 @@ func TestCustomResourceDefaultsOnRead(t *testing.T) {
 	}
 	if got, _, _ := unstructured.NestedString(l.Items[0].Object, "spec", "size"); got != "large" {
 		t.Errorf("list after the default was added: spec %v, want size large", l.Items[0].Object["spec"])
+	}
+}
+
+// TestCustomResourceFieldValidation: fields the schema does not know are
+// refused with fieldValidation=Strict, each named with its path, as
+// upstream's strict decoding error; with Ignore they are pruned.
+func TestCustomResourceFieldValidation(t *testing.T) {
+	s := servedWidgets(t)
+	ctx := context.Background()
+	widgets := s.dynamic.Resource(widgetsGVR).Namespace("default")
+	in := widgetObject("w1", map[string]interface{}{"replicas": int64(3), "unknown": "x"})
+	in.Object["toplevel"] = "y"
+	_, err := widgets.Create(ctx, in, metav1.CreateOptions{FieldValidation: "Strict"})
+	if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), `strict decoding error: unknown field "spec.unknown", unknown field "toplevel"`) {
+		t.Fatalf("strict create with unknown fields = %v, want 400 naming spec.unknown and toplevel", err)
+	}
+	w, err := widgets.Create(ctx, in, metav1.CreateOptions{FieldValidation: "Ignore"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, has, _ := unstructured.NestedFieldNoCopy(w.Object, "spec", "unknown"); has || w.Object["toplevel"] != nil {
+		t.Errorf("created with Ignore: %v, want the unknown fields pruned", w.Object)
 	}
 }
