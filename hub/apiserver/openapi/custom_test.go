@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 
 	openapi_v2 "github.com/google/gnostic-models/openapiv2"
@@ -62,6 +63,17 @@ func TestCustomResourceKinds(t *testing.T) {
 	if gvks, _ := at(v2, "definitions", def, extGVK).([]any); len(gvks) != 1 {
 		t.Errorf("v2 %s gvk = %v", def, at(v2, "definitions", def, extGVK))
 	}
+	// As upstream's v2: a nullable value untyped, an object keeping
+	// unknown fields untyped and without properties; v3 keeps them.
+	if note := at(v2, "definitions", def, "properties", "spec", "properties", "note"); at(note, "type") != nil {
+		t.Errorf("v2 note = %v, want it untyped", note)
+	}
+	if status := at(v2, "definitions", def, "properties", "status"); at(status, "type") != nil || at(status, "x-kubernetes-preserve-unknown-fields") != true {
+		t.Errorf("v2 status = %v, want it untyped, keeping unknown fields", status)
+	}
+	if at(schemas, def, "properties", "status", "type") != "object" {
+		t.Errorf("v3 status = %v, want it an object", at(schemas, def, "properties", "status"))
+	}
 
 	// The protobuf forms parse.
 	m := http.NewServeMux()
@@ -80,5 +92,31 @@ func TestCustomResourceKinds(t *testing.T) {
 
 	if _, err := New([]Kind{{GVK: gvk, Plural: "gadgets", Schema: gadgetSchema(t), Object: &corev1.Namespace{}}}); err == nil {
 		t.Error("New accepted a kind with both a schema and Go types")
+	}
+}
+
+// TestCustomResourceKeepingUnknownFieldsAtRoot: OpenAPI v2 describes a
+// kind whose schema keeps unknown fields at its root as a bare object, as
+// upstream does (kubectl's v2 validation would refuse every field not
+// listed); v3 describes its schema.
+func TestCustomResourceKeepingUnknownFieldsAtRoot(t *testing.T) {
+	gvk := schema.GroupVersionKind{Group: "example.outpost.dev", Version: "v1", Kind: "Blob"}
+	s, err := New([]Kind{{GVK: gvk, Plural: "blobs", Schema: map[string]any{
+		"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "Anything.",
+		"properties": map[string]any{"spec": map[string]any{"type": "object"}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const def = "dev.outpost.example.v1.Blob"
+	v2 := fetchJSON(t, s.ServeV2, "/openapi/v2")
+	got := at(v2, "definitions", def).(map[string]any)
+	want := map[string]any{"type": "object", extGVK: []any{map[string]any{"group": "example.outpost.dev", "version": "v1", "kind": "Blob"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("v2 %s = %v, want %v", def, got, want)
+	}
+	v3 := fetchJSON(t, s.ServeV3, "/openapi/v3/apis/example.outpost.dev/v1")
+	if at(v3, "components", "schemas", def, "properties", "spec") == nil || at(v3, "components", "schemas", def, "description") != "Anything." {
+		t.Errorf("v3 %s = %v, want its schema", def, at(v3, "components", "schemas", def))
 	}
 }

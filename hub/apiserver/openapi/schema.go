@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -40,8 +41,10 @@ type jsonSchema struct {
 	v3AnyOf []string
 	ext     map[string]any
 	// raw, when set, is a schema given as JSON values (part of a custom
-	// resource's), rendered as it is but for what OpenAPI v2 lacks.
+	// resource's), rendered as it is in v3 and through v2Schema in v2.
 	raw map[string]any
+	// v2, when set, is rendered in OpenAPI v2 instead of s.
+	v2 *jsonSchema
 }
 
 func (s *jsonSchema) setExt(k string, v any) {
@@ -327,6 +330,9 @@ func (b *builder) schemaFor(t reflect.Type) (*jsonSchema, error) {
 
 // render returns the JSON form of s for OpenAPI v3 or v2.
 func (s *jsonSchema) render(v3 bool) map[string]any {
+	if !v3 && s.v2 != nil {
+		return s.v2.render(false)
+	}
 	if s.raw != nil {
 		if v3 {
 			return s.raw
@@ -402,30 +408,98 @@ func (s *jsonSchema) refs(fn func(string)) {
 	}
 }
 
-// v3Only are the keys of an OpenAPI v3 schema that v2 lacks, which
-// upstream drops from custom resources' schemas in its v2 document.
-var v3Only = map[string]bool{"nullable": true, "anyOf": true, "oneOf": true, "not": true}
-
-// v2Schema returns v, a schema as JSON values, without what OpenAPI v2
-// lacks, leaving v as it is.
+// v2Schema returns v, part of a custom resource's schema as JSON values,
+// as upstream publishes it in OpenAPI v2 (ToStructuralOpenAPIV2), so that
+// kubectl's v2 reader neither chokes on it nor refuses what the server
+// accepts: without what v2 lacks (nullable, allOf, anyOf, oneOf, not); a
+// nullable value untyped and without items or properties; a value that
+// keeps unknown fields without items or properties, and untyped if an
+// object; an array left without items untyped; nullable properties not
+// required. v is left as it is.
 func v2Schema(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			if !v3Only[k] {
-				out[k] = v2Schema(e)
-			}
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = v2Schema(e)
-		}
-		return out
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
 	}
-	return v
+	out := make(map[string]any, len(m))
+	for k, e := range m {
+		switch k {
+		case "nullable", "allOf", "anyOf", "oneOf", "not":
+		case "properties":
+			props, _ := e.(map[string]any)
+			conv := make(map[string]any, len(props))
+			for name, p := range props {
+				conv[name] = v2Schema(p)
+			}
+			out[k] = conv
+		case "items", "additionalProperties":
+			out[k] = v2Schema(e)
+		default:
+			out[k] = e
+		}
+	}
+	nullable, _ := m["nullable"].(bool)
+	preserve, _ := m["x-kubernetes-preserve-unknown-fields"].(bool)
+	if nullable {
+		delete(out, "type")
+		delete(out, "items")
+		delete(out, "properties")
+	}
+	if preserve {
+		delete(out, "items")
+		delete(out, "properties")
+	}
+	if _, has := out["items"]; !has && out["type"] == "array" {
+		delete(out, "type")
+	}
+	if preserve && out["type"] == "object" {
+		delete(out, "type")
+	}
+	if ap, _ := m["additionalProperties"].(map[string]any); ap["nullable"] == true {
+		delete(out, "required")
+	} else if req, ok := out["required"].([]any); ok {
+		out["required"] = v2Required(req, m)
+	}
+	return out
+}
+
+// v2Required returns req, the required properties of schema, without the
+// nullable ones, which OpenAPI v2 cannot say may be null.
+func v2Required(req []any, schema map[string]any) []any {
+	props, _ := schema["properties"].(map[string]any)
+	kept := make([]any, 0, len(req))
+	for _, r := range req {
+		name, _ := r.(string)
+		if p, _ := props[name].(map[string]any); p["nullable"] != true {
+			kept = append(kept, r)
+		}
+	}
+	return kept
+}
+
+// v2Kind returns how OpenAPI v2 describes obj, the root of a custom
+// resource's definition made from schema, where that differs from v3: as
+// a bare object when the schema keeps unknown fields at its root (as
+// upstream does, since kubectl's v2 validation would refuse every field
+// not listed), or with nullable properties not required; nil otherwise.
+func v2Kind(schema map[string]any, obj *jsonSchema) *jsonSchema {
+	if preserve, _ := schema["x-kubernetes-preserve-unknown-fields"].(bool); preserve {
+		return &jsonSchema{typ: "object"}
+	}
+	req := make([]any, len(obj.required))
+	for i, r := range obj.required {
+		req[i] = r
+	}
+	if kept := v2Required(req, schema); len(kept) != len(req) {
+		v2 := *obj
+		v2.ext = maps.Clone(obj.ext)
+		v2.required = nil
+		for _, r := range kept {
+			v2.required = append(v2.required, r.(string))
+		}
+		return &v2
+	}
+	return nil
 }
 
 // defineKind defines k's object and list and returns their names: from
@@ -480,6 +554,7 @@ func (b *builder) defineKind(k *Kind) (objDef, listDef string, err error) {
 			}
 		}
 	}
+	obj.v2 = v2Kind(k.Schema, obj)
 	obj.properties["apiVersion"] = str("APIVersion defines the versioned schema of this representation of an object.")
 	obj.properties["kind"] = str("Kind is a string value representing the REST resource this object represents.")
 	obj.properties["metadata"] = &jsonSchema{ref: objectMeta, description: "Standard object's metadata."}

@@ -230,6 +230,9 @@ func structType(v any) reflect.Type {
 func addGVK(def *jsonSchema, gvk schema.GroupVersionKind) {
 	list, _ := def.ext[extGVK].([]any)
 	def.setExt(extGVK, append(list, gvkMap(gvk)))
+	if def.v2 != nil {
+		addGVK(def.v2, gvk)
+	}
 }
 
 var (
