@@ -33,13 +33,22 @@ func (q *request) serveCreator() {
 		q.s.writeError(q.w, q.r, apierrors.NewMethodNotSupported(q.res.gr, q.verb))
 		return
 	}
-	obj, err := q.decodeBody()
+	// Nothing created only is printed as a Table: upstream's resources
+	// without a table convertor answer that Accept with 406.
+	out, err := negotiate(q.r, q.res.codec, false)
+	var obj runtime.Object
+	if err == nil {
+		obj, err = q.decodeBody()
+	}
 	if err == nil {
 		obj, err = q.res.Creator.Create(q.ctx(), obj)
+	}
+	if err == nil && out.partial {
+		obj, err = partialOf(obj)
 	}
 	if err != nil {
 		q.s.writeError(q.w, q.r, err)
 		return
 	}
-	q.s.writeObject(q.w, q.r, http.StatusCreated, obj, nil)
+	q.s.writeObject(q.w, q.r, http.StatusCreated, obj, &out)
 }
