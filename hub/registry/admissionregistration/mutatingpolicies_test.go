@@ -85,8 +85,8 @@ func TestMutatingAdmissionPolicyAPI(t *testing.T) {
 				"spec.mutations[3].applyConfiguration", "spec.mutations[3].jsonPatch"}},
 		{"expressions", admissionregistrationv1.MutatingAdmissionPolicySpec{
 			MatchConstraints: deploymentsRule(admissionregistrationv1.Create), ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
-			Variables:        []admissionregistrationv1.Variable{{Name: "in", Expression: "1"}, {Name: "ok", Expression: "object.("}},
-			MatchConditions:  []admissionregistrationv1.MatchCondition{{Name: "m", Expression: "params.x"}},
+			Variables:       []admissionregistrationv1.Variable{{Name: "in", Expression: "1"}, {Name: "ok", Expression: "object.("}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "m", Expression: "params.x"}},
 			Mutations: []admissionregistrationv1.Mutation{
 				applyConfiguration(`"not an object"`), jsonPatch(`Object{}`), applyConfiguration("  "),
 			}},
