@@ -270,3 +270,34 @@ func TestMutatorNotApplicable(t *testing.T) {
 		t.Errorf("missing namespace: Mutate = %v, want NotFound", err)
 	}
 }
+
+// FuzzMutator: whatever the expressions of a policy that got stored,
+// mutating a write gives an object of the write's type or a status
+// error, never a panic.
+func FuzzMutator(f *testing.F) {
+	for _, seed := range [][2]string{
+		{`Object{spec: Object.spec{replicas: 3}}`, `[JSONPatch{op: "add", path: "/metadata/labels/a", value: "b"}]`},
+		{`Object{metadata: Object.metadata{annotations: {"x": object.metadata.name}}}`, `[JSONPatch{op: "remove", path: "/spec"}]`},
+		{`Object{spec: Object.spec{template: Object.spec.template{spec: Object.spec.template.spec{containers: [Object.spec.template.spec.containers{name: "c"}]}}}}`, `[JSONPatch{op: "move", from: "/x", path: "/y"}]`},
+		{`object.(`, `[JSONPatch{op: "replace", path: "/spec/replicas", value: "not a number"}]`},
+		{`Object{status: Object.status{replicas: -1}}`, `[JSONPatch{op: "copy", from: "/metadata", path: "/spec/template/metadata"}]`},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	w := newWorld()
+	f.Fuzz(func(t *testing.T, apply, jsonPatch string) {
+		p := newMutatingPolicy("fuzz", applyConfig(apply), jsonPatchOf(jsonPatch))
+		p.Spec.FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+		m := w.mutator([]*admissionregistrationv1.MutatingAdmissionPolicy{p})
+		out, err := mutate(t, m, deployment("default", 1))
+		if err != nil {
+			if _, ok := err.(*apierrors.StatusError); !ok {
+				t.Fatalf("Mutate = %v, want a StatusError", err)
+			}
+			return
+		}
+		if _, ok := out.(*appsv1.Deployment); !ok {
+			t.Fatalf("Mutate gave a %T", out)
+		}
+	})
+}
