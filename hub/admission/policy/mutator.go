@@ -42,9 +42,9 @@ type MutatingConfig struct {
 	// Authorizer answers CEL's authorizer variable, or nil.
 	Authorizer Authorizer
 	// TypeConverter returns the schema objects of kind merge by under
-	// ApplyConfiguration mutations, or nil for the default; nil itself
-	// for the default: k8s.io/api's schema for typed objects, one deduced
-	// from each object for custom resources.
+	// ApplyConfiguration mutations. When it is nil, or returns nil, the
+	// default is used: k8s.io/api's schema for typed objects (built on
+	// first use), and one deduced from each object for custom resources.
 	TypeConverter func(kind schema.GroupVersionKind) managedfields.TypeConverter
 }
 
