@@ -34,10 +34,12 @@ type policyHooks struct {
 	reviews    *lateAuth
 	caches     *admissionCaches
 	// webhooks calls the admission webhooks; policies evaluates the
-	// ValidatingAdmissionPolicies, reading params through objects.
-	webhooks *webhook.Dispatcher
-	policies *policy.Evaluator
-	objects  *lateObjects
+	// ValidatingAdmissionPolicies and mutations applies the
+	// MutatingAdmissionPolicies, both reading params through objects.
+	webhooks  *webhook.Dispatcher
+	policies  *policy.Evaluator
+	mutations *policy.Mutator
+	objects   *lateObjects
 }
 
 // newPolicyHooks returns hooks not ready yet: reviews answers with the
@@ -60,19 +62,28 @@ func newPolicyHooks(reviews *lateAuth, dial serviceDialer, log *slog.Logger) *po
 		Authorizer: reviews,
 		Logger:     log.With("component", "admission-policies"),
 	})
+	h.mutations = policy.NewMutator(policy.MutatingConfig{
+		Policies:   h.caches.mutatingPolicies,
+		Bindings:   h.caches.mutatingPolicyBindings,
+		Namespace:  h.caches.namespace,
+		Params:     h.objects,
+		Authorizer: reviews,
+	})
 	return h
 }
 
 // chains returns the admission chains of the hub: the mutating one, run
 // before a write is prepared and validated, and the validating one, run
-// after, each in upstream's order of its plugins. Without hooks (tests of
+// after, each in upstream's order of its plugins (mutating admission
+// policies run after the built-in mutating plugins and before the
+// webhooks). Without hooks (tests of
 // the machinery alone) only NodeRestriction applies.
 func (h *policyHooks) chains() (admission.MutatingChain, admission.Chain) {
 	if h == nil {
 		return nil, admission.Chain{admission.NodeRestriction{}}
 	}
 	priority := &admission.Priority{Classes: h.caches.priorityClassList}
-	mutating := admission.MutatingChain{priority, admission.CSRRequestor{}, h.webhooks}
+	mutating := admission.MutatingChain{priority, admission.CSRRequestor{}, h.mutations, h.webhooks}
 	validating := admission.Chain{
 		admission.NodeRestriction{},
 		priority,
@@ -99,6 +110,8 @@ type admissionCaches struct {
 	validating      admissionlisters.ValidatingWebhookConfigurationLister
 	policies        admissionlisters.ValidatingAdmissionPolicyLister
 	bindings        admissionlisters.ValidatingAdmissionPolicyBindingLister
+	mutatingPols    admissionlisters.MutatingAdmissionPolicyLister
+	mutatingBinds   admissionlisters.MutatingAdmissionPolicyBindingLister
 }
 
 // register adds the caches' informers to f and returns what tells they
@@ -112,10 +125,13 @@ func (c *admissionCaches) register(f informers.SharedInformerFactory) []cache.In
 	c.priorityClasses, c.namespaces = pcs.Lister(), nss.Lister()
 	c.mutating, c.validating = mwc.Lister(), vwc.Lister()
 	c.policies, c.bindings = vap.Lister(), vapb.Lister()
+	mp, mpb := ar.MutatingAdmissionPolicies(), ar.MutatingAdmissionPolicyBindings()
+	c.mutatingPols, c.mutatingBinds = mp.Lister(), mpb.Lister()
 	return []cache.InformerSynced{
 		pcs.Informer().HasSynced, nss.Informer().HasSynced,
 		mwc.Informer().HasSynced, vwc.Informer().HasSynced,
 		vap.Informer().HasSynced, vapb.Informer().HasSynced,
+		mp.Informer().HasSynced, mpb.Informer().HasSynced,
 	}
 }
 
@@ -151,6 +167,22 @@ func (c *admissionCaches) admissionPolicyBindings() []*admissionregistrationv1.V
 		return nil
 	}
 	l, _ := c.bindings.List(labels.Everything())
+	return l
+}
+
+func (c *admissionCaches) mutatingPolicies() []*admissionregistrationv1.MutatingAdmissionPolicy {
+	if !c.ready.Load() {
+		return nil
+	}
+	l, _ := c.mutatingPols.List(labels.Everything())
+	return l
+}
+
+func (c *admissionCaches) mutatingPolicyBindings() []*admissionregistrationv1.MutatingAdmissionPolicyBinding {
+	if !c.ready.Load() {
+		return nil
+	}
+	l, _ := c.mutatingBinds.List(labels.Everything())
 	return l
 }
 

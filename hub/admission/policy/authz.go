@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 
+	admissionauthorizer "k8s.io/apiserver/pkg/admission/plugin/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/outpost-mesh/outpost/hub/auth"
@@ -12,6 +13,16 @@ import (
 // authorization chain, which the CEL authorizer variable asks.
 type Authorizer interface {
 	Authorize(ctx context.Context, u auth.User, a auth.Attributes) (auth.Decision, error)
+}
+
+// cachingAuthorizer returns the authorizer CEL asks on a's behalf,
+// caching its answers for one request as upstream's does; nil when a is
+// nil, and expressions that use the authorizer then fail to evaluate.
+func cachingAuthorizer(a Authorizer) authorizer.UnconditionalAuthorizer {
+	if a == nil {
+		return nil
+	}
+	return admissionauthorizer.NewCachingAuthorizer(upstreamAuthorizer{a})
 }
 
 // upstreamAuthorizer lets upstream's CEL authorizer library ask the

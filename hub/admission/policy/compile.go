@@ -134,30 +134,35 @@ type cacheKey struct {
 	generation int64
 }
 
-// cache keeps each policy compiled once per generation. Safe for
-// concurrent use.
-type cache struct {
-	mu      sync.Mutex
-	entries map[cacheKey]*compiled
+// keyOf returns the cache key of the policy m describes.
+func keyOf(m *metav1.ObjectMeta) cacheKey {
+	return cacheKey{uid: m.UID, name: m.Name, generation: m.Generation}
 }
 
-// get returns p compiled, compiling it on first use of its generation.
-// live is how many policies there are now: when the cache holds more
-// than twice as many compilations it starts afresh, so that those of
-// deleted policies and old generations do not pile up.
-func (c *cache) get(p *admissionregistrationv1.ValidatingAdmissionPolicy, live int) *compiled {
-	key := cacheKey{uid: p.UID, name: p.Name, generation: p.Generation}
+// cache keeps each policy compiled once per generation, as a T. Safe for
+// concurrent use.
+type cache[T any] struct {
+	mu      sync.Mutex
+	entries map[cacheKey]T
+}
+
+// get returns the compilation of the policy key names, made by compile
+// on first use of its generation. live is how many policies there are
+// now: when the cache holds more than twice as many compilations it
+// starts afresh, so that those of deleted policies and old generations
+// do not pile up.
+func (c *cache[T]) get(key cacheKey, live int, compile func() T) T {
 	c.mu.Lock()
 	cp, ok := c.entries[key]
 	c.mu.Unlock()
 	if ok {
 		return cp
 	}
-	cp = compile(p)
+	cp = compile()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil || len(c.entries) > 2*live+8 {
-		c.entries = map[cacheKey]*compiled{}
+		c.entries = map[cacheKey]T{}
 	}
 	c.entries[key] = cp
 	return cp

@@ -16,6 +16,14 @@
 // failure policy, decisions and their messages) is here, since that
 // package drags in fake clientsets and webhook machinery.
 //
+// The Mutator is upstream's MutatingAdmissionPolicy plugin on the same
+// matching, params and CEL: the bound policies that match a write apply
+// their mutations to its object in order (ApplyConfiguration merging a
+// CEL Object{} with structured-merge-diff, JSONPatch applying CEL
+// JSONPatch{} operations, both upstream's patchers), and those with
+// reinvocationPolicy IfNeeded run once more when a later one changed
+// the object.
+//
 // CheckPolicy gives the compile errors upstream's API validation reports
 // when a policy is created or updated, for the registry to use. Only the
 // composition root wires the Evaluator in.

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
-	admissionauthorizer "k8s.io/apiserver/pkg/admission/plugin/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
@@ -49,7 +48,7 @@ type Config struct {
 type Evaluator struct {
 	cfg   Config
 	match matcher
-	cache cache
+	cache cache[*compiled]
 }
 
 var _ apiserver.Admission = (*Evaluator)(nil)
@@ -140,13 +139,9 @@ func (e *Evaluator) Admit(ctx context.Context, a apiserver.AdmissionAttributes) 
 	return denialError(attrs, r.denials[0])
 }
 
-// authorizer returns the authorizer CEL asks, caching its answers for
-// one request as upstream's does; nil when the Evaluator has none.
+// authorizer returns the authorizer CEL asks for one write.
 func (e *Evaluator) authorizer() authorizer.UnconditionalAuthorizer {
-	if e.cfg.Authorizer == nil {
-		return nil
-	}
-	return admissionauthorizer.NewCachingAuthorizer(upstreamAuthorizer{e.cfg.Authorizer})
+	return cachingAuthorizer(e.cfg.Authorizer)
 }
 
 // run is the judging of one write.
@@ -186,7 +181,7 @@ func (r *run) configError(p *admissionregistrationv1.ValidatingAdmissionPolicy, 
 // the client's answer at once (a namespace that cannot be had).
 func (r *run) policy(ctx context.Context, h hook) error {
 	p := h.policy
-	ok, err := r.e.match.policyMatches(r.attrs, p)
+	ok, err := r.e.match.constraintsMatch(r.attrs, p.Spec.MatchConstraints)
 	if err != nil {
 		r.configError(p, "", err)
 		return nil
@@ -194,7 +189,7 @@ func (r *run) policy(ctx context.Context, h hook) error {
 	if !ok {
 		return nil
 	}
-	kind, namespaced, hasParams, err := paramKind(r.e.cfg.Params, p)
+	kind, namespaced, hasParams, err := paramKind(r.e.cfg.Params, p.Spec.ParamKind)
 	if err != nil {
 		r.configError(p, "", err)
 		return nil
@@ -209,7 +204,7 @@ func (r *run) policy(ctx context.Context, h hook) error {
 
 // binding judges the write by a policy through one of its bindings.
 func (r *run) binding(ctx context.Context, p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, kind schema.GroupVersionKind, namespaced, hasParams bool) error {
-	ok, err := r.e.match.bindingMatches(r.attrs, b)
+	ok, err := r.e.match.bindingMatches(r.attrs, b.Spec.MatchResources)
 	if err != nil {
 		r.configError(p, b.Name, err)
 		return nil
@@ -231,7 +226,7 @@ func (r *run) binding(ctx context.Context, p *admissionregistrationv1.Validating
 	if err != nil {
 		return err
 	}
-	c := r.e.cache.get(p, r.live)
+	c := r.e.cache.get(keyOf(&p.ObjectMeta), r.live, func() *compiled { return compile(p) })
 	for i, param := range params {
 		res := c.validate(ctx, r.versioned(), r.attrs.GetResource(), param, ns, r.authz)
 		r.act(p, b, res, i)

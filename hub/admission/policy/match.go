@@ -30,23 +30,23 @@ type matcher struct {
 	namespace func(name string) (*corev1.Namespace, error)
 }
 
-// policyMatches reports whether p's matchConstraints select the write a
-// describes. An error is a configuration error of the policy.
-func (m matcher) policyMatches(a admission.Attributes, p *admissionregistrationv1.ValidatingAdmissionPolicy) (bool, error) {
-	mc := p.Spec.MatchConstraints
+// constraintsMatch reports whether a policy's matchConstraints select
+// the write a describes. An error is a configuration error of the policy.
+func (m matcher) constraintsMatch(a admission.Attributes, mc *admissionregistrationv1.MatchResources) (bool, error) {
 	if mc == nil {
 		return false, errNoConstraints
 	}
 	return m.matches(a, mc)
 }
 
-// bindingMatches reports whether b's matchResources, if any, select the
-// write a describes. An error is a configuration error of the binding.
-func (m matcher) bindingMatches(a admission.Attributes, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) (bool, error) {
-	if b.Spec.MatchResources == nil {
+// bindingMatches reports whether a binding's matchResources, if any,
+// select the write a describes. An error is a configuration error of the
+// binding.
+func (m matcher) bindingMatches(a admission.Attributes, mr *admissionregistrationv1.MatchResources) (bool, error) {
+	if mr == nil {
 		return true, nil
 	}
-	return m.matches(a, b.Spec.MatchResources)
+	return m.matches(a, mr)
 }
 
 // matches applies mr as upstream does: the namespace and object

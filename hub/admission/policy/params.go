@@ -33,11 +33,10 @@ type Params interface {
 // missing and its parameterNotFoundAction is Deny.
 var errParamsDenied = errors.New("no params found for policy binding with `Deny` parameterNotFoundAction")
 
-// paramKind returns the group, version and kind p's paramKind names,
-// and whether those are namespaced; ok is false when p has none. An
-// error is a configuration error of the policy, in upstream's words.
-func paramKind(src Params, p *admissionregistrationv1.ValidatingAdmissionPolicy) (gvk schema.GroupVersionKind, namespaced, ok bool, err error) {
-	pk := p.Spec.ParamKind
+// paramKind returns the group, version and kind a policy's paramKind pk
+// names, and whether those are namespaced; ok is false when pk is nil.
+// An error is a configuration error of the policy, in upstream's words.
+func paramKind(src Params, pk *admissionregistrationv1.ParamKind) (gvk schema.GroupVersionKind, namespaced, ok bool, err error) {
 	if pk == nil {
 		return gvk, false, false, nil
 	}

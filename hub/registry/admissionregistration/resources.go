@@ -80,6 +80,20 @@ func Resources(opts ...Option) []apiserver.Resource {
 			NewList: func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyBindingList{} },
 			Rules:   bindingRules(o),
 		},
+		{
+			GroupVersion: gv, Kind: "MutatingAdmissionPolicy", Plural: "mutatingadmissionpolicies", Singular: "mutatingadmissionpolicy",
+			Categories: []string{"api-extensions"}, AddToScheme: add, Generation: true,
+			New:     func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicy{} },
+			NewList: func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicyList{} },
+			Rules:   mutatingPolicyRules(o),
+		},
+		{
+			GroupVersion: gv, Kind: "MutatingAdmissionPolicyBinding", Plural: "mutatingadmissionpolicybindings", Singular: "mutatingadmissionpolicybinding",
+			Categories: []string{"api-extensions"}, AddToScheme: add, Generation: true,
+			New:     func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicyBinding{} },
+			NewList: func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicyBindingList{} },
+			Rules:   mutatingBindingRules(o),
+		},
 	}
 }
 
