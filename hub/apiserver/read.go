@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -38,6 +39,18 @@ func (s *Server) KindNamespaced(gvk schema.GroupVersionKind) (bool, error) {
 		return false, err
 	}
 	return res.Namespaced, nil
+}
+
+// TypeConverter returns the schema objects of kind gvk merge by in
+// server-side apply (a CRD version's for a custom resource, k8s.io/api's
+// for a built-in type), for the hub's own mutations of them, such as
+// MutatingAdmissionPolicies' apply configurations.
+func (s *Server) TypeConverter(gvk schema.GroupVersionKind) (managedfields.TypeConverter, error) {
+	res, err := s.resourceOfKind(gvk)
+	if err != nil {
+		return nil, err
+	}
+	return res.fields.typeConverter(), nil
 }
 
 // GetObject returns the object of kind gvk named name in namespace (""

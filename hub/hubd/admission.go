@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/informers"
 	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -68,6 +69,8 @@ func newPolicyHooks(reviews *lateAuth, dial serviceDialer, log *slog.Logger) *po
 		Namespace:  h.caches.namespace,
 		Params:     h.objects,
 		Authorizer: reviews,
+		// The API server's schemas: CRDs' for custom resources.
+		TypeConverter: h.objects.typeConverter,
 	})
 	return h
 }
@@ -206,6 +209,21 @@ func (o *lateObjects) server() (*apiserver.Server, error) {
 		return s, nil
 	}
 	return nil, errAdmissionStarting
+}
+
+// typeConverter returns the schema objects of kind merge by, or nil
+// (the Mutator's default) before the server exists or for a kind it does
+// not serve.
+func (o *lateObjects) typeConverter(kind schema.GroupVersionKind) managedfields.TypeConverter {
+	s, err := o.server()
+	if err != nil {
+		return nil
+	}
+	tc, err := s.TypeConverter(kind)
+	if err != nil {
+		return nil
+	}
+	return tc
 }
 
 func (o *lateObjects) Namespaced(kind schema.GroupVersionKind) (bool, error) {

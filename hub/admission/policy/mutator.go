@@ -343,11 +343,12 @@ func (w *write) apply(ctx context.Context, p patch.Patcher, param runtime.Object
 	if obj == nil {
 		return nil
 	}
-	tc := defaultTypeConverter(obj)
+	var tc managedfields.TypeConverter
 	if w.m.cfg.TypeConverter != nil {
-		if c := w.m.cfg.TypeConverter(w.va.VersionedKind); c != nil {
-			tc = c
-		}
+		tc = w.m.cfg.TypeConverter(w.va.VersionedKind)
+	}
+	if tc == nil {
+		tc = defaultTypeConverter(obj)
 	}
 	patched, err := p.Patch(ctx, patch.Request{
 		MatchedResource:     w.va.GetResource(),
