@@ -17,6 +17,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/auth/review"
 	"github.com/outpost-mesh/outpost/hub/registry/admissionregistration"
 	"github.com/outpost-mesh/outpost/hub/registry/apiextensions"
+	"github.com/outpost-mesh/outpost/hub/registry/apiregistration"
 	"github.com/outpost-mesh/outpost/hub/registry/apps"
 	"github.com/outpost-mesh/outpost/hub/registry/autoscaling"
 	"github.com/outpost-mesh/outpost/hub/registry/batch"
@@ -52,6 +53,7 @@ func resources(svc core.ServiceConfig, st store.Reader, nodeUsage *usage.Store) 
 		storage.Resources(), flowcontrol.Resources(), storagemigration.Resources(),
 		autoscaling.Resources(), certificates.Resources(), apiextensions.Resources(),
 		admissionregistration.Resources(admissionregistration.WithPolicyCheck(admissionpolicy.CheckPolicy)),
+		apiregistration.Resources(),
 	} {
 		rs = append(rs, group...)
 	}

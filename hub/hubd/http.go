@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/outpost-mesh/outpost/hub/aggregator"
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/store"
 	"github.com/outpost-mesh/outpost/internal/version"
@@ -49,6 +50,9 @@ type apiHandler struct {
 	authz  *auth.Authorizer
 	log    *slog.Logger
 	mux    *http.ServeMux
+	// remote, once set, routes the requests for the group versions of
+	// service-backed APIServices to their services (see aggregated).
+	remote atomic.Pointer[aggregator.Remote]
 }
 
 // tokenAuthenticator authenticates the bearer token of a request: errors
@@ -66,8 +70,11 @@ func newAPIHandler(st store.Reader, roots *x509.CertPool, log *slog.Logger, api 
 		mux:   http.NewServeMux(),
 	}
 	h.mux.Handle("/metrics", metrics)
-	for _, p := range []string{"/api", "/api/", "/apis", "/apis/"} {
+	for _, p := range []string{"/api", "/api/"} {
 		h.mux.Handle(p, api)
+	}
+	for _, p := range []string{"/apis", "/apis/"} {
+		h.mux.Handle(p, h.aggregated(api))
 	}
 	h.mux.HandleFunc("/openapi/v2", spec.ServeV2)
 	h.mux.HandleFunc("/openapi/v3", spec.ServeV3)

@@ -389,6 +389,10 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	aggregating, err := startAggregator(ctx, &parts, handler, api, serviceDialer{st: st, pods: podStreams}, log)
+	if err != nil {
+		return err
+	}
 	upkeep := parts.start("store upkeep", context.WithoutCancel(ctx), func(ctx context.Context) error {
 		var wg sync.WaitGroup
 		wg.Go(func() { compactLoop(ctx, st, compactInterval, log) })
@@ -478,7 +482,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		}
 		controlling = parts.start("controllers", context.WithoutCancel(ctx), mgr.Run)
 	}
-	parts.order(controlling, syncing, customizing, authorizing, serving, upkeep)
+	parts.order(controlling, syncing, aggregating, customizing, authorizing, serving, upkeep)
 
 	h.addr.Store(&addr)
 	close(h.ready)
