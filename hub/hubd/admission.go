@@ -9,10 +9,12 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
@@ -38,6 +40,8 @@ type policyHooks struct {
 	webhooks *webhook.Dispatcher
 	policies *policy.Evaluator
 	objects  *lateObjects
+	// quota charges creates to the namespace's ResourceQuotas.
+	quota *admission.ResourceQuota
 }
 
 // newPolicyHooks returns hooks not ready yet: reviews answers with the
@@ -45,6 +49,7 @@ type policyHooks struct {
 // webhooks.
 func newPolicyHooks(reviews *lateAuth, dial serviceDialer, log *slog.Logger) *policyHooks {
 	h := &policyHooks{escalation: &admission.RBACEscalation{}, reviews: reviews, caches: &admissionCaches{}, objects: &lateObjects{}}
+	h.quota = &admission.ResourceQuota{Quotas: h.caches}
 	h.webhooks = webhook.New(webhook.Config{
 		Mutating:    h.caches.mutatingWebhooks,
 		Validating:  h.caches.validatingWebhooks,
@@ -79,6 +84,7 @@ func (h *policyHooks) chains() (admission.MutatingChain, admission.Chain) {
 		admission.NewCSRSigners(h.reviews),
 		h.escalation,
 		h.policies,
+		h.quota, // last but for the webhooks: it charges what it admits
 		h.webhooks,
 	}
 	return mutating, validating
@@ -99,11 +105,15 @@ type admissionCaches struct {
 	validating      admissionlisters.ValidatingWebhookConfigurationLister
 	policies        admissionlisters.ValidatingAdmissionPolicyLister
 	bindings        admissionlisters.ValidatingAdmissionPolicyBindingLister
+	// quotas and quotaClient read and charge ResourceQuotas.
+	quotas      corelisters.ResourceQuotaLister
+	quotaClient kubernetes.Interface
 }
 
 // register adds the caches' informers to f and returns what tells they
-// have synced; the caller starts f and sets ready once they have.
-func (c *admissionCaches) register(f informers.SharedInformerFactory) []cache.InformerSynced {
+// have synced; the caller starts f and sets ready once they have. client
+// writes what the plugins write (the quotas' charges), as the hub.
+func (c *admissionCaches) register(f informers.SharedInformerFactory, client kubernetes.Interface) []cache.InformerSynced {
 	pcs := f.Scheduling().V1().PriorityClasses()
 	nss := f.Core().V1().Namespaces()
 	ar := f.Admissionregistration().V1()
@@ -112,10 +122,13 @@ func (c *admissionCaches) register(f informers.SharedInformerFactory) []cache.In
 	c.priorityClasses, c.namespaces = pcs.Lister(), nss.Lister()
 	c.mutating, c.validating = mwc.Lister(), vwc.Lister()
 	c.policies, c.bindings = vap.Lister(), vapb.Lister()
+	rqs := f.Core().V1().ResourceQuotas()
+	c.quotas, c.quotaClient = rqs.Lister(), client
 	return []cache.InformerSynced{
 		pcs.Informer().HasSynced, nss.Informer().HasSynced,
 		mwc.Informer().HasSynced, vwc.Informer().HasSynced,
 		vap.Informer().HasSynced, vapb.Informer().HasSynced,
+		rqs.Informer().HasSynced,
 	}
 }
 
@@ -205,4 +218,30 @@ func (c *admissionCaches) priorityClassList() ([]*schedulingv1.PriorityClass, er
 		return nil, errAdmissionStarting
 	}
 	return c.priorityClasses.List(labels.Everything())
+}
+
+var _ admission.QuotaStore = (*admissionCaches)(nil)
+
+// ListQuotas lists the quotas of namespace from the cache.
+func (c *admissionCaches) ListQuotas(namespace string) ([]*corev1.ResourceQuota, error) {
+	if !c.ready.Load() {
+		return nil, errAdmissionStarting
+	}
+	return c.quotas.ResourceQuotas(namespace).List(labels.Everything())
+}
+
+// GetQuota reads a quota through the API.
+func (c *admissionCaches) GetQuota(ctx context.Context, namespace, name string) (*corev1.ResourceQuota, error) {
+	if !c.ready.Load() {
+		return nil, errAdmissionStarting
+	}
+	return c.quotaClient.CoreV1().ResourceQuotas(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// UpdateQuotaStatus writes a quota's status through the API.
+func (c *admissionCaches) UpdateQuotaStatus(ctx context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
+	if !c.ready.Load() {
+		return nil, errAdmissionStarting
+	}
+	return c.quotaClient.CoreV1().ResourceQuotas(q.Namespace).UpdateStatus(ctx, q, metav1.UpdateOptions{})
 }
