@@ -222,10 +222,13 @@ func (c *admissionCaches) priorityClassList() ([]*schedulingv1.PriorityClass, er
 
 var _ admission.QuotaStore = (*admissionCaches)(nil)
 
-// ListQuotas lists the quotas of namespace from the cache.
+// ListQuotas lists the quotas of namespace from the cache. Before it has
+// synced there are none: the hub's own bootstrap objects are written
+// then, and the resourcequota controller counts whatever was written
+// before it when it starts.
 func (c *admissionCaches) ListQuotas(namespace string) ([]*corev1.ResourceQuota, error) {
 	if !c.ready.Load() {
-		return nil, errAdmissionStarting
+		return nil, nil
 	}
 	return c.quotas.ResourceQuotas(namespace).List(labels.Everything())
 }
