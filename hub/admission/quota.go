@@ -77,6 +77,11 @@ func (p *ResourceQuota) Admit(ctx context.Context, a apiserver.AdmissionAttribut
 	if a.Subresource != "" || a.Namespace == "" || !quota.Counted(a.Resource) || !Charged(a) {
 		return nil
 	}
+	// Most namespaces have no quota: their writes need not wait for
+	// the charges of others.
+	if qs, err := p.Quotas.ListQuotas(a.Namespace); err == nil && len(qs) == 0 {
+		return nil
+	}
 	now := time.Now()
 	if p.Now != nil {
 		now = p.Now()
@@ -85,7 +90,7 @@ func (p *ResourceQuota) Admit(ctx context.Context, a apiserver.AdmissionAttribut
 	defer p.mu.Unlock()
 	var only map[string]bool // after a conflict, the quotas left to charge
 	for attempt := 0; ; attempt++ {
-		quotas, err := p.list(a.Namespace, only)
+		quotas, err := p.list(ctx, a.Namespace, only)
 		if err != nil {
 			return apierrors.NewInternalError(fmt.Errorf("list resource quotas: %w", err))
 		}
@@ -129,8 +134,11 @@ func Charged(a apiserver.AdmissionAttributes) bool {
 }
 
 // list returns the quotas of namespace, each in the newest version the
-// plugin knows, only those named in only when it is not nil. p.mu is held.
-func (p *ResourceQuota) list(namespace string, only map[string]bool) ([]*corev1.ResourceQuota, error) {
+// plugin knows, only those named in only when it is not nil. A quota
+// whose status has not been counted in the listing is read from the
+// store: the controller may have counted it since, and a create must
+// not slip past a quota only because the listing lags. p.mu is held.
+func (p *ResourceQuota) list(ctx context.Context, namespace string, only map[string]bool) ([]*corev1.ResourceQuota, error) {
 	cached, err := p.Quotas.ListQuotas(namespace)
 	if err != nil {
 		return nil, err
@@ -147,6 +155,17 @@ func (p *ResourceQuota) list(namespace string, only map[string]bool) ([]*corev1.
 				delete(p.newer, key) // the cache has caught up
 			}
 		}
+		if uncounted(q) {
+			fresh, err := p.Quotas.GetQuota(ctx, q.Namespace, q.Name)
+			if apierrors.IsNotFound(err) {
+				continue // deleted since
+			}
+			if err != nil {
+				return nil, err
+			}
+			p.remember(key, fresh)
+			q = fresh
+		}
 		if only == nil || only[key] {
 			out = append(out, q)
 		}
@@ -157,6 +176,16 @@ func (p *ResourceQuota) list(namespace string, only map[string]bool) ([]*corev1.
 		}
 	}
 	return out, nil
+}
+
+// uncounted reports whether q's status does not cover its spec yet.
+func uncounted(q *corev1.ResourceQuota) bool {
+	for name := range q.Spec.Hard {
+		if _, ok := q.Status.Used[name]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // newerVersion reports whether resourceVersion a is later than b; the
@@ -180,6 +209,9 @@ func (p *ResourceQuota) write(ctx context.Context, charged []*corev1.ResourceQuo
 		if err == nil {
 			p.remember(key, stored)
 			continue
+		}
+		if apierrors.IsTooManyRequests(err) {
+			return nil, err // the client retries, as it would its own write
 		}
 		if !apierrors.IsConflict(err) {
 			return nil, apierrors.NewInternalError(fmt.Errorf("charge resource quota %s: %w", q.Name, err))

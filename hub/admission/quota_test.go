@@ -236,3 +236,28 @@ func TestResourceQuotaConflict(t *testing.T) {
 		t.Errorf("status write: Admit = %v, %d updates; want nil and 1", err, store.updates)
 	}
 }
+
+// TestResourceQuotaLaggingListing creates a pod while the listing still
+// shows a quota the controller has since counted: the plugin reads it
+// from the store and charges it.
+func TestResourceQuotaLaggingListing(t *testing.T) {
+	store := newMemQuotas(&corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: rl("pods=1")},
+	})
+	store.bump("q", rl("pods=0"))
+	store.mu.Lock()
+	q := store.stored["q"]
+	q.Status.Hard = rl("pods=1")
+	store.mu.Unlock()
+	p := &ResourceQuota{Quotas: store}
+	if err := p.Admit(context.Background(), createPod("a")); err != nil {
+		t.Fatalf("Admit = %v", err)
+	}
+	if got := store.used("q"); got != "pods=1" {
+		t.Errorf("used %s, want pods=1", got)
+	}
+	if err := p.Admit(context.Background(), createPod("b")); !apierrors.IsForbidden(err) {
+		t.Errorf("second pod: Admit = %v, want 403", err)
+	}
+}

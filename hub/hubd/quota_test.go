@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"go.uber.org/goleak"
+
 	"github.com/outpost-mesh/outpost/hub/quota"
 	"github.com/outpost-mesh/outpost/internal/wait"
 )
@@ -104,6 +106,7 @@ func quotaTestPod(name string, requests, limits corev1.ResourceList) *corev1.Pod
 // created and given back when deleted; what would go over a limit is
 // refused with 403 and upstream's message; scopes select pods.
 func TestResourceQuotaConformance(t *testing.T) {
+	defer goleak.VerifyNone(t)
 	h, stop := startHub(t, t.TempDir())
 	defer stop()
 	cs, _ := clientset(t, adminConfig(t, h))
@@ -236,6 +239,7 @@ func TestResourceQuotaConformance(t *testing.T) {
 // TestResourceQuotaScopes checks the Terminating, NotTerminating,
 // BestEffort and NotBestEffort scopes as the conformance specs do.
 func TestResourceQuotaScopes(t *testing.T) {
+	defer goleak.VerifyNone(t)
 	h, stop := startHub(t, t.TempDir())
 	defer stop()
 	cs, _ := clientset(t, adminConfig(t, h))
