@@ -254,6 +254,7 @@ func objectName(a apiserver.AdmissionAttributes) string {
 // ResourceQuota plugin words it.
 type QuotaRefusal struct{ Reason string }
 
+// Error returns the reason, as the message of the 403 after the name.
 func (r *QuotaRefusal) Error() string { return r.Reason }
 
 // refuse returns a QuotaRefusal of the formatted reason.

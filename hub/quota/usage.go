@@ -209,6 +209,7 @@ func serviceUsage(obj runtime.Object, _ time.Time, list corev1.ResourceList) err
 	return nil
 }
 
+// serviceMatches reports the quota resources of services beyond counts.
 func serviceMatches(n corev1.ResourceName) bool {
 	return n == corev1.ResourceServicesLoadBalancers || n == corev1.ResourceServicesNodePorts
 }
@@ -262,6 +263,8 @@ func claimStorage(pvc *corev1.PersistentVolumeClaim) (resource.Quantity, bool) {
 	return q, true
 }
 
+// claimMatches reports the quota resources of claims beyond counts:
+// requests.storage and the per-class ones.
 func claimMatches(n corev1.ResourceName) bool {
 	if n == corev1.ResourceRequestsStorage {
 		return true

@@ -178,6 +178,7 @@ func (c *Controller) enqueueNamespaceOf(obj any) {
 	}
 }
 
+// enqueueQuota queues the quota obj, which may be a tombstone.
 func (c *Controller) enqueueQuota(obj any) {
 	if q, ok := controllers.Object[*corev1.ResourceQuota](obj); ok {
 		c.queue.Add(q.Namespace + "/" + q.Name)
