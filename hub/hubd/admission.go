@@ -9,11 +9,13 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
@@ -41,6 +43,8 @@ type policyHooks struct {
 	policies  *policy.Evaluator
 	mutations *policy.Mutator
 	objects   *lateObjects
+	// quota charges creates to the namespace's ResourceQuotas.
+	quota *admission.ResourceQuota
 }
 
 // newPolicyHooks returns hooks not ready yet: reviews answers with the
@@ -48,6 +52,7 @@ type policyHooks struct {
 // webhooks.
 func newPolicyHooks(reviews *lateAuth, dial serviceDialer, log *slog.Logger) *policyHooks {
 	h := &policyHooks{escalation: &admission.RBACEscalation{}, reviews: reviews, caches: &admissionCaches{}, objects: &lateObjects{}}
+	h.quota = &admission.ResourceQuota{Quotas: h.caches}
 	h.webhooks = webhook.New(webhook.Config{
 		Mutating:    h.caches.mutatingWebhooks,
 		Validating:  h.caches.validatingWebhooks,
@@ -94,6 +99,7 @@ func (h *policyHooks) chains() (admission.MutatingChain, admission.Chain) {
 		h.escalation,
 		h.policies,
 		h.webhooks,
+		h.quota, // last, as upstream: it charges only what all else admits
 	}
 	return mutating, validating
 }
@@ -115,11 +121,15 @@ type admissionCaches struct {
 	bindings        admissionlisters.ValidatingAdmissionPolicyBindingLister
 	mutatingPols    admissionlisters.MutatingAdmissionPolicyLister
 	mutatingBinds   admissionlisters.MutatingAdmissionPolicyBindingLister
+	// quotas and quotaClient read and charge ResourceQuotas.
+	quotas      corelisters.ResourceQuotaLister
+	quotaClient kubernetes.Interface
 }
 
 // register adds the caches' informers to f and returns what tells they
-// have synced; the caller starts f and sets ready once they have.
-func (c *admissionCaches) register(f informers.SharedInformerFactory) []cache.InformerSynced {
+// have synced; the caller starts f and sets ready once they have. client
+// writes what the plugins write (the quotas' charges), as the hub.
+func (c *admissionCaches) register(f informers.SharedInformerFactory, client kubernetes.Interface) []cache.InformerSynced {
 	pcs := f.Scheduling().V1().PriorityClasses()
 	nss := f.Core().V1().Namespaces()
 	ar := f.Admissionregistration().V1()
@@ -130,11 +140,14 @@ func (c *admissionCaches) register(f informers.SharedInformerFactory) []cache.In
 	c.policies, c.bindings = vap.Lister(), vapb.Lister()
 	mp, mpb := ar.MutatingAdmissionPolicies(), ar.MutatingAdmissionPolicyBindings()
 	c.mutatingPols, c.mutatingBinds = mp.Lister(), mpb.Lister()
+	rqs := f.Core().V1().ResourceQuotas()
+	c.quotas, c.quotaClient = rqs.Lister(), client
 	return []cache.InformerSynced{
 		pcs.Informer().HasSynced, nss.Informer().HasSynced,
 		mwc.Informer().HasSynced, vwc.Informer().HasSynced,
 		vap.Informer().HasSynced, vapb.Informer().HasSynced,
 		mp.Informer().HasSynced, mpb.Informer().HasSynced,
+		rqs.Informer().HasSynced,
 	}
 }
 
@@ -255,4 +268,33 @@ func (c *admissionCaches) priorityClassList() ([]*schedulingv1.PriorityClass, er
 		return nil, errAdmissionStarting
 	}
 	return c.priorityClasses.List(labels.Everything())
+}
+
+var _ admission.QuotaStore = (*admissionCaches)(nil)
+
+// ListQuotas lists the quotas of namespace from the cache. Before it has
+// synced there are none: the hub's own bootstrap objects are written
+// then, and the resourcequota controller counts whatever was written
+// before it when it starts.
+func (c *admissionCaches) ListQuotas(namespace string) ([]*corev1.ResourceQuota, error) {
+	if !c.ready.Load() {
+		return nil, nil
+	}
+	return c.quotas.ResourceQuotas(namespace).List(labels.Everything())
+}
+
+// GetQuota reads a quota through the API.
+func (c *admissionCaches) GetQuota(ctx context.Context, namespace, name string) (*corev1.ResourceQuota, error) {
+	if !c.ready.Load() {
+		return nil, errAdmissionStarting
+	}
+	return c.quotaClient.CoreV1().ResourceQuotas(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// UpdateQuotaStatus writes a quota's status through the API.
+func (c *admissionCaches) UpdateQuotaStatus(ctx context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
+	if !c.ready.Load() {
+		return nil, errAdmissionStarting
+	}
+	return c.quotaClient.CoreV1().ResourceQuotas(q.Namespace).UpdateStatus(ctx, q, metav1.UpdateOptions{})
 }

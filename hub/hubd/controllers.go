@@ -27,6 +27,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers/nodelifecycle"
 	"github.com/outpost-mesh/outpost/hub/controllers/podgc"
 	"github.com/outpost-mesh/outpost/hub/controllers/replicaset"
+	"github.com/outpost-mesh/outpost/hub/controllers/resourcequota"
 	"github.com/outpost-mesh/outpost/hub/controllers/serviceaccount"
 	"github.com/outpost-mesh/outpost/hub/controllers/statefulset"
 	"github.com/outpost-mesh/outpost/hub/controllers/ttlafterfinished"
@@ -109,6 +110,9 @@ func controllerList(hc Config, caPEM []byte, signer csrsigning.Signer) []manager
 		{Name: "endpoints", Identity: sa("endpoint-controller"), New: runner(endpoints.New)},
 		{Name: "clusterrole-aggregation", Identity: sa("clusterrole-aggregation-controller"), New: runner(clusterroleaggregation.New)},
 		{Name: "disruption", Identity: sa("disruption-controller"), New: runner(disruption.New)},
+		{Name: "resourcequota", Identity: sa("resourcequota-controller"), New: func(c controllers.Context) (manager.Runner, error) {
+			return resourcequota.New(c, resourcequota.DefaultConfig())
+		}},
 		{Name: "csrsigning", Identity: sa("certificate-controller"), New: func(c controllers.Context) (manager.Runner, error) {
 			return csrsigning.New(c, csrsigning.DefaultConfig(signer))
 		}},

@@ -230,7 +230,7 @@ func startRBAC(ctx context.Context, parts *parts, handler *apiHandler, st store.
 	if hooks != nil {
 		hooks.escalation.Set(handler.authz, rules, c)
 		hooks.reviews.set(handler.authz, rules)
-		synced = append(synced, hooks.caches.register(f)...)
+		synced = append(synced, hooks.caches.register(f, cs)...)
 	}
 	p := parts.start("rbac cache", context.WithoutCancel(ctx), func(ctx context.Context) error {
 		f.Start(ctx.Done())

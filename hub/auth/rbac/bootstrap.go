@@ -22,8 +22,8 @@ import (
 //     (beta, off);
 //   - controller roles of controllers the hub does not run (attachdetach,
 //     expand, ephemeral-volume, persistent-volume-binder, pv/pvc-
-//     protection, horizontal-pod-autoscaler, replication, resourcequota,
-//     route, service, service-cidrs, ttl, resource-claim and
+//     protection, horizontal-pod-autoscaler, replication, route,
+//     service, service-cidrs, ttl, resource-claim and
 //     the other DRA ones, validatingadmissionpolicy-status, storage-version
 //     ones, legacy-service-account-token-cleaner, selinux-warning). Upstream
 //     has no role for the serviceaccount-token controller: it runs with the
@@ -436,6 +436,12 @@ func controllerRoles() []rbacv1.ClusterRole {
 			verbs("update").groups(appsGroup, extensionsGroup).resources("replicasets/status"),
 			verbs("update").groups(appsGroup, extensionsGroup).resources("replicasets/finalizers"),
 			verbs("list", "watch", "patch", "create", "delete").groups(legacyGroup).resources("pods"),
+			eventsRule(),
+		),
+		c("resourcequota-controller",
+			// It counts quota on anything, so it views everything.
+			verbs("list", "watch").groups("*").resources("*"),
+			verbs("update").groups(legacyGroup).resources("resourcequotas/status"),
 			eventsRule(),
 		),
 		c("root-ca-cert-publisher",
