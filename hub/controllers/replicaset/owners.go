@@ -80,7 +80,7 @@ func ReplicaSets(c controllers.Context) Owners {
 	}
 }
 
-// get returns the owner of key from the informer's cache, as a
+// get returns the owner ns/name from the informer's cache, as a
 // ReplicaSet; a NotFound error if there is none.
 func (o Owners) get(ns, name string) (*appsv1.ReplicaSet, error) {
 	key := name
@@ -91,10 +91,14 @@ func (o Owners) get(ns, name string) (*appsv1.ReplicaSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rs, isRS := o.Convert(obj); ok && isRS {
-		return rs, nil
+	if !ok {
+		return nil, notFound(o.Kind, name)
 	}
-	return nil, notFound(o.Kind, name)
+	rs, isRS := o.Convert(obj)
+	if !isRS {
+		return nil, notFound(o.Kind, name)
+	}
+	return rs, nil
 }
 
 // list returns the owners of namespace ns in the informer's cache.
