@@ -207,8 +207,8 @@ func widgetsCRD(storage string) *apiextensionsv1.CustomResourceDefinition {
 
 // TestStorageVersionMigration runs a hub with its controllers: the
 // objects of a CRD whose storage version was switched from v1 to v2 are
-// rewritten by a migration, which succeeds, and v1 can then be trimmed
-// from the CRD's status.storedVersions.
+// rewritten by a migration, which succeeds, and v1 is then trimmed from
+// the CRD's status.storedVersions.
 func TestStorageVersionMigration(t *testing.T) {
 	h, _ := startHub(t, t.TempDir())
 	cfg := adminConfig(t, h)
@@ -298,18 +298,27 @@ func TestStorageVersionMigration(t *testing.T) {
 		t.Errorf("probe, stored at v2 already, rewritten: resourceVersion %s, was %s", got.GetResourceVersion(), probe.GetResourceVersion())
 	}
 
-	crd, err = crds.Get(ctx, "widgets.svm.outpost.dev", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"v1", "v2"}; fmt.Sprint(crd.Status.StoredVersions) != fmt.Sprint(want) {
-		t.Fatalf("storedVersions %v, want %v", crd.Status.StoredVersions, want)
-	}
-	crd.Status.StoredVersions = []string{"v2"}
-	if crd, err = crds.UpdateStatus(ctx, crd, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("trim storedVersions: %v", err)
-	}
-	if fmt.Sprint(crd.Status.StoredVersions) != "[v2]" {
-		t.Errorf("storedVersions after trimming %v, want [v2]", crd.Status.StoredVersions)
-	}
+	// Once it has ended, the migration stops Running and, as upstream's
+	// runner does, the CRD keeps only the version its objects are now
+	// stored at.
+	wait.For(t, 30*time.Second, "the migration completed and v1 trimmed", func() (bool, string) {
+		m, err := svms.Get(ctx, "widgets", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		crd, err := crds.Get(ctx, "widgets.svm.outpost.dev", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var migrating *apiextensionsv1.CustomResourceDefinitionCondition
+		for i := range crd.Status.Conditions {
+			if crd.Status.Conditions[i].Type == apiextensionsv1.StorageMigrating {
+				migrating = &crd.Status.Conditions[i]
+			}
+		}
+		return meta.IsStatusConditionFalse(m.Status.Conditions, string(svmv1.MigrationRunning)) &&
+				fmt.Sprint(crd.Status.StoredVersions) == "[v2]" && migrating != nil &&
+				migrating.Status == apiextensionsv1.ConditionFalse && migrating.Reason == "MigrationSucceeded",
+			fmt.Sprintf("migration %+v; CRD %+v", m.Status, crd.Status)
+	})
 }

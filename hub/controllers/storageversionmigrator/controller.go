@@ -2,14 +2,19 @@ package storageversionmigrator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	svmv1 "k8s.io/api/storagemigration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsv1client "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -35,6 +40,7 @@ type Controller struct {
 	client    kubernetes.Interface
 	discovery discovery.DiscoveryInterface
 	dynamic   dynamic.Interface
+	crds      apiextensionsv1client.CustomResourceDefinitionInterface
 	inf       cache.SharedIndexInformer
 	lister    svmlisters.StorageVersionMigrationLister
 	clock     clock.WithTicker
@@ -44,19 +50,21 @@ type Controller struct {
 }
 
 // New returns the StorageVersionMigration controller of c, which needs
-// c.Dynamic. It registers the migrations' informer and starts nothing.
+// c.Dynamic and c.Extensions. It registers the migrations' informer and
+// starts nothing.
 func New(c controllers.Context) (*Controller, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if c.Dynamic == nil {
-		return nil, errors.New("storageversionmigrator: nil Dynamic")
+	if c.Dynamic == nil || c.Extensions == nil {
+		return nil, errors.New("storageversionmigrator: nil Dynamic or Extensions")
 	}
 	svms := c.Informers.Storagemigration().V1().StorageVersionMigrations()
 	return &Controller{
 		client:    c.Client,
 		discovery: c.Client.Discovery(),
 		dynamic:   c.Dynamic,
+		crds:      c.Extensions.ApiextensionsV1().CustomResourceDefinitions(),
 		inf:       svms.Informer(),
 		lister:    svms.Lister(),
 		clock:     c.Clock,
@@ -86,9 +94,22 @@ func (c *Controller) Run(ctx context.Context) error {
 	})
 }
 
+// enqueue queues the migration obj and the others of its resource, which
+// may start once it has ended.
 func (c *Controller) enqueue(obj any) {
-	if m, ok := obj.(*svmv1.StorageVersionMigration); ok {
-		c.queue.Add(m.Name)
+	m, ok := obj.(*svmv1.StorageVersionMigration)
+	if !ok {
+		return
+	}
+	c.queue.Add(m.Name)
+	all, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, o := range all {
+		if o.Spec.Resource == m.Spec.Resource {
+			c.queue.Add(o.Name)
+		}
 	}
 }
 
@@ -101,9 +122,21 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	if NeedsCleanup(m) {
+		return c.cleanup(ctx, m)
+	}
 	step := Next(m)
 	if step == Finished {
 		return nil
+	}
+	if step == Start {
+		all, err := c.lister.List(labels.Everything())
+		if err != nil {
+			return err
+		}
+		if !Promotable(m, all) {
+			return nil // queued again when the one before it changes
+		}
 	}
 	res, ok, err := c.resolve(m.Spec.Resource)
 	if err != nil {
@@ -161,6 +194,9 @@ func (c *Controller) start(ctx context.Context, m *svmv1.StorageVersionMigration
 	rv := l.GetResourceVersion()
 	if _, err := ToRewrite(rv, rv); err != nil {
 		return c.writeStatus(ctx, Failed(m, fmt.Sprintf("latest resourceVersion for %s is not valid: %v", res.GVR, err), c.clock.Now()))
+	}
+	if err := c.markCRD(ctx, m); err != nil {
+		return err
 	}
 	return c.writeStatus(ctx, Started(m, rv, c.clock.Now()))
 }
@@ -231,6 +267,62 @@ func (c *Controller) writeStatus(ctx context.Context, m *svmv1.StorageVersionMig
 	}
 	if err != nil {
 		return fmt.Errorf("update status of migration %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+// markCRD gives the CRD of m's resource, if it is a custom resource, the
+// StorageMigrating condition.
+func (c *Controller) markCRD(ctx context.Context, m *svmv1.StorageVersionMigration) error {
+	crd, err := c.crds.Get(ctx, CRDName(m.Spec.Resource), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return c.patchCRDStatus(ctx, crd, MigratingCondition(crd, m, c.clock.Now()), nil)
+}
+
+// cleanup ends migration m, which succeeded or failed: its CRD, if any,
+// loses the StorageMigrating condition and, on success, the stored
+// versions migrated off; then m's Running condition turns False.
+func (c *Controller) cleanup(ctx context.Context, m *svmv1.StorageVersionMigration) error {
+	crd, err := c.crds.Get(ctx, CRDName(m.Spec.Resource), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	default:
+		cond, stored := FinishedCRD(crd, isTrue(m, svmv1.MigrationSucceeded), c.clock.Now())
+		if err := c.patchCRDStatus(ctx, crd, cond, stored); err != nil {
+			return err
+		}
+	}
+	return c.writeStatus(ctx, Completed(m))
+}
+
+// patchCRDStatus sets cond among crd's conditions and, unless nil, its
+// stored versions, with crd's resourceVersion as precondition: a CRD
+// changed since it was read is read again through the queue's retry.
+func (c *Controller) patchCRDStatus(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, cond apiextensionsv1.CustomResourceDefinitionCondition, stored []string) error {
+	conds := slices.DeleteFunc(slices.Clone(crd.Status.Conditions), func(o apiextensionsv1.CustomResourceDefinitionCondition) bool {
+		return o.Type == cond.Type
+	})
+	status := map[string]any{"conditions": append(conds, cond)}
+	if stored != nil {
+		status["storedVersions"] = stored
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": crd.ResourceVersion},
+		"status":   status,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = c.crds.Patch(ctx, crd.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	if err != nil {
+		return fmt.Errorf("update status of %s: %w", crd.Name, err)
 	}
 	return nil
 }

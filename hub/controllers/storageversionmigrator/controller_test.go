@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 	svmv1 "k8s.io/api/storagemigration/v1"
+	apiextensionsfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -53,13 +54,14 @@ func TestFailsUnmigratable(t *testing.T) {
 	}}
 	factory := informers.NewSharedInformerFactory(client, 0)
 	c, err := New(controllers.Context{
-		Client:    client,
-		Metadata:  metadatafake.NewSimpleMetadataClient(runtime.NewScheme()),
-		Dynamic:   dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
-		Informers: factory,
-		Events:    func(string) record.EventRecorder { return record.NewFakeRecorder(10) },
-		Clock:     clocktesting.NewFakeClock(t0),
-		Logger:    testlog.New(t, slog.LevelInfo),
+		Client:     client,
+		Metadata:   metadatafake.NewSimpleMetadataClient(runtime.NewScheme()),
+		Dynamic:    dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
+		Extensions: apiextensionsfake.NewClientset(),
+		Informers:  factory,
+		Events:     func(string) record.EventRecorder { return record.NewFakeRecorder(10) },
+		Clock:      clocktesting.NewFakeClock(t0),
+		Logger:     testlog.New(t, slog.LevelInfo),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -4,8 +4,12 @@
 // a list of the resource, rewrites every object no newer than that list
 // with a no-op patch, so that the hub stores it again in the resource's
 // current storage version (a custom resource's may have changed), and
-// reports Running, then Succeeded or Failed. The decisions are pure
-// functions of this package; Controller is the client-go shell.
+// reports Running, then Succeeded or Failed. Like upstream's migration
+// runner, it runs the migrations of one resource one at a time, marks a
+// CRD whose objects it migrates StorageMigrating, and once a migration
+// succeeded trims the CRD's status.storedVersions to its storage
+// version. The decisions are pure functions of this package; Controller
+// is the client-go shell.
 package storageversionmigrator
 
 import (
