@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/outpost-mesh/outpost/internal/wait"
@@ -138,12 +139,18 @@ func TestReplicationController(t *testing.T) {
 		return ok && len(p.OwnerReferences) == 0, fmt.Sprintf("%s; stray's references %v", msg, p.OwnerReferences)
 	})
 
-	scale, err := rcs.GetScale(ctx, "web", metav1.GetOptions{})
+	// The scale carries the RC's resourceVersion, which the controller's
+	// status writes move on: read again on a conflict, as kubectl scale.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale, err := rcs.GetScale(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		scale.Spec.Replicas = 3
+		_, err = rcs.UpdateScale(ctx, "web", scale, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	scale.Spec.Replicas = 3
-	if _, err := rcs.UpdateScale(ctx, "web", scale, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	wait.For(t, 30*time.Second, "scaled to 3", status(3))
