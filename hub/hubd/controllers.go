@@ -27,9 +27,11 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers/nodelifecycle"
 	"github.com/outpost-mesh/outpost/hub/controllers/podgc"
 	"github.com/outpost-mesh/outpost/hub/controllers/replicaset"
+	"github.com/outpost-mesh/outpost/hub/controllers/replication"
 	"github.com/outpost-mesh/outpost/hub/controllers/resourcequota"
 	"github.com/outpost-mesh/outpost/hub/controllers/serviceaccount"
 	"github.com/outpost-mesh/outpost/hub/controllers/statefulset"
+	"github.com/outpost-mesh/outpost/hub/controllers/storageversionmigrator"
 	"github.com/outpost-mesh/outpost/hub/controllers/ttlafterfinished"
 	"github.com/outpost-mesh/outpost/hub/scheduler"
 )
@@ -100,6 +102,7 @@ func controllerList(hc Config, caPEM []byte, signer csrsigning.Signer) []manager
 		{Name: "namespace", Identity: sa("namespace-controller"), New: runner(namespace.New)},
 		{Name: "podgc", Identity: sa("pod-garbage-collector"), New: func(c controllers.Context) (manager.Runner, error) { return podgc.New(c, podgc.DefaultConfig()) }},
 		{Name: "replicaset", Identity: sa("replicaset-controller"), New: runner(replicaset.New)},
+		{Name: "replicationcontroller", Identity: sa("replication-controller"), New: runner(replication.New)},
 		{Name: "deployment", Identity: sa("deployment-controller"), New: runner(deployment.New)},
 		{Name: "daemonset", Identity: sa("daemon-set-controller"), New: runner(daemonset.New)},
 		{Name: "statefulset", Identity: sa("statefulset-controller"), New: runner(statefulset.New)},
@@ -121,6 +124,7 @@ func controllerList(hc Config, caPEM []byte, signer csrsigning.Signer) []manager
 		{Name: "crd", Identity: sa("crd-controller"), New: func(c controllers.Context) (manager.Runner, error) {
 			return crd.New(c, c.Extensions, c.Dynamic)
 		}},
+		{Name: "storage-version-migrator", Identity: sa("storage-version-migrator-controller"), New: runner(storageversionmigrator.New)},
 		{Name: "scheduler", Identity: auth.SchedulerUser, OwnInformers: true, New: runner(scheduler.New)},
 	}
 	if hc.AllocateNodeCIDRs {

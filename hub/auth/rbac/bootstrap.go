@@ -22,10 +22,11 @@ import (
 //     (beta, off);
 //   - controller roles of controllers the hub does not run (attachdetach,
 //     expand, ephemeral-volume, persistent-volume-binder, pv/pvc-
-//     protection, horizontal-pod-autoscaler, replication, route,
-//     service, service-cidrs, ttl, resource-claim and
-//     the other DRA ones, validatingadmissionpolicy-status, storage-version
-//     ones, legacy-service-account-token-cleaner, selinux-warning). Upstream
+//     protection, horizontal-pod-autoscaler, route, service,
+//     service-cidrs, ttl, resource-claim and the other DRA ones,
+//     validatingadmissionpolicy-status, storage-version-garbage-
+//     collector, legacy-service-account-token-cleaner, selinux-
+//     warning). Upstream
 //     has no role for the serviceaccount-token controller: it runs with the
 //     controller manager's own credentials, and so does the hub's;
 //   - rules for resource.k8s.io (dynamic resource allocation) in
@@ -83,6 +84,8 @@ const (
 	policyGroup         = "policy"
 	rbacGroup           = rbacv1.GroupName
 	storageGroup        = "storage.k8s.io"
+	// storageMigrationGroup is upstream's storageVersionMigrationGroup.
+	storageMigrationGroup = "storagemigration.k8s.io"
 )
 
 // rule builds a PolicyRule. Its lists are sorted, as upstream's builder
@@ -444,6 +447,13 @@ func controllerRoles() []rbacv1.ClusterRole {
 			verbs("update").groups(legacyGroup).resources("resourcequotas/status"),
 			eventsRule(),
 		),
+		c("replication-controller",
+			verbs("get", "list", "watch", "update").groups(legacyGroup).resources("replicationcontrollers"),
+			verbs("update").groups(legacyGroup).resources("replicationcontrollers/status"),
+			verbs("update").groups(legacyGroup).resources("replicationcontrollers/finalizers"),
+			verbs("list", "watch", "patch", "create", "delete").groups(legacyGroup).resources("pods"),
+			eventsRule(),
+		),
 		c("root-ca-cert-publisher",
 			verbs("create", "update").groups(legacyGroup).resources("configmaps"),
 			eventsRule(),
@@ -463,6 +473,12 @@ func controllerRoles() []rbacv1.ClusterRole {
 			verbs("update", "delete").groups(legacyGroup).resources("persistentvolumeclaims"),
 			verbs("update").groups(legacyGroup).resources("pods/finalizers"),
 			eventsRule(),
+		),
+		c("storage-version-migrator-controller",
+			verbs("list", "patch").groups("*").resources("*"),
+			verbs("get").groups(apiextensionsGroup).resources("customresourcedefinitions"),
+			verbs("patch").groups(apiextensionsGroup).resources("customresourcedefinitions/status"),
+			verbs("update").groups(storageMigrationGroup).resources("storageversionmigrations/status"),
 		),
 		c("ttl-after-finished-controller",
 			verbs("get", "list", "watch", "delete").groups(batchGroup).resources("jobs"),

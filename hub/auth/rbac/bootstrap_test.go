@@ -112,6 +112,11 @@ func TestBootstrapPolicy(t *testing.T) {
 		{sa("kube-system", "service-account-controller"), res("create", "", "serviceaccounts", "", "x", ""), true},
 		{sa("kube-system", "root-ca-cert-publisher"), res("update", "", "configmaps", "", "x", "kube-root-ca.crt"), true},
 		{sa("other", "replicaset-controller"), res("create", "", "pods", "", "x", ""), false},
+		{sa("kube-system", "replication-controller"), res("update", "", "replicationcontrollers", "status", "x", "rc"), true},
+		{sa("kube-system", "replication-controller"), res("update", "apps", "replicasets", "status", "x", "rs"), false},
+		{sa("kube-system", "storage-version-migrator-controller"), res("patch", "example.com", "widgets", "", "x", "w"), true},
+		{sa("kube-system", "storage-version-migrator-controller"), res("update", "storagemigration.k8s.io", "storageversionmigrations", "status", "", "m"), true},
+		{sa("kube-system", "storage-version-migrator-controller"), res("delete", "example.com", "widgets", "", "x", "w"), false},
 		// What the hub's controllers do beyond their upstream roles.
 		{sa("kube-system", "service-account-controller"), res("update", "", "configmaps", "", "x", "kube-root-ca.crt"), true},
 		{sa("kube-system", "service-account-controller"), res("delete", "", "configmaps", "", "x", "kube-root-ca.crt"), false},

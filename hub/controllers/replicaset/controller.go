@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	appslisters "k8s.io/client-go/listers/apps/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -29,17 +28,18 @@ import (
 // --concurrent-replicaset-syncs default.
 const Workers = 5
 
-// Controller is the ReplicaSet controller's client-go shell.
+// Controller is the ReplicaSet controller's client-go shell, for the
+// owners it was made for (ReplicaSets, or ReplicationControllers seen as
+// ReplicaSets).
 type Controller struct {
-	client    kubernetes.Interface
-	rsInf     cache.SharedIndexInformer
-	podInf    cache.SharedIndexInformer
-	rsLister  appslisters.ReplicaSetLister
-	podLister corelisters.PodLister
-	events    record.EventRecorder
-	clock     clock.WithTicker
-	log       *slog.Logger
-	exp       *Expectations
+	client kubernetes.Interface
+	owners Owners
+	rsInf  cache.SharedIndexInformer
+	podInf cache.SharedIndexInformer
+	events record.EventRecorder
+	clock  clock.WithTicker
+	log    *slog.Logger
+	exp    *Expectations
 
 	queue workqueue.TypedRateLimitingInterface[string] // made by Run
 }
@@ -50,21 +50,32 @@ func New(c controllers.Context) (*Controller, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	rs := c.Informers.Apps().V1().ReplicaSets()
+	return NewFor(c, ReplicaSets(c))
+}
+
+// NewFor returns the controller of c that keeps the pods of owners. It
+// registers the Pod informer (with the pods' controller index) and starts
+// nothing; owners.Informer is registered by whoever made it.
+func NewFor(c controllers.Context, owners Owners) (*Controller, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := owners.validate(); err != nil {
+		return nil, err
+	}
 	pods := c.Informers.Core().V1().Pods()
 	if err := AddPodIndex(pods.Informer()); err != nil {
 		return nil, err
 	}
 	return &Controller{
-		client:    c.Client,
-		rsInf:     rs.Informer(),
-		podInf:    pods.Informer(),
-		rsLister:  rs.Lister(),
-		podLister: pods.Lister(),
-		events:    c.Events("replicaset-controller"),
-		clock:     c.Clock,
-		log:       c.Logger,
-		exp:       NewExpectations(c.Clock),
+		client: c.Client,
+		owners: owners,
+		rsInf:  owners.Informer,
+		podInf: pods.Informer(),
+		events: c.Events(owners.Component),
+		clock:  c.Clock,
+		log:    c.Logger,
+		exp:    NewExpectations(c.Clock),
 	}, nil
 }
 
@@ -73,7 +84,7 @@ func New(c controllers.Context) (*Controller, error) {
 func (c *Controller) Run(ctx context.Context) error {
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "replicaset", Clock: c.clock})
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: c.owners.Component, Clock: c.clock})
 	defer c.queue.ShutDown()
 
 	rsReg, err := c.rsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -82,7 +93,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		DeleteFunc: c.deleteRS,
 	})
 	if err != nil {
-		return fmt.Errorf("replicaset handler: %w", err)
+		return fmt.Errorf("%s handler: %w", c.owners.Kind.Kind, err)
 	}
 	defer c.rsInf.RemoveEventHandler(rsReg)
 	podReg, err := c.podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -97,7 +108,7 @@ func (c *Controller) Run(ctx context.Context) error {
 
 	return controllers.Work(ctx, controllers.Workers[string]{
 		Queue: c.queue, Count: Workers, Synced: []cache.InformerSynced{rsReg.HasSynced, podReg.HasSynced},
-		Sync: c.sync, Log: c.log, What: "replicaset", Started: "started",
+		Sync: c.sync, Log: c.log, What: strings.ToLower(c.owners.Kind.Kind), Started: "started",
 		// A conflict is a cache behind our own last write: the usual case.
 		Level: func(err error) slog.Level { return min(controllers.Quiet(err), slog.LevelInfo) },
 	})
@@ -116,7 +127,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return nil // never queued by us
 	}
-	rs, err := c.rsLister.ReplicaSets(ns).Get(name)
+	rs, err := c.owners.get(ns, name)
 	if apierrors.IsNotFound(err) {
 		c.exp.Delete(key)
 		return nil
@@ -129,7 +140,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		// The API refuses such selectors; an old object may hold one.
 		// Nothing to do until it changes, which requeues it.
-		c.events.Eventf(rs, corev1.EventTypeWarning, "InvalidSelector", "Invalid selector: %v", err)
+		c.events.Eventf(c.owners.ref(rs), corev1.EventTypeWarning, "InvalidSelector", "Invalid selector: %v", err)
 		return nil
 	}
 
@@ -147,10 +158,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	claimer := &Claimer[*corev1.Pod]{
 		Controller: rs,
-		Kind:       Kind,
+		Kind:       c.owners.Kind,
 		Selector:   selector,
 		Recheck: RecheckDeletion(rs.UID, func(ctx context.Context) (metav1.Object, error) {
-			return c.client.AppsV1().ReplicaSets(ns).Get(ctx, name, metav1.GetOptions{})
+			return c.owners.Get(ctx, ns, name)
 		}),
 		Patch: func(ctx context.Context, p *corev1.Pod, patch []byte) error {
 			_, err := c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
@@ -167,6 +178,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		manageErr = c.manage(ctx, key, rs, active)
 	}
 	st, recheck := Status(rs, active, Owned(rs, selector, terminating), manageErr, c.clock.Now())
+	if !c.owners.TerminatingReplicas {
+		st.TerminatingReplicas = nil
+	}
 	if StatusChanged(rs, st) {
 		if err := c.updateStatus(ctx, rs, st); err != nil {
 			return errors.Join(manageErr, err)
@@ -206,7 +220,7 @@ func (c *Controller) related(rs *appsv1.ReplicaSet) []*corev1.Pod {
 	if ref == nil {
 		return nil
 	}
-	all, err := c.rsLister.ReplicaSets(rs.Namespace).List(labels.Everything())
+	all, err := c.owners.list(rs.Namespace)
 	if err != nil {
 		return nil
 	}
@@ -295,9 +309,9 @@ func countNil(errs []error) int {
 }
 
 func (c *Controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error {
-	pod, err := PodFromTemplate(rs)
+	pod, err := PodFromTemplate(rs, c.owners.Kind)
 	if err != nil {
-		c.events.Eventf(rs, corev1.EventTypeWarning, FailedCreate, "Error creating: %v", err)
+		c.events.Eventf(c.owners.ref(rs), corev1.EventTypeWarning, FailedCreate, "Error creating: %v", err)
 		return err
 	}
 	created, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
@@ -305,10 +319,10 @@ func (c *Controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			return nil // every creation fails until the namespace is gone
 		}
-		c.events.Eventf(rs, corev1.EventTypeWarning, FailedCreate, "Error creating: %v", err)
+		c.events.Eventf(c.owners.ref(rs), corev1.EventTypeWarning, FailedCreate, "Error creating: %v", err)
 		return err
 	}
-	c.events.Eventf(rs, corev1.EventTypeNormal, SuccessfulCreate, "Created pod: %v", created.Name)
+	c.events.Eventf(c.owners.ref(rs), corev1.EventTypeNormal, SuccessfulCreate, "Created pod: %v", created.Name)
 	return nil
 }
 
@@ -318,35 +332,34 @@ func (c *Controller) deletePodOf(ctx context.Context, rs *appsv1.ReplicaSet, p *
 	case apierrors.IsNotFound(err):
 		return err
 	case err != nil:
-		c.events.Eventf(rs, corev1.EventTypeWarning, FailedDelete, "Error deleting: %v", err)
+		c.events.Eventf(c.owners.ref(rs), corev1.EventTypeWarning, FailedDelete, "Error deleting: %v", err)
 		return fmt.Errorf("unable to delete pods: %w", err)
 	}
-	c.events.Eventf(rs, corev1.EventTypeNormal, SuccessfulDelete, "Deleted pod: %v", p.Name)
+	c.events.Eventf(c.owners.ref(rs), corev1.EventTypeNormal, SuccessfulDelete, "Deleted pod: %v", p.Name)
 	return nil
 }
 
 // updateStatus writes st as rs's status, once more on a fresh copy if the
 // first write fails.
 func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, st appsv1.ReplicaSetStatus) error {
-	api := c.client.AppsV1().ReplicaSets(rs.Namespace)
 	rs = rs.DeepCopy()
 	var err error
 	for try := 0; try < 2; try++ {
 		rs.Status = st
-		if _, err = api.UpdateStatus(ctx, rs, metav1.UpdateOptions{}); err == nil {
+		if err = c.owners.UpdateStatus(ctx, rs); err == nil {
 			return nil
 		}
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		fresh, gerr := api.Get(ctx, rs.Name, metav1.GetOptions{})
+		fresh, gerr := c.owners.Get(ctx, rs.Namespace, rs.Name)
 		if gerr != nil {
 			return errors.Join(err, gerr)
 		}
 		st.ObservedGeneration = fresh.Generation
 		rs = fresh
 	}
-	return fmt.Errorf("update status of replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
+	return fmt.Errorf("update status of %s %s/%s: %w", c.owners.Kind.Kind, rs.Namespace, rs.Name, err)
 }
 
 func podKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
@@ -354,14 +367,14 @@ func podKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 // Informer event handlers, as upstream's.
 
 func (c *Controller) addRS(obj any) {
-	if rs, ok := obj.(*appsv1.ReplicaSet); ok {
+	if rs, ok := c.owners.Convert(obj); ok {
 		c.enqueue(rs)
 	}
 }
 
 func (c *Controller) updateRS(old, cur any) {
-	o, ok1 := old.(*appsv1.ReplicaSet)
-	n, ok2 := cur.(*appsv1.ReplicaSet)
+	o, ok1 := c.owners.Convert(old)
+	n, ok2 := c.owners.Convert(cur)
 	if !ok1 || !ok2 {
 		return
 	}
@@ -374,7 +387,10 @@ func (c *Controller) updateRS(old, cur any) {
 }
 
 func (c *Controller) deleteRS(obj any) {
-	rs, ok := controllers.Object[*appsv1.ReplicaSet](obj)
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	rs, ok := c.owners.Convert(obj)
 	if !ok {
 		return
 	}
@@ -393,10 +409,10 @@ func keyOf(obj metav1.Object) string {
 // resolve returns the ReplicaSet ref names in ns, nil if there is none of
 // that uid.
 func (c *Controller) resolve(ns string, ref *metav1.OwnerReference) *appsv1.ReplicaSet {
-	if ref.Kind != Kind.Kind || ref.APIVersion != Kind.GroupVersion().String() {
+	if ref.Kind != c.owners.Kind.Kind || ref.APIVersion != c.owners.Kind.GroupVersion().String() {
 		return nil
 	}
-	rs, err := c.rsLister.ReplicaSets(ns).Get(ref.Name)
+	rs, err := c.owners.get(ns, ref.Name)
 	if err != nil || rs.UID != ref.UID {
 		return nil
 	}
@@ -405,7 +421,7 @@ func (c *Controller) resolve(ns string, ref *metav1.OwnerReference) *appsv1.Repl
 
 // selecting returns the ReplicaSets of p's namespace that select p.
 func (c *Controller) selecting(p *corev1.Pod) []*appsv1.ReplicaSet {
-	all, err := c.rsLister.ReplicaSets(p.Namespace).List(labels.Everything())
+	all, err := c.owners.list(p.Namespace)
 	if err != nil {
 		return nil
 	}

@@ -319,7 +319,7 @@ func TestOwned(t *testing.T) {
 func TestPodFromTemplate(t *testing.T) {
 	rs := testRS(1)
 	rs.Spec.Template.Annotations = map[string]string{"a": "b"}
-	p, err := PodFromTemplate(rs)
+	p, err := PodFromTemplate(rs, Kind)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestPodFromTemplate(t *testing.T) {
 		t.Errorf("PodFromTemplate shares labels with the ReplicaSet")
 	}
 	rs.Spec.Template.Labels = nil
-	if _, err := PodFromTemplate(rs); err == nil {
+	if _, err := PodFromTemplate(rs, Kind); err == nil {
 		t.Errorf("PodFromTemplate without labels: nil error, want one")
 	}
 }

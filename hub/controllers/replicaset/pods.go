@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -84,9 +85,10 @@ func PodPrefix(controllerName string) string {
 
 // PodFromTemplate returns the pod that ReplicaSet rs creates from its
 // template: its labels, annotations and finalizers, generateName "RS-",
-// and rs as controller (blockOwnerDeletion set). The caller owns the pod,
+// and rs, of kind (ReplicaSet, or the ReplicationController rs is the
+// view of), as controller (blockOwnerDeletion set). The caller owns the pod,
 // which shares nothing with rs.
-func PodFromTemplate(rs *appsv1.ReplicaSet) (*corev1.Pod, error) {
+func PodFromTemplate(rs *appsv1.ReplicaSet, kind schema.GroupVersionKind) (*corev1.Pod, error) {
 	t := rs.Spec.Template.DeepCopy()
 	if len(t.Labels) == 0 {
 		return nil, fmt.Errorf("unable to create pods, no labels")
@@ -98,7 +100,7 @@ func PodFromTemplate(rs *appsv1.ReplicaSet) (*corev1.Pod, error) {
 			Labels:          t.Labels,
 			Annotations:     t.Annotations,
 			Finalizers:      t.Finalizers,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, Kind)},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, kind)},
 		},
 		Spec: t.Spec,
 	}, nil

@@ -4,7 +4,9 @@
 // selector and ownerReferences, and reports status. The decisions (how
 // many to create, which to delete, what to claim, the status) are pure
 // functions of this package; Controller is the client-go shell that
-// carries them out.
+// carries them out. The same shell keeps ReplicationControllers' pods
+// (package replication) through Owners, as upstream runs one controller
+// for both kinds.
 package replicaset
 
 import (

@@ -1,12 +1,11 @@
 // Package storagemigration holds the hub's rules for the
 // storagemigration.k8s.io/v1 resource storageversionmigrations: their
 // validation, status subresource and printer columns, as upstream
-// Kubernetes defines them. The hub serves migrations but runs no
-// migrator: a migration asks that every object of a resource be
-// rewritten in the storage version its apiserver now writes, and the hub
-// stores each resource in one version only (its Go type's, see
-// hub/apiserver), so there is nothing to rewrite. A client that needs a
-// migration to finish (status Succeeded) must mark it so itself.
+// Kubernetes defines them. A migration asks that every object of a
+// resource be rewritten in the storage version the hub now writes, which
+// matters for custom resources, whose CustomResourceDefinition may switch
+// its storage version; the hub's migrator is the controller in
+// hub/controllers/storageversionmigrator.
 package storagemigration
 
 import (
@@ -95,31 +94,28 @@ func validateMigrationUpdate(m, old *svmv1.StorageVersionMigration) field.ErrorL
 }
 
 // validateMigrationStatus checks a status update as upstream: a
-// well-formed resourceVersion that, once set, stays; valid conditions;
-// Succeeded and Failed exclusive, neither with Running, and neither
-// taken back once true.
+// resourceVersion that is well formed when set (a status without one, such
+// as a first condition, is fine) and, once set, stays; valid conditions;
+// Succeeded and Failed exclusive, and neither taken back once true.
+// Running may stay true beside either, as upstream's migrator leaves it.
 func validateMigrationStatus(m, old *svmv1.StorageVersionMigration) field.ErrorList {
 	errs := apivalidation.ValidateObjectMetaUpdate(&m.ObjectMeta, &old.ObjectMeta, metadataPath)
 	s := &m.Status
 	rvPath := statusPath.Child("resourceVersion")
-	if _, err := resourceversion.CompareResourceVersion(s.ResourceVersion, s.ResourceVersion); err != nil {
-		errs = append(errs, field.Invalid(rvPath, s.ResourceVersion, err.Error()))
+	if s.ResourceVersion != "" {
+		if _, err := resourceversion.CompareResourceVersion(s.ResourceVersion, s.ResourceVersion); err != nil {
+			errs = append(errs, field.Invalid(rvPath, s.ResourceVersion, err.Error()))
+		}
 	}
 	if old.Status.ResourceVersion != "" && old.Status.ResourceVersion != s.ResourceVersion {
 		errs = append(errs, field.Invalid(rvPath, s.ResourceVersion, "field is immutable"))
 	}
 	condPath := statusPath.Child("conditions")
 	errs = append(errs, metav1validation.ValidateConditions(s.Conditions, condPath)...)
-	succeeded, failed, running := isTrue(m, svmv1.MigrationSucceeded), isTrue(m, svmv1.MigrationFailed), isTrue(m, svmv1.MigrationRunning)
+	succeeded, failed := isTrue(m, svmv1.MigrationSucceeded), isTrue(m, svmv1.MigrationFailed)
 	invalid := func(msg string) { errs = append(errs, field.Invalid(condPath, s.Conditions, msg)) }
 	if succeeded && failed {
 		invalid("Both success and failed conditions cannot be true at the same time")
-	}
-	if succeeded && running {
-		invalid("Running condition cannot be true when success condition is true")
-	}
-	if failed && running {
-		invalid("Running condition cannot be true when failed condition is true")
 	}
 	if isTrue(old, svmv1.MigrationSucceeded) && !succeeded {
 		invalid("Success condition cannot be set to false once it is true")

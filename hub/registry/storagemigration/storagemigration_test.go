@@ -87,11 +87,22 @@ func TestValidateStatus(t *testing.T) {
 	}{
 		{"start", svmv1.StorageVersionMigrationStatus{}, running, nil},
 		{"succeed", running, succeeded, nil},
-		{"no resource version", svmv1.StorageVersionMigrationStatus{}, svmv1.StorageVersionMigrationStatus{}, []string{"status.resourceVersion: Invalid value"}},
+		// Upstream checks the format only when it is set (conformance's
+		// storage_version_migration.go writes conditions without one).
+		{"no resource version", svmv1.StorageVersionMigrationStatus{}, svmv1.StorageVersionMigrationStatus{}, nil},
+		{"conditions without resource version", svmv1.StorageVersionMigrationStatus{},
+			svmv1.StorageVersionMigrationStatus{Conditions: running.Conditions}, nil},
+		{"malformed resource version", svmv1.StorageVersionMigrationStatus{},
+			svmv1.StorageVersionMigrationStatus{ResourceVersion: "x1"}, []string{"status.resourceVersion: Invalid value"}},
+		{"resource version removed", running, svmv1.StorageVersionMigrationStatus{Conditions: running.Conditions},
+			[]string{"status.resourceVersion: Invalid value"}},
 		{"other resource version", running, svmv1.StorageVersionMigrationStatus{ResourceVersion: "43", Conditions: running.Conditions},
 			[]string{"status.resourceVersion: Invalid value"}},
+		// Upstream's migrator leaves Running true when it succeeds.
 		{"succeeded and running", running, svmv1.StorageVersionMigrationStatus{ResourceVersion: "42",
-			Conditions: append(slices.Clone(succeeded.Conditions), running.Conditions...)}, []string{"status.conditions: Invalid value"}},
+			Conditions: append(slices.Clone(succeeded.Conditions), running.Conditions...)}, nil},
+		{"succeeded and failed", running, svmv1.StorageVersionMigrationStatus{ResourceVersion: "42",
+			Conditions: append(slices.Clone(succeeded.Conditions), condition(svmv1.MigrationFailed, metav1.ConditionTrue))}, []string{"status.conditions: Invalid value"}},
 		{"success taken back", succeeded, running, []string{"status.conditions: Invalid value"}},
 		{"condition without reason", running, svmv1.StorageVersionMigrationStatus{ResourceVersion: "42",
 			Conditions: []metav1.Condition{{Type: "Running", Status: metav1.ConditionTrue, LastTransitionTime: metav1.Now()}}},
