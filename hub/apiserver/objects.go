@@ -270,9 +270,16 @@ func newUID() types.UID {
 // partialMetadata returns the PartialObjectMetadata of obj for Tables.
 func partialMetadata(obj runtime.Object) *metav1.PartialObjectMetadata {
 	pm := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"}}
-	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
-		if om, ok := a.GetObjectMeta().(*metav1.ObjectMeta); ok {
+	switch o := obj.(type) {
+	case metav1.ObjectMetaAccessor:
+		if om, ok := o.GetObjectMeta().(*metav1.ObjectMeta); ok {
 			pm.ObjectMeta = *om
+		}
+	case *unstructured.Unstructured:
+		// A custom resource: its metadata as ObjectMeta. What the
+		// machinery stored decodes; anything else leaves it empty.
+		if m, ok := o.Object["metadata"].(map[string]any); ok {
+			_ = runtime.DefaultUnstructuredConverter.FromUnstructured(m, &pm.ObjectMeta)
 		}
 	}
 	return pm

@@ -3,6 +3,7 @@ package apiextensions_test
 import (
 	"context"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/metadata"
 	"reflect"
 	"strings"
 	"testing"
@@ -270,5 +271,34 @@ func TestCustomResourceFieldValidation(t *testing.T) {
 	}
 	if _, has, _ := unstructured.NestedFieldNoCopy(w.Object, "spec", "unknown"); has || w.Object["toplevel"] != nil {
 		t.Errorf("created with Ignore: %v, want the unknown fields pruned", w.Object)
+	}
+}
+
+// TestCustomResourceMetadata: custom resources read as metadata only (as
+// the garbage collector and namespace controller read them) carry their
+// metadata: name, labels, resourceVersion, owners.
+func TestCustomResourceMetadata(t *testing.T) {
+	s := servedWidgets(t)
+	ctx := context.Background()
+	in := widgetObject("w1", map[string]interface{}{"replicas": int64(1)})
+	in.SetLabels(map[string]string{"app": "x"})
+	w, err := s.dynamic.Resource(widgetsGVR).Namespace("default").Create(ctx, in, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := metadata.NewForConfig(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := mc.Resource(widgetsGVR).Namespace("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 || l.Items[0].Name != "w1" || l.Items[0].ResourceVersion != w.GetResourceVersion() || l.Items[0].Labels["app"] != "x" || l.Items[0].UID != w.GetUID() {
+		t.Fatalf("metadata list = %+v, want w1 at %s with its label and uid", l.Items, w.GetResourceVersion())
+	}
+	one, err := mc.Resource(widgetsGVR).Namespace("default").Get(ctx, "w1", metav1.GetOptions{})
+	if err != nil || one.Name != "w1" || one.ResourceVersion != w.GetResourceVersion() {
+		t.Fatalf("metadata get = %+v, %v", one, err)
 	}
 }
