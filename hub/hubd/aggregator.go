@@ -14,6 +14,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/aggregator"
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/auth"
+	"github.com/outpost-mesh/outpost/hub/pki"
 )
 
 // aggregated returns the handler of /apis: the service of a
@@ -51,12 +52,21 @@ func builtinGroupVersions(api *apiserver.Server) []schema.GroupVersion {
 	return gvs
 }
 
+// frontProxyTrust is what extension API servers authenticate the hub's
+// clients and its front proxy by.
+type frontProxyTrust struct {
+	clusterCA []byte          // PEM
+	front     *pki.FrontProxy // non-nil
+}
+
 // startAggregator runs the aggregation layer as a part of parts: the
 // local APIServices of what api serves (built-in and custom resources),
-// the availability of service-backed ones, reached through dialer, and
-// the proxy to them in handler. It acts as the hub (system:masters), as
-// upstream's aggregator uses its loopback client.
-func startAggregator(ctx context.Context, parts *parts, handler *apiHandler, api *apiserver.Server, dialer aggregator.ServiceDialer, log *slog.Logger) (*part, error) {
+// the availability of service-backed ones, reached through dialer, the
+// proxy to them in handler, presenting trust's front-proxy certificate,
+// and the extension-apiserver-authentication ConfigMap that says whom
+// they trust. It acts as the hub (system:masters), as upstream's
+// aggregator uses its loopback client.
+func startAggregator(ctx context.Context, parts *parts, handler *apiHandler, api *apiserver.Server, dialer aggregator.ServiceDialer, trust frontProxyTrust, log *slog.Logger) (*part, error) {
 	c, err := inprocAllClientsAs(handler, hubUser, "outpost-hub/aggregator", log)
 	if err != nil {
 		return nil, err
@@ -71,16 +81,22 @@ func startAggregator(ctx context.Context, parts *parts, handler *apiHandler, api
 	if err != nil {
 		return nil, err
 	}
-	remote, err := aggregator.NewRemote(ac, c.Client, aggregator.Config{Dialer: dialer, Logger: alog})
+	remote, err := aggregator.NewRemote(ac, c.Client, aggregator.Config{Dialer: dialer, ClientCert: &trust.front.Client, Logger: alog})
+	if err != nil {
+		return nil, err
+	}
+	publisher, err := aggregator.NewTrustPublisher(c.Client,
+		aggregator.HubTrust(trust.clusterCA, trust.front.CACertPEM, pki.FrontProxyClientName), alog)
 	if err != nil {
 		return nil, err
 	}
 	handler.remote.Store(remote)
 	return parts.start("aggregator", context.WithoutCancel(ctx), func(ctx context.Context) error {
 		var wg sync.WaitGroup
-		errs := make(chan error, 2)
+		errs := make(chan error, 3)
 		wg.Go(func() { errs <- reg.Run(ctx) })
 		wg.Go(func() { errs <- remote.Run(ctx) })
+		wg.Go(func() { errs <- publisher.Run(ctx) })
 		wg.Wait()
 		close(errs)
 		for err := range errs {
