@@ -92,6 +92,7 @@ type Server struct {
 	setMu    sync.Mutex
 	static   []*resourceInfo
 	dynamic  map[string][]*resourceInfo
+	remote   []RemoteGroupVersion // SetRemoteGroups; under setMu
 	inflight chan struct{}
 	// events shares encoded watch events between watchers.
 	events *eventCache
@@ -190,8 +191,12 @@ func New(cfg Config) (*Server, error) {
 type resourceSet struct {
 	// byGVR finds a resource by group, version and plural.
 	byGVR map[schema.GroupVersionResource]*resourceInfo
-	// groups lists the served group versions in discovery order.
+	// groups lists the served group versions in discovery order, the
+	// remote ones among them.
 	groups []schema.GroupVersion
+	// remote are the group versions other servers serve
+	// (SetRemoteGroups), listed in discovery only.
+	remote map[schema.GroupVersion]RemoteGroupVersion
 }
 
 // res returns the resources served now.
@@ -296,9 +301,12 @@ func (s *Server) publish() ([]*resourceInfo, error) {
 			}
 		}
 	}
+	addRemote(next, s.remote, seen)
 	// Core first, then groups by name, as kube-apiserver lists them; the
 	// versions of a group by priority, as upstream sorts them (v1 before
-	// v1beta1 before v1alpha1), the first being the preferred one.
+	// v1beta1 before v1alpha1), the first being the preferred one; the
+	// remote versions of a group by their versionPriority first, as
+	// kube-aggregator sorts its APIServices.
 	sort.SliceStable(next.groups, func(i, j int) bool {
 		a, b := next.groups[i], next.groups[j]
 		if (a.Group == "") != (b.Group == "") {
@@ -306,6 +314,9 @@ func (s *Server) publish() ([]*resourceInfo, error) {
 		}
 		if a.Group != b.Group {
 			return a.Group < b.Group
+		}
+		if pa, pb := next.remote[a].VersionPriority, next.remote[b].VersionPriority; pa != pb {
+			return pa > pb
 		}
 		return version.CompareKubeAwareVersionStrings(a.Version, b.Version) > 0
 	})
