@@ -37,6 +37,24 @@ func proxyUser(r *http.Request) (aggregator.User, bool) {
 	return aggregator.User{Name: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra}, ok
 }
 
+// remoteDiscovery lists the aggregated group versions in api's
+// discovery.
+type remoteDiscovery struct{ api *apiserver.Server }
+
+var _ aggregator.DiscoverySink = remoteDiscovery{}
+
+func (d remoteDiscovery) SetRemoteGroups(gvs []aggregator.DiscoveredGroupVersion) error {
+	remote := make([]apiserver.RemoteGroupVersion, len(gvs))
+	for i, gv := range gvs {
+		remote[i] = apiserver.RemoteGroupVersion{
+			GroupVersion:    schema.GroupVersion{Group: gv.Group, Version: gv.Version},
+			VersionPriority: gv.VersionPriority,
+			Resources:       gv.Resources,
+		}
+	}
+	return d.api.SetRemoteGroups(remote)
+}
+
 // builtinGroupVersions returns the group versions api serves of itself,
 // sorted, each once.
 func builtinGroupVersions(api *apiserver.Server) []schema.GroupVersion {
@@ -81,7 +99,9 @@ func startAggregator(ctx context.Context, parts *parts, handler *apiHandler, api
 	if err != nil {
 		return nil, err
 	}
-	remote, err := aggregator.NewRemote(ac, c.Client, aggregator.Config{Dialer: dialer, ClientCert: &trust.front.Client, Logger: alog})
+	remote, err := aggregator.NewRemote(ac, c.Client, aggregator.Config{
+		Dialer: dialer, ClientCert: &trust.front.Client, Discovery: remoteDiscovery{api}, Logger: alog,
+	})
 	if err != nil {
 		return nil, err
 	}
