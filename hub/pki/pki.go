@@ -1,7 +1,7 @@
 // Package pki issues and keeps the hub's certificates: the cluster CA, the API
-// server's serving certificate and the admin client certificate, as files in
-// one directory that later starts reuse, and the kubeconfig files that carry
-// them to clients.
+// server's serving certificate, the admin client certificate and the front
+// proxy's CA and client certificate, as files in one directory that later
+// starts reuse, and the kubeconfig files that carry them to clients.
 package pki
 
 import (
