@@ -95,6 +95,7 @@ type Remote struct {
 	dmu        sync.Mutex
 	discovered map[string]DiscoveredGroupVersion // by APIService name
 	published  []DiscoveredGroupVersion
+	priorities map[string]int32 // published, by group
 }
 
 // cachedTransport is the transport to an APIService's service, built for
@@ -152,20 +153,13 @@ func unwrap(obj any) any {
 	return obj
 }
 
-// apiServiceChanged queues a service-backed APIService, or one that was
-// (its group version leaves discovery).
+// apiServiceChanged queues an APIService: a service-backed one to check,
+// any to order discovery by its priority, or to take its group version
+// out of discovery once it is no longer service-backed.
 func (r *Remote) apiServiceChanged(obj any) {
-	if s, ok := unwrap(obj).(*apiregistrationv1.APIService); ok && (s.Spec.Service != nil || r.isDiscovered(s.Name)) {
+	if s, ok := unwrap(obj).(*apiregistrationv1.APIService); ok {
 		r.queue.Add(s.Name)
 	}
-}
-
-// isDiscovered reports whether APIService name is listed in discovery.
-func (r *Remote) isDiscovered(name string) bool {
-	r.dmu.Lock()
-	defer r.dmu.Unlock()
-	_, ok := r.discovered[name]
-	return ok
 }
 
 func (r *Remote) serviceChanged(obj any) {

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"reflect"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 )
 
@@ -26,10 +29,13 @@ type DiscoveredGroupVersion struct {
 
 // DiscoverySink lists the group versions of the Available service-backed
 // APIServices in the hub's discovery, as kube-aggregator merges them into
-// its own. SetRemoteGroups replaces what it listed before; it is called
-// from one goroutine at a time and does not keep gvs.
+// its own, and orders its groups by their APIServices' priorities.
+// SetRemoteGroups and SetGroupPriorities replace what was set before;
+// they are called from one goroutine at a time and keep nothing passed.
 type DiscoverySink interface {
 	SetRemoteGroups(gvs []DiscoveredGroupVersion) error
+	// SetGroupPriorities orders the groups by priority, highest first.
+	SetGroupPriorities(p map[string]int32) error
 }
 
 // DecodeResourceList decodes the APIResourceList of group/version (the
@@ -81,6 +87,7 @@ func (r *Remote) discover(name string, s *apiregistrationv1.APIService, resource
 			Resources: resources,
 		}
 	}
+	r.publishPriorities()
 	all := sortedDiscovered(r.discovered)
 	if r.published != nil && reflect.DeepEqual(all, r.published) {
 		return
@@ -90,6 +97,40 @@ func (r *Remote) discover(name string, s *apiregistrationv1.APIService, resource
 		return
 	}
 	r.published = all
+}
+
+// publishPriorities gives cfg.Discovery the priority of every group that
+// has an APIService when they changed: the highest groupPriorityMinimum
+// of its APIServices, as kube-aggregator ranks a group by its first
+// APIService in that order. The caller holds dmu.
+func (r *Remote) publishPriorities() {
+	all, err := r.apis.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	prio := groupPriorities(all)
+	if r.priorities != nil && maps.Equal(prio, r.priorities) {
+		return
+	}
+	if err := r.cfg.Discovery.SetGroupPriorities(prio); err != nil {
+		r.cfg.Logger.Warn("discovery not ordered by the APIServices' priorities", "err", err)
+		return
+	}
+	r.priorities = prio
+}
+
+// groupPriorities returns the highest groupPriorityMinimum of each
+// group's APIServices, and apiregistration.k8s.io above all, as
+// kube-aggregator always lists its own group first.
+func groupPriorities(all []*apiregistrationv1.APIService) map[string]int32 {
+	prio := make(map[string]int32, len(all)+1)
+	for _, s := range all {
+		if p, ok := prio[s.Spec.Group]; !ok || s.Spec.GroupPriorityMinimum > p {
+			prio[s.Spec.Group] = s.Spec.GroupPriorityMinimum
+		}
+	}
+	prio[apiregistrationv1.GroupName] = math.MaxInt32
+	return prio
 }
 
 // sortedDiscovered returns the values of m in a stable order, as

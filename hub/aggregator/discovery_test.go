@@ -1,8 +1,12 @@
 package aggregator
 
 import (
+	"maps"
+	"math"
 	"strings"
 	"testing"
+
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 )
 
 func TestDecodeResourceList(t *testing.T) {
@@ -75,5 +79,16 @@ func TestSortedDiscovered(t *testing.T) {
 	}
 	if want := "v1beta1.z.io,v1.a.io,v2.b.io,v1.b.io"; strings.Join(got, ",") != want {
 		t.Errorf("sortedDiscovered() = %v, want %s", got, want)
+	}
+}
+
+func TestGroupPriorities(t *testing.T) {
+	svc := func(group string, prio int32) *apiregistrationv1.APIService {
+		return &apiregistrationv1.APIService{Spec: apiregistrationv1.APIServiceSpec{Group: group, GroupPriorityMinimum: prio}}
+	}
+	got := groupPriorities([]*apiregistrationv1.APIService{svc("a.io", 5), svc("a.io", 50), svc("b.io", 7), svc("", 18000)})
+	want := map[string]int32{"a.io": 50, "b.io": 7, "": 18000, "apiregistration.k8s.io": math.MaxInt32}
+	if !maps.Equal(got, want) {
+		t.Errorf("groupPriorities() = %v, want %v", got, want)
 	}
 }

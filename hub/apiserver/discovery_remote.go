@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"maps"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,6 +41,28 @@ func (s *Server) SetRemoteGroups(gvs []RemoteGroupVersion) error {
 	gone, err := s.publish()
 	if err != nil {
 		s.remote = prev
+		return err
+	}
+	for _, ri := range gone {
+		close(ri.gone)
+	}
+	return nil
+}
+
+// SetGroupPriorities orders the groups of discovery (/apis and the
+// aggregated document) as kube-aggregator orders them by their
+// APIServices' groupPriorityMinimum: the groups in p by priority, highest
+// first, then the others; by name where they tie. The core group stays
+// first. nil orders all by name. The Server keeps its own copy. Safe for
+// concurrent use with requests and the other setters.
+func (s *Server) SetGroupPriorities(p map[string]int32) error {
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	prev := s.priority
+	s.priority = maps.Clone(p)
+	gone, err := s.publish()
+	if err != nil {
+		s.priority = prev
 		return err
 	}
 	for _, ri := range gone {

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -74,5 +75,52 @@ func TestRemoteGroups(t *testing.T) {
 	resp, body := get(t, url+"/apis", "Accept", acceptV2)
 	if resp.StatusCode != 200 || strings.Contains(string(body), "metrics.example.com") {
 		t.Errorf("aggregated /apis after SetRemoteGroups(nil) = %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestGroupPriorities: /apis and the aggregated document list the groups
+// with a priority first, highest first, then the others by name.
+func TestGroupPriorities(t *testing.T) {
+	srv, _, url := startDiscoveryServer(t)
+	metrics := schema.GroupVersion{Group: "metrics.example.com", Version: "v1"}
+	if err := srv.SetRemoteGroups([]RemoteGroupVersion{{GroupVersion: metrics}}); err != nil {
+		t.Fatal(err)
+	}
+	order := func(accept string) []string {
+		t.Helper()
+		resp, body := get(t, url+"/apis", "Accept", accept)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET /apis: %d %s", resp.StatusCode, body)
+		}
+		var list struct {
+			Groups []struct{ Name string } `json:"groups"`
+			Items  []struct {
+				Metadata struct{ Name string } `json:"metadata"`
+			} `json:"items"`
+		}
+		if err := json.Unmarshal(body, &list); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, g := range list.Groups {
+			names = append(names, g.Name)
+		}
+		for _, g := range list.Items {
+			names = append(names, g.Metadata.Name)
+		}
+		return names
+	}
+	byName := order("application/json")
+	if !slices.IsSorted(byName) {
+		t.Errorf("/apis without priorities = %v, want by name", byName)
+	}
+	if err := srv.SetGroupPriorities(map[string]int32{metrics.Group: 100, widgetsGVR.Group: 200}); err != nil {
+		t.Fatal(err)
+	}
+	for _, accept := range []string{"application/json", acceptV2} {
+		got := order(accept)
+		if len(got) < 2 || got[0] != widgetsGVR.Group || got[1] != metrics.Group || !slices.IsSorted(got[2:]) {
+			t.Errorf("/apis (Accept %s) with priorities = %v, want %s, %s, then by name", accept, got, widgetsGVR.Group, metrics.Group)
+		}
 	}
 }

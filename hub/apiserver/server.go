@@ -93,6 +93,7 @@ type Server struct {
 	static   []*resourceInfo
 	dynamic  map[string][]*resourceInfo
 	remote   []RemoteGroupVersion // SetRemoteGroups; under setMu
+	priority map[string]int32     // SetGroupPriorities; under setMu
 	inflight chan struct{}
 	// events shares encoded watch events between watchers.
 	events *eventCache
@@ -302,17 +303,23 @@ func (s *Server) publish() ([]*resourceInfo, error) {
 		}
 	}
 	addRemote(next, s.remote, seen)
-	// Core first, then groups by name, as kube-apiserver lists them; the
-	// versions of a group by priority, as upstream sorts them (v1 before
-	// v1beta1 before v1alpha1), the first being the preferred one; the
-	// remote versions of a group by their versionPriority first, as
-	// kube-aggregator sorts its APIServices.
+	// Core first, then groups by the priorities set (highest first), then
+	// by name, as kube-aggregator lists them; the versions of a group by
+	// priority, as upstream sorts them (v1 before v1beta1 before
+	// v1alpha1), the first being the preferred one; the remote versions
+	// of a group by their versionPriority first, as kube-aggregator sorts
+	// its APIServices.
 	sort.SliceStable(next.groups, func(i, j int) bool {
 		a, b := next.groups[i], next.groups[j]
 		if (a.Group == "") != (b.Group == "") {
 			return a.Group == ""
 		}
 		if a.Group != b.Group {
+			pa, oka := s.priority[a.Group]
+			pb, okb := s.priority[b.Group]
+			if oka != okb || pa != pb {
+				return oka && (!okb || pa > pb)
+			}
 			return a.Group < b.Group
 		}
 		if pa, pb := next.remote[a].VersionPriority, next.remote[b].VersionPriority; pa != pb {

@@ -66,14 +66,19 @@ func TestAPIServiceDiscovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
-	for _, g := range groups.Groups {
-		if g.Name == "metrics.example.com" {
-			found = g.PreferredVersion.Version == "v1"
+	// Ordered by the APIServices' groupPriorityMinimum, as
+	// kube-aggregator: its own apiregistration.k8s.io first (after the
+	// core group client-go puts before all), apps (17800) before
+	// metrics.example.com (1000).
+	index := map[string]int{}
+	for i, g := range groups.Groups {
+		index[g.Name] = i
+		if g.Name == "metrics.example.com" && g.PreferredVersion.Version != "v1" {
+			t.Errorf("metrics.example.com prefers %v, want v1", g.PreferredVersion)
 		}
 	}
-	if !found {
-		t.Errorf("/apis = %v, want metrics.example.com preferring v1", groups.Groups)
+	if m, ok := index["metrics.example.com"]; !ok || index["apiregistration.k8s.io"] != 1 || index["apps"] > m {
+		t.Errorf("/apis lists groups in order %v, want apiregistration.k8s.io first and apps before metrics.example.com", index)
 	}
 	body, err := clients["legacy"].RESTClient().Get().AbsPath("/apis/metrics.example.com").SetHeader("Accept", "application/json").DoRaw(ctx)
 	if err != nil {

@@ -55,6 +55,10 @@ func (d remoteDiscovery) SetRemoteGroups(gvs []aggregator.DiscoveredGroupVersion
 	return d.api.SetRemoteGroups(remote)
 }
 
+func (d remoteDiscovery) SetGroupPriorities(p map[string]int32) error {
+	return d.api.SetGroupPriorities(p)
+}
+
 // builtinGroupVersions returns the group versions api serves of itself,
 // sorted, each once.
 func builtinGroupVersions(api *apiserver.Server) []schema.GroupVersion {
