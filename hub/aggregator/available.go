@@ -63,6 +63,10 @@ type Config struct {
 	// hub presents to the services, by which they trust the user headers
 	// it sends; nil presents none.
 	ClientCert *tls.Certificate
+	// Discovery, when set, lists the group versions of the Available
+	// service-backed APIServices with the resources their services list;
+	// nil lists them nowhere.
+	Discovery DiscoverySink
 	// Now is the clock of the condition times; nil is the wall clock.
 	Now func() time.Time
 	// Logger receives the logs; non-nil.
@@ -86,6 +90,12 @@ type Remote struct {
 
 	mu         sync.Mutex
 	transports map[string]*cachedTransport
+
+	// dmu serializes the changes of discovered and their publication.
+	dmu        sync.Mutex
+	discovered map[string]DiscoveredGroupVersion // by APIService name
+	published  []DiscoveredGroupVersion
+	priorities map[string]int32 // published, by group
 }
 
 // cachedTransport is the transport to an APIService's service, built for
@@ -113,6 +123,7 @@ func NewRemote(ac aggregatorclient.Interface, kc kubernetes.Interface, cfg Confi
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "apiservice-availability"}),
 		transports: map[string]*cachedTransport{},
+		discovered: map[string]DiscoveredGroupVersion{},
 	}
 	handlers := []struct {
 		inf cache.SharedIndexInformer
@@ -142,8 +153,11 @@ func unwrap(obj any) any {
 	return obj
 }
 
+// apiServiceChanged queues an APIService: a service-backed one to check,
+// any to order discovery by its priority, or to take its group version
+// out of discovery once it is no longer service-backed.
 func (r *Remote) apiServiceChanged(obj any) {
-	if s, ok := unwrap(obj).(*apiregistrationv1.APIService); ok && s.Spec.Service != nil {
+	if s, ok := unwrap(obj).(*apiregistrationv1.APIService); ok {
 		r.queue.Add(s.Name)
 	}
 }
@@ -231,6 +245,7 @@ func (r *Remote) sync(ctx context.Context, name string) (bool, error) {
 	orig, err := r.apis.Get(name)
 	if apierrors.IsNotFound(err) {
 		r.forgetTransport(name)
+		r.discover(name, nil, nil)
 		return false, nil
 	}
 	if err != nil {
@@ -238,9 +253,15 @@ func (r *Remote) sync(ctx context.Context, name string) (bool, error) {
 	}
 	if orig.Spec.Service == nil {
 		r.forgetTransport(name)
+		r.discover(name, nil, nil)
 		return false, nil // local: Available from its create
 	}
-	cond := r.check(ctx, orig)
+	cond, resources := r.check(ctx, orig)
+	if cond.Status == apiregistrationv1.ConditionTrue {
+		r.discover(name, orig, resources)
+	} else {
+		r.discover(name, nil, nil)
+	}
 	s := orig.DeepCopy()
 	if !apiregistration.SetAvailable(s, cond, r.cfg.Now()) {
 		return true, nil
@@ -254,27 +275,28 @@ func (r *Remote) sync(ctx context.Context, name string) (bool, error) {
 
 // check returns the Available condition of service-backed s: what the
 // stored Service and its EndpointSlices say, then whether the service
-// answers discovery.
-func (r *Remote) check(ctx context.Context, s *apiregistrationv1.APIService) apiregistrationv1.APIServiceCondition {
+// answers discovery; and, when it does, the resources it lists.
+func (r *Remote) check(ctx context.Context, s *apiregistrationv1.APIService) (apiregistrationv1.APIServiceCondition, []metav1.APIResource) {
 	ref := s.Spec.Service
 	svc, err := r.services.Services(ref.Namespace).Get(ref.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return unknown("ServiceAccessError", fmt.Sprintf("service/%s in %q cannot be checked due to: %v", ref.Name, ref.Namespace, err))
+		return unknown("ServiceAccessError", fmt.Sprintf("service/%s in %q cannot be checked due to: %v", ref.Name, ref.Namespace, err)), nil
 	}
 	if err != nil {
 		svc = nil
 	}
 	slices, err := r.slices.EndpointSlices(ref.Namespace).List(labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: ref.Name}))
 	if err != nil {
-		return unknown("EndpointsAccessError", fmt.Sprintf("service/%s in %q cannot be checked due to: %v", ref.Name, ref.Namespace, err))
+		return unknown("EndpointsAccessError", fmt.Sprintf("service/%s in %q cannot be checked due to: %v", ref.Name, ref.Namespace, err)), nil
 	}
 	if cond, ok := serviceCondition(s, svc, slices); !ok {
-		return cond
+		return cond, nil
 	}
-	if err := r.probe(ctx, s); err != nil {
-		return apiregistrationv1.APIServiceCondition{Status: apiregistrationv1.ConditionFalse, Reason: "FailedDiscoveryCheck", Message: err.Error()}
+	resources, err := r.probe(ctx, s)
+	if err != nil {
+		return apiregistrationv1.APIServiceCondition{Status: apiregistrationv1.ConditionFalse, Reason: "FailedDiscoveryCheck", Message: err.Error()}, nil
 	}
-	return apiregistrationv1.APIServiceCondition{Status: apiregistrationv1.ConditionTrue, Reason: "Passed", Message: "all checks passed"}
+	return apiregistrationv1.APIServiceCondition{Status: apiregistrationv1.ConditionTrue, Reason: "Passed", Message: "all checks passed"}, resources
 }
 
 // unknown is an Available condition of status Unknown.
@@ -350,12 +372,14 @@ func hasReadyEndpoint(portName string, slices []*discoveryv1.EndpointSlice) bool
 
 // probe GETs s's discovery document, /apis/GROUP/VERSION (/api/v1 for
 // the legacy group), from its service, as system:kube-aggregator in
-// system:masters; a status outside 2xx, or no answer within
-// discoveryTimeout, fails it.
-func (r *Remote) probe(ctx context.Context, s *apiregistrationv1.APIService) error {
+// system:masters, and returns the resources it lists; a status outside
+// 2xx, or no answer within discoveryTimeout, fails it. A document that
+// cannot be read lists no resources, but the service answered: upstream
+// checks availability by the status alone.
+func (r *Remote) probe(ctx context.Context, s *apiregistrationv1.APIService) ([]metav1.APIResource, error) {
 	rt, err := r.transport(s)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
 	defer cancel()
@@ -366,20 +390,26 @@ func (r *Remote) probe(ctx context.Context, s *apiregistrationv1.APIService) err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	req.Header.Set("Accept", "application/json")
 	setUserHeaders(req.Header, checkUser)
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		rt.CloseIdleConnections()
-		return fmt.Errorf("failing or missing response from %v: %w", u, err)
+		return nil, fmt.Errorf("failing or missing response from %v: %w", u, err)
 	}
 	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // keep the connection for the next check
+	defer io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // keep the connection for the next check
 	if resp.StatusCode < http.StatusOK || resp.StatusCode >= http.StatusMultipleChoices {
-		return fmt.Errorf("bad status from %v: %d", u, resp.StatusCode)
+		return nil, fmt.Errorf("bad status from %v: %d", u, resp.StatusCode)
 	}
-	return nil
+	list, err := DecodeResourceList(resp.Body, s.Spec.Group, s.Spec.Version)
+	if err != nil {
+		r.cfg.Logger.Warn("apiservice discovery document unreadable: its resources are not listed", "apiservice", s.Name, "err", err)
+		return nil, nil
+	}
+	return list, nil
 }
 
 // transport returns the transport to s's service, built anew when its

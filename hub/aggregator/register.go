@@ -2,8 +2,11 @@
 // kube-aggregator: it keeps a local APIService for every group version
 // the hub serves itself (autoregistration, with those of custom
 // resources coming and going with their definitions), checks the
-// availability of APIServices backed by a Service, and proxies requests
-// for their group versions to the Service's pods. Only hub/hubd wires it.
+// availability of APIServices backed by a Service, lists the available
+// ones in discovery with the resources they serve, proxies requests for
+// their group versions to the Service's pods as the front proxy, and
+// publishes whom extension API servers should trust
+// (extension-apiserver-authentication). Only hub/hubd wires it.
 package aggregator
 
 import (

@@ -86,6 +86,9 @@ func (set *resourceSet) group(name string) *metav1.APIGroup {
 
 // resourceList returns the APIResourceList of gv, or nil when not served.
 func (s *Server) resourceList(set *resourceSet, gv schema.GroupVersion) *metav1.APIResourceList {
+	if list := set.remoteResourceList(gv); list != nil {
+		return list
+	}
 	var rs []*resourceInfo
 	for _, res := range set.byGVR {
 		if res.GroupVersion == gv {

@@ -92,6 +92,8 @@ type Server struct {
 	setMu    sync.Mutex
 	static   []*resourceInfo
 	dynamic  map[string][]*resourceInfo
+	remote   []RemoteGroupVersion // SetRemoteGroups; under setMu
+	priority map[string]int32     // SetGroupPriorities; under setMu
 	inflight chan struct{}
 	// events shares encoded watch events between watchers.
 	events *eventCache
@@ -190,8 +192,12 @@ func New(cfg Config) (*Server, error) {
 type resourceSet struct {
 	// byGVR finds a resource by group, version and plural.
 	byGVR map[schema.GroupVersionResource]*resourceInfo
-	// groups lists the served group versions in discovery order.
+	// groups lists the served group versions in discovery order, the
+	// remote ones among them.
 	groups []schema.GroupVersion
+	// remote are the group versions other servers serve
+	// (SetRemoteGroups), listed in discovery only.
+	remote map[schema.GroupVersion]RemoteGroupVersion
 }
 
 // res returns the resources served now.
@@ -296,16 +302,28 @@ func (s *Server) publish() ([]*resourceInfo, error) {
 			}
 		}
 	}
-	// Core first, then groups by name, as kube-apiserver lists them; the
-	// versions of a group by priority, as upstream sorts them (v1 before
-	// v1beta1 before v1alpha1), the first being the preferred one.
+	addRemote(next, s.remote, seen)
+	// Core first, then groups by the priorities set (highest first), then
+	// by name, as kube-aggregator lists them; the versions of a group by
+	// priority, as upstream sorts them (v1 before v1beta1 before
+	// v1alpha1), the first being the preferred one; the remote versions
+	// of a group by their versionPriority first, as kube-aggregator sorts
+	// its APIServices.
 	sort.SliceStable(next.groups, func(i, j int) bool {
 		a, b := next.groups[i], next.groups[j]
 		if (a.Group == "") != (b.Group == "") {
 			return a.Group == ""
 		}
 		if a.Group != b.Group {
+			pa, oka := s.priority[a.Group]
+			pb, okb := s.priority[b.Group]
+			if oka != okb || pa != pb {
+				return oka && (!okb || pa > pb)
+			}
 			return a.Group < b.Group
+		}
+		if pa, pb := next.remote[a].VersionPriority, next.remote[b].VersionPriority; pa != pb {
+			return pa > pb
 		}
 		return version.CompareKubeAwareVersionStrings(a.Version, b.Version) > 0
 	})

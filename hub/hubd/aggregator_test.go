@@ -73,7 +73,17 @@ func startAggregatorHub(t *testing.T, podAddr string) (*apiHandler, *apiserver.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	aggregating, err := startAggregator(ctx, &ps, h, api, serviceDialer{st: st, pods: loopbackPods{podAddr}}, log)
+	pkiCfg := pki.DefaultConfig(t.TempDir())
+	certs, err := pki.Ensure(pkiCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front, err := pki.EnsureFrontProxy(pkiCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aggregating, err := startAggregator(ctx, &ps, h, api, serviceDialer{st: st, pods: loopbackPods{podAddr}},
+		frontProxyTrust{clusterCA: certs.CACertPEM, front: front}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

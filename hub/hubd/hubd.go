@@ -293,6 +293,10 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("ensure pki: %w", err)
 	}
+	frontProxy, err := pki.EnsureFrontProxy(pkiCfg)
+	if err != nil {
+		return fmt.Errorf("ensure pki: %w", err)
+	}
 
 	st, err := h.openStore(ctx)
 	if err != nil {
@@ -389,7 +393,8 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	aggregating, err := startAggregator(ctx, &parts, handler, api, serviceDialer{st: st, pods: podStreams}, log)
+	aggregating, err := startAggregator(ctx, &parts, handler, api, serviceDialer{st: st, pods: podStreams},
+		frontProxyTrust{clusterCA: certs.CACertPEM, front: frontProxy}, log)
 	if err != nil {
 		return err
 	}

@@ -137,6 +137,9 @@ func reconcileBootstrapRBAC(ctx context.Context, cs kubernetes.Interface, log *s
 			return fmt.Errorf("reconcile clusterrole %s: %w", want.Name, err)
 		}
 	}
+	if err := reconcileBootstrapRoles(ctx, cs, log); err != nil {
+		return err
+	}
 	bindings := cs.RbacV1().ClusterRoleBindings()
 	for _, want := range rbac.ClusterRoleBindings() {
 		have, err := bindings.Get(ctx, want.Name, metav1.GetOptions{})
@@ -168,6 +171,85 @@ func reconcileBootstrapRBAC(ctx context.Context, cs kubernetes.Interface, log *s
 		}
 	}
 	return nil
+}
+
+// reconcileBootstrapRoles creates the bootstrap Roles and RoleBindings
+// that are missing and adds what an existing one lacks, as
+// reconcileBootstrapRBAC does for the cluster-wide ones: a Role
+// reconciles as a ClusterRole of its rules, a RoleBinding as a
+// ClusterRoleBinding of its subjects.
+func reconcileBootstrapRoles(ctx context.Context, cs kubernetes.Interface, log *slog.Logger) error {
+	for _, want := range rbac.Roles() {
+		roles := cs.RbacV1().Roles(want.Namespace)
+		have, err := roles.Get(ctx, want.Name, metav1.GetOptions{})
+		var existing *rbacv1.ClusterRole
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("reconcile role %s/%s: %w", want.Namespace, want.Name, err)
+		default:
+			existing = &rbacv1.ClusterRole{ObjectMeta: have.ObjectMeta, Rules: have.Rules}
+		}
+		res, err := rbac.ReconcileClusterRole(&rbacv1.ClusterRole{ObjectMeta: want.ObjectMeta, Rules: want.Rules}, existing)
+		if err != nil {
+			return fmt.Errorf("reconcile role %s/%s: %w", want.Namespace, want.Name, err)
+		}
+		if res.Op == rbac.OpNone {
+			continue
+		}
+		role := &rbacv1.Role{ObjectMeta: res.Role.ObjectMeta, Rules: res.Role.Rules}
+		role.Namespace = want.Namespace
+		if res.Op == rbac.OpCreate {
+			_, err = roles.Create(ctx, role, metav1.CreateOptions{})
+		} else {
+			log.Info("bootstrap role updated", "namespace", want.Namespace, "name", want.Name, "added_rules", len(res.Missing))
+			_, err = roles.Update(ctx, role, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("reconcile role %s/%s: %w", want.Namespace, want.Name, err)
+		}
+	}
+	for _, want := range rbac.RoleBindings() {
+		if err := reconcileBootstrapRoleBinding(ctx, cs, want, log); err != nil {
+			return fmt.Errorf("reconcile rolebinding %s/%s: %w", want.Namespace, want.Name, err)
+		}
+	}
+	return nil
+}
+
+// reconcileBootstrapRoleBinding makes the RoleBinding want holds exist
+// with its subjects, as reconcileBootstrapRoles.
+func reconcileBootstrapRoleBinding(ctx context.Context, cs kubernetes.Interface, want rbacv1.RoleBinding, log *slog.Logger) error {
+	bindings := cs.RbacV1().RoleBindings(want.Namespace)
+	have, err := bindings.Get(ctx, want.Name, metav1.GetOptions{})
+	var existing *rbacv1.ClusterRoleBinding
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	default:
+		existing = &rbacv1.ClusterRoleBinding{ObjectMeta: have.ObjectMeta, RoleRef: have.RoleRef, Subjects: have.Subjects}
+	}
+	res, err := rbac.ReconcileClusterRoleBinding(&rbacv1.ClusterRoleBinding{ObjectMeta: want.ObjectMeta, RoleRef: want.RoleRef, Subjects: want.Subjects}, existing)
+	if err != nil || res.Op == rbac.OpNone {
+		return err
+	}
+	b := &rbacv1.RoleBinding{ObjectMeta: res.Binding.ObjectMeta, RoleRef: res.Binding.RoleRef, Subjects: res.Binding.Subjects}
+	b.Namespace = want.Namespace
+	switch res.Op {
+	case rbac.OpCreate:
+		_, err = bindings.Create(ctx, b, metav1.CreateOptions{})
+	case rbac.OpUpdate:
+		log.Info("bootstrap rolebinding updated", "namespace", want.Namespace, "name", want.Name)
+		_, err = bindings.Update(ctx, b, metav1.UpdateOptions{})
+	case rbac.OpRecreate:
+		log.Info("bootstrap rolebinding recreated with its role", "namespace", want.Namespace, "name", want.Name)
+		uid := have.UID
+		if err = bindings.Delete(ctx, want.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err == nil {
+			_, err = bindings.Create(ctx, b, metav1.CreateOptions{})
+		}
+	}
+	return err
 }
 
 // lateAuth answers the review resources with the hub's authorizer and

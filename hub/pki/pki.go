@@ -1,7 +1,7 @@
 // Package pki issues and keeps the hub's certificates: the cluster CA, the API
-// server's serving certificate and the admin client certificate, as files in
-// one directory that later starts reuse, and the kubeconfig files that carry
-// them to clients.
+// server's serving certificate, the admin client certificate and the front
+// proxy's CA and client certificate, as files in one directory that later
+// starts reuse, and the kubeconfig files that carry them to clients.
 package pki
 
 import (
@@ -166,7 +166,7 @@ func Ensure(cfg Config) (*PKI, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create pki directory: %w", err)
 	}
-	ca, caKey, caPEM, err := ensureCA(cfg, now())
+	ca, caKey, caPEM, err := ensureCA(cfg, now(), clusterCA)
 	if err != nil {
 		return nil, err
 	}
@@ -205,9 +205,22 @@ func Ensure(cfg Config) (*PKI, error) {
 	return p, nil
 }
 
-func ensureCA(cfg Config, now time.Time) (*x509.Certificate, crypto.Signer, []byte, error) {
-	certPath := filepath.Join(cfg.Dir, CACertFile)
-	keyPath := filepath.Join(cfg.Dir, CAKeyFile)
+// caSpec names a CA the hub keeps: its files and its subject's prefix.
+type caSpec struct {
+	name              string // in logs
+	certFile, keyFile string
+	subjectPrefix     string // the subject is PREFIX@UNIXTIME
+}
+
+// clusterCA is the CA of the cluster: it signs the serving, admin and
+// node certificates, and clients' certificates are checked against it.
+var clusterCA = caSpec{name: "cluster CA", certFile: CACertFile, keyFile: CAKeyFile, subjectPrefix: "outpost-ca"}
+
+// ensureCA loads the CA of spec, creating it when neither of its files
+// exists.
+func ensureCA(cfg Config, now time.Time, spec caSpec) (*x509.Certificate, crypto.Signer, []byte, error) {
+	certPath := filepath.Join(cfg.Dir, spec.certFile)
+	keyPath := filepath.Join(cfg.Dir, spec.keyFile)
 	certPEM, certErr := os.ReadFile(certPath)
 	keyPEM, keyErr := os.ReadFile(keyPath)
 	switch {
@@ -230,9 +243,9 @@ func ensureCA(cfg Config, now time.Time) (*x509.Certificate, crypto.Signer, []by
 	case certErr == nil && errors.Is(keyErr, fs.ErrNotExist):
 		return nil, nil, nil, fmt.Errorf("%s exists but %s is missing: restore the CA's key, or remove %s to start a new cluster", certPath, keyPath, cfg.Dir)
 	case certErr != nil && !errors.Is(certErr, fs.ErrNotExist):
-		return nil, nil, nil, fmt.Errorf("load CA: %w", certErr)
+		return nil, nil, nil, fmt.Errorf("load %s: %w", spec.name, certErr)
 	case keyErr != nil && !errors.Is(keyErr, fs.ErrNotExist):
-		return nil, nil, nil, fmt.Errorf("load CA: %w", keyErr)
+		return nil, nil, nil, fmt.Errorf("load %s: %w", spec.name, keyErr)
 	}
 	// No CA certificate. A key alone is left over from a creation that
 	// stopped before the certificate was written (the key goes first), so
@@ -242,7 +255,7 @@ func ensureCA(cfg Config, now time.Time) (*x509.Certificate, crypto.Signer, []by
 		return nil, nil, nil, err
 	}
 	tmpl := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: fmt.Sprintf("outpost-ca@%d", now.Unix())},
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("%s@%d", spec.subjectPrefix, now.Unix())},
 		NotBefore:             now.Add(-backdate),
 		NotAfter:              now.Add(caLifetime),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
@@ -251,15 +264,15 @@ func ensureCA(cfg Config, now time.Time) (*x509.Certificate, crypto.Signer, []by
 	}
 	cert, certPEM, err := sign(tmpl, key.Public(), tmpl, key)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("create CA: %w", err)
+		return nil, nil, nil, fmt.Errorf("create %s: %w", spec.name, err)
 	}
 	if err := atomicfile.WriteFile(keyPath, keyPEM, 0o600); err != nil {
-		return nil, nil, nil, fmt.Errorf("create CA: %w", err)
+		return nil, nil, nil, fmt.Errorf("create %s: %w", spec.name, err)
 	}
 	if err := atomicfile.WriteFile(certPath, certPEM, 0o644); err != nil {
-		return nil, nil, nil, fmt.Errorf("create CA: %w", err)
+		return nil, nil, nil, fmt.Errorf("create %s: %w", spec.name, err)
 	}
-	cfg.Logger.Info("created cluster CA", "cert", certPath, "subject", cert.Subject.CommonName, "expires", cert.NotAfter.Format(time.DateOnly))
+	cfg.Logger.Info("created "+spec.name, "cert", certPath, "subject", cert.Subject.CommonName, "expires", cert.NotAfter.Format(time.DateOnly))
 	return cert, key, certPEM, nil
 }
 

@@ -31,11 +31,11 @@ import (
 //     controller manager's own credentials, and so does the hub's;
 //   - rules for resource.k8s.io (dynamic resource allocation) in
 //     system:node and system:kube-scheduler: the hub serves no such API;
-//   - the namespaced roles of namespace_policy.go (kube-system's leader
-//     locking and extension-apiserver-authentication-reader, the
-//     bootstrap-signer and token-cleaner ones): the hub's controllers
-//     take their one Lease as the controller manager, and it runs no
-//     extension API servers or bootstrap signer.
+//   - the namespaced roles of namespace_policy.go but
+//     extension-apiserver-authentication-reader (kube-system's leader
+//     locking, the bootstrap-signer and token-cleaner ones): the hub's
+//     controllers take their one Lease as the controller manager, and it
+//     runs no bootstrap signer.
 
 // Well-known names of the bootstrap policy.
 const (
@@ -587,4 +587,39 @@ func addBootstrapMetadata(m *metav1.ObjectMeta) {
 		m.Annotations = map[string]string{}
 	}
 	m.Annotations[rbacv1.AutoUpdateAnnotationKey] = "true"
+}
+
+// AuthenticationReaderRole is the kube-system Role that lets extension
+// API servers read the ConfigMap in which the hub publishes whom to
+// trust (extension-apiserver-authentication).
+const AuthenticationReaderRole = "extension-apiserver-authentication-reader"
+
+// Roles returns the bootstrap Roles, upstream's namespace_policy.go ones
+// the hub has a use for, labeled and annotated as ClusterRoles. The
+// caller owns the result.
+func Roles() []rbacv1.Role {
+	roles := []rbacv1.Role{{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: AuthenticationReaderRole},
+		Rules: rules(verbs("get", "list", "watch").groups("").resources("configmaps").
+			names("extension-apiserver-authentication")),
+	}}
+	for i := range roles {
+		addBootstrapMetadata(&roles[i].ObjectMeta)
+	}
+	return roles
+}
+
+// RoleBindings returns the bootstrap RoleBindings of Roles, as upstream's:
+// the controller manager and scheduler read the authentication ConfigMap.
+// The caller owns the result.
+func RoleBindings() []rbacv1.RoleBinding {
+	bindings := []rbacv1.RoleBinding{{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "system::" + AuthenticationReaderRole},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: AuthenticationReaderRole},
+		Subjects:   users(auth.ControllerManagerUser, auth.SchedulerUser),
+	}}
+	for i := range bindings {
+		addBootstrapMetadata(&bindings[i].ObjectMeta)
+	}
+	return bindings
 }
