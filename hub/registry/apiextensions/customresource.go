@@ -66,9 +66,7 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition) ([]apiserver
 			Encoding:      apiserver.EncodingJSON,
 			TypeConverter: tc,
 			Status:        rules.status != nil,
-			// A status write changes the status alone, as upstream's.
-			StatusKeepsMetadata: true,
-			Generation:          true,
+			Generation:    true,
 			// A schema's new defaults and pruned fields show on objects
 			// stored before, as upstream applies them on decode.
 			DefaultOnRead: true,
