@@ -120,7 +120,7 @@ func TestFailureCondition(t *testing.T) {
 		factory.Shutdown()
 	}()
 	rcs := client.CoreV1().ReplicationControllers("default")
-	wait.For(t, 10*time.Second, "failure condition", func() (bool, string) {
+	wait.For(t, 30*time.Second, "failure condition", func() (bool, string) {
 		rc, err := rcs.Get(context.Background(), "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -147,7 +147,7 @@ func TestFailureCondition(t *testing.T) {
 	if _, err := client.CoreV1().ReplicationControllers("default").Patch(context.Background(), "web", "application/merge-patch+json", []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	wait.For(t, 10*time.Second, "condition removed", func() (bool, string) {
+	wait.For(t, 30*time.Second, "condition removed", func() (bool, string) {
 		rc, err := rcs.Get(context.Background(), "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
