@@ -5,8 +5,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
-	"os"
-	"time"
 )
 
 // Files of the front proxy under Config.Dir, named as kubeadm names them.
@@ -51,15 +49,9 @@ type FrontProxy struct {
 // on the terms of Ensure: the CA is created only when neither of its
 // files exists.
 func EnsureFrontProxy(cfg Config) (*FrontProxy, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("pki config: %w", err)
-	}
-	now := time.Now
-	if cfg.Now != nil {
-		now = cfg.Now
-	}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create pki directory: %w", err)
+	now, err := prepare(cfg)
+	if err != nil {
+		return nil, err
 	}
 	ca, caKey, caPEM, err := ensureCA(cfg, now(), frontProxyCA)
 	if err != nil {

@@ -148,6 +148,22 @@ type PKI struct {
 	MeshSecret []byte
 }
 
+// prepare checks cfg and makes its directory, and returns its clock (the
+// wall clock when cfg.Now is nil): what Ensure and EnsureFrontProxy
+// both start with.
+func prepare(cfg Config) (func() time.Time, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("pki config: %w", err)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create pki directory: %w", err)
+	}
+	if cfg.Now != nil {
+		return cfg.Now, nil
+	}
+	return time.Now, nil
+}
+
 // Ensure loads the PKI in cfg.Dir, creating what is missing and reissuing a
 // leaf certificate that is unreadable, expiring, not signed by the CA, or (for
 // the serving certificate) names other than cfg.ServingNames. The CA is
@@ -156,15 +172,9 @@ type PKI struct {
 // The mesh secret (MeshSecretFile) is created when missing and kept when
 // present; one that cannot be read or has the wrong size is an error.
 func Ensure(cfg Config) (*PKI, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("pki config: %w", err)
-	}
-	now := time.Now
-	if cfg.Now != nil {
-		now = cfg.Now
-	}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create pki directory: %w", err)
+	now, err := prepare(cfg)
+	if err != nil {
+		return nil, err
 	}
 	ca, caKey, caPEM, err := ensureCA(cfg, now(), clusterCA)
 	if err != nil {

@@ -54,11 +54,7 @@ func mutatingPolicyRules(o options) *typed.Rules[*admissionregistrationv1.Mutati
 			typed.AgeColumn,
 		},
 		TableRow: func(p *admissionregistrationv1.MutatingAdmissionPolicy, now time.Time) []any {
-			kind := "<unset>"
-			if pk := p.Spec.ParamKind; pk != nil {
-				kind = pk.APIVersion + "/" + pk.Kind
-			}
-			return []any{p.Name, int64(len(p.Spec.Mutations)), kind, typed.Age(now, p.CreationTimestamp)}
+			return []any{p.Name, int64(len(p.Spec.Mutations)), paramKindCell(p.Spec.ParamKind), typed.Age(now, p.CreationTimestamp)}
 		},
 	}
 }

@@ -49,13 +49,18 @@ func policyRules(o options) *typed.Rules[*admissionregistrationv1.ValidatingAdmi
 			typed.AgeColumn,
 		},
 		TableRow: func(p *admissionregistrationv1.ValidatingAdmissionPolicy, now time.Time) []any {
-			kind := "<unset>"
-			if pk := p.Spec.ParamKind; pk != nil {
-				kind = pk.APIVersion + "/" + pk.Kind
-			}
-			return []any{p.Name, int64(len(p.Spec.Validations)), kind, typed.Age(now, p.CreationTimestamp)}
+			return []any{p.Name, int64(len(p.Spec.Validations)), paramKindCell(p.Spec.ParamKind), typed.Age(now, p.CreationTimestamp)}
 		},
 	}
+}
+
+// paramKindCell is a policy's PARAMKIND cell: apiVersion/kind, or
+// <unset>.
+func paramKindCell(pk *admissionregistrationv1.ParamKind) string {
+	if pk == nil {
+		return "<unset>"
+	}
+	return pk.APIVersion + "/" + pk.Kind
 }
 
 func bindingRules(o options) *typed.Rules[*admissionregistrationv1.ValidatingAdmissionPolicyBinding] {
