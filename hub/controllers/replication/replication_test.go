@@ -89,11 +89,14 @@ func TestFailureCondition(t *testing.T) {
 	client := fake.NewClientset(testRC(3))
 	var n atomic.Int32
 	client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if n.Add(1) > 2 {
+		i := n.Add(1)
+		if i > 2 {
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", fmt.Errorf("exceeded quota: condition-test, requested: pods=1, used: pods=2, limited: pods=2"))
 		}
 		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
-		p.Name = fmt.Sprintf("%s%d", p.GenerateName, n.Load()) // the fake does not generate names
+		// The fake does not generate names; creates run concurrently, so
+		// the name comes from this call's own count, not a later Load.
+		p.Name = fmt.Sprintf("%s%d", p.GenerateName, i)
 		return false, nil, nil
 	})
 	factory := informers.NewSharedInformerFactory(client, 0)
