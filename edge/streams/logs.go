@@ -69,6 +69,54 @@ func ParseLogOptions(open *wire.TunnelOpen, now time.Time) (LogOptions, error) {
 // instance stopped.
 const stopCheck = time.Second
 
+// openLog opens the log file of the container instance opt asks for
+// and returns it with its path and the instance's ID ("" for a previous
+// one). A container replaced while this looks (a restart removes the log
+// from two instances back) is looked up again, a few times at most.
+func (s *Server) openLog(ctx context.Context, open *wire.TunnelOpen, pod *Pod, opt *LogOptions) (*os.File, string, string, error) {
+	podName := pod.Spec.Name
+	for try := 0; ; try++ {
+		cs := pod.status(opt.Container)
+		var attempt int
+		var instance string
+		switch {
+		case opt.Previous && cs != nil:
+			// As kubelet: the previous instance is there even while the
+			// next one is being created.
+			attempt, opt.Follow = cs.Attempt-1, false
+		case cs == nil || cs.State == runtime.StateCreated:
+			return nil, "", "", refuse(wire.CodeBadRequest, "container %q in pod %q is waiting to start: ContainerCreating", opt.Container, podName)
+		default:
+			attempt, instance = cs.Attempt, cs.ID
+		}
+		path := s.cfg.Logs.LogPath(pod.ref(), opt.Container, attempt)
+		if attempt >= 0 {
+			f, err := os.Open(path)
+			if err == nil {
+				return f, path, instance, nil
+			}
+			if !errors.Is(err, os.ErrNotExist) {
+				return nil, "", "", fmt.Errorf("open log: %w", err)
+			}
+		}
+		if try < 2 && cs != nil {
+			// Did a restart replace the instance meanwhile?
+			again, err := s.findPod(ctx, open)
+			if err != nil {
+				return nil, "", "", err
+			}
+			if c := again.status(opt.Container); c != nil && c.ID != cs.ID {
+				pod = again
+				continue
+			}
+		}
+		if opt.Previous {
+			return nil, "", "", refuse(wire.CodeNotFound, "previous terminated container %q in pod %q not found", opt.Container, podName)
+		}
+		return nil, "", "", refuse(wire.CodeNotFound, "container %q in pod %q is not available", opt.Container, podName)
+	}
+}
+
 // maxLogLine bounds a log line the tunnel reads: longer ones are
 // skipped, as the reader of package logs does.
 const maxLogLine = logs.DefaultMaxLine
@@ -92,27 +140,9 @@ func (s *Server) Logs(ctx context.Context, open *wire.TunnelOpen) (func(wire.Tun
 	if pod.container(opt.Container) == nil {
 		return nil, refuse(wire.CodeBadRequest, "container %s is not valid for pod %s", opt.Container, podName)
 	}
-	cs := pod.status(opt.Container)
-	if cs == nil || cs.State == runtime.StateCreated {
-		return nil, refuse(wire.CodeBadRequest, "container %q in pod %q is waiting to start: ContainerCreating", opt.Container, podName)
-	}
-	attempt, instance := cs.Attempt, cs.ID
-	if opt.Previous {
-		attempt, instance, opt.Follow = cs.Attempt-1, "", false
-	}
-	path := s.cfg.Logs.LogPath(pod.ref(), opt.Container, attempt)
-	var f *os.File
-	if attempt >= 0 {
-		f, err = os.Open(path)
-	}
-	if f == nil {
-		if opt.Previous {
-			return nil, refuse(wire.CodeNotFound, "previous terminated container %q in pod %q not found", opt.Container, podName)
-		}
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("open log: %w", err)
-		}
-		return nil, refuse(wire.CodeNotFound, "container %q in pod %q is not available", opt.Container, podName)
+	f, path, instance, err := s.openLog(ctx, open, pod, &opt)
+	if err != nil {
+		return nil, err
 	}
 	ref := pod.ref()
 	// stopped reports whether the instance no longer runs: a follow

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -463,4 +464,66 @@ func TestMaxStreams(t *testing.T) {
 		_, err := e.start(open("logs", "web", "u1", "container", "c"))
 		return err == nil, fmt.Sprint(err)
 	})
+}
+
+// stalePods answers its first lookup with a snapshot taken earlier, as
+// a lookup racing a container's restart does.
+type stalePods struct {
+	streams.Pods
+	mu    sync.Mutex
+	stale *streams.Pod
+}
+
+func (s *stalePods) Pod(ctx context.Context, namespace, name string) (*streams.Pod, error) {
+	s.mu.Lock()
+	p := s.stale
+	s.stale = nil
+	s.mu.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	return s.Pods.Pod(ctx, namespace, name)
+}
+
+// TestPreviousLogAcrossRestart: kubectl logs --previous asked while a
+// restart replaces the container (and removes the log from two
+// instances back) reads the instance before the newest, not an error.
+func TestPreviousLogAcrossRestart(t *testing.T) {
+	var stale *stalePods
+	e := newEnv(t, nil, func(c *streams.Config) {
+		stale = &stalePods{Pods: c.Pods}
+		c.Pods = stale
+	})
+	ref := e.addPod("web", "u1")
+	ctx := context.Background()
+	e.writeLog(ref, "c", 0, t0, "zero\n")
+	restart := func(attempt int, line string) {
+		t.Helper()
+		if err := e.rt.Exit("u1", "c", 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.rt.StartContainer(ctx, ref, runtime.ContainerSpec{Name: "c", Image: "busybox"}, attempt); err != nil {
+			t.Fatal(err)
+		}
+		e.writeLog(ref, "c", attempt, t0.Add(time.Duration(attempt)*time.Hour), line)
+	}
+	restart(1, "one\n")
+	before, err := stale.Pods.Pod(ctx, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart(2, "two\n")
+	if err := os.Remove(e.logs.LogPath(ref, "c", 0)); err != nil { // as the runtime does on the restart
+		t.Fatal(err)
+	}
+	stale.mu.Lock()
+	stale.stale = before
+	stale.mu.Unlock()
+	hub, err := e.start(open("logs", "web", "u1", "container", "c", "previous", "true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, hub); got != "one\n" {
+		t.Errorf("previous log = %q, want the instance before the newest", got)
+	}
 }
