@@ -1,14 +1,11 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"reflect"
-	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -16,14 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	kjson "sigs.k8s.io/json"
 )
-
-// maxErrorBody bounds the text of a non-JSON error answer quoted in an
-// error, as client-go's REST client bounds it.
-const maxErrorBody = 2048
 
 // call sends h the AdmissionReview of r and acts on its answer: a
 // mutating webhook's patch replaces r.obj, and call reports whether that
@@ -75,57 +67,9 @@ func (d *Dispatcher) call(ctx context.Context, r *request, h *hook) (bool, error
 }
 
 // post posts body to h within h's timeout and returns the answer of a
-// 2xx status, at most MaxResponseBytes of it. Errors read as client-go's
-// REST client words them.
+// 2xx status, at most MaxResponseBytes of it.
 func (d *Dispatcher) post(ctx context.Context, h *hook, body []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, h.timeout)
-	defer cancel()
-	target := h.url
-	if deadline, ok := ctx.Deadline(); ok {
-		// Sent as client-go sends a request's timeout: rounded up to
-		// whole seconds.
-		t := time.Until(deadline)
-		if tr := t.Truncate(time.Second); tr != t {
-			t = tr + time.Second
-		}
-		target += "?timeout=" + t.String()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, */*")
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, d.cfg.MaxResponseBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(answer)) > d.cfg.MaxResponseBytes {
-		return nil, fmt.Errorf("the response of the webhook is larger than %d bytes", d.cfg.MaxResponseBytes)
-	}
-	if resp.StatusCode < http.StatusOK || resp.StatusCode > http.StatusPartialContent {
-		return nil, statusError(resp.StatusCode, answer)
-	}
-	return answer, nil
-}
-
-// statusError is the error of a webhook that answered code: the Status
-// it sent, or client-go's generic error quoting what it sent.
-func statusError(code int, body []byte) error {
-	if out, _, err := reviewDecoder.Decode(body, nil, nil); err == nil {
-		if st, ok := out.(*metav1.Status); ok && st.Status != metav1.StatusSuccess {
-			return apierrors.FromObject(st)
-		}
-	}
-	if len(body) > maxErrorBody {
-		body = body[:maxErrorBody]
-	}
-	return apierrors.NewGenericServerResponse(code, "POST", schema.GroupResource{}, "", string(body), 0, true)
+	return h.client.Post(ctx, h.timeout, body, d.cfg.MaxResponseBytes)
 }
 
 // denied is upstream's refusal of a webhook that did not allow the

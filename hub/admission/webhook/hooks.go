@@ -1,16 +1,8 @@
 package webhook
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"fmt"
-	"net"
-	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +13,8 @@ import (
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/outpost-mesh/outpost/hub/webhookclient"
 )
 
 // defaultTimeout is a webhook's timeout when its configuration sets none,
@@ -46,10 +40,9 @@ type hook struct {
 	sideEffects *admissionregistrationv1.SideEffectClass
 	versions    []string // admissionReviewVersions
 	timeout     time.Duration
-	// url is where the AdmissionReview is posted, without the timeout
-	// parameter; client posts it, or clientErr says why it cannot.
-	url       string
-	client    *http.Client
+	// client posts the AdmissionReview, or clientErr says why it
+	// cannot.
+	client    *webhookclient.Client
 	clientErr error
 }
 
@@ -62,7 +55,7 @@ type configHooks struct {
 func (c *configHooks) close() {
 	for _, h := range c.hooks {
 		if h.client != nil {
-			h.client.CloseIdleConnections()
+			h.client.Close()
 		}
 	}
 }
@@ -174,7 +167,7 @@ func (d *Dispatcher) compile(mutating bool, config, name string, cc admissionreg
 			plugincel.OptionalVariableDeclarations{HasParams: false, HasAuthorizer: true},
 			environment.StoredExpressions), fp, "webhook", kind, name)
 	}
-	h.url, h.client, h.clientErr = d.newClient(cc)
+	h.client, h.clientErr = d.newClient(cc)
 	return h
 }
 
@@ -187,55 +180,16 @@ func selector(s *metav1.LabelSelector) (labels.Selector, error) {
 	return metav1.LabelSelectorAsSelector(s)
 }
 
-// newClient returns the URL and the client of a webhook: for a url, a
-// client that trusts caBundle (or the system's roots without one); for a
-// service, one that dials through DialService and verifies the server
-// name NAME.NAMESPACE.svc, as upstream's client manager builds them.
-func (d *Dispatcher) newClient(cc admissionregistrationv1.WebhookClientConfig) (string, *http.Client, error) {
-	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
-	if len(cc.CABundle) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(cc.CABundle) {
-			return "", nil, errors.New("unable to load root certificates: unable to parse bytes as PEM block")
-		}
-		tlsConfig.RootCAs = pool
+// newClient returns the URL and the client of a webhook (see package
+// webhookclient).
+func (d *Dispatcher) newClient(cc admissionregistrationv1.WebhookClientConfig) (*webhookclient.Client, error) {
+	cfg := webhookclient.Config{URL: cc.URL, CABundle: cc.CABundle}
+	if s := cc.Service; s != nil {
+		cfg.Service = &webhookclient.Service{Namespace: s.Namespace, Name: s.Name, Path: s.Path, Port: s.Port}
 	}
-	tr := &http.Transport{
-		TLSClientConfig:     tlsConfig,
-		MaxIdleConnsPerHost: 4,
-		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: 10 * time.Second,
+	var dial webhookclient.DialService
+	if d.cfg.DialService != nil {
+		dial = d.cfg.DialService
 	}
-	var target string
-	switch {
-	case cc.Service != nil:
-		s := cc.Service
-		port := int32(443)
-		if s.Port != nil {
-			port = *s.Port
-		}
-		serverName := s.Name + "." + s.Namespace + ".svc"
-		tlsConfig.ServerName = serverName
-		u := url.URL{Scheme: "https", Host: net.JoinHostPort(serverName, strconv.Itoa(int(port)))}
-		if s.Path != nil {
-			u.Path = *s.Path
-		}
-		target = u.String()
-		dial := d.cfg.DialService
-		if dial == nil {
-			return target, nil, errors.New("service webhooks are not served")
-		}
-		ns, name := s.Namespace, s.Name
-		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx, ns, name, port) }
-	case cc.URL != nil:
-		u, err := url.Parse(*cc.URL)
-		if err != nil {
-			return "", nil, fmt.Errorf("Unparsable URL: %v", err)
-		}
-		target = u.String()
-		tr.Proxy = nil
-	default:
-		return "", nil, errors.New("webhook configuration must have either service or URL")
-	}
-	return target, &http.Client{Transport: tr}, nil
+	return webhookclient.New(cfg, dial)
 }
