@@ -80,7 +80,11 @@ func (res *resourceInfo) decode(kv store.KeyValue) (runtime.Object, error) {
 		return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 	}
 	if c := res.Conversion; c != nil && c.FromStorage != nil {
-		obj.GetObjectKind().SetGroupVersionKind(gvk)
+		// An unstructured object says the version it was stored at,
+		// which may be an earlier storage version; a Go type's is gvk.
+		if u, ok := obj.(*unstructured.Unstructured); !ok || u.GetAPIVersion() == "" {
+			obj.GetObjectKind().SetGroupVersionKind(gvk)
+		}
 		conv, err := c.FromStorage(obj)
 		if err != nil {
 			return nil, fmt.Errorf("convert %s from %s: %w", kv.Key, gvk.GroupVersion(), err)
@@ -158,7 +162,9 @@ func (res *resourceInfo) toStorage(obj runtime.Object) (runtime.Object, error) {
 func (s *Server) checkConversion(ri *resourceInfo, c *Conversion) error {
 	typed := ri.Encoding != EncodingJSON
 	switch {
-	case c.StorageVersion == "" || c.StorageVersion == ri.GroupVersion.Version:
+	case c.StorageVersion == "" || c.StorageVersion == ri.GroupVersion.Version && (typed || c.ToStorage == nil):
+		// (An EncodingJSON resource stored at its own version may still
+		// convert the objects stored at an earlier one.)
 		return fmt.Errorf("apiserver: resource %s: conversion to storage version %q", ri.gvr, c.StorageVersion)
 	case (c.ToStorage == nil) != (c.FromStorage == nil):
 		return fmt.Errorf("apiserver: resource %s: a conversion needs both ToStorage and FromStorage, or neither", ri.gvr)

@@ -99,7 +99,11 @@ type Subresource struct {
 // store with FromStorage and every object it writes with ToStorage, so
 // that the rules, admission and clients see only the resource's own
 // version. The stored version is served by a Resource of its own, whose
-// objects share the resource's store keys (same group and plural).
+// objects share the resource's store keys (same group and plural). An
+// EncodingJSON resource may name its own version as StorageVersion, with
+// functions that convert the objects stored at other versions (a
+// CustomResourceDefinition's earlier storage versions); FromStorage sees
+// an unstructured object at the version it was stored at.
 type Conversion struct {
 	// StorageVersion is the version objects are stored at.
 	StorageVersion string

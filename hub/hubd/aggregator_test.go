@@ -69,7 +69,7 @@ func startAggregatorHub(t *testing.T, podAddr string) (*apiHandler, *apiserver.S
 	h := newAPIHandler(st, x509.NewCertPool(), log, api, spec, http.NotFoundHandler())
 	var ps parts
 	t.Cleanup(ps.stop) // before api.Shutdown and the store's Close
-	customizing, err := startCustomResources(ctx, &ps, h, api, spec, log)
+	customizing, err := startCustomResources(ctx, &ps, h, api, spec, serviceDialer{st: st}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

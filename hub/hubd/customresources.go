@@ -23,6 +23,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/apiserver/openapi"
 	"github.com/outpost-mesh/outpost/hub/registry/apiextensions"
+	"github.com/outpost-mesh/outpost/hub/webhookclient"
 )
 
 // customResources serves the custom resources of the
@@ -33,6 +34,8 @@ import (
 // them first). Discovery follows at once.
 type customResources struct {
 	api *apiserver.Server
+	// dial reaches the Services of conversion webhooks.
+	dial webhookclient.DialService
 	// crds writes the definitions' Established condition.
 	crds apiextensionsclientv1.CustomResourceDefinitionInterface
 	docs *openapiDocs
@@ -62,12 +65,12 @@ type servedCRD struct {
 // served (or fails after rbacSyncTimeout), before the hub serves anyone
 // but system:masters, so that a restarted hub answers for its custom
 // resources from its first request.
-func startCustomResources(ctx context.Context, parts *parts, handler *apiHandler, api *apiserver.Server, docs *openapiDocs, log *slog.Logger) (*part, error) {
+func startCustomResources(ctx context.Context, parts *parts, handler *apiHandler, api *apiserver.Server, docs *openapiDocs, dial serviceDialer, log *slog.Logger) (*part, error) {
 	c, err := inprocAllClientsAs(handler, hubUser, "outpost-hub/customresources", log)
 	if err != nil {
 		return nil, err
 	}
-	cr := &customResources{api: api, crds: c.Extensions.ApiextensionsV1().CustomResourceDefinitions(), docs: docs, static: api.OpenAPIKinds(), log: log.With("component", "customresources"),
+	cr := &customResources{api: api, dial: dial.DialService, crds: c.Extensions.ApiextensionsV1().CustomResourceDefinitions(), docs: docs, static: api.OpenAPIKinds(), log: log.With("component", "customresources"),
 		served: map[string]servedCRD{}, kinds: map[string][]openapi.Kind{}}
 	f := apiextensionsinformers.NewSharedInformerFactory(c.Extensions, 0)
 	inf := f.Apiextensions().V1().CustomResourceDefinitions().Informer()
@@ -116,7 +119,7 @@ func (c *customResources) sync(obj any) {
 		c.establish(crd) // served already; a failed write is tried again
 		return
 	}
-	rs, err := apiextensions.CustomResources(crd)
+	rs, err := apiextensions.CustomResources(crd, c.dial)
 	if err == nil {
 		err = c.api.SetResources(crd.Name, rs)
 	}

@@ -389,7 +389,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	customizing, err := startCustomResources(ctx, &parts, handler, api, spec, log)
+	customizing, err := startCustomResources(ctx, &parts, handler, api, spec, serviceDialer{st: st, pods: podStreams}, log)
 	if err != nil {
 		return err
 	}

@@ -150,7 +150,7 @@ func condition(c clients, name string, typ apiextensionsv1.CustomResourceDefinit
 // held by finalizers waited for, and then the CRD goes.
 func TestNamesAndFinalize(t *testing.T) {
 	widgets := widgetCRD("widgets", "Widget", true)
-	rs, err := apiextensions.CustomResources(widgets)
+	rs, err := apiextensions.CustomResources(widgets, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

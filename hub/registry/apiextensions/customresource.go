@@ -23,17 +23,20 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/outpost-mesh/outpost/hub/apiserver"
+	"github.com/outpost-mesh/outpost/hub/webhookclient"
 )
 
 // CustomResources returns the resources that serve crd's custom
 // resources: one per served version, each of *unstructured.Unstructured
-// objects kept as JSON at the storage version (conversion None), with the
+// objects kept as JSON at the storage version (converted by the CRD's
+// conversion webhook, reached through dial for a Service, or under
+// strategy None by their apiVersion alone), with the
 // version's schema (validation, CEL rules, defaults, pruning), status and
 // scale subresources, printer columns and selectable fields. Names are
 // crd's status.acceptedNames, or its spec.names while none are accepted.
 // It fails on a CRD that validation would refuse: no storage version or a
 // schema that is not structural.
-func CustomResources(crd *apiextensionsv1.CustomResourceDefinition) ([]apiserver.Resource, error) {
+func CustomResources(crd *apiextensionsv1.CustomResourceDefinition, dial webhookclient.DialService) ([]apiserver.Resource, error) {
 	storage := storageVersion(crd)
 	if storage == "" {
 		return nil, fmt.Errorf("customresourcedefinition %s has no storage version", crd.Name)
@@ -42,6 +45,10 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition) ([]apiserver
 	tc, err := typeConverter(crd)
 	if err != nil {
 		return nil, fmt.Errorf("customresourcedefinition %s: %w", crd.Name, err)
+	}
+	var webhook *webhookConverter
+	if c := crd.Spec.Conversion; c != nil && c.Strategy == apiextensionsv1.WebhookConverter {
+		webhook = newWebhookConverter(crd, dial)
 	}
 	var out []apiserver.Resource
 	for i := range crd.Spec.Versions {
@@ -73,7 +80,12 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition) ([]apiserver
 			Scale:         scaleRules(rules.scale),
 			Rules:         rules,
 		}
-		if v.Name != storage {
+		switch {
+		case webhook != nil:
+			// The storage version's resource too: objects stored at an
+			// earlier storage version are converted as they are read.
+			res.Conversion = webhook.conversion(res.GroupVersion, storage)
+		case v.Name != storage:
 			res.Conversion = &apiserver.Conversion{StorageVersion: storage}
 		}
 		out = append(out, res)

@@ -23,7 +23,7 @@ func servedWidgets(t *testing.T) *testServer {
 	t.Helper()
 	crd := widgetCRD()
 	apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(crd)
-	rs, err := apiextensions.CustomResources(crd)
+	rs, err := apiextensions.CustomResources(crd, nil)
 	if err != nil {
 		t.Fatalf("CustomResources: %v", err)
 	}
@@ -181,7 +181,7 @@ func TestCustomResourcesVersions(t *testing.T) {
 	off.Name, off.Served = "v1alpha1", false
 	crd.Spec.Versions = append(crd.Spec.Versions, beta, off)
 	crd.Status.AcceptedNames = apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList", ShortNames: []string{"w"}}
-	rs, err := apiextensions.CustomResources(crd)
+	rs, err := apiextensions.CustomResources(crd, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestCustomResourcesVersions(t *testing.T) {
 
 	bad := widgetCRD()
 	bad.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = apiextensionsv1.JSONSchemaProps{Properties: map[string]apiextensionsv1.JSONSchemaProps{"a": {Type: "string"}}}
-	if _, err := apiextensions.CustomResources(bad); err == nil || !strings.Contains(err.Error(), "structural") {
+	if _, err := apiextensions.CustomResources(bad, nil); err == nil || !strings.Contains(err.Error(), "structural") {
 		t.Errorf("CustomResources(non-structural) = %v, want a structural schema error", err)
 	}
 }
@@ -215,7 +215,7 @@ func TestCustomResourceDefaultsOnRead(t *testing.T) {
 	apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(crd)
 	setSchema := func(crd *apiextensionsv1.CustomResourceDefinition) {
 		t.Helper()
-		rs, err := apiextensions.CustomResources(crd)
+		rs, err := apiextensions.CustomResources(crd, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
