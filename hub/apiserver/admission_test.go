@@ -132,7 +132,8 @@ func TestAdmission(t *testing.T) {
 	}
 
 	// A status update is admitted as what will be stored: the stored
-	// object with the new status, not the labels the request carried.
+	// spec with the new status and, as upstream's namespace status
+	// strategy, the metadata the request carried.
 	ns, err := cs.CoreV1().Namespaces().Get(ctx, "ns1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -143,11 +144,12 @@ func TestAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	a = one("update status", Update, grNamespaces, "status", "", "ns1", true)
-	if got := a.Object.(*corev1.Namespace); got.Labels["through"] != "" || got.Status.Phase != corev1.NamespaceActive {
-		t.Errorf("update status: admitted labels %v phase %q, want no labels and phase Active", got.Labels, got.Status.Phase)
+	if got := a.Object.(*corev1.Namespace); got.Labels["through"] != "status" || got.Status.Phase != corev1.NamespaceActive {
+		t.Errorf("update status: admitted labels %v phase %q, want the new label and phase Active", got.Labels, got.Status.Phase)
 	}
-	if _, err := cs.CoreV1().Namespaces().Patch(ctx, "ns1", types.MergePatchType, []byte(`{"metadata":{"labels":{"deny":"yes"}}}`), metav1.PatchOptions{}, "status"); err != nil {
-		t.Errorf("patch of status with a label: %v, want the label ignored and the patch admitted", err)
+	_, err = cs.CoreV1().Namespaces().Patch(ctx, "ns1", types.MergePatchType, []byte(`{"metadata":{"labels":{"deny":"yes"}}}`), metav1.PatchOptions{}, "status")
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "denied by the test") {
+		t.Errorf("patch of status with a label the admission refuses: %v, want the admission's Forbidden", err)
 	}
 	one("patch status", Update, grNamespaces, "status", "", "ns1", true)
 

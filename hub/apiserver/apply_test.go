@@ -251,10 +251,11 @@ func TestApply(t *testing.T) {
 }
 
 // TestApplyStatus: an apply to the status subresource changes status
-// only, recorded with the subresource; it does not create.
+// and metadata (as upstream's namespace status strategy, which resets the
+// spec alone), recorded with the subresource; it does not create.
 func TestApplyStatus(t *testing.T) {
 	h := startApplyServer(t)
-	body := `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"ns1","labels":{"ignored":"x"}},"spec":{"finalizers":["example.com/f"]},"status":{"phase":"Active"}}`
+	body := `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"ns1","labels":{"applied":"x"}},"spec":{"finalizers":["example.com/f"]},"status":{"phase":"Active"}}`
 	if code, resp := h.do(t, "PATCH", "/api/v1/namespaces/ns1/status?fieldManager=st", applyType, body); code != 200 {
 		t.Fatalf("status apply = %d %s", code, resp)
 	}
@@ -262,11 +263,11 @@ func TestApplyStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ns.Status.Phase != corev1.NamespaceActive || len(ns.Spec.Finalizers) != 0 || ns.Labels["ignored"] != "" {
-		t.Fatalf("after a status apply: %+v, want the phase only", ns)
+	if ns.Status.Phase != corev1.NamespaceActive || len(ns.Spec.Finalizers) != 0 || ns.Labels["applied"] != "x" {
+		t.Fatalf("after a status apply: %+v, want the phase and the label, not the spec", ns)
 	}
-	if got := managers(t, ns.ManagedFields); len(got) != 1 || got["st/Apply/status"] != `{"f:status":{"f:phase":{}}}` {
-		t.Fatalf("after a status apply: managedFields %v, want st's apply of status.phase", got)
+	if got := managers(t, ns.ManagedFields); len(got) != 1 || got["st/Apply/status"] != `{"f:metadata":{"f:labels":{"f:applied":{}}},"f:status":{"f:phase":{}}}` {
+		t.Fatalf("after a status apply: managedFields %v, want st's apply of the label and status.phase", got)
 	}
 	if code, resp := h.do(t, "PATCH", "/api/v1/namespaces/nope/status?fieldManager=st", applyType, strings.ReplaceAll(body, `"ns1"`, `"nope"`)); code != 404 {
 		t.Fatalf("status apply of a missing namespace = %d %s, want 404", code, resp)

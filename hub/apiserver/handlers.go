@@ -511,11 +511,18 @@ func (s *Server) prepareUpdate(res *resourceInfo, obj, old runtime.Object, kind 
 		fm.SetResourceVersion(m.GetResourceVersion())
 		replaceObject(obj, fresh)
 	} else if kind == updateStatus {
-		// Only status changes: everything else is the stored object's.
+		// Status changes, and metadata unless the resource keeps it:
+		// everything else is the stored object's.
 		fresh := old.DeepCopyObject()
 		copyStatus(fresh, obj)
 		fm, _ := meta.Accessor(fresh)
 		fm.SetResourceVersion(m.GetResourceVersion())
+		if !res.StatusKeepsMetadata {
+			fm.SetLabels(m.GetLabels())
+			fm.SetAnnotations(m.GetAnnotations())
+			fm.SetOwnerReferences(m.GetOwnerReferences())
+			fm.SetFinalizers(m.GetFinalizers())
+		}
 		replaceObject(obj, fresh)
 		if sp, ok := res.Rules.(StatusPreparer); ok {
 			sp.PrepareForStatusUpdate(obj, old)

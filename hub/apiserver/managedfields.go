@@ -93,14 +93,19 @@ func (t *fieldTracker) manager(subresource string) (*managedfields.FieldManager,
 	}
 	// Fields a write of the subresource cannot change are not its
 	// manager's, as upstream's strategies declare with their reset
-	// fields: status for the main resource, all but status for status.
+	// fields: status for the main resource; for status all but status
+	// and metadata, or all but status where status writes keep the
+	// metadata (see Resource.StatusKeepsMetadata).
 	var reset map[fieldpath.APIVersion]fieldpath.Filter
 	apiVersion := fieldpath.APIVersion(t.res.GroupVersion.String())
 	switch {
 	case subresource == "" && t.res.Status:
 		reset = map[fieldpath.APIVersion]fieldpath.Filter{apiVersion: fieldpath.NewExcludeSetFilter(fieldpath.NewSet(fieldpath.MakePathOrDie("status")))}
-	case subresource == "status":
+	case subresource == "status" && t.res.StatusKeepsMetadata:
 		reset = map[fieldpath.APIVersion]fieldpath.Filter{apiVersion: fieldpath.NewIncludeMatcherFilter(fieldpath.MakePrefixMatcherOrDie("status"))}
+	case subresource == "status":
+		reset = map[fieldpath.APIVersion]fieldpath.Filter{apiVersion: fieldpath.NewIncludeMatcherFilter(
+			fieldpath.MakePrefixMatcherOrDie("status"), fieldpath.MakePrefixMatcherOrDie("metadata"))}
 	}
 	newManager := managedfields.NewDefaultFieldManager
 	if t.res.Encoding == EncodingJSON {

@@ -39,10 +39,16 @@ type Resource struct {
 	// for EncodingProtobuf, and one deduced from each object for
 	// EncodingJSON (as upstream for custom resources without a schema).
 	TypeConverter managedfields.TypeConverter
-	// Status serves the status subresource: PUT and PATCH there change only
-	// the object's Status field, and updates of the main resource keep the
+	// Status serves the status subresource: PUT and PATCH there change the
+	// object's Status field and its labels, annotations, owner references
+	// and finalizers (as upstream's built-in status strategies, which
+	// reset only the spec), and updates of the main resource keep the
 	// stored Status.
 	Status bool
+	// StatusKeepsMetadata makes status updates keep the stored metadata
+	// too, changing the Status field alone, as upstream's status strategies
+	// of custom resources and of flowcontrol objects do.
+	StatusKeepsMetadata bool
 	// Generation makes metadata.generation count changes of everything but
 	// metadata and status (1 on create), as upstream does for workloads.
 	Generation bool

@@ -132,22 +132,34 @@ func TestNodeRestriction(t *testing.T) {
 		}
 	}
 
-	// Its status, by PATCH and PUT: the status is written, and what came
-	// with it is not.
+	// Its status, by PATCH and PUT: the status is written and the spec
+	// that came with it is not; metadata changes through status, as
+	// upstream's node status strategy lets it, so NodeRestriction refuses
+	// what it refuses on the Node.
 	_, err = node.CoreV1().Nodes().Patch(ctx, "edge-a", types.MergePatchType, []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}},`+
-		`"spec":{"taints":null,"podCIDR":"10.244.9.0/24"},"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady"}]}}`), metav1.PatchOptions{}, "status")
+		`"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady"}]}}`), metav1.PatchOptions{}, "status")
+	mustForbid("PATCH status with a control-plane label", err, "modify labels: node-role.kubernetes.io/control-plane")
+	_, err = node.CoreV1().Nodes().Patch(ctx, "edge-a", types.MergePatchType, []byte(`{"spec":{"taints":null,"podCIDR":"10.244.9.0/24"},`+
+		`"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady"}]}}`), metav1.PatchOptions{}, "status")
 	if err != nil {
-		t.Errorf("PATCH status with labels and spec: %v", err)
+		t.Errorf("PATCH status with spec: %v", err)
 	}
 	own := stored()
 	if len(own.Status.Conditions) != 1 || own.Status.Conditions[0].Reason != "KubeletReady" {
 		t.Errorf("status after PATCH of status = %+v, want the Ready condition", own.Status)
 	}
-	own.Labels[auth.SiteLabel] = "store-2"
-	own.Spec.Taints, own.Spec.ProviderID, own.OwnerReferences = nil, "outpost://edge-b", []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "edge-b", UID: edgeB.UID}}
+	put := own.DeepCopy()
+	put.Labels[auth.SiteLabel] = "store-2"
+	_, err = node.CoreV1().Nodes().UpdateStatus(ctx, put, metav1.UpdateOptions{})
+	mustForbid("PUT status moving the site", err, "modify labels: "+auth.SiteLabel)
+	put = own.DeepCopy()
+	put.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "edge-b", UID: edgeB.UID}}
+	_, err = node.CoreV1().Nodes().UpdateStatus(ctx, put, metav1.UpdateOptions{})
+	mustForbid("PUT status with an owner", err, "modify ownerReferences")
+	own.Spec.Taints, own.Spec.ProviderID = nil, "outpost://edge-b"
 	own.Status.Conditions[0].Message = "put"
 	if _, err := node.CoreV1().Nodes().UpdateStatus(ctx, own, metav1.UpdateOptions{}); err != nil {
-		t.Errorf("PUT status with labels and spec: %v", err)
+		t.Errorf("PUT status with spec: %v", err)
 	}
 	after := stored()
 	if len(after.Status.Conditions) != 1 || after.Status.Conditions[0].Message != "put" {
@@ -156,7 +168,7 @@ func TestNodeRestriction(t *testing.T) {
 	_, controlPlane := after.Labels["node-role.kubernetes.io/control-plane"]
 	if after.Labels[auth.SiteLabel] != "store-1" || controlPlane || len(after.Spec.Taints) != 1 ||
 		after.Spec.PodCIDR != "" || after.Spec.ProviderID != "" || len(after.OwnerReferences) != 0 {
-		t.Errorf("Node after status writes carrying labels and spec = %+v %+v, want only the status changed", after.ObjectMeta, after.Spec)
+		t.Errorf("Node after status writes carrying spec = %+v %+v, want only the status changed", after.ObjectMeta, after.Spec)
 	}
 
 	// What kubelet may set, and labels outside Kubernetes' namespaces.

@@ -256,18 +256,25 @@ func (g *syncGlue) ApplyStatus(ctx context.Context, node string, it wire.StatusI
 
 // podStatus replaces the status of the pod at key with pod's, if the pod
 // there is still the one the node reported on (same UID). It sends only
-// the pod's identity and status, unconditionally but for the UID
-// precondition, as kubelet's status manager patches: the hub keeps the
-// rest of the stored pod, so there is nothing to read first.
+// the pod's status, in a JSON patch that replaces it whole and sets the
+// UID, which the API takes as a precondition, unconditionally but for
+// that, as kubelet's status manager patches: the hub keeps the rest of
+// the stored pod (a status write may change metadata, so a PUT of the
+// status alone would clear the pod's labels), and there is nothing to
+// read first.
 func (g *syncGlue) podStatus(ctx context.Context, key wire.Key, pod *corev1.Pod) error {
 	pods := g.api.CoreV1().Pods(key.Namespace)
-	upd := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, UID: pod.UID},
-		Status:     pod.Status,
+	ops := []map[string]any{{"op": "replace", "path": "/status", "value": pod.Status}}
+	if pod.UID != "" {
+		ops = append(ops, map[string]any{"op": "replace", "path": "/metadata/uid", "value": pod.UID})
 	}
-	// As UpdateStatus, without decoding the answer, which nobody reads.
-	err := g.api.CoreV1().RESTClient().Put().Namespace(key.Namespace).Resource("pods").Name(key.Name).
-		SubResource("status").Body(upd).Do(ctx).Error()
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	// As Patch, without decoding the answer, which nobody reads.
+	err = g.api.CoreV1().RESTClient().Patch(types.JSONPatchType).Namespace(key.Namespace).Resource("pods").Name(key.Name).
+		SubResource("status").Body(patch).Do(ctx).Error()
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil // deleted meanwhile: nothing to report on

@@ -69,9 +69,10 @@ func Resources(opts ...Option) []apiserver.Resource {
 		{
 			GroupVersion: gv, Kind: "ValidatingAdmissionPolicy", Plural: "validatingadmissionpolicies", Singular: "validatingadmissionpolicy",
 			Categories: []string{"api-extensions"}, AddToScheme: add, Generation: true, Status: true,
-			New:     func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicy{} },
-			NewList: func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyList{} },
-			Rules:   policyRules(o),
+			StatusKeepsMetadata: true, // as upstream's status strategy
+			New:                 func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicy{} },
+			NewList:             func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyList{} },
+			Rules:               policyRules(o),
 		},
 		{
 			GroupVersion: gv, Kind: "ValidatingAdmissionPolicyBinding", Plural: "validatingadmissionpolicybindings", Singular: "validatingadmissionpolicybinding",

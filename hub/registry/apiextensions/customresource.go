@@ -73,7 +73,9 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition, dial webhook
 			Encoding:      apiserver.EncodingJSON,
 			TypeConverter: tc,
 			Status:        rules.status != nil,
-			Generation:    true,
+			// A status write changes the status alone, as upstream's.
+			StatusKeepsMetadata: true,
+			Generation:          true,
 			// A schema's new defaults and pruned fields show on objects
 			// stored before, as upstream applies them on decode.
 			DefaultOnRead: true,

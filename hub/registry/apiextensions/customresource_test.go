@@ -88,8 +88,10 @@ func TestCustomResourceSchema(t *testing.T) {
 		t.Errorf("change the color = %v, want color is immutable", err)
 	}
 
-	// Status: an update keeps it; the status subresource changes only it,
-	// pruned and checked by the schema.
+	// Status: an update keeps it; the status subresource changes only it
+	// (not even labels, as upstream's status strategy of custom
+	// resources), pruned and checked by the schema.
+	w.SetLabels(map[string]string{"through": "status"})
 	unstructured.SetNestedField(w.Object, "blue", "spec", "color")
 	unstructured.SetNestedField(w.Object, int64(4), "spec", "replicas")
 	unstructured.SetNestedField(w.Object, map[string]interface{}{"replicas": int64(4), "phase": "Running", "junk": "x", "selector": "app=w1"}, "status")
@@ -98,8 +100,8 @@ func TestCustomResourceSchema(t *testing.T) {
 		t.Fatalf("update status: %v", err)
 	}
 	status, _, _ := unstructured.NestedMap(st.Object, "status")
-	if r, _, _ := unstructured.NestedInt64(st.Object, "spec", "replicas"); r != 3 || !reflect.DeepEqual(status, map[string]interface{}{"replicas": int64(4), "phase": "Running", "selector": "app=w1"}) {
-		t.Errorf("status update: spec.replicas %d status %v; want 3 and the status without junk", r, status)
+	if r, _, _ := unstructured.NestedInt64(st.Object, "spec", "replicas"); r != 3 || !reflect.DeepEqual(status, map[string]interface{}{"replicas": int64(4), "phase": "Running", "selector": "app=w1"}) || len(st.GetLabels()) != 0 {
+		t.Errorf("status update: spec.replicas %d status %v labels %v; want 3, the status without junk, no labels", r, status, st.GetLabels())
 	}
 	unstructured.SetNestedField(st.Object, "four", "status", "replicas")
 	_, err = widgets.UpdateStatus(ctx, st, metav1.UpdateOptions{})

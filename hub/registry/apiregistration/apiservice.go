@@ -59,6 +59,9 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 		NewList:      func() runtime.Object { return &apiregistrationv1.APIServiceList{} },
 		AddToScheme:  apiregistrationv1.AddToScheme,
 		Status:       true,
+		// Upstream's status strategy keeps labels, annotations,
+		// finalizers and owners.
+		StatusKeepsMetadata: true,
 		// The machinery's default is k8s.io/api's, which lacks
 		// apiregistration's types.
 		TypeConverter: typeConverter(),

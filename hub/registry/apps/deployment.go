@@ -27,6 +27,8 @@ func deploymentRules(now func() time.Time) *typed.Rules[*appsv1.Deployment] {
 		Check:         validateDeployment,
 		CheckUpdate:   validateDeploymentUpdate,
 		CheckStatus:   validateDeploymentStatus,
+		// As upstream, a status write may not change the labels.
+		PrepareStatus: func(d, old *appsv1.Deployment) { d.Labels = old.Labels },
 		TableColumns:  deploymentColumns(),
 		TableRow:      deploymentRow,
 	}

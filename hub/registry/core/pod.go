@@ -45,6 +45,9 @@ func podResource(now func() time.Time) apiserver.Resource {
 			TableColumns:  podColumns,
 			TableRow:      podRow,
 			CheckStatus:   validatePodStatusUpdate,
+			// As upstream, a status write may not change the owners:
+			// old kubelets corrupt them.
+			PrepareStatus: func(p, old *corev1.Pod) { p.OwnerReferences = old.OwnerReferences },
 		}},
 	}
 }

@@ -65,7 +65,9 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 			NewList:      func() runtime.Object { return &storagev1.VolumeAttachmentList{} },
 			AddToScheme:  storagev1.AddToScheme,
 			Status:       true,
-			Rules:        volumeAttachmentRules(now),
+			// Upstream's status strategy resets the metadata.
+			StatusKeepsMetadata: true,
+			Rules:               volumeAttachmentRules(now),
 		},
 	}
 }

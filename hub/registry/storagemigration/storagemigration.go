@@ -43,6 +43,8 @@ func ResourcesWithClock(now func() time.Time) []apiserver.Resource {
 		NewList:      func() runtime.Object { return &svmv1.StorageVersionMigrationList{} },
 		AddToScheme:  svmv1.AddToScheme,
 		Status:       true,
+		// Upstream's status strategy resets the metadata.
+		StatusKeepsMetadata: true,
 		Rules: &typed.Rules[*svmv1.StorageVersionMigration]{
 			Now:           now,
 			PrepareCreate: func(m *svmv1.StorageVersionMigration) { m.Status = svmv1.StorageVersionMigrationStatus{} },

@@ -36,8 +36,8 @@ type Rules[T runtime.Object] struct {
 	// resource (apiserver.Rules).
 	Check       func(T) field.ErrorList
 	CheckUpdate func(obj, old T) field.ErrorList
-	// PrepareStatus restores what a status update may not change
-	// within the status (apiserver.StatusPreparer); nil changes nothing.
+	// PrepareStatus restores what a status update may not change in the
+	// status or metadata (apiserver.StatusPreparer); nil changes nothing.
 	PrepareStatus func(obj, old T)
 	// CheckStatus validates a status update; nil accepts any status
 	// (apiserver.StatusValidator).
