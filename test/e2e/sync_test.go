@@ -502,9 +502,14 @@ func TestSyncHubKilled(t *testing.T) {
 		e := edges[n]
 		line := e.waitConnects(sessions[n], 45*time.Second)
 		after := logTime(t, line).Sub(hubBack)
+		// The old session's end is the first after the kill: later ones
+		// are redials that failed while the hub was still starting.
 		why := "?"
-		if ended := e.logLines(logEnded); len(ended) > 0 {
-			why = logField(ended[len(ended)-1], "err")
+		for _, l := range e.logLines(logEnded) {
+			if logTime(t, l).After(killedAt) {
+				why = logField(l, "err")
+				break
+			}
 		}
 		f.logf("%s reconnected %.1fs after the hub was ready (inventory=%s); its old session ended with: %s",
 			n, after.Seconds(), logField(line, "inventory"), why)
