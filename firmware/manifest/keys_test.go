@@ -2,8 +2,8 @@ package manifest
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
