@@ -9,12 +9,15 @@ import (
 	"os"
 )
 
-// ChunkCount returns how many chunks c has: Size/ChunkSize rounded up.
+// ChunkCount returns how many chunks c has: Size/ChunkSize rounded up, 0
+// for a component without a positive size and chunk size. A count over
+// MaxChunks, which no valid component has, is returned as MaxChunks+1, so
+// the int never overflows on 32-bit nodes.
 func (c *Component) ChunkCount() int {
 	if c.Size <= 0 || c.ChunkSize <= 0 {
 		return 0
 	}
-	return int((c.Size-1)/c.ChunkSize + 1)
+	return int(min((c.Size-1)/c.ChunkSize+1, MaxChunks+1))
 }
 
 // ChunkBounds returns the offset and length of chunk i in the artifact; all
