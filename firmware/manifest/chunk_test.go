@@ -234,3 +234,25 @@ func TestVerifyFile(t *testing.T) {
 		t.Errorf("VerifyFile(missing) = %v, want a plain error", err)
 	}
 }
+
+// TestComponentFromFile checks that a component built from a file verifies
+// that file, and that a missing file is an error.
+func TestComponentFromFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent")
+	if err := os.WriteFile(path, artifact("file", 5*MinChunkSize/2), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ComponentFromFile("agent", KindAgent, "linux", "arm", "7", path, MinChunkSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Size != 5*MinChunkSize/2 || c.ChunkCount() != 3 || c.Variant != "7" {
+		t.Errorf("ComponentFromFile() = %+v", c)
+	}
+	if err := c.VerifyFile(path); err != nil {
+		t.Errorf("VerifyFile(its own file) = %v", err)
+	}
+	if _, err := ComponentFromFile("agent", KindAgent, "linux", "arm", "7", path+".missing", 0); err == nil {
+		t.Error("ComponentFromFile(missing) = nil error")
+	}
+}

@@ -88,6 +88,7 @@ func TestVerify(t *testing.T) {
 		{"duplicate envelope field", bytes.Replace(good, []byte(`"payloadType"`), []byte(`"payload": "e30=", "payloadType"`), 1), one, arm64, Malformed},
 		{"key in other case", bytes.Replace(good, []byte(`"payloadType"`), []byte(`"PayloadType"`), 1), one, arm64, Malformed},
 		{"null signatures", tamper(func(e *Envelope) { e.Signatures = nil }), one, arm64, Malformed},
+		{"empty payload", tamper(func(e *Envelope) { e.Payload = []byte{} }), one, arm64, Malformed},
 		{"wrong payload type", tamper(func(e *Envelope) { e.PayloadType = "application/json" }), one, arm64, Malformed},
 		{"short signature", tamper(func(e *Envelope) { e.Signatures[0].Sig = e.Signatures[0].Sig[:63] }), one, arm64, Malformed},
 		{"key id spelling", tamper(func(e *Envelope) { e.Signatures[0].KeyID = strings.ToUpper(e.Signatures[0].KeyID) }), one, arm64, Malformed},
