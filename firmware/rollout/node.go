@@ -73,7 +73,8 @@ const (
 	classFailed                  // failed the version, for good
 )
 
-// classify returns where n stands for version.
+// classify returns where n stands for version. A State the planner does
+// not know counts as in progress: never offered, and holding its wave.
 func classify(n Node, version string) class {
 	switch {
 	case n.Version == version || n.State == Updated:
