@@ -49,10 +49,14 @@
 // of the wave's start and OfflineSince. The current wave is done when every
 // node of it and of the earlier waves is settled; the planner then starts
 // the next wave (Status.WaveStarted records when), and after the last one
-// marks the rollout Complete, which stays true.
+// marks the rollout Complete, which stays true. With no nodes at all the
+// waves wait, rather than all finish empty.
 //
-// Failure budget. failed counts the failed nodes that Resume has not
-// excused; sample counts the healthy nodes and every failed node. The
+// Failure budget. failed counts the nodes in State Failed or Reverted (this
+// rollout's failures; a node failed only through FailedVersions is settled
+// and shown as failed, but not charged to the budget) that Resume has not
+// excused; sample counts the healthy nodes and every Failed or Reverted
+// node. The
 // budget trips when sample >= MinSample and (Count > 0 and failed >= Count,
 // or Percent > 0 and failed*100 >= Percent*sample). A zero Budget never
 // trips. A trip is kept in Status.Tripped: no more offers, the Paused and

@@ -318,8 +318,14 @@ func (p *planner) waveDone(w int) bool {
 }
 
 // advance moves to the next wave while the current one is done, and marks
-// the rollout complete after the last.
+// the rollout complete after the last. With no nodes it waits: a selector
+// that matches nothing yet (or a controller's cache not yet filled) must
+// not finish every wave, which would offer the release to all the nodes
+// that appear later at once.
 func (p *planner) advance() {
+	if len(p.nodes) == 0 {
+		return
+	}
 	for !p.st.Complete && !p.st.Tripped && p.waveDone(p.st.Wave) {
 		if p.st.Wave == len(p.spec.Waves)-1 {
 			p.st.Complete = true
@@ -436,6 +442,8 @@ func (p *planner) conditions() []Condition {
 		paused = Condition{Type: ConditionPaused, Status: true, Reason: "PausedBySpec", Message: "spec.paused is set"}
 	case st.Complete:
 		prog.Status, prog.Reason = false, "Complete"
+	case len(p.nodes) == 0:
+		prog.Status, prog.Reason, prog.Message = false, "NoNodes", "no node matches the selector"
 	}
 	budget := Condition{Type: ConditionBudgetExceeded, Status: st.Tripped, Reason: "WithinBudget", Message: p.budgetMessage()}
 	if st.Tripped {

@@ -611,6 +611,25 @@ func TestMaintenanceWindowsInPlan(t *testing.T) {
 	f.wantOffer("nyc1")
 }
 
+func TestNoNodesWaits(t *testing.T) {
+	f := newFleet(t, spec3(), nil)
+	f.plan()
+	f.wantWave(0, false)
+	if c := f.condition(ConditionProgressing); c.Status || c.Reason != "NoNodes" {
+		t.Errorf("Progressing = %+v, want false NoNodes", c)
+	}
+	// Nodes that appear later still go through the waves.
+	for site, n := range tenNodes {
+		for i := 1; i <= n; i++ {
+			f.add(fmt.Sprintf("%s%d", site, i), site)
+		}
+	}
+	f.step(time.Minute)
+	f.plan()
+	f.wantWave(0, false)
+	f.wantOffer(wave0...)
+}
+
 func TestInvalidSpec(t *testing.T) {
 	f := newFleet(t, Spec{Waves: []Step{{Count: 1}}}, tenNodes) // no version
 	f.plan()
@@ -652,5 +671,39 @@ func TestStatusJSONRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, st) {
 		t.Errorf("json round trip of %s = %+v, want %+v", b, got, st)
+	}
+}
+
+func TestStatusOfEditedWaves(t *testing.T) {
+	// A status written when the spec had four waves, replayed against
+	// two: the wave is clamped, extra start times dropped, an assignment
+	// out of range redone and an absent node forgotten.
+	f := newFleet(t, spec3(), tenNodes)
+	f.spec.Waves = []Step{{Count: 1}, {Percent: 100}}
+	f.st = Status{
+		Wave:        3,
+		WaveStarted: []time.Time{t0, t0, t0, t0},
+		Assigned:    map[string]int{"a1": 0, "b1": 1, "c1": 7, "gone": 0},
+	}
+	f.plan()
+	f.wantWave(1, false)
+	if len(f.st.WaveStarted) != 2 || f.st.Assigned["c1"] != 1 || len(f.st.Assigned) != 10 {
+		t.Errorf("Plan() status = %+v", f.st)
+	}
+	f.st.Wave = -1
+	f.st.WaveStarted = nil
+	f.plan()
+	f.wantWave(0, false)
+}
+
+func TestUnknownStateHoldsAndIsNotOffered(t *testing.T) {
+	f := newFleet(t, spec3(), tenNodes)
+	f.set("Verifying", "a1") // a state of a newer agent
+	f.step(time.Hour)
+	f.plan()
+	f.wantWave(0, false)
+	f.wantOffer()
+	if f.res.Waves[0].InProgress != 1 {
+		t.Errorf("wave 0 = %+v, want a1 in progress", f.res.Waves[0])
 	}
 }
