@@ -92,8 +92,8 @@ type planner struct {
 // Plan returns what to do now for the rollout of spec over nodes, given the
 // Status the previous call returned (the zero Status the first time). It
 // follows the rules of the package doc; it does not modify its arguments.
-// An invalid spec (see Spec.Validate) changes nothing and offers nothing:
-// the Progressing condition says why.
+// An invalid spec (see Spec.Validate) offers nothing and keeps the status
+// but for Status.Paused: the Progressing condition says why.
 func Plan(spec Spec, nodes []Node, prev Status, now time.Time) Result {
 	p := &planner{spec: spec, now: now, hw: spec.healthWindow(), nodes: uniqueNodes(nodes), st: prev.clone()}
 	p.st.Paused = spec.Paused
@@ -276,7 +276,8 @@ func (p *planner) healthy(n Node) bool {
 
 // heldUntil returns until when offline node n holds its wave: the zero time
 // if it went offline before the wave started, else the health window from
-// the later of the wave's start and its going offline.
+// the later of the wave's start and its going offline. A node of a wave not
+// started holds nothing.
 func (p *planner) heldUntil(n Node) time.Time {
 	w := p.st.Assigned[n.Name]
 	if w >= len(p.st.WaveStarted) {
