@@ -1,6 +1,6 @@
 // Command outpost is the Outpost hub and command-line tool: `outpost hub`
-// runs the control plane, `outpost bench` the benchmarks, `outpost version`
-// prints the build.
+// runs the control plane, `outpost bench` the benchmarks, `outpost release`
+// makes signed over-the-air releases, `outpost version` prints the build.
 package main
 
 import (
@@ -66,6 +66,7 @@ uplink is down.`,
 		newEdgeCmd(),
 		newUpCmd(),
 		newImageCmd(),
+		newReleaseCmd(),
 	)
 	return cmd
 }

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outpost-mesh/outpost/firmware/manifest"
+)
+
+// TestReleaseCreate: keygen writes a key pair; create signs a release of
+// a Go binary (its platform read from it) and a device file for any
+// platform, which a node trusting the key verifies; two keys sign for a
+// threshold of two.
+func TestReleaseCreate(t *testing.T) {
+	dir := t.TempDir()
+	ops, second := filepath.Join(dir, "ops"), filepath.Join(dir, "security")
+	for _, k := range []string{ops, second} {
+		out, err := runOutpost(t, "release", "keygen", "--out", k)
+		if err != nil || !strings.Contains(out, "key id") {
+			t.Fatalf("keygen: %q, %v", out, err)
+		}
+	}
+	if fi, err := os.Stat(ops + ".key"); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the private key: %v, %v; want mode 0600", fi, err)
+	}
+	if _, err := runOutpost(t, "release", "keygen", "--out", ops); err == nil {
+		t.Error("keygen over an existing key succeeded, want it refused")
+	}
+
+	agent, err := os.Executable() // a Go binary of this platform
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(dir, "config.tar")
+	if err := os.WriteFile(bundle, []byte(strings.Repeat("config ", 1000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	signed := filepath.Join(dir, "r.json")
+	out, err := runOutpost(t, "release", "create", "gateway", "--version", "1.4.0",
+		"--component", "agent="+agent, "--component", "config@any="+bundle,
+		"--key", ops+".key", "--key", second+".key", "--expires", "24h", "-o", signed)
+	if err != nil {
+		t.Fatalf("create: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "agent") || !strings.Contains(out, runtime.GOOS+"/"+runtime.GOARCH) || !strings.Contains(out, "config") {
+		t.Errorf("create printed %q, want both components with the agent's platform", out)
+	}
+	envelope, err := os.ReadFile(signed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []ed25519.PublicKey
+	for _, k := range []string{ops, second} {
+		pub, err := readPublicKey(k + ".pub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, pub)
+	}
+	m, err := manifest.Verify(envelope, manifest.Trust{Keys: keys, Threshold: 2},
+		manifest.VerifyOptions{Now: time.Now(), OS: runtime.GOOS, Arch: runtime.GOARCH})
+	if err != nil {
+		t.Fatalf("a node trusting both keys: %v", err)
+	}
+	if m.Name != "gateway" || m.Version != "1.4.0" || len(m.Components) != 2 || m.Expires.Sub(m.Created) != 24*time.Hour {
+		t.Errorf("manifest %+v", m)
+	}
+	if err := m.Components[0].VerifyFile(agent); err != nil {
+		t.Errorf("the agent's digests: %v", err)
+	}
+	if _, err := manifest.Verify(envelope, manifest.Trust{Keys: keys[:1]},
+		manifest.VerifyOptions{Now: time.Now().Add(25 * time.Hour), OS: runtime.GOOS, Arch: runtime.GOARCH}); manifest.ReasonOf(err) != manifest.Expired {
+		t.Errorf("after --expires: %v, want Expired", err)
+	}
+}
+
+// TestReleaseCreateRefusals: what create cannot sign is refused with
+// what to do, and nothing is written.
+func TestReleaseCreateRefusals(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "k")
+	if _, err := runOutpost(t, "release", "keygen", "--out", key); err != nil {
+		t.Fatal(err)
+	}
+	text := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(text, []byte("not a binary"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "r.json")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no version", []string{"--component", "notes@any=" + text, "--key", key + ".key"}, "--version is required"},
+		{"no key", []string{"--version", "1.0.0", "--component", "notes@any=" + text}, "--key is required"},
+		{"no component", []string{"--version", "1.0.0", "--key", key + ".key"}, "--component"},
+		{"bad component", []string{"--version", "1.0.0", "--key", key + ".key", "--component", "notes"}, "want NAME=FILE"},
+		{"agent not a binary", []string{"--version", "1.0.0", "--key", key + ".key", "--component", "agent=" + text}, "neither a Go binary nor an ELF file"},
+		{"agent for any", []string{"--version", "1.0.0", "--key", key + ".key", "--component", "agent@any=" + text}, "one platform"},
+		{"bad version", []string{"--version", "v1", "--key", key + ".key", "--component", "notes@any=" + text}, "version"},
+		{"public key", []string{"--version", "1.0.0", "--key", key + ".pub", "--component", "notes@any=" + text}, "signing key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runOutpost(t, append([]string{"release", "create", "r", "-o", out}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("create = %v, want an error with %q", err, tc.want)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("a refused create wrote %s", out)
+			}
+		})
+	}
+}
