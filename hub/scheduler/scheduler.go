@@ -199,7 +199,9 @@ func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, node string) {
 	}
 	s.log.Info("binding failed", "pod", klogRef(pod), "node", node, "err", err)
 	s.queue.Error(pod.UID)
-	s.report(ctx, pod, corev1.PodReasonSchedulerError, fmt.Sprintf("binding rejected: running Bind plugin %q: %v", "DefaultBinder", err))
+	// Reported here, in this binding's own slot: waiting for another
+	// slot would deadlock once every slot holds a failed binding.
+	s.reportNow(ctx, pod, corev1.PodReasonSchedulerError, fmt.Sprintf("binding rejected: running Bind plugin %q: %v", "DefaultBinder", err))
 }
 
 // failed requeues a pod whose cycle found no node, and reports why.
@@ -223,14 +225,25 @@ func (s *Scheduler) failed(ctx context.Context, pod *corev1.Pod, err error) {
 }
 
 // report records the FailedScheduling event and sets the PodScheduled
-// condition to False with reason and msg, as upstream does.
+// condition to False with reason and msg, as upstream does; the status
+// write runs in a slot of its own, so that the scheduling loop goes on.
 func (s *Scheduler) report(ctx context.Context, pod *corev1.Pod, reason, msg string) {
 	s.events.Event(pod, corev1.EventTypeWarning, "FailedScheduling", truncate(msg))
-	s.async(ctx, func() {
-		if err := s.setUnscheduled(ctx, pod, reason, msg); err != nil && ctx.Err() == nil {
-			s.log.Info("updating pod condition failed", "pod", klogRef(pod), "err", err)
-		}
-	})
+	s.async(ctx, func() { s.writeUnscheduled(ctx, pod, reason, msg) })
+}
+
+// reportNow is report writing the status in the caller's slot (a
+// binding's).
+func (s *Scheduler) reportNow(ctx context.Context, pod *corev1.Pod, reason, msg string) {
+	s.events.Event(pod, corev1.EventTypeWarning, "FailedScheduling", truncate(msg))
+	s.writeUnscheduled(ctx, pod, reason, msg)
+}
+
+// writeUnscheduled is setUnscheduled, logging a failure.
+func (s *Scheduler) writeUnscheduled(ctx context.Context, pod *corev1.Pod, reason, msg string) {
+	if err := s.setUnscheduled(ctx, pod, reason, msg); err != nil && ctx.Err() == nil {
+		s.log.Info("updating pod condition failed", "pod", klogRef(pod), "err", err)
+	}
 }
 
 func truncate(msg string) string {

@@ -3,7 +3,9 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,9 +13,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -41,9 +45,16 @@ type harness struct {
 
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
+	return newHarnessRecording(t, record.NewFakeRecorder(100), objs...)
+}
+
+// newHarnessRecording is newHarness with the scheduler's events going to
+// recorder.
+func newHarnessRecording(t *testing.T, recorder *record.FakeRecorder, objs ...runtime.Object) *harness {
+	t.Helper()
 	h := &harness{
 		client:   fake.NewClientset(objs...),
-		recorder: record.NewFakeRecorder(100),
+		recorder: recorder,
 		clock:    clocktesting.NewFakeClock(time.Now()),
 	}
 	h.client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -198,6 +209,67 @@ func TestFailedBindingIsForgottenAndRetried(t *testing.T) {
 		case <-deadline:
 			t.Fatal("pod not bound within 10s of the binding failure's end")
 		}
+	}
+}
+
+// TestManyFailedBindings: more bindings failing at once than there are
+// binding slots (a namespace being deleted under a big ReplicaSet) do
+// not stop the scheduler: each reports its failure in its own slot, and
+// a pod created afterwards is bound.
+func TestManyFailedBindings(t *testing.T) {
+	// Events are not taken until every binding slot holds a failed
+	// binding: each waits in its report, in its slot.
+	recorder := record.NewFakeRecorder(0)
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	drain, drained := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(drained)
+		<-drain
+		for e := range recorder.Events {
+			mu.Lock()
+			events = append(events, e)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { // after the harness's: the scheduler has stopped
+		close(recorder.Events)
+		<-drained
+	})
+	node := testNode("n1", "100")
+	node.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("200")
+	h := newHarnessRecording(t, recorder, node)
+	h.client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "binding" || a.GetNamespace() != "doomed" {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, a.(k8stesting.CreateAction).GetObject().(*corev1.Binding).Name,
+			errors.New("unable to create new content in namespace doomed because it is being terminated"))
+	})
+	ctx := context.Background()
+	for i := range bindConcurrency + 8 {
+		p := testPod(fmt.Sprintf("p%d", i), "10m")
+		p.Namespace = "doomed"
+		if _, err := h.client.CoreV1().Pods("doomed").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.For(t, 20*time.Second, "every binding slot held by a failed binding", func() (bool, string) {
+		return len(h.s.sem) == bindConcurrency, fmt.Sprintf("%d slots held", len(h.s.sem))
+	})
+	if _, err := h.client.CoreV1().Pods("default").Create(ctx, testPod("late", "1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	close(drain)
+	wait.For(t, 20*time.Second, "the late pod bound", func() (bool, string) {
+		return slices.Contains(h.bound(), "default/late->n1"), fmt.Sprintf("bound %v", h.bound())
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if n := len(events); n < bindConcurrency {
+		t.Errorf("%d events, want a FailedScheduling for each failed binding", n)
 	}
 }
 
