@@ -3,6 +3,7 @@ package firmware
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	firmwarev1 "github.com/outpost-mesh/outpost/firmware/apis/v1"
+	"github.com/outpost-mesh/outpost/firmware/manifest"
 	"github.com/outpost-mesh/outpost/hub/apiserver"
 	"github.com/outpost-mesh/outpost/hub/registry/apiextensions"
 	"github.com/outpost-mesh/outpost/hub/store/badgerstore"
@@ -140,6 +142,9 @@ func TestRolloutInvalid(t *testing.T) {
 		{"two targets in one", `{"release":"r","waves":["1,5%"]}`, "spec.waves[0]"},
 		{"no waves", `{"release":"r","waves":[]}`, "spec.waves"},
 		{"wave after 100%", `{"release":"r","waves":["100%","5"]}`, "spec.waves"},
+		{"repeated wave", `{"release":"r","waves":["5","5%","5"]}`, "spec.waves"},
+		{"falling counts", `{"release":"r","waves":["10","5%","9"]}`, "spec.waves"},
+		{"falling percentages", `{"release":"r","waves":["50%","1","10%"]}`, "spec.waves"},
 		{"bad health window", `{"release":"r","healthWindow":"soon"}`, "spec.healthWindow"},
 		{"budget over 100%", `{"release":"r","failureBudget":{"percent":101}}`, "spec.failureBudget.percent"},
 		{"negative budget", `{"release":"r","failureBudget":{"count":-1}}`, "spec.failureBudget.count"},
@@ -267,8 +272,8 @@ func TestReleaseInvalid(t *testing.T) {
 		{name: "envelope not base64", raw: func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, "not base64!", "spec", "envelope")
 		}, field: "spec.envelope"},
-		{name: "envelope over 1 MiB", raw: func(u *unstructured.Unstructured) {
-			_ = unstructured.SetNestedField(u.Object, strings.Repeat("A", 1398108), "spec", "envelope")
+		{name: "envelope over 1 MiB", edit: func(r *firmwarev1.Release) {
+			r.Spec.Envelope = make([]byte, manifest.MaxEnvelopeBytes+1)
 		}, field: "spec.envelope"},
 	}
 	for _, tt := range tests {
@@ -367,4 +372,53 @@ func getTable(t *testing.T, s *testServer, resource string) *metav1.Table {
 		t.Fatalf("kind %q, want Table", table.Kind)
 	}
 	return &table
+}
+
+// TestRolloutValidWaves checks that the schema's wave rules accept what
+// the planner accepts, counts and percentages interleaved.
+func TestRolloutValidWaves(t *testing.T) {
+	s := serve(t)
+	tests := [][]string{
+		{"100%"},
+		{"3"},
+		{"1", "5%", "25%", "100%"},
+		{"1", "2", "10", "50%"},
+		{"5%", "10", "20%", "999999999"},
+	}
+	for i, waves := range tests {
+		t.Run(strings.Join(waves, ","), func(t *testing.T) {
+			data, err := json.Marshal(map[string]any{"release": "r", "waves": waves})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, err := s.dynamic.Resource(rolloutsGVR).Create(ctx(t), rolloutObject(t, fmt.Sprintf("r%d", i), string(data)), metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ro firmwarev1.Rollout
+			fromUnstructured(t, u, &ro)
+			if _, err := ro.Spec.PlannerSpec("1.0.0"); err != nil {
+				t.Fatalf("served, but PlannerSpec refuses: %v", err)
+			}
+		})
+	}
+}
+
+// TestReleaseLargestEnvelope checks that an envelope of exactly
+// manifest.MaxEnvelopeBytes is accepted, one byte more being refused by
+// TestReleaseInvalid.
+func TestReleaseLargestEnvelope(t *testing.T) {
+	s := serve(t)
+	r := fullRelease()
+	r.Status = firmwarev1.ReleaseStatus{}
+	r.Spec.Envelope = make([]byte, manifest.MaxEnvelopeBytes)
+	got, err := s.dynamic.Resource(releasesGVR).Create(ctx(t), toUnstructured(t, r), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back firmwarev1.Release
+	fromUnstructured(t, got, &back)
+	if len(back.Spec.Envelope) != manifest.MaxEnvelopeBytes {
+		t.Fatalf("envelope of %d bytes, want %d", len(back.Spec.Envelope), manifest.MaxEnvelopeBytes)
+	}
 }
