@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -181,7 +182,7 @@ func wantInvalid(t *testing.T, err error, field string) {
 }
 
 // TestRolloutReleaseImmutable checks that spec.release cannot change
-// while the rest of the spec can.
+// while the rest of the spec can, by a merge patch as kubectl sends.
 func TestRolloutReleaseImmutable(t *testing.T) {
 	s := serve(t)
 	c := s.dynamic.Resource(rolloutsGVR)
@@ -189,11 +190,12 @@ func TestRolloutReleaseImmutable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := unstructured.SetNestedField(u.Object, true, "spec", "paused"); err != nil {
-		t.Fatal(err)
-	}
-	if u, err = c.Update(ctx(t), u, metav1.UpdateOptions{}); err != nil {
+	// As `kubectl patch rollout r --type=merge -p ...` pauses it.
+	if u, err = c.Patch(ctx(t), "r", types.MergePatchType, []byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("pausing: %v", err)
+	}
+	if paused, _, _ := unstructured.NestedBool(u.Object, "spec", "paused"); !paused || u.GetGeneration() != 2 {
+		t.Fatalf("after the patch paused=%v generation=%d, want true 2", paused, u.GetGeneration())
 	}
 	if err := unstructured.SetNestedField(u.Object, "rel-2", "spec", "release"); err != nil {
 		t.Fatal(err)
