@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"cmp"
 	"errors"
 	"strings"
 	"testing"
@@ -93,7 +94,7 @@ func TestCompareVersions(t *testing.T) {
 			if err != nil {
 				t.Fatalf("CompareVersions(%s, %s): %v", a, b, err)
 			}
-			if want := compareInt(i, j); got != want {
+			if want := cmp.Compare(i, j); got != want {
 				t.Errorf("CompareVersions(%s, %s) = %d, want %d", a, b, got, want)
 			}
 		}

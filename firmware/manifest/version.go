@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 )
@@ -113,7 +114,7 @@ func (v version) compare(w version) int {
 			return c
 		}
 	}
-	return compareInt(len(v.pre), len(w.pre))
+	return cmp.Compare(len(v.pre), len(w.pre))
 }
 
 // comparePrerelease compares two pre-release identifiers: numeric ones
@@ -129,17 +130,6 @@ func comparePrerelease(a, b string) int {
 		return 1
 	}
 	return strings.Compare(a, b)
-}
-
-// compareInt returns -1, 0 or +1 as a <, == or > b.
-func compareInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // CompareVersions returns -1, 0 or +1 as a is lower than, equal to or higher
