@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/outpost-mesh/outpost/hub/registry/typed/typedtest"
 	"github.com/outpost-mesh/outpost/test/hubtest"
@@ -108,14 +109,20 @@ func TestStorageAndReplicationAPI(t *testing.T) {
 		t.Errorf("create an rc whose pods stop: causes %v, want spec.template.spec.restartPolicy", got)
 	}
 
-	scale, err := rcs.GetScale(ctx, "web", metav1.GetOptions{})
-	if err != nil || scale.Spec.Replicas != 1 || scale.Status.Selector != "app=web" {
-		t.Fatalf("get rc scale = %+v, %v; want 1 replica, selector app=web", scale, err)
-	}
-	if _, err := rcs.UpdateScale(ctx, "web", &autoscalingv1.Scale{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", ResourceVersion: scale.ResourceVersion},
-		Spec:       autoscalingv1.ScaleSpec{Replicas: 3},
-	}, metav1.UpdateOptions{}); err != nil {
+	// The hub's ReplicationController controller writes the RC's status
+	// meanwhile: a conflict is tried again, as any client does.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale, err := rcs.GetScale(ctx, "web", metav1.GetOptions{})
+		if err != nil || scale.Spec.Replicas != 1 || scale.Status.Selector != "app=web" {
+			t.Fatalf("get rc scale = %+v, %v; want 1 replica, selector app=web", scale, err)
+		}
+		_, err = rcs.UpdateScale(ctx, "web", &autoscalingv1.Scale{
+			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", ResourceVersion: scale.ResourceVersion},
+			Spec:       autoscalingv1.ScaleSpec{Replicas: 3},
+		}, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatalf("scale rc to 3: %v", err)
 	}
 	if rc, err := rcs.Get(ctx, "web", metav1.GetOptions{}); err != nil || *rc.Spec.Replicas != 3 || rc.Generation != 2 {
