@@ -46,6 +46,11 @@ const (
 	AnnotationMeshAlive = "outpost.dev/mesh-alive"
 )
 
+// AnnotationFirmware is set by a node on its Node to its over-the-air
+// update state, as firmware/apis/v1's NodeFirmware (JSON); the value of
+// that package's AnnotationState.
+const AnnotationFirmware = "firmware.outpost.dev/state"
+
 // NodeAnnotations are the annotations a node sets on its Node through its
 // status reports: the hub applies these from a report, and no other.
-var NodeAnnotations = []string{AnnotationServiceRouting, AnnotationMeshAddr, AnnotationMeshAlive}
+var NodeAnnotations = []string{AnnotationServiceRouting, AnnotationMeshAddr, AnnotationMeshAlive, AnnotationFirmware}
