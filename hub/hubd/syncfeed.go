@@ -104,7 +104,7 @@ func feedOnce(ctx context.Context, st store.Store, idx *view.Index, ready chan<-
 					continue
 				}
 				o := view.Object{Key: k, Revision: kv.ModRevision, Raw: kv.Value}
-				if onDemand {
+				if onDemand && !view.Shared(k) {
 					o.Raw, o.Size = nil, len(kv.Value)
 				}
 				objs = append(objs, o)

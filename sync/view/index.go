@@ -1,6 +1,6 @@
 // Package view indexes, for every edge node, the objects of its view (its
 // Node, the Nodes of its site, its pods and what they reference, all
-// services and endpoint slices) and computes what to send the node, live
+// services and endpoint slices, and the firmware trust set) and computes what to send the node, live
 // and on resume; and it decides when the service account tokens of the
 // node's pods, which the hub mints into the view, are minted again
 // (Tokens). No I/O, no clock.
@@ -63,7 +63,13 @@ func storedSize(raw []byte, size int, onDemand bool) (int, bool) {
 // Raw. Session results put those whose bytes the index does not hold
 // without them (see Change): the caller reads them from the store, and
 // may hand them back with Fill.
-func OnDemand(resource string) bool { return kindOf(resource) == kindRef }
+func OnDemand(resource string) bool { return kindOfResource(resource) == kindRef }
+
+// Shared reports whether key is in every node's view although its
+// resource is OnDemand: the firmware trust set (wire.FirmwareTrustKey),
+// which every node must hold to verify releases. Reset and Apply must be
+// given its bytes.
+func Shared(key wire.Key) bool { return key == wire.FirmwareTrustKey }
 
 // Config tunes an Index.
 type Config struct {
@@ -283,7 +289,14 @@ const (
 	kindShared             // in every view
 )
 
-func kindOf(resource string) kind {
+func kindOf(key wire.Key) kind {
+	if Shared(key) {
+		return kindShared
+	}
+	return kindOfResource(key.Resource)
+}
+
+func kindOfResource(resource string) kind {
 	switch resource {
 	case wire.ResourceNodes:
 		return kindNode
@@ -310,7 +323,7 @@ func (x *Index) Reset(rev int64, objects []Object) error {
 	siteOf := make(map[string]string)
 	var undecodable, undecodableNodes uint64
 	for _, o := range objects {
-		k := kindOf(o.Key.Resource)
+		k := kindOf(o.Key)
 		if k == kindNone {
 			continue
 		}
@@ -367,7 +380,7 @@ func (x *Index) Reset(rev int64, objects []Object) error {
 		ns[node] = struct{}{}
 	}
 	for key, o := range objs {
-		switch kindOf(key.Resource) {
+		switch kindOf(key) {
 		case kindShared:
 			x.shared[key] = o
 		case kindPod:
@@ -376,7 +389,7 @@ func (x *Index) Reset(rev int64, objects []Object) error {
 	}
 	x.bytes, x.unheld = 0, 0
 	for key, o := range objs {
-		if o.raw != nil && kindOf(key.Resource) == kindRef && len(x.refNodes[key]) == 0 {
+		if o.raw != nil && kindOf(key) == kindRef && len(x.refNodes[key]) == 0 {
 			// No node needs it: its bytes stay in the store.
 			o = &object{rev: o.rev, size: o.size}
 			objs[key] = o
@@ -440,7 +453,7 @@ func (x *Index) Apply(events []Event) error {
 			return fmt.Errorf("%w: %s at revision %d after revision %d", ErrOutOfOrder, ev.Key, ev.Revision, last)
 		}
 		last = ev.Revision
-		k := kindOf(ev.Key.Resource)
+		k := kindOf(ev.Key)
 		if k == kindNone {
 			continue
 		}
@@ -476,7 +489,7 @@ func (x *Index) Apply(events []Event) error {
 	all, touched := false, map[string]struct{}{}
 	var unheld []int // events of objects whose bytes were not kept
 	for i, ev := range events {
-		k := kindOf(ev.Key.Resource)
+		k := kindOf(ev.Key)
 		if k == kindNone {
 			continue
 		}
@@ -579,7 +592,7 @@ func (x *Index) count(o *object, n int) {
 // it, so that the sessions that send it next need not read it again; it
 // reports whether it did. The index owns raw from then on, as for Object.
 func (x *Index) Fill(key wire.Key, rev int64, raw []byte) bool {
-	if kindOf(key.Resource) != kindRef || len(raw) == 0 {
+	if kindOf(key) != kindRef || len(raw) == 0 {
 		return false
 	}
 	x.mu.Lock()

@@ -20,7 +20,7 @@ func held(x *Index) (int64, int) {
 func worldBytes(w *world, keys ...wire.Key) int64 {
 	var n int64
 	for k, o := range w.objs {
-		if kindOf(k.Resource) != kindNone && (!OnDemand(k.Resource) || slices.Contains(keys, k)) {
+		if kindOf(k) != kindNone && (!OnDemand(k.Resource) || Shared(k) || slices.Contains(keys, k)) {
 			n += int64(len(o.raw))
 		}
 	}
@@ -284,5 +284,56 @@ func TestFill(t *testing.T) {
 	w.commit(change{key: key("pods/default/web"), spec: &podSpec{node: "n1"}})
 	if _, ok := w.x.Raw(key("configmaps/default/used"), 1); ok {
 		t.Errorf("Raw(used, 1) after the pod dropped it found bytes; want none held")
+	}
+}
+
+// TestFirmwareTrustShared: the firmware trust set is a configmap that no
+// pod references, yet it is in every node's view, live and on resume, by
+// Apply and by Reset, and the index holds its bytes.
+func TestFirmwareTrustShared(t *testing.T) {
+	for _, viaReset := range []bool{false, true} {
+		w := newWorld(t, DefaultConfig())
+		w.commit(change{key: key("nodes//n1")})
+		w.commit(change{key: key("nodes//n2")})
+		w.commit(change{key: key("configmaps/kube-system/other")})
+		w.commit(change{key: wire.FirmwareTrustKey})
+		if viaReset {
+			w.reset()
+		}
+		if b, u := held(w.x); b != worldBytes(w) || u != 1 {
+			t.Errorf("reset %v: index holds %d bytes, %d objects without theirs; want %d, 1", viaReset, b, u, worldBytes(w))
+		}
+		if viaReset {
+			for _, n := range []string{"n1", "n2"} {
+				if !slices.ContainsFunc(w.x.View(n), func(e wire.InventoryEntry) bool { return e.Key == wire.FirmwareTrustKey }) {
+					t.Errorf("after Reset, %s's view lacks the trust set", n)
+				}
+			}
+			continue
+		}
+		for _, n := range []string{"n1", "n2"} {
+			e := w.newEdge(n)
+			s, changes, rev, err := w.x.Resume(n, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.s = s
+			e.apply(changes, rev)
+			if _, ok := e.holds[wire.FirmwareTrustKey]; !ok {
+				t.Errorf("reset %v: %s's view lacks the trust set: %v", viaReset, n, e.holds)
+			}
+			if d := diffViews(e.holds, w.viewAt(w.rev, n)); d != "" {
+				t.Errorf("reset %v: %s: %s", viaReset, n, d)
+			}
+			// A change of the trust set reaches the node live.
+			w.commit(change{key: wire.FirmwareTrustKey})
+			if err := drain(t, w, e); err != nil {
+				t.Fatal(err)
+			}
+			if e.holds[wire.FirmwareTrustKey] != w.rev {
+				t.Errorf("reset %v: %s holds the trust set at %d, want %d", viaReset, n, e.holds[wire.FirmwareTrustKey], w.rev)
+			}
+			s.Close()
+		}
 	}
 }

@@ -457,7 +457,7 @@ func (s *Session) sync(key wire.Key, rev int64, member bool, b *builder) {
 // service account that has not existed since the node's revision (a
 // pod's reference to nothing).
 func (s *Session) mayHold(key wire.Key) bool {
-	return kindOf(key.Resource) != kindRef || s.x.objs[key] != nil || s.x.rev > s.unsureUntil || s.gone[key]
+	return kindOf(key) != kindRef || s.x.objs[key] != nil || s.x.rev > s.unsureUntil || s.gone[key]
 }
 
 // resync makes s.pending the difference between have, what the node holds,

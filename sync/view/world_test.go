@@ -375,7 +375,7 @@ func (w *world) reset() {
 	var objs []Object
 	for k, o := range w.objs {
 		obj := Object{Key: k, Revision: o.rev, Raw: o.raw}
-		if !w.resetRaw && OnDemand(k.Resource) {
+		if !w.resetRaw && OnDemand(k.Resource) && !Shared(k) {
 			obj.Raw, obj.Size = nil, len(o.raw)
 		}
 		objs = append(objs, obj)
@@ -411,6 +411,10 @@ func viewOf(objs map[wire.Key]worldObj, node string) map[wire.Key]int64 {
 		site = o.site()
 	}
 	for k, o := range objs {
+		if Shared(k) {
+			v[k] = o.rev
+			continue
+		}
 		switch k.Resource {
 		case wire.ResourceNodes:
 			if k.Name == node || site != "" && o.site() == site {

@@ -26,6 +26,12 @@ const (
 	ResourceMeshKeys = "meshkeys"
 )
 
+// FirmwareTrustKey is the ConfigMap that holds the public keys a release
+// of firmware must be signed with (firmware/trust reads it): unlike other
+// configmaps it is in every node's view, so that a node learns the keys at
+// join and keeps them in its checkpoint.
+var FirmwareTrustKey = Key{Resource: ResourceConfigMaps, Namespace: "kube-system", Name: "outpost-firmware-trust"}
+
 // Key names one object: its resource, namespace ("" for cluster-scoped
 // objects such as nodes) and name.
 type Key struct {
