@@ -209,32 +209,95 @@ func orCtx(ctx context.Context, err error) error {
 // ctx ends or the hub refuses for good (a *RefusedError). c must be from
 // a manifest the caller verified.
 func Fetch(ctx context.Context, open Opener, cfg FetchConfig, dst string, c manifest.Component, base string) (Stats, error) {
-	st := Stats{Size: c.Size}
-	if err := cfg.Validate(); err != nil {
-		return st, fmt.Errorf("fetch config: %w", err)
-	}
-	target, err := hex.DecodeString(c.SHA256)
-	if err != nil || len(target) != sha256.Size || c.ChunkCount() == 0 || c.ChunkCount() > wire.MaxArtifactChunks ||
-		len(c.Chunks) != c.ChunkCount() || c.ChunkSize > wire.MaxArtifactChunkSize {
-		return st, fmt.Errorf("fetch %s: component cannot be fetched (chunk size %d, %d chunks)", c.Name, c.ChunkSize, len(c.Chunks))
+	if err := checkFetch(&cfg, &c); err != nil {
+		return Stats{Size: c.Size}, err
 	}
 	if c.VerifyFile(dst) == nil {
-		return st, nil
+		return Stats{Size: c.Size}, nil
 	}
 	part := dst + ".part"
 	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
+		return Stats{Size: c.Size}, fmt.Errorf("fetch %s: %w", c.Name, err)
 	}
 	defer f.Close()
-	fe := &fetch{cfg: cfg, c: &c, open: open, f: f, target: target, stats: &st}
-	if fe.good, err = goodChunks(f, &c); err != nil {
-		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
+	good, err := goodChunks(f, &c)
+	if err != nil {
+		return Stats{Size: c.Size}, fmt.Errorf("fetch %s: %w", c.Name, err)
 	}
-	if fe.good > 0 {
-		off, n := c.ChunkBounds(fe.good - 1)
+	st, err := Receive(ctx, open, cfg, c, good, base, fileSink{f, &c})
+	if good > 0 {
+		off, n := c.ChunkBounds(good - 1)
 		st.Reused = off + n
 	}
+	if err != nil {
+		return st, err
+	}
+	if err := f.Sync(); err != nil {
+		return st, fmt.Errorf("fetch %s: sync: %w", c.Name, err)
+	}
+	if err := f.Close(); err != nil {
+		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
+	}
+	if err := c.VerifyFile(part); err != nil {
+		os.Remove(part) // every chunk matched, yet the whole does not: start over
+		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
+	}
+	if err := os.Rename(part, dst); err != nil {
+		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
+	}
+	if err := syncDir(filepath.Dir(dst)); err != nil {
+		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
+	}
+	return st, nil
+}
+
+// Sink takes the chunks Receive verified, in order. data is valid only
+// during the call.
+type Sink interface {
+	PutChunk(i int, data []byte) error
+}
+
+// fileSink writes chunks at their offsets in a file.
+type fileSink struct {
+	f *os.File
+	c *manifest.Component
+}
+
+func (s fileSink) PutChunk(i int, data []byte) error {
+	off, _ := s.c.ChunkBounds(i)
+	_, err := s.f.WriteAt(data, off)
+	return err
+}
+
+// checkFetch checks a fetch's config and component.
+func checkFetch(cfg *FetchConfig, c *manifest.Component) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("fetch config: %w", err)
+	}
+	target, err := hex.DecodeString(c.SHA256)
+	if err != nil || len(target) != sha256.Size || c.ChunkCount() == 0 || c.ChunkCount() > wire.MaxArtifactChunks ||
+		len(c.Chunks) != c.ChunkCount() || c.ChunkSize > wire.MaxArtifactChunkSize {
+		return fmt.Errorf("fetch %s: component cannot be fetched (chunk size %d, %d chunks)", c.Name, c.ChunkSize, len(c.Chunks))
+	}
+	return nil
+}
+
+// Receive is Fetch without the file: it receives chunks from.. of c,
+// each verified against its digest, and hands them to sink in order, with
+// the same resumes, back-off, delta and rate as Fetch. A sink that
+// discards them makes a simulated node (outpost bench ota). The whole-file
+// digest is not checked: the chunk digests, signed, pin every byte.
+func Receive(ctx context.Context, open Opener, cfg FetchConfig, c manifest.Component, from int, base string, sink Sink) (Stats, error) {
+	st := Stats{Size: c.Size}
+	if err := checkFetch(&cfg, &c); err != nil {
+		return st, err
+	}
+	if from < 0 || from > c.ChunkCount() {
+		return st, fmt.Errorf("fetch %s: from chunk %d of %d", c.Name, from, c.ChunkCount())
+	}
+	target, _ := hex.DecodeString(c.SHA256)
+	fe := &fetch{cfg: cfg, c: &c, open: open, sink: sink, target: target, stats: &st, good: from}
 	if base != "" {
 		fe.basePath = base
 		fe.baseSum, fe.baseSize = hashBase(base, cfg.MaxBase) // none: no delta
@@ -261,6 +324,9 @@ func Fetch(ctx context.Context, open Opener, cfg FetchConfig, dst string, c mani
 		if re := (*RefusedError)(nil); errors.As(err, &re) && re.Permanent() {
 			return st, fmt.Errorf("fetch %s: %w", c.Name, err)
 		}
+		if errors.Is(err, errSink) {
+			return st, fmt.Errorf("fetch %s: %w", c.Name, err)
+		}
 		if ctx.Err() != nil {
 			return st, fmt.Errorf("fetch %s: %w", c.Name, ctx.Err())
 		}
@@ -275,31 +341,18 @@ func Fetch(ctx context.Context, open Opener, cfg FetchConfig, dst string, c mani
 			return st, fmt.Errorf("fetch %s: %w", c.Name, err)
 		}
 	}
-	if err := f.Sync(); err != nil {
-		return st, fmt.Errorf("fetch %s: sync: %w", c.Name, err)
-	}
-	if err := f.Close(); err != nil {
-		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
-	}
-	if err := c.VerifyFile(part); err != nil {
-		os.Remove(part) // every chunk matched, yet the whole does not: start over
-		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
-	}
-	if err := os.Rename(part, dst); err != nil {
-		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
-	}
-	if err := syncDir(filepath.Dir(dst)); err != nil {
-		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
-	}
 	return st, nil
 }
+
+// errSink marks a failure of the Sink, which no new stream mends.
+var errSink = errors.New("store chunk")
 
 // fetch is one Fetch's state.
 type fetch struct {
 	cfg      FetchConfig
 	c        *manifest.Component
 	open     Opener
-	f        *os.File
+	sink     Sink
 	target   []byte
 	stats    *Stats
 	good     int // chunks verified and written
@@ -382,7 +435,7 @@ func (fe *fetch) once(ctx context.Context) (reopen bool, err error) {
 		if int(ch.Index) != fe.good {
 			return false, fmt.Errorf("%w: chunk %d where %d was due", wire.ErrMalformed, ch.Index, fe.good)
 		}
-		off, n := fe.c.ChunkBounds(fe.good)
+		_, n := fe.c.ChunkBounds(fe.good)
 		data := ch.Data
 		if ch.Delta {
 			if !delta {
@@ -403,8 +456,8 @@ func (fe *fetch) once(ctx context.Context) (reopen bool, err error) {
 			}
 			return false, fmt.Errorf("chunk %d refused: %w", ch.Index, err)
 		}
-		if _, err := fe.f.WriteAt(data, off); err != nil {
-			return false, fmt.Errorf("write chunk %d: %w", ch.Index, err)
+		if err := fe.sink.PutChunk(fe.good, data); err != nil {
+			return false, fmt.Errorf("%w %d: %w", errSink, ch.Index, err)
 		}
 		if ch.Delta {
 			fe.stats.Delta = true

@@ -29,8 +29,10 @@ var errNoDelta = errors.New("no delta")
 // encodes with it, the node bounds its decoder with it.
 func deltaWindow(baseSize, chunkSize int64) int {
 	n := uint64(max(baseSize+chunkSize, zstd.MinWindowSize))
-	w := 1 << bits.Len64(n-1)
-	return min(w, zstd.MaxWindowSize)
+	if n > zstd.MaxWindowSize {
+		return zstd.MaxWindowSize // matches past it are not found
+	}
+	return int(uint64(1) << bits.Len64(n-1)) // at most MaxWindowSize: an int on 32 bits too
 }
 
 // patch holds, for each chunk of a target, its zstd frame on the base,

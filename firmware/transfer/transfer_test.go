@@ -451,3 +451,45 @@ func BenchmarkServeCachedChunk(b *testing.B) {
 }
 
 func hexBytes(s string) ([]byte, error) { return hex.DecodeString(s) }
+
+// countSink discards chunks, counting them, as a simulated node does.
+type countSink struct{ chunks, bytes int }
+
+func (s *countSink) PutChunk(i int, data []byte) error {
+	if i != s.chunks {
+		return fmt.Errorf("chunk %d after %d", i, s.chunks)
+	}
+	s.chunks++
+	s.bytes += len(data)
+	return nil
+}
+
+// TestReceiveManyNodes: many simulated nodes receive a delta at once,
+// verifying each chunk and discarding it; the hub makes its patches once.
+func TestReceiveManyNodes(t *testing.T) {
+	h := newTestHub(t, DefaultConfig())
+	base, target := artifacts(1 << 20)
+	h.release(t, "r0", base, 64<<10)
+	c := h.release(t, "r1", target, 64<<10)
+	bp := writeBase(t, base)
+	const nodes = 50
+	errs := make(chan error, nodes)
+	for range nodes {
+		go func() {
+			var s countSink
+			st, err := Receive(t.Context(), h.open(nil), fastConfig("r1"), c, 0, bp, &s)
+			if err == nil && (s.bytes != len(target) || !st.Delta) {
+				err = fmt.Errorf("received %d bytes, stats %+v", s.bytes, st)
+			}
+			errs <- err
+		}()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if n := h.srv.Stats().PatchesMade.Load(); n != 1 {
+		t.Errorf("patches made %d times, want once", n)
+	}
+}
