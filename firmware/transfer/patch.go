@@ -82,13 +82,24 @@ type patchKey struct {
 	chunkSize    int64
 }
 
-// patchEntry is a cached pair: ready once done is closed, then p or err.
+// maxPatchEntries bounds the pairs the cache remembers, patched or not.
+const maxPatchEntries = 256
+
+// patchEntry is a cached pair: ready once done is closed, then p, or err
+// wrapping errNoDelta for a pair sent whole.
 type patchEntry struct {
 	key  patchKey
 	done chan struct{}
 	p    *patch
 	err  error
 	elem *list.Element // in lru once made
+}
+
+func (e *patchEntry) size() int64 {
+	if e.p == nil {
+		return 0
+	}
+	return e.p.bytes
 }
 
 // patchCache keeps the patches of recent pairs, at most max bytes, and
@@ -134,9 +145,7 @@ func (pc *patchCache) get(ctx context.Context, key patchKey, wait time.Duration,
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if e.err == nil {
-			pc.stats.PatchCacheHit.Add(1)
-		}
+		pc.stats.PatchCacheHit.Add(1)
 		return e.p, e.err
 	}
 	e = &patchEntry{key: key, done: make(chan struct{})}
@@ -153,16 +162,21 @@ func (pc *patchCache) get(ctx context.Context, key patchKey, wait time.Duration,
 	case <-ctx.Done():
 		e.err = ctx.Err()
 	}
+	if e.err == nil && e.p.bytes > pc.max {
+		// Too large to keep, and too dear to make for every node: the
+		// pair is sent whole while it is remembered.
+		e.p, e.err = nil, fmt.Errorf("patches of %d bytes, over the cache's %d: %w", e.p.bytes, pc.max, errNoDelta)
+	}
 	pc.mu.Lock()
-	if e.err != nil || e.p.bytes > pc.max {
+	if e.err != nil && !errors.Is(e.err, errNoDelta) {
 		delete(pc.entries, key) // served to the waiters, not kept
 	} else {
 		e.elem = pc.lru.PushFront(e)
-		pc.bytes += e.p.bytes
-		for pc.bytes > pc.max {
+		pc.bytes += e.size()
+		for pc.bytes > pc.max || pc.lru.Len() > maxPatchEntries {
 			old := pc.lru.Remove(pc.lru.Back()).(*patchEntry)
 			delete(pc.entries, old.key)
-			pc.bytes -= old.p.bytes
+			pc.bytes -= old.size()
 		}
 	}
 	pc.mu.Unlock()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,8 +44,10 @@ type Config struct {
 	Logger   *slog.Logger // or nil
 
 	// MaxStreams bounds the artifact streams served at once; a node asking
-	// for more is answered wire.CodeUnavailable and tries again later:
-	// 1,000. Each holds at most two chunks in memory.
+	// for more is answered wire.CodeUnavailable and tries again after its
+	// back-off: 256. Each holds about two chunks in memory (the one read
+	// and the frame writer's copy), 512 KiB at the default chunk size, so
+	// 128 MiB in all.
 	MaxStreams int
 	// PatchCacheBytes bounds the patches kept in memory, least recently
 	// used first out: 64 MiB, the patches of many (base, target) pairs
@@ -71,7 +72,7 @@ type Config struct {
 // empty.
 func DefaultConfig() Config {
 	return Config{
-		MaxStreams:      1000,
+		MaxStreams:      256,
 		PatchCacheBytes: 64 << 20,
 		MaxDeltaBase:    128 << 20,
 		MinRate:         16 << 10,
@@ -119,7 +120,6 @@ type Server struct {
 	patches *patchCache
 	stats   ServerStats
 	sleep   func(ctx context.Context, d time.Duration) error
-	bufs    sync.Pool // *[]byte of MaxArtifactChunkSize capacity
 }
 
 // NewServer checks cfg and returns a Server.
@@ -287,8 +287,7 @@ func (s *Server) open(ctx context.Context, sha string, size int64) (Blob, error)
 // send writes chunks req.FromChunk.. of blob, patched where p has a
 // patch, at the node's rate, then ends the writing side.
 func (s *Server) send(ctx context.Context, st wire.ArtifactStream, req *wire.ArtifactRequest, c *manifest.Component, blob Blob, p *patch) error {
-	bp := s.buffer()
-	defer s.bufs.Put(bp)
+	var buf []byte // made for the first raw chunk
 	var pace *pacer
 	if req.Rate > 0 {
 		pace = newPacer(max(req.Rate, s.cfg.MinRate), int(c.ChunkSize), time.Now())
@@ -299,11 +298,13 @@ func (s *Server) send(ctx context.Context, st wire.ArtifactStream, req *wire.Art
 		if p != nil && p.chunks[i] != nil {
 			m.Data, m.Delta = p.chunks[i], true
 		} else {
-			buf := (*bp)[:n]
-			if _, err := blob.ReadAt(buf, off); err != nil && !(errors.Is(err, io.EOF) && off+n == blob.Size()) {
+			if buf == nil {
+				buf = make([]byte, c.ChunkSize)
+			}
+			if _, err := blob.ReadAt(buf[:n], off); err != nil && !(errors.Is(err, io.EOF) && off+n == blob.Size()) {
 				return fmt.Errorf("read artifact %s chunk %d: %w", c.SHA256, i, err)
 			}
-			m.Data = buf
+			m.Data = buf[:n]
 		}
 		if pace != nil {
 			if err := s.sleep(ctx, pace.take(time.Now(), len(m.Data))); err != nil {
@@ -318,14 +319,6 @@ func (s *Server) send(ctx context.Context, st wire.ArtifactStream, req *wire.Art
 		s.stats.BytesSaved.Add(n - int64(len(m.Data)))
 	}
 	return st.CloseWrite()
-}
-
-func (s *Server) buffer() *[]byte {
-	if bp, ok := s.bufs.Get().(*[]byte); ok {
-		return bp
-	}
-	b := make([]byte, wire.MaxArtifactChunkSize)
-	return &b
 }
 
 // findComponent decodes the manifest in env, without trusting it, and

@@ -493,3 +493,40 @@ func TestReceiveManyNodes(t *testing.T) {
 		t.Errorf("patches made %d times, want once", n)
 	}
 }
+
+// TestPatchTooLarge: patches over the cache's bound are not kept, and the
+// pair is sent whole without being patched again for every node.
+func TestPatchTooLarge(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.PatchCacheBytes = 100
+	h := newTestHub(t, cfg)
+	base, target := artifacts(256 << 10)
+	h.release(t, "r0", base, 16<<10)
+	c := h.release(t, "r1", target, 16<<10)
+	bp := writeBase(t, base)
+	for range 2 {
+		if st := fetchTo(t, h, h.open(nil), fastConfig("r1"), c, bp, target); st.Delta || st.Received != st.Size {
+			t.Errorf("stats = %+v; want a full transfer", st)
+		}
+	}
+	if n := h.srv.Stats().PatchesMade.Load(); n != 1 {
+		t.Errorf("patches made %d times, want once", n)
+	}
+}
+
+// TestBaseTooLarge: a base over MaxDeltaBase is not read; the artifact
+// goes whole.
+func TestBaseTooLarge(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxDeltaBase = 1 << 10
+	h := newTestHub(t, cfg)
+	base, target := artifacts(64 << 10)
+	h.release(t, "r0", base, 4<<10)
+	c := h.release(t, "r1", target, 4<<10)
+	if st := fetchTo(t, h, h.open(nil), fastConfig("r1"), c, writeBase(t, base), target); st.Delta {
+		t.Errorf("stats = %+v; want a full transfer", st)
+	}
+	if n := h.srv.Stats().PatchesMade.Load(); n != 0 {
+		t.Errorf("patches made %d times, want none", n)
+	}
+}
