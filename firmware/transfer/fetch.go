@@ -114,7 +114,7 @@ type Stats struct {
 	Size        int64  // the artifact's
 	Reused      int64  // bytes of verified chunks found on disk at the start
 	Received    int64  // chunk data bytes received
-	Resumes     int    // streams opened again after a cut, a stall or a refused chunk
+	Resumes     int    // streams opened again after a cut, a stall, a refused chunk or a busy hub
 	Stalls      int    // of which after NoProgress with nothing
 	Refused     int    // chunks refused by their digest
 	Delta       bool   // the hub sent patches

@@ -16,7 +16,10 @@ import (
 	"github.com/outpost-mesh/outpost/firmware/transfer"
 	"github.com/outpost-mesh/outpost/internal/wait"
 	"github.com/outpost-mesh/outpost/sync/client"
+	"github.com/outpost-mesh/outpost/sync/server"
 )
+
+var _ server.ArtifactServer = (*transfer.Server)(nil)
 
 // releaseStore is a hub's releases and artifacts in memory.
 type releaseStore struct {
