@@ -178,7 +178,8 @@ type Client struct {
 	outbox  chan struct{} // a wake-up for the status sender
 
 	connected atomic.Bool
-	relayed   atomic.Bool // the session is through a relay
+	current   atomic.Pointer[liveConn] // the session's, for OpenArtifactStream
+	relayed   atomic.Bool              // the session is through a relay
 	stats     Stats
 
 	// The last usage report sent and when, across sessions; usageLoop's
@@ -355,6 +356,8 @@ func (c *Client) connectOnce(ctx context.Context, route Route, from netip.Addr) 
 	c.relayed.Store(!route.Direct())
 	c.connected.Store(true)
 	defer c.connected.Store(false)
+	c.current.Store(&liveConn{conn: conn, version: resume.Version})
+	defer c.current.Store(nil)
 	if c.cfg.Connected != nil {
 		c.cfg.Connected()
 	}

@@ -114,12 +114,13 @@ type Config struct {
 	// noticing only at the idle timeout.
 	StatelessResetKey *quic.StatelessResetKey
 
-	Views     *view.Index // non-nil
-	Objects   Objects     // non-nil: reads what Views holds without its bytes
-	Authority Authority   // non-nil
-	Sink      Sink        // non-nil
-	Presence  Presence    // or nil
-	Usage     UsageSink   // or nil: reports are read and dropped
+	Views     *view.Index    // non-nil
+	Objects   Objects        // non-nil: reads what Views holds without its bytes
+	Authority Authority      // non-nil
+	Sink      Sink           // non-nil
+	Presence  Presence       // or nil
+	Usage     UsageSink      // or nil: reports are read and dropped
+	Artifacts ArtifactServer // or nil: artifact requests are refused
 	Logger    *slog.Logger
 
 	// Tokens mints the service account tokens of the pods of the views
@@ -529,6 +530,8 @@ func (s *Server) serveStream(ctx context.Context, log *slog.Logger, peer netip.A
 		s.renew(ctx, log, node, st, m)
 	case *wire.Usage:
 		s.usage(node, st, m)
+	case *wire.ArtifactRequest:
+		s.artifact(ctx, log, node, st, m)
 	default:
 		st.Fail(wire.CodeBadRequest, fmt.Sprintf("a stream cannot start with %v", m.Type()))
 	}

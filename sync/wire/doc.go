@@ -13,7 +13,9 @@
 //     each answered by an [Ack] once the edge has made it durable; when the
 //     Welcome asks for it, the edge first sends its [Inventory];
 //   - the status stream: [StatusPush] up, each answered by a [StatusAck];
-//   - a renew stream: [RenewRequest] -> [RenewResponse].
+//   - a renew stream: [RenewRequest] -> [RenewResponse];
+//   - artifact streams (firmware/transfer): [ArtifactRequest] ->
+//     [ArtifactReply], then [ArtifactChunk] frames down.
 //
 // The hub opens tunnel streams back to the edge: [TunnelOpen] ->
 // [TunnelReply], then raw bytes both ways.

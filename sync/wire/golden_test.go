@@ -103,6 +103,14 @@ func goldenFrames() map[int][]golden {
 			// Relay, added within version 5: older builds skip field 6.
 			{name: "usage-relay", msg: sampleRelayUsage()},
 		},
+		6: {
+			{name: "artifact-request-manifest", msg: &ArtifactRequest{Release: "agent-1-4-0"}},
+			{name: "artifact-request", msg: sampleArtifactRequest()},
+			{name: "artifact-reply", msg: &ArtifactReply{Mode: ArtifactDelta, Size: 5 << 20, ChunkSize: 256 << 10}},
+			{name: "artifact-reply-envelope", msg: &ArtifactReply{Envelope: []byte(`{"payloadType":"x"}`)}},
+			{name: "artifact-reply-refused", msg: &ArtifactReply{Code: CodeNotFound, Message: "release agent-1-4-0 has no component gps"}},
+			{name: "artifact-chunk", msg: &ArtifactChunk{Index: 7, Data: []byte{0x28, 0xb5, 0x2f, 0xfd, 1, 2, 3}, Delta: true}},
+		},
 	}
 }
 

@@ -10,21 +10,24 @@ type Type uint8
 
 // The message types. Numbers are never reused.
 const (
-	TypeError         Type = 1
-	TypeJoinRequest   Type = 2
-	TypeJoinResponse  Type = 3
-	TypeHello         Type = 4
-	TypeWelcome       Type = 5
-	TypeInventory     Type = 6
-	TypeBatch         Type = 7
-	TypeAck           Type = 8
-	TypeStatusPush    Type = 9
-	TypeStatusAck     Type = 10
-	TypeRenewRequest  Type = 11
-	TypeRenewResponse Type = 12
-	TypeTunnelOpen    Type = 13
-	TypeTunnelReply   Type = 14
-	TypeUsage         Type = 15 // since UsageVersion
+	TypeError           Type = 1
+	TypeJoinRequest     Type = 2
+	TypeJoinResponse    Type = 3
+	TypeHello           Type = 4
+	TypeWelcome         Type = 5
+	TypeInventory       Type = 6
+	TypeBatch           Type = 7
+	TypeAck             Type = 8
+	TypeStatusPush      Type = 9
+	TypeStatusAck       Type = 10
+	TypeRenewRequest    Type = 11
+	TypeRenewResponse   Type = 12
+	TypeTunnelOpen      Type = 13
+	TypeTunnelReply     Type = 14
+	TypeUsage           Type = 15 // since UsageVersion
+	TypeArtifactRequest Type = 16 // since ArtifactVersion
+	TypeArtifactReply   Type = 17 // since ArtifactVersion
+	TypeArtifactChunk   Type = 18 // since ArtifactVersion
 )
 
 func (t Type) String() string {
@@ -59,6 +62,12 @@ func (t Type) String() string {
 		return "TunnelReply"
 	case TypeUsage:
 		return "Usage"
+	case TypeArtifactRequest:
+		return "ArtifactRequest"
+	case TypeArtifactReply:
+		return "ArtifactReply"
+	case TypeArtifactChunk:
+		return "ArtifactChunk"
 	}
 	return fmt.Sprintf("Type(%d)", uint8(t))
 }
@@ -104,6 +113,12 @@ func newMessage(t Type) Message {
 		return &TunnelReply{}
 	case TypeUsage:
 		return &Usage{}
+	case TypeArtifactRequest:
+		return &ArtifactRequest{}
+	case TypeArtifactReply:
+		return &ArtifactReply{}
+	case TypeArtifactChunk:
+		return &ArtifactChunk{}
 	}
 	return nil
 }

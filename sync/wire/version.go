@@ -27,8 +27,13 @@ const ALPN = "outpost-sync"
 //     site, as an object of ResourceMeshKeys (see MeshKeys), and
 //     Hello.Tokens lists the ones the edge holds too. A hub speaking 4
 //     sends none; an edge speaking 4 is sent none.
+//   - 6 (2026-12-07): the edge fetches release manifests and artifacts
+//     on artifact streams of their own (ArtifactRequest, type 16, answered
+//     by ArtifactReply, 17, and ArtifactChunk frames, 18), chunk by chunk,
+//     resumable, raw or as zstd patches on an artifact the edge holds. An
+//     edge opens none to a hub speaking 5.
 const (
-	CapabilityVersion    = 5
+	CapabilityVersion    = 6
 	MinCapabilityVersion = 1
 )
 
