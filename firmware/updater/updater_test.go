@@ -30,10 +30,11 @@ func artifact(t *testing.T, dir, name, kind string, content []byte) (string, man
 	if kind == manifest.KindFile {
 		goos, arch = "", ""
 	}
-	c, err := manifest.ComponentFromFile(name, kind, goos, arch, "", path, manifest.MinChunkSize)
+	c, err := manifest.ComponentFromFile("x", kind, goos, arch, "", path, manifest.MinChunkSize)
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.Name = name // may be one the manifest would refuse
 	return path, c
 }
 

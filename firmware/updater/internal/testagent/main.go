@@ -134,6 +134,13 @@ func run() error {
 		if exec && err == nil {
 			return u.Exec(os.Args, os.Environ())
 		}
+		if c.Op == "commit" && err == nil {
+			st.Trial, st.Boots = false, 0
+			b, _ := json.Marshal(st)
+			if err := atomicfile.WriteFile(filepath.Join(ctl, "status.json"), b, 0o644); err != nil {
+				return err
+			}
+		}
 	}
 }
 
