@@ -72,7 +72,7 @@ func TestDecideBoot(t *testing.T) {
 			s: trialState(0, time.Time{}), ev: bootEvent{now: t0, present: only(SlotA)},
 			wantSlot: SlotA, wantVersion: "1.0.0", wantRevert: SlotMissing, wantChanged: true},
 		{name: "committed slot missing, previous present",
-			s: &State{Format: stateFormat, Committed: &Slot{Slot: SlotB, Version: "1.1.0"}, Previous: &Slot{Slot: SlotA, Version: "1.0.0"}},
+			s:  &State{Format: stateFormat, Committed: &Slot{Slot: SlotB, Version: "1.1.0"}, Previous: &Slot{Slot: SlotA, Version: "1.0.0"}},
 			ev: bootEvent{now: t0, present: only(SlotA)}, wantSlot: SlotA, wantVersion: "1.0.0", wantChanged: true},
 		{name: "committed slot missing, nothing else",
 			s:  &State{Format: stateFormat, Committed: &Slot{Slot: SlotB, Version: "1.1.0"}},

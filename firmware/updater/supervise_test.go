@@ -400,3 +400,54 @@ func (n *node) waitPaused(step string) int {
 	return pid
 }
 
+// TestPlainStart is the agent under systemd with Restart=always and no
+// supervisor: each start is the installed binary, whose Boot chooses the
+// slot and execs into it in the same process.
+func TestPlainStart(t *testing.T) {
+	root := t.TempDir()
+	dir, ctl := filepath.Join(root, "firmware"), filepath.Join(root, "ctl")
+	os.MkdirAll(ctl, 0o755)
+	installed := agentBinary(t, "1.0.0")
+	cfg := DefaultConfig(dir)
+	cfg.Installed = installed
+	u, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := agentBinary(t, "1.1.0")
+	c, err := manifest.ComponentFromFile("agent", manifest.KindAgent, runtime.GOOS, runtime.GOARCH, "", path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := u.InstallAgent(context.Background(), "rel", "1.1.0", path, c, time.Minute, false); err != nil {
+		t.Fatal(err)
+	}
+	n := &node{t: t, dir: dir, ctl: ctl}
+	start := func() *exec.Cmd {
+		cmd := exec.Command(installed)
+		cmd.Env = []string{"TESTAGENT_DIR=" + dir, "TESTAGENT_CTL=" + ctl, "TESTAGENT_GRACE=1m"}
+		cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	// The machine rebooted after the install, before the trial ran.
+	cmd := start()
+	st := n.waitRunning("1.1.0", true, 0)
+	if st.PID != cmd.Process.Pid || st.Boots != 1 {
+		t.Fatalf("trial status %+v, want pid %d (exec'd in place) and one boot, counted once", st, cmd.Process.Pid)
+	}
+	// It crashes; systemd starts the installed binary again.
+	cmd.Process.Kill()
+	cmd.Wait()
+	cmd = start()
+	st = n.waitRunning("1.0.0", false, st.PID)
+	if st.PID != cmd.Process.Pid {
+		t.Fatalf("status %+v, want pid %d", st, cmd.Process.Pid)
+	}
+	if f := n.failure("1.1.0"); f == nil || f.Reason != CrashedInTrial {
+		t.Fatalf("failure = %+v, want CrashedInTrial", f)
+	}
+}
