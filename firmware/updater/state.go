@@ -10,6 +10,7 @@ import (
 
 	firmwarev1 "github.com/outpost-mesh/outpost/firmware/apis/v1"
 	"github.com/outpost-mesh/outpost/firmware/manifest"
+	"github.com/outpost-mesh/outpost/internal/limitread"
 )
 
 // Limits of the state file, which a crash, a bad disk or a person may have
@@ -200,12 +201,9 @@ func encodeState(s *State) ([]byte, error) {
 // decodeState decodes and validates a state file of at most MaxStateBytes:
 // strict JSON (no unknown fields, no trailing data).
 func decodeState(r io.Reader) (*State, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxStateBytes+1))
+	data, err := limitread.All(r, MaxStateBytes)
 	if err != nil {
 		return nil, err
-	}
-	if len(data) > MaxStateBytes {
-		return nil, fmt.Errorf("over %d bytes", MaxStateBytes)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

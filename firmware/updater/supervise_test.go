@@ -17,6 +17,7 @@ import (
 
 	"github.com/outpost-mesh/outpost/firmware/manifest"
 	"github.com/outpost-mesh/outpost/internal/atomicfile"
+	"github.com/outpost-mesh/outpost/internal/testlog"
 	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
@@ -35,9 +36,24 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	before := runtime.NumGoroutine()
 	code := m.Run()
 	if agentsDir != "" {
 		os.RemoveAll(agentsDir)
+	}
+	if code == 0 {
+		// Every Supervise and child watcher must have exited.
+		deadline := time.Now().Add(5 * time.Second)
+		tick := time.NewTicker(10 * time.Millisecond)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			<-tick.C
+		}
+		tick.Stop()
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<20)
+			fmt.Fprintf(os.Stderr, "%d goroutines leaked:\n%s\n", n-before, buf[:runtime.Stack(buf, true)])
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
@@ -98,7 +114,7 @@ func startNode(t *testing.T, grace time.Duration) *node {
 	cfg.Updater.Grace = grace
 	cfg.Env = []string{"TESTAGENT_DIR=" + n.dir, "TESTAGENT_CTL=" + n.ctl, "TESTAGENT_GRACE=" + grace.String()}
 	cfg.Signals = n.sigs
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	log := testlog.New(t, slog.LevelInfo)
 	cfg.Logger, cfg.Updater.Logger = log, log
 	cfg.Stdout, cfg.Stderr = t.Output(), t.Output()
 	cfg.MinBackoff, cfg.MaxBackoff = 10*time.Millisecond, 100*time.Millisecond
