@@ -207,3 +207,49 @@ func TestFileRefusals(t *testing.T) {
 		t.Errorf("InstallAgent(file) = %v, want WrongKind", err)
 	}
 }
+
+// TestFileHookInterrupted: the agent dies while the hook installs; the next
+// start lists the trial, and RecoverFiles reverts it through the hook.
+func TestFileHookInterrupted(t *testing.T) {
+	hookDir := t.TempDir()
+	hook := filepath.Join(hookDir, "install-hook")
+	if err := os.WriteFile(hook, fmt.Appendf(nil, hookScript, hookDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t)
+	cfg := DefaultConfig(f.dir)
+	cfg.Hook = hook
+	cfg.AfterStep = func(step string) error {
+		if step == StepFileMarked {
+			return errCrash
+		}
+		return nil
+	}
+	u, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, c := artifact(t, f.tmp, "modem", manifest.KindFile, []byte("firmware 2.0.0"))
+	if err := u.InstallFile(context.Background(), "rel", "2.0.0", path, c, time.Minute, false); !errors.Is(err, errCrash) {
+		t.Fatalf("InstallFile = %v, want the crash", err)
+	}
+	cfg.AfterStep = nil
+	u, _ = New(cfg)
+	d, err := u.Boot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.FileReverts) != 1 || d.FileReverts[0].Component != "modem" || d.FileReverts[0].Reason != HookInterrupted {
+		t.Fatalf("FileReverts = %+v", d.FileReverts)
+	}
+	if err := u.RecoverFiles(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	if log := readLog(t, hookDir); log != "argc=1\narg=[revert]\n" {
+		t.Errorf("hook log = %q, want a revert", log)
+	}
+	s, _ := u.State()
+	if len(s.Failed) != 1 || s.Failed[0].Reason != HookInterrupted || len(u.FileTrials()) != 0 {
+		t.Errorf("failed %+v trials %+v", s.Failed, u.FileTrials())
+	}
+}
