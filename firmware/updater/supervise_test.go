@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -36,7 +37,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	before := runtime.NumGoroutine()
+	before := goroutines()
 	code := m.Run()
 	if agentsDir != "" {
 		os.RemoveAll(agentsDir)
@@ -45,17 +46,30 @@ func TestMain(m *testing.M) {
 		// Every Supervise and child watcher must have exited.
 		deadline := time.Now().Add(5 * time.Second)
 		tick := time.NewTicker(10 * time.Millisecond)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		for len(goroutines()) > len(before) && time.Now().Before(deadline) {
 			<-tick.C
 		}
 		tick.Stop()
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<20)
-			fmt.Fprintf(os.Stderr, "%d goroutines leaked:\n%s\n", n-before, buf[:runtime.Stack(buf, true)])
+		if now := goroutines(); len(now) > len(before) {
+			fmt.Fprintf(os.Stderr, "goroutines leaked:\n%s\n", strings.Join(now, "\n\n"))
 			code = 1
 		}
 	}
 	os.Exit(code)
+}
+
+// goroutines returns the stacks of the goroutines other than the caller's
+// and the runtime's signal loop (started by the fuzzing engine).
+func goroutines() []string {
+	buf := make([]byte, 1<<20)
+	var out []string
+	for i, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if i == 0 || strings.Contains(g, "os/signal.loop") {
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // agentBinary returns the path of the test agent of version, building them
