@@ -175,7 +175,7 @@ type supervisor struct {
 // run starts d.Binary and waits for it to end, forwarding signals and
 // killing a trial that hangs. The child has always exited when run returns.
 func (s *supervisor) run(ctx context.Context, d Decision, env []string) childEnd {
-	cmd := exec.Command(d.Binary, s.cfg.Args...)
+	cmd := exec.Command(d.Binary, s.u.Args(d.Slot, s.cfg.Args)...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = s.cfg.Stdout, s.cfg.Stderr
 	if cmd.Stdout == nil {

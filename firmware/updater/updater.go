@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,6 +59,11 @@ type Config struct {
 	// /usr/local/bin/outpost-edge), run before the first update commits.
 	// Empty means $OUTPOST_FIRMWARE_INSTALLED, else the running executable.
 	Installed string
+	// InstalledArgs are put before the agent's arguments when the
+	// installed binary runs: ["edge"] when it is the multi-command outpost
+	// binary (`outpost edge`), none for outpost-edge. Slot binaries are
+	// always outpost-edge.
+	InstalledArgs []string
 	// Hook is the absolute path of the install hook for file components,
 	// from the node's local config; empty refuses file components.
 	Hook string
@@ -300,6 +306,15 @@ func (d Decision) RunsHere() bool {
 	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
 
+// Args returns the arguments the binary of slot runs with, given the
+// agent's: Config.InstalledArgs first for the installed binary.
+func (u *Updater) Args(slot string, args []string) []string {
+	if slot == SlotInstalled && len(u.cfg.InstalledArgs) > 0 {
+		return append(slices.Clone(u.cfg.InstalledArgs), args...)
+	}
+	return args
+}
+
 // Env returns env with the updater's variables set for running d.Binary as
 // the start Boot decided: the boot token of a trial, the installed path.
 func (u *Updater) Env(d Decision, env []string) []string {
@@ -329,8 +344,10 @@ next:
 // trial, else the committed slot, else the installed binary. After
 // InstallAgent the new binary's Boot counts its first start; after Boot
 // chose a trial slot Exec passes the boot token so it is not counted twice.
-// It returns only on error.
-func (u *Updater) Exec(argv, env []string) error {
+// args are the agent's arguments after the program's name
+// (Config.InstalledArgs go before them for the installed binary). It
+// returns only on error.
+func (u *Updater) Exec(args, env []string) error {
 	u.mu.Lock()
 	s, err := u.load()
 	u.mu.Unlock()
@@ -349,9 +366,7 @@ func (u *Updater) Exec(argv, env []string) error {
 	}
 	bin := u.SlotPath(d.Slot)
 	env = u.Env(d, env)
-	if len(argv) == 0 {
-		argv = []string{bin}
-	}
+	argv := append([]string{bin}, u.Args(d.Slot, args)...)
 	u.log.Info("exec", "binary", bin)
 	if err := syscall.Exec(bin, argv, env); err != nil {
 		return fmt.Errorf("exec %s: %w", bin, err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -364,5 +365,26 @@ func TestTrialWindowExpires(t *testing.T) {
 	}
 	if !d2.Reverted || d2.LastOutcome.Reason != HealthWindowExpired || d2.Slot != SlotInstalled {
 		t.Fatalf("boot past the deadline = %+v %+v", d2, d2.LastOutcome)
+	}
+}
+
+// TestInstalledArgs: the multi-command outpost binary runs the agent as
+// `outpost edge`; slot binaries are outpost-edge and take the flags alone.
+func TestInstalledArgs(t *testing.T) {
+	cfg := DefaultConfig(t.TempDir())
+	cfg.InstalledArgs = []string{"edge"}
+	u, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--hub", "h:1"}
+	if got := u.Args(SlotInstalled, args); !slices.Equal(got, []string{"edge", "--hub", "h:1"}) {
+		t.Errorf("Args(installed) = %q", got)
+	}
+	if got := u.Args(SlotA, args); !slices.Equal(got, args) {
+		t.Errorf("Args(a) = %q", got)
+	}
+	if !slices.Equal(args, []string{"--hub", "h:1"}) {
+		t.Errorf("Args changed its argument: %q", args)
 	}
 }

@@ -80,7 +80,7 @@ func run() error {
 		return err
 	}
 	if !d.RunsHere() {
-		return u.Exec(os.Args, os.Environ())
+		return u.Exec(os.Args[1:], os.Environ())
 	}
 	st := Status{PID: os.Getpid(), Version: version, Slot: d.Slot, Trial: d.Trial != nil}
 	if d.Trial != nil {
@@ -132,7 +132,7 @@ func run() error {
 			return err
 		}
 		if exec && err == nil {
-			return u.Exec(os.Args, os.Environ())
+			return u.Exec(os.Args[1:], os.Environ())
 		}
 		if c.Op == "commit" && err == nil {
 			st.Trial, st.Boots = false, 0
