@@ -63,6 +63,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err := edgecmd.CheckRequired(fs); err != nil {
 			return err
 		}
+		f.Args = args
 		return f.Run(ctx)
 	case rest[0] == "version":
 		if len(rest) > 1 {

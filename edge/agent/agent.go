@@ -79,6 +79,9 @@ type Config struct {
 	// alive while its uplink is down, and drop its pods from routing
 	// when it dies. nil runs none.
 	Mesh *MeshConfig
+	// Firmware, if not nil, has the node take the over-the-air updates
+	// its rollouts offer it; nil takes none.
+	Firmware *FirmwareConfig
 	// Checkpoint configures the local store.
 	Checkpoint checkpoint.Config
 	// Sync tunes the hub connection (back-off, keep-alives); the agent
@@ -245,6 +248,14 @@ type Agent struct {
 	// counters in the usage report (relayUsage).
 	relay atomic.Pointer[relay.Relay]
 
+	// fw drives the node's updates; nil when Config.Firmware is. restart
+	// stops Run to restart into another slot (ErrRestart), once Run has
+	// started.
+	fw          *firmware
+	restartOnce sync.Once
+	restarting  atomic.Bool
+	stopRun     context.CancelFunc
+
 	// badManifests holds why each manifest that could not be used was
 	// not, as last logged.
 	badManifests map[string]string
@@ -325,6 +336,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	a.stopRun = cancel
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -354,18 +366,32 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.share != nil {
 		wg.Go(func() { a.runImageShare(ctx) })
 	}
+	if a.fw != nil {
+		wg.Go(func() { a.fw.run(ctx) })
+	}
 
 	errc := make(chan error, 1)
 	wg.Go(func() { errc <- a.connect(ctx, joined) })
 	select {
 	case <-ctx.Done():
-		return nil
 	case err := <-errc:
-		if ctx.Err() != nil {
-			return nil
+		if ctx.Err() == nil {
+			return err
 		}
-		return err
 	}
+	if a.restarting.Load() {
+		return ErrRestart
+	}
+	return nil
+}
+
+// restart stops Run, which returns ErrRestart once everything it
+// started has stopped: the pods go on running in their shims.
+func (a *Agent) restart() {
+	a.restartOnce.Do(func() {
+		a.restarting.Store(true)
+		a.stopRun()
+	})
 }
 
 // connect joins the node if it never did, then keeps the hub connection
@@ -391,13 +417,21 @@ func (a *Agent) connect(ctx context.Context, joined bool) error {
 			if c.Key == nodeKey {
 				a.status.NodeViewed()
 			}
+			if a.fw != nil && (c.Key == nodeKey || c.Key == wire.FirmwareTrustKey) {
+				a.fw.Kick()
+			}
 		}
 		a.pods.Kick()
 		if a.netsvc != nil {
 			a.netsvc.Kick()
 		}
 	}
-	cfg.Connected = a.status.NodeDue
+	cfg.Connected = func() {
+		a.status.NodeDue()
+		if a.fw != nil {
+			a.fw.Kick() // a trial waits for the connection
+		}
+	}
 	cfg.Renew = func() ([]byte, func([]byte) error, error) {
 		csr, commit, err := a.id.newCSR()
 		if err != nil {
@@ -637,6 +671,9 @@ func (a *Agent) build() error {
 		}
 	}
 	if err := a.buildTunnels(); err != nil {
+		return err
+	}
+	if err := a.buildFirmware(); err != nil {
 		return err
 	}
 	return a.buildUsage()

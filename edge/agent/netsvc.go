@@ -61,7 +61,7 @@ func (a *Agent) nodeAnnotations() map[string]string {
 			out[wire.AnnotationServiceRouting] = m
 		}
 	}
-	return out
+	return a.firmwareAnnotations(out)
 }
 
 // overlayDevice names the node's VXLAN device after its bridge, so that

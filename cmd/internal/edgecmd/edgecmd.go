@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -29,6 +30,8 @@ import (
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
 	"github.com/outpost-mesh/outpost/edge/status"
 	"github.com/outpost-mesh/outpost/edge/usage"
+	"github.com/outpost-mesh/outpost/firmware/transfer"
+	"github.com/outpost-mesh/outpost/firmware/updater"
 	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
@@ -71,6 +74,22 @@ type Flags struct {
 	// MeshRelay relays the site peers' sync sessions, and the node's own
 	// through a peer, while an uplink is down.
 	MeshRelay bool
+
+	// Supervise runs the agent as a child that it restarts, and reverts a
+	// trial of a new agent that crashes or hangs (firmware/updater).
+	Supervise bool
+	// OTABandwidth caps over-the-air downloads: "auto", "0" or a size a
+	// second.
+	OTABandwidth string
+	// InstallHook is the executable file components of releases are
+	// handed to.
+	InstallHook string
+
+	// Args are the agent's arguments as given, after the program's name
+	// and command: the agent runs another of its binaries with them after
+	// an update. InstalledArgs go before them when the binary the node was
+	// installed with runs: ["edge"] for `outpost edge`.
+	Args, InstalledArgs []string
 }
 
 // DefaultFlags returns the flags' defaults.
@@ -103,6 +122,7 @@ func DefaultFlags() Flags {
 		NodeUsage:                        "machine",
 		Mesh:                             true,
 		MeshRelay:                        true,
+		OTABandwidth:                     "auto",
 	}
 }
 
@@ -157,6 +177,9 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.Mesh, "mesh", f.Mesh, "gossip with the other nodes of the node's --site (memberlist, encrypted with the site's key from the hub), so that they see it alive while its uplink is down and drop its pods from routing when it dies")
 	fs.BoolVar(&f.MeshRelay, "mesh-relay", f.MeshRelay, "with --mesh: while this node's uplink is down, move its sync session through a site peer whose uplink works, and relay its peers' sessions the same way (the peer sees only encrypted packets; capped at 16 MiB a minute per peer)")
 	fs.StringVar(&f.MeshAddr, "mesh-addr", f.MeshAddr, fmt.Sprintf("address[:port] on the site's LAN the mesh listens on, over UDP and TCP (default the node's InternalIP, port %d)", mesh.DefaultPort))
+	fs.BoolVar(&f.Supervise, "supervise", f.Supervise, "run the agent as a child process that is restarted when it exits, and whose trial of a new version is reverted when it crashes or hangs past its health window (over-the-air updates); as systemd does with Restart=always")
+	fs.StringVar(&f.OTABandwidth, "ota-bandwidth", f.OTABandwidth, "cap of over-the-air downloads, per second (such as 512KiB): auto for half the uplink measured at the start of each download, 0 for none")
+	fs.StringVar(&f.InstallHook, "install-hook", f.InstallHook, "absolute path of the executable the file components of releases (device firmware, config bundles) are handed to: run with the verified artifact's path as its only argument, then with commit or revert")
 	fs.DurationVar(&f.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", f.EvictionPressureTransitionPeriod, "how long a pressure condition (MemoryPressure, DiskPressure, PIDPressure) stays after its threshold was last met, so that it does not flap")
 }
 
@@ -306,12 +329,55 @@ func NewRuntime(name string, log *slog.Logger) (runtime.Runtime, string, error) 
 }
 
 // Run runs the agent of the flags until ctx is done, logging through
-// slog.Default().
+// slog.Default(). With --supervise it runs it as a child instead. The
+// agent first runs the binary its updates chose (firmware/updater's Boot),
+// execing into it if it is not this one, and execs into another after an
+// update or a failed trial.
 func (f *Flags) Run(ctx context.Context) error {
+	bw, err := transfer.ParseBandwidth(f.OTABandwidth)
+	if err != nil {
+		return fmt.Errorf("--ota-bandwidth: %w", err)
+	}
+	ucfg := updater.DefaultConfig(filepath.Join(f.DataDir, agent.FirmwareDir))
+	ucfg.Hook, ucfg.InstalledArgs, ucfg.Logger = f.InstallHook, f.InstalledArgs, slog.Default()
+	if err := ucfg.Validate(); err != nil {
+		return fmt.Errorf("--install-hook: %w", err)
+	}
+	if f.Supervise {
+		scfg := updater.DefaultSuperviseConfig(ucfg.Dir, updater.ChildArgs(f.Args))
+		scfg.Updater, scfg.Logger = ucfg, slog.Default()
+		return updater.Supervise(ctx, scfg)
+	}
+	if err := os.MkdirAll(f.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	u, err := updater.New(ucfg)
+	if err != nil {
+		return err
+	}
+	d, err := u.Boot()
+	switch {
+	case errors.Is(err, updater.ErrCorruptState):
+		slog.Error("the firmware state was corrupt; running the installed agent", "err", err)
+	case err != nil:
+		return fmt.Errorf("firmware: %w", err)
+	}
+	if !d.RunsHere() {
+		slog.Info("running the agent the firmware state names", "binary", d.Binary, "version", d.Version, "trial", d.Trial != nil)
+		return u.Exec(f.Args, os.Environ())
+	}
+	if err := u.RecoverFiles(ctx, d); err != nil {
+		slog.Error("revert the file components of a failed trial", "err", err)
+	}
 	cfg, err := f.Config(slog.Default())
 	if err != nil {
 		return err
 	}
+	fc := &agent.FirmwareConfig{Slots: agent.UpdaterSlots(u), Bandwidth: bw}
+	if o := d.LastOutcome; d.Reverted && o != nil {
+		fc.Boot = &agent.FirmwareOutcome{Release: o.Release, Version: o.Version, Reason: string(o.Reason), Message: o.Message}
+	}
+	cfg.Firmware = fc
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err
@@ -324,6 +390,9 @@ func (f *Flags) Run(ctx context.Context) error {
 	start := time.Now()
 	err = a.Run(ctx)
 	slog.Info("edge agent stopped", "after", time.Since(start).Round(time.Second), "err", err)
+	if errors.Is(err, agent.ErrRestart) {
+		return u.Exec(f.Args, os.Environ())
+	}
 	return err
 }
 
