@@ -280,9 +280,18 @@ func (rc *Controller) sync(ctx context.Context, name string) error {
 	}
 	if out.pause {
 		patch := []byte(`{"spec":{"paused":true}}`)
-		if _, err := rc.dynamic.Resource(RolloutsResource).Patch(ctx, ro.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		pu, err := rc.dynamic.Resource(RolloutsResource).Patch(ctx, ro.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err != nil {
 			return fmt.Errorf("pause rollout %s: %w", ro.Name, err)
 		}
+		// The status goes on the object as patched: its resource
+		// version moved on.
+		pro, err := toRollout(pu)
+		if err != nil {
+			return fmt.Errorf("rollout %s: %w", name, err)
+		}
+		pro.Status = ro.Status
+		u, ro = pu, pro
 	}
 	st := out.status
 	st.ObservedGeneration = ro.Generation
@@ -424,7 +433,6 @@ func (rc *Controller) observe(nodes []*corev1.Node, version string, now time.Tim
 				p.received = nf.Transfer.Received
 			}
 		}
-		p.target += "\x00" + n.Annotations[fwv1.AnnotationOffer] // a new offer is progress too
 		old, seen := rc.progress[n.Name]
 		if !seen || old.target != p.target || old.state != p.state || old.received != p.received {
 			p.at = now

@@ -203,7 +203,7 @@ func decide(in input) output {
 	}
 	slices.SortFunc(out.patches, func(a, b nodePatch) int { return cmp.Compare(a.name, b.name) })
 
-	out.status = nextStatus(in, views, res)
+	out.status = nextStatus(in, views, res, offer)
 	out.events = append(out.events, events(in, prevPlan, res, prevNodes, out.status.Nodes)...)
 	return out
 }
@@ -354,7 +354,7 @@ func recordFailed(v *view, name, version string, limit int) (string, bool) {
 }
 
 // nextStatus returns the Rollout's status for the plan res over views.
-func nextStatus(in input, views []*view, res rollout.Result) fwv1.RolloutStatus {
+func nextStatus(in input, views []*view, res rollout.Result, offered map[string]bool) fwv1.RolloutStatus {
 	st := fwv1.RolloutStatus{
 		Updated: int32(res.Counts.Updated),
 		Failed:  int32(res.Counts.Failed),
@@ -377,6 +377,8 @@ func nextStatus(in input, views []*view, res rollout.Result) fwv1.RolloutStatus 
 		switch {
 		case v.pn.Version == version:
 			ns.State = string(rollout.Updated)
+		case offered[v.node.Name] && v.state == rollout.Idle && !v.busy:
+			ns.State, ns.Since = string(rollout.Offered), metav1.NewTime(in.now.Truncate(time.Second))
 		case v.timedOut:
 			ns.State = string(rollout.Failed)
 		case v.state != rollout.Failed && v.state != rollout.Reverted && slices.Contains(v.pn.FailedVersions, version):
