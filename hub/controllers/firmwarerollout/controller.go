@@ -146,7 +146,15 @@ func New(c controllers.Context, cfg Config) (*Controller, error) {
 // Run starts the Rollout and Release informers, drives rollouts until ctx
 // ends, and returns once its workers and informers have stopped. The
 // owner of the shared informers starts the node informer.
+//
+// Until the hub serves the firmware API (its CustomResourceDefinitions
+// are installed by another part of the hub), Run waits for it, checking
+// every APIPollInterval, rather than fill the log with failed watches.
 func (rc *Controller) Run(ctx context.Context) error {
+	if !rc.waitForAPI(ctx) {
+		rc.queue.ShutDown()
+		return nil
+	}
 	rc.factory.Start(ctx.Done())
 	defer rc.factory.Shutdown()
 	return controllers.Work(ctx, controllers.Workers[string]{
@@ -154,6 +162,48 @@ func (rc *Controller) Run(ctx context.Context) error {
 		What: "rollout", Started: "firmware rollout controller started", Failed: "sync rollout",
 		Level: controllers.Quiet,
 	})
+}
+
+// APIPollInterval is how often Run checks whether the hub serves the
+// firmware API yet.
+const APIPollInterval = 10 * time.Second
+
+// waitForAPI waits until discovery lists Rollouts and Releases; false when
+// ctx ended first.
+func (rc *Controller) waitForAPI(ctx context.Context) bool {
+	logged := false
+	for {
+		if rc.served() {
+			return true
+		}
+		if !logged {
+			rc.log.Info("waiting for the hub to serve the firmware API", "groupVersion", fwv1.SchemeGroupVersion.String())
+			logged = true
+		}
+		t := rc.clock.NewTimer(APIPollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C():
+		}
+	}
+}
+
+// served reports whether discovery lists both resources of the firmware
+// API.
+func (rc *Controller) served() bool {
+	list, err := rc.client.Discovery().ServerResourcesForGroupVersion(fwv1.SchemeGroupVersion.String())
+	if err != nil || list == nil {
+		return false
+	}
+	found := 0
+	for _, r := range list.APIResources {
+		if r.Name == RolloutsResource.Resource || r.Name == ReleasesResource.Resource {
+			found++
+		}
+	}
+	return found == 2
 }
 
 // nodeChanged reports whether a node's update changed what a rollout

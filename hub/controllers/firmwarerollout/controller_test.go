@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -616,6 +617,18 @@ func TestReleaseNotReady(t *testing.T) {
 func TestRunFollowsNodes(t *testing.T) {
 	h := build(t, false, fleet(1), []runtime.Object{release("rel", newVersion, metav1.ConditionTrue), newRollout("ro", t0, nil)})
 	bg := wait.Start(t, 10*time.Second, "rollout controller Run", h.rc.Run)
+	// Not served yet: Run waits, polling on the clock.
+	wait.For(t, 10*time.Second, "Run to wait on the clock", func() (bool, string) {
+		return h.clk.HasWaiters(), "no timer"
+	})
+	if h.offer("n0") != nil {
+		t.Fatal("offered before the API was served")
+	}
+	h.client.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{{
+		GroupVersion: fwv1.SchemeGroupVersion.String(),
+		APIResources: []metav1.APIResource{{Name: "rollouts", Kind: "Rollout"}, {Name: "releases", Kind: "Release"}},
+	}}
+	h.clk.Step(APIPollInterval)
 	t.Cleanup(func() { _ = bg.Stop() })
 	wait.For(t, 10*time.Second, "the offer", func() (bool, string) {
 		return h.offer("n0") != nil, "no offer yet"
