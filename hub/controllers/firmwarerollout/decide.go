@@ -484,11 +484,30 @@ func inFlight(s rollout.NodeState) bool {
 	return false
 }
 
-// splitVersions reads a comma-separated version list, dropping blanks.
+// maxFailedVersionsBytes bounds how much of a Node's
+// AnnotationFailedVersions splitVersions reads: the controller writes at
+// most MaxFailedVersions versions, but anyone allowed to edit the Node may
+// write more.
+const maxFailedVersionsBytes = 8 << 10
+
+// maxVersionLen bounds one version of the list: longer entries are no
+// version a release could have (the CRD caps spec.version well below).
+const maxVersionLen = 128
+
+// splitVersions reads a comma-separated version list, dropping blanks and
+// entries too long to be versions and repeats; of a longer list it reads
+// the last maxFailedVersionsBytes, from the first whole entry.
 func splitVersions(s string) []string {
+	if len(s) > maxFailedVersionsBytes {
+		// The latest versions are last: keep the tail.
+		s = s[len(s)-maxFailedVersionsBytes:]
+		if i := strings.IndexByte(s, ','); i >= 0 {
+			s = s[i+1:]
+		}
+	}
 	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" && len(f) <= maxVersionLen && !slices.Contains(out, f) {
 			out = append(out, f)
 		}
 	}
