@@ -136,7 +136,17 @@ func New(c controllers.Context, cfg Config) (*Controller, error) {
 				rc.enqueueAll()
 			}
 		},
-		DeleteFunc: func(any) { rc.enqueueAll() },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if n, ok := obj.(*corev1.Node); ok {
+				rc.mu.Lock()
+				delete(rc.progress, n.Name)
+				rc.mu.Unlock()
+			}
+			rc.enqueueAll()
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("node informer: %w", err)
 	}
