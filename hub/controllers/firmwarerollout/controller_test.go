@@ -639,3 +639,28 @@ func TestRunFollowsNodes(t *testing.T) {
 		return ns.State == "Trial", ns.State
 	})
 }
+
+// TestInvalidSpecAndDeletion: waves the schema let through but the planner
+// refuses block the rollout with InvalidSpec; deleting a rollout withdraws
+// the offers it made but for an install under way.
+func TestInvalidSpecAndDeletion(t *testing.T) {
+	h := newHarness(t, fleet(2), release("rel", newVersion, metav1.ConditionTrue),
+		newRollout("bad", t0, func(s *fwv1.RolloutSpec) { s.Waves = []string{"50%", "10%"} }),
+		newRollout("ro", t0.Add(time.Minute), nil))
+	h.sync("bad")
+	if c := meta.FindStatusCondition(h.rollout("bad").Status.Conditions, "Progressing"); c == nil || c.Reason != "InvalidSpec" {
+		t.Fatalf("Progressing = %+v, want reason InvalidSpec", c)
+	}
+	wantOffered(t, h, fwv1.OfferInstall)
+	if err := h.dyn.Resource(RolloutsResource).Delete(h.ctx, "bad", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.sync("ro")
+	wantOffered(t, h, fwv1.OfferInstall, "n0", "n1")
+	h.report("n0", oldVersion, fwv1.StateInstalling, "")
+	if err := h.dyn.Resource(RolloutsResource).Delete(h.ctx, "ro", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.sync("ro")
+	wantOffered(t, h, fwv1.OfferInstall, "n0")
+}
