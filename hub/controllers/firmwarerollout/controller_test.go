@@ -474,10 +474,11 @@ func TestRevertAction(t *testing.T) {
 	if got := h.node("n2").Annotations[fwv1.AnnotationFailedVersions]; got != newVersion {
 		t.Fatalf("n2 failed versions = %q", got)
 	}
-	h.report("n0", oldVersion, fwv1.StateReverted, "Ordered")
-	h.report("n1", oldVersion, fwv1.StateReverted, "Ordered")
+	h.report("n0", oldVersion, fwv1.StateReverted, reasonRevertOrdered)
+	h.report("n1", oldVersion, fwv1.StateReverted, reasonRevertOrdered)
 	h.sync("ro")
 	wantOffered(t, h, fwv1.OfferRevert)
+	h.sync("ro") // the orders are gone now
 	for _, n := range []string{"n0", "n1"} {
 		if got := h.node(n).Annotations[fwv1.AnnotationFailedVersions]; got != "" {
 			t.Errorf("%s failed versions = %q after an ordered revert", n, got)

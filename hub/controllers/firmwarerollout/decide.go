@@ -40,6 +40,11 @@ const (
 	ReasonOffline = "Offline"
 )
 
+// reasonRevertOrdered is the Reason the edge agent reports with Reverted
+// when it reverted on a Revert offer (edge/agent's ReasonRevertOrdered;
+// the contract would sit better in firmware/apis/v1).
+const reasonRevertOrdered = "RevertOrdered"
+
 // Event reasons the controller records on a Rollout.
 const (
 	EventWaveStarted     = "WaveStarted"
@@ -345,6 +350,9 @@ func recordFailed(v *view, name, version string, limit int) (string, bool) {
 	}
 	if v.offer != nil && v.offer.Rollout == name && v.offer.Action == fwv1.OfferRevert {
 		return "", false
+	}
+	if v.state == rollout.Reverted && v.reason == reasonRevertOrdered {
+		return "", false // the order was withdrawn once carried out
 	}
 	list := append(slices.Clone(v.failedAnn), version)
 	if len(list) > limit {
