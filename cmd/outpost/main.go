@@ -1,6 +1,7 @@
 // Command outpost is the Outpost hub and command-line tool: `outpost hub`
 // runs the control plane, `outpost bench` the benchmarks, `outpost release`
-// makes signed over-the-air releases, `outpost version` prints the build.
+// makes signed over-the-air releases, `outpost rollout` rolls them out,
+// `outpost version` prints the build.
 package main
 
 import (
@@ -67,6 +68,7 @@ uplink is down.`,
 		newUpCmd(),
 		newImageCmd(),
 		newReleaseCmd(),
+		newRolloutCmd(),
 	)
 	return cmd
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers/disruption"
 	"github.com/outpost-mesh/outpost/hub/controllers/endpoints"
 	"github.com/outpost-mesh/outpost/hub/controllers/endpointslice"
+	"github.com/outpost-mesh/outpost/hub/controllers/firmwarerollout"
 	"github.com/outpost-mesh/outpost/hub/controllers/garbagecollector"
 	"github.com/outpost-mesh/outpost/hub/controllers/job"
 	"github.com/outpost-mesh/outpost/hub/controllers/manager"
@@ -123,6 +124,11 @@ func controllerList(hc Config, caPEM []byte, signer csrsigning.Signer) []manager
 		// which it runs inside kube-apiserver.
 		{Name: "crd", Identity: sa("crd-controller"), New: func(c controllers.Context) (manager.Runner, error) {
 			return crd.New(c, c.Extensions, c.Dynamic)
+		}},
+		// Over-the-air rollouts of firmware.outpost.dev Releases; it
+		// waits until the hub serves that API.
+		{Name: "firmware-rollout", Identity: sa(firmwarerollout.Component), New: func(c controllers.Context) (manager.Runner, error) {
+			return firmwarerollout.New(c, firmwarerollout.DefaultConfig())
 		}},
 		{Name: "storage-version-migrator", Identity: sa("storage-version-migrator-controller"), New: runner(storageversionmigrator.New)},
 		{Name: "scheduler", Identity: auth.SchedulerUser, OwnInformers: true, New: runner(scheduler.New)},
