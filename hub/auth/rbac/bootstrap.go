@@ -75,6 +75,7 @@ const (
 	batchGroup          = "batch"
 	certificatesGroup   = "certificates.k8s.io"
 	apiextensionsGroup  = "apiextensions.k8s.io"
+	firmwareGroup       = "firmware.outpost.dev"
 	coordinationGroup   = "coordination.k8s.io"
 	discoveryGroup      = "discovery.k8s.io"
 	eventsGroup         = "events.k8s.io"
@@ -495,7 +496,8 @@ func controllerRoles() []rbacv1.ClusterRole {
 // a Deployment's revision annotation; and the
 // CustomResourceDefinition controller, which upstream runs inside
 // kube-apiserver, names and establishes definitions and deletes the
-// objects of those deleted.
+// objects of those deleted; the firmware rollout controller offers
+// releases to Nodes and writes its Rollouts' status.
 func outpostControllerRoles() []rbacv1.ClusterRole {
 	c := func(name string, rs ...rule) rbacv1.ClusterRole {
 		return clusterRole(OutpostControllerRolePrefix+name, nil, rs...)
@@ -507,6 +509,13 @@ func outpostControllerRoles() []rbacv1.ClusterRole {
 		),
 		c("deployment-controller",
 			verbs("patch").groups(appsGroup).resources("deployments"),
+		),
+		c("firmware-rollout-controller",
+			verbs("get", "list", "watch", "patch").groups(firmwareGroup).resources("rollouts"),
+			verbs("update").groups(firmwareGroup).resources("rollouts/status"),
+			verbs("get", "list", "watch").groups(firmwareGroup).resources("releases"),
+			verbs("get", "list", "watch", "patch").groups(legacyGroup).resources("nodes"),
+			eventsRule(),
 		),
 		c("crd-controller",
 			verbs("get", "list", "watch", "update").groups(apiextensionsGroup).resources("customresourcedefinitions"),
