@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/outpost-mesh/outpost/firmware/artifacts"
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/controllers"
 	"github.com/outpost-mesh/outpost/hub/controllers/clusterroleaggregation"
@@ -19,6 +20,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers/disruption"
 	"github.com/outpost-mesh/outpost/hub/controllers/endpoints"
 	"github.com/outpost-mesh/outpost/hub/controllers/endpointslice"
+	"github.com/outpost-mesh/outpost/hub/controllers/firmwarerelease"
 	"github.com/outpost-mesh/outpost/hub/controllers/garbagecollector"
 	"github.com/outpost-mesh/outpost/hub/controllers/job"
 	"github.com/outpost-mesh/outpost/hub/controllers/manager"
@@ -43,10 +45,10 @@ import (
 // and each controller as its service account in kube-system, bound to its
 // system:controller: role, as upstream's kube-controller-manager runs
 // them with --use-service-account-credentials.
-func newControllerManager(handler *apiHandler, hc Config, caPEM []byte, signer csrsigning.Signer, log *slog.Logger) (*manager.Manager, error) {
+func newControllerManager(handler *apiHandler, hc Config, caPEM []byte, signer csrsigning.Signer, fw *artifacts.Store, log *slog.Logger) (*manager.Manager, error) {
 	cfg := manager.DefaultConfig()
 	cfg.LeaseIdentity = auth.ControllerManagerUser
-	cfg.Controllers = controllerList(hc, caPEM, signer)
+	cfg.Controllers = controllerList(hc, caPEM, signer, fw)
 	cfg.Clients = func(identity string) (manager.Clients, error) {
 		u, ok := controllerUser(identity)
 		if !ok {
@@ -70,6 +72,8 @@ func controllerUser(identity string) (auth.User, bool) {
 		return controllerManagerUser, true
 	case auth.SchedulerUser:
 		return schedulerUser, true
+	case firmwareReleaseIdentity:
+		return firmwareReleaseUser, true
 	}
 	name, ok := strings.CutPrefix(identity, auth.ServiceAccountUserPrefix+metav1.NamespaceSystem+":")
 	if !ok || name == "" || strings.Contains(name, ":") {
@@ -77,6 +81,13 @@ func controllerUser(identity string) (auth.User, bool) {
 	}
 	return auth.ServiceAccountUser(metav1.NamespaceSystem, name), true
 }
+
+// firmwareReleaseIdentity is the identity of the firmware release
+// controller, which no bootstrap role covers yet: it acts as the hub
+// itself (system:masters), as the hub's other parts of its own do.
+const firmwareReleaseIdentity = "system:outpost-hub:firmware-release"
+
+var firmwareReleaseUser = auth.User{Name: firmwareReleaseIdentity, Groups: []string{auth.MastersGroup}}
 
 // sa is the identity of a controller's service account in kube-system,
 // named as upstream names it (deployment-controller, ...), which its
@@ -90,7 +101,7 @@ func sa(name string) string {
 // it as; caPEM is the hub CA that pods are told to trust, and signer
 // issues the client certificates that certificate signing requests for
 // kubernetes.io/kube-apiserver-client are approved for.
-func controllerList(hc Config, caPEM []byte, signer csrsigning.Signer) []manager.Controller {
+func controllerList(hc Config, caPEM []byte, signer csrsigning.Signer, fw *artifacts.Store) []manager.Controller {
 	lifecycle := nodelifecycle.DefaultConfig()
 	lifecycle.GracePeriod = hc.NodeMonitorGracePeriod
 	list := []manager.Controller{
@@ -123,6 +134,9 @@ func controllerList(hc Config, caPEM []byte, signer csrsigning.Signer) []manager
 		// which it runs inside kube-apiserver.
 		{Name: "crd", Identity: sa("crd-controller"), New: func(c controllers.Context) (manager.Runner, error) {
 			return crd.New(c, c.Extensions, c.Dynamic)
+		}},
+		{Name: "firmware-release", Identity: firmwareReleaseIdentity, New: func(c controllers.Context) (manager.Runner, error) {
+			return firmwarerelease.New(c, firmwarerelease.DefaultConfig(fw))
 		}},
 		{Name: "storage-version-migrator", Identity: sa("storage-version-migrator-controller"), New: runner(storageversionmigrator.New)},
 		{Name: "scheduler", Identity: auth.SchedulerUser, OwnInformers: true, New: runner(scheduler.New)},
