@@ -290,3 +290,25 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// FuzzParseArtifactPath: a path is accepted only with a digest the store
+// takes, which names a file inside it and is the path's whole tail.
+func FuzzParseArtifactPath(f *testing.F) {
+	f.Add(ArtifactsPath + strings.Repeat("a", 64))
+	f.Add(ArtifactsPath + "../../pki/ca.key")
+	f.Add(ArtifactsPath + strings.Repeat("A", 64))
+	f.Add("/firmware/v1/artifacts/sha256")
+	f.Add(ArtifactsPath + strings.Repeat("0", 64) + "/x")
+	f.Fuzz(func(t *testing.T, path string) {
+		d, under, ok := parseArtifactPath(path)
+		if ok != (d != "") || ok && !under {
+			t.Fatalf("parseArtifactPath(%q) = %q, %v, %v", path, d, under, ok)
+		}
+		if !ok {
+			return
+		}
+		if path != ArtifactsPath+d || len(d) != 64 || strings.ContainsAny(d, "/.\\") || strings.ToLower(d) != d {
+			t.Fatalf("parseArtifactPath(%q) accepted %q", path, d)
+		}
+	})
+}
