@@ -118,7 +118,7 @@ Then, unless --no-upload, the artifacts the hub lacks are uploaded to its
 artifact store and the Release NAME (firmware.outpost.dev/v1) is created on
 the hub. Releases are immutable: a Release NAME that exists with another
 envelope is left alone and the command fails; pick a new name.`,
-		Example: `  outpost release create gateway-1.4.0 --version 1.4.0 --component agent=./outpost-edge --key ops.key
+		Example: `  outpost release create gateway-1-4-0 --version 1.4.0 --component agent=./outpost-edge --key ops.key
   outpost release create cfg-7 --version 1.4.1 --component config@any=./config.tar --key ops.key --key sec.key
   outpost release create test --version 0.1.0 --component agent@linux/arm64=./edge --key ops.key --no-upload -o test.json`,
 		Args: cobra.ExactArgs(1),
