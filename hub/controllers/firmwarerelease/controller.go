@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -138,6 +139,16 @@ func New(c controllers.Context, cfg Config) (*Controller, error) {
 // workers and its Release informer have stopped. The shared informers'
 // owner starts them.
 func (ctl *Controller) Run(ctx context.Context) error {
+	// At a hub's first start the Release definition is installed just
+	// before the controllers run and served a moment later: wait for it
+	// rather than have the informer log failed lists.
+	if err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := ctl.client.List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	}); err != nil {
+		ctl.queue.ShutDown()
+		return nil // ctx ended
+	}
 	ctl.factory.Start(ctx.Done())
 	defer ctl.factory.Shutdown()
 	return controllers.Work(ctx, controllers.Workers[string]{
