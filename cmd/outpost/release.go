@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -383,7 +384,7 @@ func (u *uploader) upload(ctx context.Context, w io.Writer, m *manifest.Manifest
 	if err != nil {
 		return fmt.Errorf("encode release %s: %w", m.Name, err)
 	}
-	_, err = u.releases.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	err = u.create(ctx, &unstructured.Unstructured{Object: obj})
 	if apierrors.IsAlreadyExists(err) {
 		// Made meanwhile: the same release is fine.
 		existing, gerr := u.release(ctx, m.Name)
@@ -398,6 +399,26 @@ func (u *uploader) upload(ctx context.Context, w io.Writer, m *manifest.Manifest
 	}
 	fmt.Fprintf(w, "release %s %s created on the hub\n", m.Name, m.Version)
 	return nil
+}
+
+// serveWait bounds how long create waits for a hub that does not serve
+// Releases yet: one that has just started installs their definition
+// and serves it a moment later.
+const serveWait = 30 * time.Second
+
+// create creates the Release obj, trying again for up to serveWait while
+// the hub answers that it does not serve Releases (a NotFound without a
+// name: the resource, not the object).
+func (u *uploader) create(ctx context.Context, obj *unstructured.Unstructured) error {
+	var err error
+	poll := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, serveWait, true, func(ctx context.Context) (bool, error) {
+		_, err = u.releases.Create(ctx, obj, metav1.CreateOptions{})
+		return !apierrors.IsNotFound(err), nil
+	})
+	if poll != nil && apierrors.IsNotFound(err) {
+		return fmt.Errorf("the hub does not serve firmware.outpost.dev/v1 releases: %w", err)
+	}
+	return err
 }
 
 // release returns the Release name, nil if there is none.
