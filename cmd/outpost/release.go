@@ -1,20 +1,34 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"crypto/ed25519"
 	"debug/buildinfo"
 	"debug/elf"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
+	firmwarev1 "github.com/outpost-mesh/outpost/firmware/apis/v1"
 	"github.com/outpost-mesh/outpost/firmware/manifest"
+	"github.com/outpost-mesh/outpost/hub/controllers/firmwarerelease"
+	"github.com/outpost-mesh/outpost/hub/hubd"
 )
 
 // defaultReleaseLifetime is how long a release's manifest stays valid
@@ -36,7 +50,10 @@ signature and digest itself before it installs anything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newReleaseKeygenCmd(), newReleaseCreateCmd())
+	var kubeconfig string
+	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "",
+		"admin kubeconfig of the hub (default $KUBECONFIG, else "+defaultKubeconfig+")")
+	cmd.AddCommand(newReleaseKeygenCmd(), newReleaseCreateCmd(&kubeconfig), newReleaseTrustCmd(&kubeconfig))
 	return cmd
 }
 
@@ -72,11 +89,16 @@ type releaseCreate struct {
 	components, keys                 []string
 	expires                          time.Duration
 	chunkSize                        int64
+	// noUpload keeps the release local: the envelope is written, nothing
+	// is sent to the hub.
+	noUpload bool
+	// kubeconfig is the hub's admin kubeconfig, as adminClient reads it.
+	kubeconfig *string
 }
 
 // newReleaseCreateCmd returns `outpost release create`.
-func newReleaseCreateCmd() *cobra.Command {
-	var o releaseCreate
+func newReleaseCreateCmd(kubeconfig *string) *cobra.Command {
+	o := releaseCreate{kubeconfig: kubeconfig}
 	cmd := &cobra.Command{
 		Use:   "create NAME --version VERSION --component agent=FILE [--component NAME=FILE ...] --key KEY",
 		Short: "Write a signed release manifest of the agent and device files",
@@ -91,10 +113,18 @@ device file handed to the node's install hook (kind file). The platform of a
 Go binary is read from it (GOOS, GOARCH, GOARM), of another ELF file from its
 header; say it yourself with NAME@OS/ARCH[/VARIANT]=FILE, or NAME@any=FILE for
 a file every platform takes. --key may be given several times when the nodes
-require several signatures.`,
+require several signatures.
+
+Then, unless --no-upload, the artifacts the hub lacks are uploaded to its
+artifact store and the Release NAME (firmware.outpost.dev/v1) is created on
+the hub. Releases are immutable: a Release NAME that exists with another
+envelope is left alone and the command fails; pick a new name.`,
+		Example: `  outpost release create gateway-1-4-0 --version 1.4.0 --component agent=./outpost-edge --key ops.key
+  outpost release create cfg-7 --version 1.4.1 --component config@any=./config.tar --key ops.key --key sec.key
+  outpost release create test --version 0.1.0 --component agent@linux/arm64=./edge --key ops.key --no-upload -o test.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd.OutOrStdout(), args[0], time.Now())
+			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0], time.Now())
 		},
 	}
 	f := cmd.Flags()
@@ -105,11 +135,13 @@ require several signatures.`,
 	f.StringVar(&o.allowDowngradeFrom, "allow-downgrade-from", "", "let nodes that committed up to this version install this lower one")
 	f.Int64Var(&o.chunkSize, "chunk-size", manifest.DefaultChunkSize, "bytes per verified chunk")
 	f.StringVarP(&o.out, "out", "o", "", "where to write the signed manifest (default NAME-VERSION.release.json)")
+	f.BoolVar(&o.noUpload, "no-upload", false, "only write the signed manifest; upload nothing to the hub")
 	return cmd
 }
 
-// run makes and writes the signed manifest of release name.
-func (o *releaseCreate) run(w io.Writer, name string, now time.Time) error {
+// run makes and writes the signed manifest of release name, and uploads
+// it with its artifacts unless o.noUpload.
+func (o *releaseCreate) run(ctx context.Context, w io.Writer, name string, now time.Time) error {
 	switch {
 	case o.version == "":
 		return errors.New("--version is required")
@@ -167,7 +199,20 @@ func (o *releaseCreate) run(w io.Writer, name string, now time.Time) error {
 		ids[i] = manifest.KeyID(k.Public().(ed25519.PublicKey))
 	}
 	fmt.Fprintf(w, "wrote %s: release %s %s, signed by %s, expires %s\n", out, name, o.version, strings.Join(ids, ", "), m.Expires.Format(time.RFC3339))
-	return nil
+	if o.noUpload {
+		return nil
+	}
+	up, err := newUploader(*o.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("%w (or keep the release local with --no-upload)", err)
+	}
+	files := make(map[string]string, len(o.components)) // component name -> file
+	for _, arg := range o.components {
+		spec, path, _ := strings.Cut(arg, "=")
+		cname, _, _ := strings.Cut(spec, "@")
+		files[cname] = path
+	}
+	return up.upload(ctx, w, m, envelope, files)
 }
 
 // componentArg reads a --component NAME[@PLATFORM]=FILE argument and
@@ -267,4 +312,177 @@ func readPublicKey(path string) (ed25519.PublicKey, error) {
 		return nil, err
 	}
 	return manifest.ParsePublicKey(data)
+}
+
+// uploader sends releases to a hub: artifacts to its store, the Release
+// through its API.
+type uploader struct {
+	http     *http.Client // authenticated as the kubeconfig's user
+	base     string       // the hub's URL, without a trailing slash
+	releases dynamic.ResourceInterface
+}
+
+// newUploader returns an uploader to the hub of the kubeconfig at path
+// (as adminClient finds it).
+func newUploader(kubeconfig string) (*uploader, error) {
+	_, cfg, err := adminClient(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("hub client: %w", err)
+	}
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("hub client: %w", err)
+	}
+	return &uploader{http: hc, base: strings.TrimSuffix(cfg.Host, "/"), releases: dc.Resource(firmwarerelease.ReleasesResource)}, nil
+}
+
+// errReleaseExists is returned when a Release of the name exists with
+// another envelope.
+var errReleaseExists = errors.New("exists with another envelope")
+
+// upload sends m's artifacts that the hub lacks, read from files (by
+// component name), and then creates the Release m.Name with envelope,
+// leaving one that exists with the same envelope.
+func (u *uploader) upload(ctx context.Context, w io.Writer, m *manifest.Manifest, envelope []byte, files map[string]string) error {
+	existing, err := u.release(ctx, m.Name)
+	if err != nil {
+		return err
+	}
+	if existing != nil && !bytes.Equal(existing.Spec.Envelope, envelope) {
+		return fmt.Errorf("release %s %w (version %s) on the hub: releases are immutable, pick a new name", m.Name, errReleaseExists, existing.Spec.Version)
+	}
+	var sent, held int64
+	for _, c := range m.Components {
+		ok, err := u.has(ctx, c.SHA256, c.Size)
+		if err != nil {
+			return err
+		}
+		if ok {
+			held += c.Size
+			continue
+		}
+		if err := u.put(ctx, c, files[c.Name]); err != nil {
+			return err
+		}
+		sent += c.Size
+	}
+	fmt.Fprintf(w, "artifacts: %d bytes uploaded, %d bytes the hub held already\n", sent, held)
+	if existing != nil {
+		fmt.Fprintf(w, "release %s unchanged on the hub\n", m.Name)
+		return nil
+	}
+	rel := &firmwarev1.Release{
+		TypeMeta:   metav1.TypeMeta{APIVersion: firmwarev1.SchemeGroupVersion.String(), Kind: "Release"},
+		ObjectMeta: metav1.ObjectMeta{Name: m.Name},
+		Spec:       firmwarev1.ReleaseSpec{Version: m.Version, Envelope: envelope, Components: firmwarerelease.SpecComponents(m)},
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rel)
+	if err != nil {
+		return fmt.Errorf("encode release %s: %w", m.Name, err)
+	}
+	err = u.create(ctx, &unstructured.Unstructured{Object: obj})
+	if apierrors.IsAlreadyExists(err) {
+		// Made meanwhile: the same release is fine.
+		existing, gerr := u.release(ctx, m.Name)
+		if gerr == nil && existing != nil && bytes.Equal(existing.Spec.Envelope, envelope) {
+			fmt.Fprintf(w, "release %s unchanged on the hub\n", m.Name)
+			return nil
+		}
+		return fmt.Errorf("release %s %w on the hub: releases are immutable, pick a new name", m.Name, errReleaseExists)
+	}
+	if err != nil {
+		return fmt.Errorf("create release %s: %w", m.Name, err)
+	}
+	fmt.Fprintf(w, "release %s %s created on the hub\n", m.Name, m.Version)
+	return nil
+}
+
+// serveWait bounds how long create waits for a hub that does not serve
+// Releases yet: one that has just started installs their definition
+// and serves it a moment later.
+const serveWait = 30 * time.Second
+
+// create creates the Release obj, trying again for up to serveWait while
+// the hub answers that it does not serve Releases (a NotFound without a
+// name: the resource, not the object).
+func (u *uploader) create(ctx context.Context, obj *unstructured.Unstructured) error {
+	var err error
+	poll := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, serveWait, true, func(ctx context.Context) (bool, error) {
+		_, err = u.releases.Create(ctx, obj, metav1.CreateOptions{})
+		return !apierrors.IsNotFound(err), nil
+	})
+	if poll != nil && apierrors.IsNotFound(err) {
+		return fmt.Errorf("the hub does not serve firmware.outpost.dev/v1 releases: %w", err)
+	}
+	return err
+}
+
+// release returns the Release name, nil if there is none.
+func (u *uploader) release(ctx context.Context, name string) (*firmwarev1.Release, error) {
+	obj, err := u.releases.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get release %s: %w", name, err)
+	}
+	var rel firmwarev1.Release
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &rel); err != nil {
+		return nil, fmt.Errorf("decode release %s: %w", name, err)
+	}
+	return &rel, nil
+}
+
+// has reports whether the hub's store holds the artifact of digest with
+// size bytes.
+func (u *uploader) has(ctx context.Context, digest string, size int64) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, u.base+hubd.ArtifactsPath+digest, nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := u.http.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("look up artifact %s: %w", digest[:12], err)
+	}
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return resp.ContentLength == size, nil
+	case http.StatusNotFound:
+		return false, nil
+	}
+	return false, fmt.Errorf("look up artifact %s: the hub answered %s", digest[:12], resp.Status)
+}
+
+// put uploads the artifact of c from the file at path.
+func (u *uploader) put(ctx context.Context, c manifest.Component, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("upload %s: %w", c.Name, err)
+	}
+	defer f.Close()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u.base+hubd.ArtifactsPath+c.SHA256, io.LimitReader(f, c.Size))
+	if err != nil {
+		return err
+	}
+	req.ContentLength = c.Size
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := u.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("upload %s: %w", c.Name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated {
+		return nil
+	}
+	var st metav1.Status
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(body, &st) == nil && st.Message != "" {
+		return fmt.Errorf("upload %s: the hub answered %s: %s", c.Name, resp.Status, st.Message)
+	}
+	return fmt.Errorf("upload %s: the hub answered %s", c.Name, resp.Status)
 }

@@ -1,15 +1,21 @@
 package main
 
 import (
+	"context"
 	"crypto/ed25519"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/outpost-mesh/outpost/firmware/manifest"
+	"github.com/outpost-mesh/outpost/internal/wait"
 )
 
 // TestReleaseCreate: keygen writes a key pair; create signs a release of
@@ -43,7 +49,7 @@ func TestReleaseCreate(t *testing.T) {
 	signed := filepath.Join(dir, "r.json")
 	out, err := runOutpost(t, "release", "create", "gateway", "--version", "1.4.0",
 		"--component", "agent="+agent, "--component", "config@any="+bundle,
-		"--key", ops+".key", "--key", second+".key", "--expires", "24h", "-o", signed)
+		"--key", ops+".key", "--key", second+".key", "--expires", "24h", "-o", signed, "--no-upload")
 	if err != nil {
 		t.Fatalf("create: %v\n%s", err, out)
 	}
@@ -107,7 +113,7 @@ func TestReleaseCreateRefusals(t *testing.T) {
 		{"public key", []string{"--version", "1.0.0", "--key", key + ".pub", "--component", "notes@any=" + text}, "signing key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := runOutpost(t, append([]string{"release", "create", "r", "-o", out}, tc.args...)...)
+			_, err := runOutpost(t, append([]string{"release", "create", "r", "-o", out, "--no-upload"}, tc.args...)...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("create = %v, want an error with %q", err, tc.want)
 			}
@@ -115,5 +121,109 @@ func TestReleaseCreateRefusals(t *testing.T) {
 				t.Errorf("a refused create wrote %s", out)
 			}
 		})
+	}
+}
+
+// TestReleaseUploadAndTrust, against a real hub: trust add/list/remove
+// edit the trust ConfigMap within the threshold's rules; create uploads
+// the artifacts and makes the Release, which the hub marks Verified and
+// ArtifactsStored; the same release again changes nothing, another
+// envelope under the name is refused.
+func TestReleaseUploadAndTrust(t *testing.T) {
+	kubeconfig := startTestHub(t)
+	dir := t.TempDir()
+	ops, sec := filepath.Join(dir, "ops"), filepath.Join(dir, "sec")
+	for _, k := range []string{ops, sec} {
+		if _, err := runOutpost(t, "release", "keygen", "--out", k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opsPub, err := readPublicKey(ops + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secPub, err := readPublicKey(sec + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opsID, secID := manifest.KeyID(opsPub), manifest.KeyID(secPub)
+	kc := []string{"--kubeconfig", kubeconfig}
+	trustCmd := func(args ...string) (string, error) {
+		return runOutpost(t, append(append([]string{"release", "trust"}, args...), kc...)...)
+	}
+
+	if out, err := trustCmd("list"); err != nil || !strings.Contains(out, "trusts no release key") {
+		t.Fatalf("list of an empty trust set: %q, %v", out, err)
+	}
+	if _, err := trustCmd("add", ops+".pub", "--threshold", "2"); err == nil || !strings.Contains(err.Error(), "threshold 2 with 1") {
+		t.Fatalf("add with a threshold over the keys: %v", err)
+	}
+	if out, err := trustCmd("add", ops+".pub"); err != nil || !strings.Contains(out, opsID) || !strings.Contains(out, "threshold: 1 of 1") {
+		t.Fatalf("add: %q, %v", out, err)
+	}
+	if out, err := trustCmd("add", sec+".pub", "--threshold", "2"); err != nil || !strings.Contains(out, "threshold: 2 of 2") {
+		t.Fatalf("add a second key: %q, %v", out, err)
+	}
+	if _, err := trustCmd("remove", secID); err == nil || !strings.Contains(err.Error(), "threshold 2 with 1") {
+		t.Fatalf("remove below the threshold: %v", err)
+	}
+	if _, err := trustCmd("remove", "0123456789abcdef"); err == nil || !strings.Contains(err.Error(), "does not trust") {
+		t.Fatalf("remove of an unknown key: %v", err)
+	}
+	if out, err := trustCmd("remove", secID, "--threshold", "1"); err != nil || strings.Contains(out, secID) || !strings.Contains(out, "threshold: 1 of 1") {
+		t.Fatalf("remove: %q, %v", out, err)
+	}
+	if out, err := trustCmd("list"); err != nil || !strings.Contains(out, opsID) || strings.Contains(out, secID) {
+		t.Fatalf("list: %q, %v", out, err)
+	}
+
+	bundle := filepath.Join(dir, "config.tar")
+	if err := os.WriteFile(bundle, []byte(strings.Repeat("config ", 100000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	create := func(version string) (string, error) {
+		return runOutpost(t, append([]string{"release", "create", "gateway", "--version", version,
+			"--component", "config@any=" + bundle, "--key", ops + ".key", "-o", filepath.Join(dir, "r-"+version+".json")}, kc...)...)
+	}
+	out, err := create("1.4.0")
+	if err != nil || !strings.Contains(out, "700000 bytes uploaded") || !strings.Contains(out, "release gateway 1.4.0 created") {
+		t.Fatalf("create: %q, %v", out, err)
+	}
+
+	up, err := newUploader(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	wait.For(t, 60*time.Second, "the release to be verified and stored", func() (bool, string) {
+		rel, err := up.release(ctx, "gateway")
+		if err != nil || rel == nil {
+			return false, fmt.Sprint(err)
+		}
+		ok := 0
+		for _, c := range rel.Status.Conditions {
+			if c.Status == metav1.ConditionTrue {
+				ok++
+			}
+		}
+		return ok == 2 && slices.Equal(rel.Status.KeyIDs, []string{opsID}), fmt.Sprintf("%+v", rel.Status)
+	})
+
+	// The same release again: nothing sent, nothing changed. The same
+	// name with another envelope (re-signed, a new version): refused.
+	envelope, err := os.ReadFile(filepath.Join(dir, "r-1.4.0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.Verify(envelope, manifest.Trust{Keys: []ed25519.PublicKey{opsPub}}, manifest.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	if err := up.upload(ctx, &buf, m, envelope, map[string]string{"config": bundle}); err != nil || !strings.Contains(buf.String(), "0 bytes uploaded") || !strings.Contains(buf.String(), "unchanged") {
+		t.Fatalf("upload of the same release: %q, %v", buf.String(), err)
+	}
+	if _, err := create("1.5.0"); err == nil || !strings.Contains(err.Error(), "pick a new name") {
+		t.Fatalf("create over an existing release: %v", err)
 	}
 }

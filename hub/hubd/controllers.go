@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/outpost-mesh/outpost/firmware/artifacts"
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/controllers"
 	"github.com/outpost-mesh/outpost/hub/controllers/clusterroleaggregation"
@@ -19,6 +20,7 @@ import (
 	"github.com/outpost-mesh/outpost/hub/controllers/disruption"
 	"github.com/outpost-mesh/outpost/hub/controllers/endpoints"
 	"github.com/outpost-mesh/outpost/hub/controllers/endpointslice"
+	"github.com/outpost-mesh/outpost/hub/controllers/firmwarerelease"
 	"github.com/outpost-mesh/outpost/hub/controllers/firmwarerollout"
 	"github.com/outpost-mesh/outpost/hub/controllers/garbagecollector"
 	"github.com/outpost-mesh/outpost/hub/controllers/job"
@@ -44,10 +46,10 @@ import (
 // and each controller as its service account in kube-system, bound to its
 // system:controller: role, as upstream's kube-controller-manager runs
 // them with --use-service-account-credentials.
-func newControllerManager(handler *apiHandler, hc Config, caPEM []byte, signer csrsigning.Signer, log *slog.Logger) (*manager.Manager, error) {
+func newControllerManager(handler *apiHandler, hc Config, caPEM []byte, signer csrsigning.Signer, fw *artifacts.Store, log *slog.Logger) (*manager.Manager, error) {
 	cfg := manager.DefaultConfig()
 	cfg.LeaseIdentity = auth.ControllerManagerUser
-	cfg.Controllers = controllerList(hc, caPEM, signer)
+	cfg.Controllers = controllerList(hc, caPEM, signer, fw)
 	cfg.Clients = func(identity string) (manager.Clients, error) {
 		u, ok := controllerUser(identity)
 		if !ok {
@@ -91,7 +93,7 @@ func sa(name string) string {
 // it as; caPEM is the hub CA that pods are told to trust, and signer
 // issues the client certificates that certificate signing requests for
 // kubernetes.io/kube-apiserver-client are approved for.
-func controllerList(hc Config, caPEM []byte, signer csrsigning.Signer) []manager.Controller {
+func controllerList(hc Config, caPEM []byte, signer csrsigning.Signer, fw *artifacts.Store) []manager.Controller {
 	lifecycle := nodelifecycle.DefaultConfig()
 	lifecycle.GracePeriod = hc.NodeMonitorGracePeriod
 	list := []manager.Controller{
@@ -129,6 +131,11 @@ func controllerList(hc Config, caPEM []byte, signer csrsigning.Signer) []manager
 		// waits until the hub serves that API.
 		{Name: "firmware-rollout", Identity: sa(firmwarerollout.Component), New: func(c controllers.Context) (manager.Runner, error) {
 			return firmwarerollout.New(c, firmwarerollout.DefaultConfig())
+		}},
+		// The Releases' status: verified against the trusted keys, their
+		// artifacts stored.
+		{Name: "firmware-release", Identity: sa(firmwarerelease.Component), New: func(c controllers.Context) (manager.Runner, error) {
+			return firmwarerelease.New(c, firmwarerelease.DefaultConfig(fw))
 		}},
 		{Name: "storage-version-migrator", Identity: sa("storage-version-migrator-controller"), New: runner(storageversionmigrator.New)},
 		{Name: "scheduler", Identity: auth.SchedulerUser, OwnInformers: true, New: runner(scheduler.New)},

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outpost-mesh/outpost/firmware/artifacts"
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/controllers/csrsigning"
 	"github.com/outpost-mesh/outpost/hub/controllers/nodeipam"
@@ -118,6 +119,9 @@ type Config struct {
 	// when set, replaces the sync endpoint's, for tests and simulations
 	// that play the nodes (a fake node side).
 	Streams streams.Config
+	// MaxArtifactBytes is the largest firmware artifact the hub takes at
+	// ArtifactsPath.
+	MaxArtifactBytes int64
 	// Logger receives the hub's logs; non-nil.
 	Logger *slog.Logger
 }
@@ -142,6 +146,7 @@ func DefaultConfig(dataDir string) Config {
 		ClusterCIDR:            nodeipam.DefaultConfig().ClusterCIDR,  // 10.42.0.0/16, K3s's, beside its services'
 		NodeCIDRMaskSize:       nodeipam.DefaultConfig().NodeMaskSize, // 24: 256 nodes of 254 pods, upstream's
 		Streams:                streams.DefaultConfig(),               // 32 streams a node, cut after 4h idle, as kubelet
+		MaxArtifactBytes:       DefaultMaxArtifactBytes,               // 1 GiB: an agent or a device image, with room
 	}
 }
 
@@ -205,6 +210,9 @@ func (c Config) Validate() error {
 	}
 	if c.NodeCertLifetime < time.Hour {
 		return fmt.Errorf("node certificate lifetime %v is under an hour", c.NodeCertLifetime)
+	}
+	if c.MaxArtifactBytes <= 0 {
+		return fmt.Errorf("max artifact bytes %d is not positive", c.MaxArtifactBytes)
 	}
 	if c.Logger == nil {
 		return errors.New("logger is nil")
@@ -376,6 +384,11 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	}
 	handler := newAPIHandler(st, certs.CAPool, log, mets.Middleware(api), spec, mets.Handler())
 	handler.tokens = tokens.authn
+	fwStore, err := artifacts.Open(filepath.Join(h.dataDir, FirmwareArtifactsDir))
+	if err != nil {
+		return err
+	}
+	handler.mux.Handle(artifactsMount, &artifactHandler{store: fwStore, maxBytes: h.cfg.MaxArtifactBytes, log: log.With("component", "firmware-artifacts")})
 
 	// The parts that run until the hub stops. They stop in the reverse
 	// of the order they depend on one another: the controllers first
@@ -391,6 +404,9 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	}
 	customizing, err := startCustomResources(ctx, &parts, handler, api, spec, serviceDialer{st: st, pods: podStreams}, log)
 	if err != nil {
+		return err
+	}
+	if err := installFirmwareCRDs(ctx, handler, log); err != nil {
 		return err
 	}
 	aggregating, err := startAggregator(ctx, &parts, handler, api, serviceDialer{st: st, pods: podStreams},
@@ -481,7 +497,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		if err != nil {
 			return err
 		}
-		mgr, err := newControllerManager(handler, h.cfg, certs.CACertPEM, signer, log)
+		mgr, err := newControllerManager(handler, h.cfg, certs.CACertPEM, signer, fwStore, log)
 		if err != nil {
 			return err
 		}

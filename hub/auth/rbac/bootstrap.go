@@ -497,7 +497,8 @@ func controllerRoles() []rbacv1.ClusterRole {
 // CustomResourceDefinition controller, which upstream runs inside
 // kube-apiserver, names and establishes definitions and deletes the
 // objects of those deleted; the firmware rollout controller offers
-// releases to Nodes and writes its Rollouts' status.
+// releases to Nodes and writes its Rollouts' status; the firmware release
+// controller writes whether Releases verify against the trusted keys.
 func outpostControllerRoles() []rbacv1.ClusterRole {
 	c := func(name string, rs ...rule) rbacv1.ClusterRole {
 		return clusterRole(OutpostControllerRolePrefix+name, nil, rs...)
@@ -516,6 +517,11 @@ func outpostControllerRoles() []rbacv1.ClusterRole {
 			verbs("get", "list", "watch").groups(firmwareGroup).resources("releases"),
 			verbs("get", "list", "watch", "patch").groups(legacyGroup).resources("nodes"),
 			eventsRule(),
+		),
+		c("firmware-release-controller",
+			verbs("get", "list", "watch").groups(firmwareGroup).resources("releases"),
+			verbs("update").groups(firmwareGroup).resources("releases/status"),
+			verbs("get", "list", "watch").groups(legacyGroup).resources("configmaps"),
 		),
 		c("crd-controller",
 			verbs("get", "list", "watch", "update").groups(apiextensionsGroup).resources("customresourcedefinitions"),
