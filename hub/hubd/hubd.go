@@ -477,7 +477,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	syncAddr := ""
 	var syncing *part
 	if h.cfg.SyncAddr != "" {
-		ep, err := h.startSync(ctx, st, handler, certs, tokens, nodeUsage, log) // the views' pods get the API's tokens
+		ep, err := h.startSync(ctx, st, handler, certs, tokens, nodeUsage, fwStore, log) // the views' pods get the API's tokens
 		if err != nil {
 			return fmt.Errorf("start sync endpoint: %w", err)
 		}

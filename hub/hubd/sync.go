@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/outpost-mesh/outpost/firmware/artifacts"
+	"github.com/outpost-mesh/outpost/firmware/transfer"
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/controllers/nodelifecycle"
 	"github.com/outpost-mesh/outpost/hub/pki"
@@ -26,10 +28,11 @@ type syncEndpoint struct {
 }
 
 // startSync starts the sync endpoint on h.cfg.SyncAddr: the views fed from
-// the store, the QUIC server with the minter of the views' pod tokens, and
+// the store, the QUIC server with the minter of the views' pod tokens and
+// the artifact streams of firmware releases (from fw), and
 // the renewer of the connected nodes' Leases. It returns once the views hold the store's state and the
 // endpoint listens; stop ends it all and waits.
-func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler, certs *pki.PKI, sa *saTokens, nodeUsage *usage.Store, log *slog.Logger) (*syncEndpoint, error) {
+func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler, certs *pki.PKI, sa *saTokens, nodeUsage *usage.Store, fw *artifacts.Store, log *slog.Logger) (*syncEndpoint, error) {
 	keys, err := loadSyncKeys(filepath.Join(h.dataDir, syncKeysFile))
 	if err != nil {
 		return nil, err
@@ -48,6 +51,13 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	if err != nil {
 		return nil, err
 	}
+	tcfg := transfer.DefaultConfig()
+	tcfg.Releases, tcfg.Blobs = storeReleases{st}, storeBlobs{fw}
+	tcfg.Logger = log.With("component", "firmware-transfer")
+	artifactServer, err := transfer.NewServer(tcfg)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	glue := newSyncGlue(api, certs, h.cfg.NodeCertLifetime, joins, log.With("component", "sync"))
 	idx := view.NewIndex(view.DefaultConfig())
@@ -63,6 +73,7 @@ func (h *Hub) startSync(ctx context.Context, st store.Store, handler *apiHandler
 	cfg.Usage = nodeUsage
 	cfg.Tokens = syncTokens{issuer: sa.issuer, objs: storeTokenObjects{st}}
 	cfg.MeshKeys = certs.MeshKey
+	cfg.Artifacts = artifactServer
 	cfg.Logger = log.With("component", "sync")
 	srv, err := server.New(cfg)
 	if err != nil {
