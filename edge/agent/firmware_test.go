@@ -244,3 +244,106 @@ func TestFirmwareUpdate(t *testing.T) {
 		t.Fatalf("slots = %+v", slots.State())
 	}
 }
+
+// TestFirmwareRefusals: a tampered artifact, a release signed with an
+// unknown key, an expired manifest and a downgrade are refused with their
+// reason on the Node and nothing is installed; a downgrade the manifest's
+// signed allowDowngradeFrom covers is installed.
+func TestFirmwareRefusals(t *testing.T) {
+	pub, key, _ := ed25519.GenerateKey(nil)
+	_, otherKey, _ := ed25519.GenerateKey(nil)
+	artifact := []byte(strings.Repeat("agent ", 2000))
+	sign := func(version, allow string, k ed25519.PrivateKey, expires time.Time) ([]byte, manifest.Component) {
+		c, err := manifest.BuildComponent("agent", manifest.KindAgent, "linux", "amd64", "", strings.NewReader(string(artifact)), 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := manifest.Sign(&manifest.Manifest{Name: "r", Version: version, Components: []manifest.Component{c},
+			Created: time.Now().Add(-2 * time.Hour).UTC().Truncate(time.Second), Expires: expires.UTC().Truncate(time.Second),
+			AllowDowngradeFrom: allow}, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env, c
+	}
+	soon := time.Now().Add(time.Hour)
+	tampered := append([]byte(nil), artifact...)
+	tampered[100] ^= 1
+	for _, tt := range []struct {
+		name, version, allow string
+		key                  ed25519.PrivateKey
+		expires              time.Time
+		blob                 []byte
+		want                 string // the reason refused, "" for installed
+	}{
+		{name: "tampered", version: "3.0.0", key: key, expires: soon, blob: tampered, want: string(manifest.DigestMismatch)},
+		{name: "unknown-key", version: "3.0.0", key: otherKey, expires: soon, want: string(manifest.UnknownKey)},
+		{name: "expired", version: "3.0.0", key: key, expires: time.Now().Add(-time.Hour), want: string(manifest.Expired)},
+		{name: "downgrade", version: "1.0.0", key: key, expires: soon, want: string(manifest.Downgrade)},
+		{name: "allowed-downgrade", version: "1.0.0", allow: "2.0.0", key: key, expires: soon},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env, c := sign(tt.version, tt.allow, tt.key, tt.expires)
+			blob := tt.blob
+			if blob == nil {
+				blob = artifact
+			}
+			src := &memSource{envelopes: map[string][]byte{"r": env}, blobs: map[string][]byte{c.SHA256: blob}}
+			slots := &fakeSlots{st: agent.SlotState{Committed: "2.0.0", Highest: "2.0.0"}}
+			ns := &nodeSink{sink: &sink{pods: map[string]corev1.PodPhase{}}}
+			h := startHubWith(t, func(cfg *server.Config) { cfg.Sink = ns })
+			pem, err := manifest.MarshalPublicKey(pub)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm := &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: wire.FirmwareTrustKey.Name, Namespace: wire.FirmwareTrustKey.Namespace},
+				Data:       map[string]string{manifest.KeyID(pub) + ".pub": string(pem)},
+			}
+			o := fwv1.Offer{Rollout: "ro", Release: "r", Version: tt.version, Action: fwv1.OfferInstall, HealthWindow: metav1.Duration{Duration: time.Minute}}
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Annotations: map[string]string{fwv1.AnnotationOffer: o.Encode()}}}
+			if err := h.x.Apply([]view.Event{
+				{Revision: 1, Key: wire.FirmwareTrustKey, Raw: encode(t, cm)},
+				{Revision: 2, Key: wire.Key{Resource: wire.ResourceNodes, Name: node}, Raw: encode(t, n)},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			ta := newAgentConfig(t, t.TempDir(), fake.New(fake.Config{}))
+			ta.cfg.HubAddr, ta.cfg.CAHash = h.addr, h.caHash
+			ta.cfg.Firmware = &agent.FirmwareConfig{Slots: slots, Source: src, OS: "linux", Arch: "amd64"}
+			a, err := agent.New(ta.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() { errc <- a.Run(ctx) }()
+			if tt.want == "" {
+				select {
+				case err := <-errc:
+					if !errors.Is(err, agent.ErrRestart) {
+						t.Fatalf("Run = %v, want ErrRestart", err)
+					}
+				case <-time.After(waitLong):
+					t.Fatal("the allowed downgrade was not installed")
+				}
+				if string(slots.installed["agent"]) != string(artifact) {
+					t.Fatal("the allowed downgrade installed other bytes")
+				}
+				return
+			}
+			wait.For(t, waitLong, "refused with "+tt.want, func() (bool, string) {
+				n := ns.firmware()
+				return n != nil && n.State == fwv1.StateFailed && n.Reason == tt.want, fmt.Sprintf("%+v", n)
+			})
+			cancel()
+			if err := <-errc; err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+			if slots.installed != nil {
+				t.Fatalf("installed %d bytes of a refused release", len(slots.installed["agent"]))
+			}
+		})
+	}
+}
