@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -113,8 +114,9 @@ type FirmwareSource interface {
 	Manifest(ctx context.Context, release string) ([]byte, error)
 	// Fetch writes the artifact of c to dst, verifying every chunk,
 	// against base (a path, "" for none) when the hub can send a delta,
-	// at most rate bytes/s (0: no cap; AutoBandwidth).
-	Fetch(ctx context.Context, release string, c manifest.Component, dst, base string, rate int64) (fwv1.TransferStats, error)
+	// at most rate bytes/s (0: no cap; AutoBandwidth), adding the bytes
+	// it receives to received as they come.
+	Fetch(ctx context.Context, release string, c manifest.Component, dst, base string, rate int64, received *atomic.Int64) (fwv1.TransferStats, error)
 }
 
 // Reasons the agent gives for a failed update, besides firmware/manifest's
@@ -320,13 +322,22 @@ func (fw *firmware) install(ctx context.Context, st SlotState, offer fwv1.Offer)
 		return
 	}
 	comps := m.ForPlatform(fw.cfg.OS, fw.cfg.Arch, fw.cfg.Variant)
-	fw.progress(offer, fwv1.StateDownloading, nil)
-	paths := map[string]string{}
 	var total fwv1.TransferStats
+	for _, c := range comps {
+		total.Full += c.Size
+	}
+	fw.progress(offer, fwv1.StateDownloading, &fwv1.TransferStats{Full: total.Full})
+	// The node reports its progress while it downloads, so that the hub
+	// tells a slow download from a stuck one.
+	var received atomic.Int64
+	stopReports := fw.reportProgress(offer, &received, total.Full)
+	defer stopReports()
+	total.Full = 0
+	paths := map[string]string{}
 	for _, c := range comps {
 		dst := filepath.Join(fw.cfg.Dir, firmwareStaging, c.SHA256)
 		base, _ := fw.cfg.Slots.Base(c.Name)
-		s, err := fw.cfg.Source.Fetch(ctx, offer.Release, c, dst, base, fw.cfg.Bandwidth)
+		s, err := fw.cfg.Source.Fetch(ctx, offer.Release, c, dst, base, fw.cfg.Bandwidth, &received)
 		total.Received += s.Received
 		total.Full += s.Full
 		total.Resumes += s.Resumes
@@ -339,6 +350,7 @@ func (fw *firmware) install(ctx context.Context, st SlotState, offer fwv1.Offer)
 		}
 		paths[c.Name] = dst
 	}
+	stopReports()
 	log.Info("firmware: release fetched and verified", "bytes", total.Received, "full_bytes", total.Full, "resumes", total.Resumes, "delta", total.Delta)
 	fw.progress(offer, fwv1.StateInstalling, &total)
 	if err := fw.saveTrialPods(ctx); err != nil {
@@ -368,6 +380,37 @@ func (fw *firmware) install(ctx context.Context, st SlotState, offer fwv1.Offer)
 		fw.a.restart()
 	} else {
 		fw.Kick() // the trial of file components runs here
+	}
+}
+
+// progressInterval is how often a node reports the bytes it downloaded.
+const progressInterval = 5 * time.Second
+
+// reportProgress reports the bytes received of a download of full bytes
+// every progressInterval until the returned stop is called.
+func (fw *firmware) reportProgress(offer fwv1.Offer, received *atomic.Int64, full int64) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(progressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				n := received.Load()
+				fw.report(func(s *fwv1.NodeFirmware) {
+					if s.Release == offer.Release && s.State == fwv1.StateDownloading {
+						s.Transfer = &fwv1.TransferStats{Received: n, Full: full}
+					}
+				})
+			}
+		}
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done); wg.Wait() })
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,8 +102,9 @@ func (m *memSource) Manifest(_ context.Context, release string) ([]byte, error) 
 	return env, nil
 }
 
-func (m *memSource) Fetch(_ context.Context, _ string, c manifest.Component, dst, _ string, _ int64) (fwv1.TransferStats, error) {
+func (m *memSource) Fetch(_ context.Context, _ string, c manifest.Component, dst, _ string, _ int64, received *atomic.Int64) (fwv1.TransferStats, error) {
 	b := m.blobs[c.SHA256]
+	received.Add(int64(len(b)))
 	if err := os.WriteFile(dst, b, 0o600); err != nil {
 		return fwv1.TransferStats{}, err
 	}
