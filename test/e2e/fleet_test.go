@@ -48,6 +48,10 @@ const (
 type fleet struct {
 	t     *testing.T
 	start time.Time
+	// edgeBin, if set, is the binary the fleet's agents start as:
+	// an outpost-edge, which takes the flags of `outpost edge` without
+	// the command's name.
+	edgeBin string
 
 	mu    sync.Mutex
 	procs []trackedProc
@@ -439,11 +443,15 @@ func meshFlags(extra []string) []string {
 func (e *edge) start() {
 	e.f.t.Helper()
 	e.starts++
-	cmd := exec.Command(outpostBinary(e.f.t), e.args...)
+	bin, args := outpostBinary(e.f.t), e.args
+	if e.f.edgeBin != "" {
+		bin, args = e.f.edgeBin, args[1:] // without "edge"
+	}
+	cmd := exec.Command(bin, args...)
 	if e.netns != "" {
 		// nsenter enters the namespace and execs the agent: the process
 		// stopped is the agent itself.
-		cmd = exec.Command("nsenter", append([]string{"--net=" + e.netns, "--", outpostBinary(e.f.t)}, e.args...)...)
+		cmd = exec.Command("nsenter", append([]string{"--net=" + e.netns, "--", bin}, args...)...)
 	}
 	p := startProc(e.f.t, cmd)
 	e.proc = p

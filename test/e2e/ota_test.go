@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	fwv1 "github.com/outpost-mesh/outpost/firmware/apis/v1"
+)
+
+// otaTimeout bounds a rollout of two waves over three nodes: each node
+// fetches a race-built agent of some 60 MB, restarts into it and proves
+// healthy, and each wave is held for its health window.
+const otaTimeout = 4 * time.Minute
+
+// buildEdge builds cmd/outpost-edge as agent version into dir, with -race
+// when the tests run with it, as the hub's binary is.
+func buildEdge(t *testing.T, dir, version string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "outpost-edge-"+version)
+	args := []string{"build", "-tags=grpcnotrace", "-o", bin,
+		"-ldflags", "-X github.com/outpost-mesh/outpost/internal/version.Version=" + version}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "github.com/outpost-mesh/outpost/cmd/outpost-edge")
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin
+}
+
+// outpostCmd runs the outpost binary with args against h, and fails the
+// test unless it succeeds; it returns what it printed.
+func outpostCmd(t *testing.T, h *syncHub, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(outpostBinary(t), args...)
+	cmd.Env = append(cmd.Environ(), "KUBECONFIG="+filepath.Join(h.dataDir, "admin.kubeconfig"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("outpost %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+var rolloutsResource = schema.GroupVersionResource{Group: fwv1.GroupName, Version: "v1", Resource: "rollouts"}
+
+// TestOTARollout: three agents, one on containerd, run agent version
+// 1.0.0; a release of agent 2.0.0, signed with a key the hub trusts, is
+// rolled out in two waves. Every node fetches it over its sync
+// connection, restarts into it, proves healthy and commits; the
+// containerd node's pod keeps its container through the switch; the
+// Nodes say the new version, and the rollout completes.
+func TestOTARollout(t *testing.T) {
+	if !enterContainerdTest(t) {
+		return
+	}
+	bins := t.TempDir()
+	v1 := buildEdge(t, bins, "1.0.0")
+	v2 := buildEdge(t, bins, "2.0.0")
+
+	f := newFleet(t)
+	f.edgeBin = v1
+	h := f.startHub()
+
+	keys := t.TempDir()
+	outpostCmd(t, h, "release", "keygen", "--out", filepath.Join(keys, "ops"))
+	outpostCmd(t, h, "release", "trust", "add", filepath.Join(keys, "ops.pub"))
+	out := outpostCmd(t, h, "release", "create", "agent-2-0-0", "--version", "2.0.0",
+		"--component", "agent="+v2, "--key", filepath.Join(keys, "ops.key"), "-o", filepath.Join(keys, "release.json"))
+	f.logf("release created:\n%s", out)
+
+	// Three nodes on agent 1.0.0, each running a pod.
+	const image = "outpost.test/ota:1"
+	// Downloads uncapped: the test's hub and nodes share two cores.
+	ctrd, _ := startContainerdEdge(f, h, "store-ota", "e2e-ota-c", image, nil, "--ota-bandwidth", "0")
+	token, caHash := h.createToken("store-ota")
+	f.startEdge(h, "e2e-ota-1", token, caHash, "--ota-bandwidth", "0")
+	f.startEdge(h, "e2e-ota-2", token, caHash, "--ota-bandwidth", "0")
+	names := []string{"e2e-ota-c", "e2e-ota-1", "e2e-ota-2"}
+	for _, n := range names {
+		image := "nginx:1.27"
+		if n == ctrd.name {
+			image = "outpost.test/ota:1"
+		}
+		p := newPod("pod-"+n, n, image)
+		if n == ctrd.name {
+			p.Spec.Containers[0].Command = []string{"sleep", "3600"}
+		}
+		h.createPod(p)
+	}
+	before := map[string]string{}
+	f.eventually(joinTimeout, "every node Ready on 1.0.0 with its pod running", func() (bool, string) {
+		for _, n := range names {
+			node, err := h.node(n)
+			if err != nil {
+				return false, apiProblem(err)
+			}
+			if v := node.Status.NodeInfo.KubeletVersion; !strings.HasSuffix(v, "+1.0.0") {
+				return false, n + " runs " + v
+			}
+			p, err := h.pod("pod-" + n)
+			if err != nil {
+				return false, apiProblem(err)
+			}
+			if prob := runningProblem(p); prob != "" {
+				return false, n + ": " + prob
+			}
+			before[n] = mainStatus(p).ContainerID
+		}
+		return true, ""
+	})
+
+	out = outpostCmd(t, h, "rollout", "create", "to-2-0-0", "--release", "agent-2-0-0",
+		"--selector", "topology.outpost.dev/site=store-ota", "--waves", "1,100%", "--health-window", "15s",
+		"--failure-budget", "1")
+	f.logf("rollout created:\n%s", out)
+
+	dyn, err := dynamic.NewForConfig(h.rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.eventually(otaTimeout, "the rollout complete", func() (bool, string) {
+		ctx, cancel := h.ctx()
+		defer cancel()
+		ro, err := dyn.Resource(rolloutsResource).Get(ctx, "to-2-0-0", metav1.GetOptions{})
+		if err != nil {
+			return false, apiProblem(err)
+		}
+		return rolloutComplete(ro), rolloutSummary(ro)
+	})
+	for _, n := range names {
+		node, err := h.node(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := node.Status.NodeInfo.KubeletVersion; !strings.HasSuffix(v, "+2.0.0") {
+			t.Errorf("node %s runs %s after the rollout, want 2.0.0", n, v)
+		}
+		state, err := fwv1.DecodeNodeFirmware(node.Annotations[fwv1.AnnotationState])
+		if err != nil || state.Version != "2.0.0" || state.State != fwv1.StateUpdated {
+			t.Errorf("node %s firmware state %+v (%v), want 2.0.0 Updated", n, state, err)
+		}
+		if state != nil && state.Transfer != nil && state.Transfer.Received > state.Transfer.Full*11/10 {
+			t.Errorf("node %s received %d bytes of a %d-byte release", n, state.Transfer.Received, state.Transfer.Full)
+		}
+	}
+	// The containerd node's container ran through the switch.
+	f.eventually(30*time.Second, "the containerd node's pod running", func() (bool, string) {
+		p, err := h.pod("pod-" + ctrd.name)
+		if err != nil {
+			return false, apiProblem(err)
+		}
+		if prob := runningProblem(p); prob != "" {
+			return false, prob
+		}
+		if id := mainStatus(p).ContainerID; id != before[ctrd.name] {
+			t.Fatalf("the pod's container changed from %s to %s across the update", before[ctrd.name], id)
+		}
+		return true, ""
+	})
+	k := newKubectl(t, "1.33")
+	k.kubeconfig = filepath.Join(h.dataDir, "admin.kubeconfig")
+	wide := k.run(t, "get", "nodes", "-o", "wide").stdout
+	f.logf("kubectl get nodes -o wide:\n%s", wide)
+	if strings.Count(wide, "+2.0.0") != len(names) {
+		t.Errorf("kubectl get nodes -o wide does not show 2.0.0 on every node:\n%s", wide)
+	}
+	f.logf("kubectl get rollouts:\n%s", k.run(t, "get", "rollouts").stdout)
+}
+
+func rolloutComplete(ro *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(ro.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Complete" && m["status"] == string(corev1.ConditionTrue) {
+			return true
+		}
+	}
+	return false
+}
+
+func rolloutSummary(ro *unstructured.Unstructured) string {
+	st, _, _ := unstructured.NestedMap(ro.Object, "status")
+	nodes, _, _ := unstructured.NestedSlice(ro.Object, "status", "nodes")
+	return fmt.Sprintf("wave %v updated %v failed %v pending %v nodes %v", st["wave"], st["updated"], st["failed"], st["pending"], nodes)
+}
