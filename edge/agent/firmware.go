@@ -61,10 +61,11 @@ type FirmwareConfig struct {
 const AutoBandwidth = -1
 
 // FirmwareOutcome is how a trial ended, when the agent's start found one
-// that had failed (it crashed, hung, or ran out of its window).
+// that had failed (it crashed, hung, or ran out of its window), and when.
 type FirmwareOutcome struct {
 	Release, Version string
 	Reason, Message  string
+	At               time.Time
 }
 
 // FirmwareSlots is what the agent needs of the node's installed versions.
@@ -215,8 +216,10 @@ func (fw *firmware) run(ctx context.Context) {
 	// before anything the loop does.
 	fw.report(func(n *fwv1.NodeFirmware) {
 		n.Version, n.FailedVersions = st.Committed, tail(st.Failed, 32)
-		if b := fw.cfg.Boot; b != nil {
+		// A revert newer than what the node said last.
+		if b := fw.cfg.Boot; b != nil && n.Since.Time.Before(b.At) {
 			n.Release, n.Target, n.State, n.Reason, n.Message = b.Release, b.Version, fwv1.StateReverted, b.Reason, b.Message
+			n.Since = metav1.NewTime(b.At)
 		}
 	})
 	for {
@@ -285,6 +288,9 @@ func (fw *firmware) step(ctx context.Context) time.Duration {
 	case slices.Contains(st.Failed, offer.Version):
 		fw.refused = *offer
 		fw.report(func(n *fwv1.NodeFirmware) {
+			if n.Target == offer.Version && (n.State == fwv1.StateFailed || n.State == fwv1.StateReverted) {
+				return // the node said why already
+			}
 			n.Release, n.Target = offer.Release, offer.Version
 			n.State, n.Reason, n.Message = fwv1.StateFailed, "AlreadyFailed", "version "+offer.Version+" failed on this node before"
 		})

@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -181,19 +183,125 @@ func TestOTARollout(t *testing.T) {
 	f.logf("kubectl get rollouts:\n%s", k.run(t, "get", "rollouts").stdout)
 }
 
-func rolloutComplete(ro *unstructured.Unstructured) bool {
-	conds, _, _ := unstructured.NestedSlice(ro.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == "Complete" && m["status"] == string(corev1.ConditionTrue) {
-			return true
-		}
-	}
-	return false
-}
+func rolloutComplete(ro *unstructured.Unstructured) bool { return rolloutCondition(ro, "Complete") }
 
 func rolloutSummary(ro *unstructured.Unstructured) string {
 	st, _, _ := unstructured.NestedMap(ro.Object, "status")
 	nodes, _, _ := unstructured.NestedSlice(ro.Object, "status", "nodes")
 	return fmt.Sprintf("wave %v updated %v failed %v pending %v nodes %v", st["wave"], st["updated"], st["failed"], st["pending"], nodes)
+}
+
+// TestOTAFailedRelease: a release whose agent exits at start. The first
+// wave's node, under the agent's supervisor, takes it, crashes in its
+// trial, and is back on its committed version at the next start, which
+// reports why; the failure budget trips and pauses the rollout, the
+// second wave is never offered the release, and the node that failed is
+// never offered it again.
+func TestOTAFailedRelease(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	bins := t.TempDir()
+	v1 := buildEdge(t, bins, "1.0.0")
+	// An "agent" that exits at once, as a build that crashes at start.
+	bad := filepath.Join(bins, "crashing-agent")
+	if err := os.WriteFile(bad, []byte("#!/bin/sh\necho crashing agent >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	f := newFleet(t)
+	f.edgeBin = v1
+	h := f.startHub()
+	keys := t.TempDir()
+	outpostCmd(t, h, "release", "keygen", "--out", filepath.Join(keys, "ops"))
+	outpostCmd(t, h, "release", "trust", "add", filepath.Join(keys, "ops.pub"))
+	outpostCmd(t, h, "release", "create", "agent-3-0-0", "--version", "3.0.0",
+		"--component", "agent@"+runtime.GOOS+"/"+runtime.GOARCH+"="+bad, "--key", filepath.Join(keys, "ops.key"), "-o", filepath.Join(keys, "release.json"))
+
+	token, caHash := h.createToken("store-bad")
+	names := []string{"e2e-bad-1", "e2e-bad-2"}
+	for _, n := range names {
+		f.startEdge(h, n, token, caHash, "--supervise", "--ota-bandwidth", "0")
+	}
+	f.eventually(joinTimeout, "both nodes Ready on 1.0.0", func() (bool, string) {
+		for _, n := range names {
+			node, err := h.node(n)
+			if err != nil {
+				return false, apiProblem(err)
+			}
+			if v := node.Status.NodeInfo.KubeletVersion; !strings.HasSuffix(v, "+1.0.0") {
+				return false, n + " runs " + v
+			}
+		}
+		return true, ""
+	})
+	outpostCmd(t, h, "rollout", "create", "to-3-0-0", "--release", "agent-3-0-0",
+		"--selector", "topology.outpost.dev/site=store-bad", "--waves", "1,100%", "--health-window", "30s",
+		"--failure-budget", "1")
+
+	dyn, err := dynamic.NewForConfig(h.rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed string
+	f.eventually(otaTimeout, "the rollout paused by its failure budget", func() (bool, string) {
+		ctx, cancel := h.ctx()
+		defer cancel()
+		ro, err := dyn.Resource(rolloutsResource).Get(ctx, "to-3-0-0", metav1.GetOptions{})
+		if err != nil {
+			return false, apiProblem(err)
+		}
+		paused, _, _ := unstructured.NestedBool(ro.Object, "spec", "paused")
+		if !paused || !rolloutCondition(ro, "BudgetExceeded") {
+			return false, rolloutSummary(ro)
+		}
+		for _, n := range names {
+			node, err := h.node(n)
+			if err != nil {
+				return false, apiProblem(err)
+			}
+			if node.Annotations[fwv1.AnnotationFailedVersions] == "3.0.0" {
+				failed = n
+			}
+		}
+		return failed != "", "no node records 3.0.0 failed"
+	})
+	other := names[0]
+	if other == failed {
+		other = names[1]
+	}
+	node, err := h.node(failed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := fwv1.DecodeNodeFirmware(node.Annotations[fwv1.AnnotationState])
+	if err != nil || state.State != fwv1.StateReverted || state.Reason != "CrashedInTrial" {
+		t.Errorf("failed node %s says %+v (%v), want Reverted, CrashedInTrial", failed, state, err)
+	}
+	if _, offered := node.Annotations[fwv1.AnnotationOffer]; offered {
+		t.Errorf("node %s is still offered the release that failed on it", failed)
+	}
+	// The node came back on its committed version, as its Node says.
+	f.eventually(30*time.Second, failed+" on 1.0.0 again", func() (bool, string) {
+		node, err := h.node(failed)
+		if err != nil {
+			return false, apiProblem(err)
+		}
+		v := node.Status.NodeInfo.KubeletVersion
+		return strings.HasSuffix(v, "+1.0.0"), v
+	})
+	if n, err := h.node(other); err != nil || n.Annotations[fwv1.AnnotationOffer] != "" {
+		t.Errorf("the second wave's node %s was offered the release: %v %v", other, n.Annotations, err)
+	}
+	f.logf("kubectl get rollouts:\n%s", outpostCmd(t, h, "rollout", "status", "to-3-0-0"))
+}
+
+func rolloutCondition(ro *unstructured.Unstructured, typ string) bool {
+	conds, _, _ := unstructured.NestedSlice(ro.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ && m["status"] == string(corev1.ConditionTrue) {
+			return true
+		}
+	}
+	return false
 }

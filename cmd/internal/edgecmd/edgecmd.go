@@ -30,6 +30,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
 	"github.com/outpost-mesh/outpost/edge/status"
 	"github.com/outpost-mesh/outpost/edge/usage"
+	fwv1 "github.com/outpost-mesh/outpost/firmware/apis/v1"
 	"github.com/outpost-mesh/outpost/firmware/transfer"
 	"github.com/outpost-mesh/outpost/firmware/updater"
 	"github.com/outpost-mesh/outpost/sync/wire"
@@ -374,8 +375,10 @@ func (f *Flags) Run(ctx context.Context) error {
 		return err
 	}
 	fc := &agent.FirmwareConfig{Slots: agent.UpdaterSlots(u), Bandwidth: bw}
-	if o := d.LastOutcome; d.Reverted && o != nil {
-		fc.Boot = &agent.FirmwareOutcome{Release: o.Release, Version: o.Version, Reason: string(o.Reason), Message: o.Message}
+	// A revert, by this start or by the supervisor's before it, is
+	// reported with its reason.
+	if o := d.LastOutcome; o != nil && o.State == fwv1.StateReverted {
+		fc.Boot = &agent.FirmwareOutcome{Release: o.Release, Version: o.Version, Reason: string(o.Reason), Message: o.Message, At: o.At}
 	}
 	cfg.Firmware = fc
 	a, err := agent.New(cfg)
