@@ -6,8 +6,8 @@
 // its size and digest are the ones asked for, so a crash or power cut
 // leaves either no blob or a whole, verified one.
 //
-// It imports the standard library only, so both the hub and the edge
-// agent may use it.
+// It imports the standard library and internal/atomicfile only, so both
+// the hub and the edge agent may use it.
 package artifacts
 
 import (
@@ -22,6 +22,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/outpost-mesh/outpost/internal/atomicfile"
 )
 
 // DigestLen is the length of a digest as this package takes it: the
@@ -187,7 +189,7 @@ func (s *Store) Put(ctx context.Context, r io.Reader, sha256hex string, size int
 	if err := os.Rename(tmp, s.path(sha256hex)); err != nil {
 		return fmt.Errorf("put artifact %s: %w", sha256hex, err)
 	}
-	if err := syncDir(s.blobs); err != nil {
+	if err := atomicfile.SyncDir(s.blobs); err != nil {
 		return fmt.Errorf("put artifact %s: sync directory: %w", sha256hex, err)
 	}
 	return nil
@@ -204,15 +206,6 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Stat returns the size of the blob of digest sha256hex, and whether the
@@ -283,7 +276,7 @@ func (s *Store) Remove(sha256hex string) error {
 	if err := os.Remove(s.path(sha256hex)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove artifact %s: %w", sha256hex, err)
 	}
-	if err := syncDir(s.blobs); err != nil {
+	if err := atomicfile.SyncDir(s.blobs); err != nil {
 		return fmt.Errorf("remove artifact %s: sync directory: %w", sha256hex, err)
 	}
 	return nil

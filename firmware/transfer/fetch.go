@@ -16,6 +16,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/outpost-mesh/outpost/firmware/manifest"
+	"github.com/outpost-mesh/outpost/internal/atomicfile"
 	"github.com/outpost-mesh/outpost/internal/bytesize"
 	"github.com/outpost-mesh/outpost/sync/session"
 	"github.com/outpost-mesh/outpost/sync/wire"
@@ -246,7 +247,7 @@ func Fetch(ctx context.Context, open Opener, cfg FetchConfig, dst string, c mani
 	if err := os.Rename(part, dst); err != nil {
 		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
 	}
-	if err := syncDir(filepath.Dir(dst)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(dst)); err != nil {
 		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
 	}
 	return st, nil
@@ -573,14 +574,4 @@ func readBounded(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is over %d bytes", path, max)
 	}
 	return b, nil
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -441,7 +441,7 @@ func (u *Updater) copyVerified(ctx context.Context, c *manifest.Component, src, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := syncDir(filepath.Dir(dir)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(dir)); err != nil {
 		return err
 	}
 	in, err := os.Open(src)
@@ -484,7 +484,7 @@ func (u *Updater) copyVerified(ctx context.Context, c *manifest.Component, src, 
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return atomicfile.SyncDir(dir)
 }
 
 // ctxReader stops a copy when ctx ends.
@@ -506,15 +506,6 @@ func removeTemps(pattern string) {
 	for _, n := range names {
 		os.Remove(n)
 	}
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Commit makes the trial slot the committed one (the previous committed

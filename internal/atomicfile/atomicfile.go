@@ -45,14 +45,17 @@ func WriteFile(path string, data []byte, perm fs.FileMode) (err error) {
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := SyncDir(dir); err != nil {
 		// The rename happened; only its durability is in doubt.
 		return fmt.Errorf("write %s: sync directory: %w", path, err)
 	}
 	return nil
 }
 
-func syncDir(dir string) error {
+// SyncDir makes the renames and removals in dir durable: a file renamed
+// into place is not surely there after a power cut until its directory
+// is synced.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
