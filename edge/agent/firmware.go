@@ -24,6 +24,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	fwv1 "github.com/outpost-mesh/outpost/firmware/apis/v1"
 	"github.com/outpost-mesh/outpost/firmware/manifest"
+	"github.com/outpost-mesh/outpost/firmware/transfer"
 	"github.com/outpost-mesh/outpost/firmware/trust"
 	"github.com/outpost-mesh/outpost/internal/atomicfile"
 	"github.com/outpost-mesh/outpost/sync/wire"
@@ -296,36 +297,38 @@ func (fw *firmware) step(ctx context.Context) time.Duration {
 		})
 		return 0
 	}
-	fw.install(ctx, st, *offer)
-	return 0
+	return fw.install(ctx, st, *offer)
 }
 
-// install verifies, fetches and installs the release of offer.
-func (fw *firmware) install(ctx context.Context, st SlotState, offer fwv1.Offer) {
+// fetchRetry is how long after a download that failed for want of the
+// hub (not a refusal) the node tries again.
+const fetchRetry = 30 * time.Second
+
+// install verifies, fetches and installs the release of offer; it returns
+// when to try again after a download that failed for want of the hub (0:
+// do not).
+func (fw *firmware) install(ctx context.Context, st SlotState, offer fwv1.Offer) time.Duration {
 	log := fw.a.log.With("component", "firmware", "release", offer.Release, "version", offer.Version)
 	fw.progress(offer, fwv1.StateOffered, nil)
 	tr, err := fw.trust()
 	if err != nil {
 		fw.fail(offer, ReasonNoTrust, err)
-		return
+		return 0
 	}
 	env, err := fw.cfg.Source.Manifest(ctx, offer.Release)
 	if err != nil {
-		if ctx.Err() == nil {
-			fw.fail(offer, ReasonFetch, err)
-		}
-		return
+		return fw.fetchFailed(ctx, offer, err)
 	}
 	m, err := manifest.Verify(env, tr, manifest.VerifyOptions{
 		Now: fw.a.now(), OS: fw.cfg.OS, Arch: fw.cfg.Arch, Variant: fw.cfg.Variant, HighestCommitted: st.Highest,
 	})
 	if err != nil {
 		fw.fail(offer, string(manifest.ReasonOf(err)), err)
-		return
+		return 0
 	}
 	if m.Version != offer.Version {
 		fw.fail(offer, ReasonVersionMismatch, fmt.Errorf("the hub offers version %s, the signed manifest says %s", offer.Version, m.Version))
-		return
+		return 0
 	}
 	comps := m.ForPlatform(fw.cfg.OS, fw.cfg.Arch, fw.cfg.Variant)
 	var total fwv1.TransferStats
@@ -349,10 +352,7 @@ func (fw *firmware) install(ctx context.Context, st SlotState, offer fwv1.Offer)
 		total.Resumes += s.Resumes
 		total.Delta = total.Delta || s.Delta
 		if err != nil {
-			if ctx.Err() == nil {
-				fw.fail(offer, fetchReason(err), err)
-			}
-			return
+			return fw.fetchFailed(ctx, offer, err)
 		}
 		paths[c.Name] = dst
 	}
@@ -361,7 +361,7 @@ func (fw *firmware) install(ctx context.Context, st SlotState, offer fwv1.Offer)
 	fw.progress(offer, fwv1.StateInstalling, &total)
 	if err := fw.saveTrialPods(ctx); err != nil {
 		fw.fail(offer, ReasonInstall, err)
-		return
+		return 0
 	}
 	// Verify refused a downgrade the manifest's signed allowDowngradeFrom
 	// does not cover: a lower version here is one it covers.
@@ -378,7 +378,7 @@ func (fw *firmware) install(ctx context.Context, st SlotState, offer fwv1.Offer)
 		if ctx.Err() == nil {
 			fw.fail(offer, installReason(err), err)
 		}
-		return
+		return 0
 	}
 	fw.progress(offer, fwv1.StateTrial, &total)
 	if restart {
@@ -387,6 +387,7 @@ func (fw *firmware) install(ctx context.Context, st SlotState, offer fwv1.Offer)
 	} else {
 		fw.Kick() // the trial of file components runs here
 	}
+	return 0
 }
 
 // progressInterval is how often a node reports the bytes it downloaded.
@@ -418,6 +419,26 @@ func (fw *firmware) reportProgress(offer fwv1.Offer, received *atomic.Int64, ful
 	return func() {
 		once.Do(func() { close(done); wg.Wait() })
 	}
+}
+
+// fetchFailed reports a download that failed. A refusal (the hub has no
+// such release, a chunk did not match its digest) is final for this
+// offer; anything else, such as the link going down, is tried again
+// after fetchRetry.
+func (fw *firmware) fetchFailed(ctx context.Context, offer fwv1.Offer, err error) time.Duration {
+	if ctx.Err() != nil {
+		return 0
+	}
+	var refused *transfer.RefusedError
+	if manifest.ReasonOf(err) != "" || errors.As(err, &refused) && refused.Permanent() {
+		fw.fail(offer, fetchReason(err), err)
+		return 0
+	}
+	fw.a.log.Info("firmware: download failed; trying again", "release", offer.Release, "err", err, "retry_in", fetchRetry)
+	fw.report(func(n *fwv1.NodeFirmware) {
+		n.Release, n.Target, n.State, n.Reason, n.Message = offer.Release, offer.Version, fwv1.StateDownloading, ReasonFetch, truncate(err.Error(), 1024)
+	})
+	return fetchRetry
 }
 
 // trial checks the health of the version on trial: commit once healthy,
@@ -598,10 +619,7 @@ func (fw *firmware) fail(offer fwv1.Offer, reason string, err error) {
 	if fw.a.events != nil {
 		fw.a.events.Node(corev1.EventTypeWarning, "FirmwareUpdateFailed", fmt.Sprintf("release %s (%s): %s: %v", offer.Release, offer.Version, reason, err))
 	}
-	msg := err.Error()
-	if len(msg) > 1024 {
-		msg = msg[:1024]
-	}
+	msg := truncate(err.Error(), 1024)
 	fw.report(func(n *fwv1.NodeFirmware) {
 		n.Release, n.Target, n.State, n.Reason, n.Message, n.Since = offer.Release, offer.Version, fwv1.StateFailed, reason, msg, fw.now()
 	})
@@ -718,6 +736,13 @@ func goarm() string {
 		}
 	}
 	return ""
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
 
 func tail(s []string, n int) []string {
