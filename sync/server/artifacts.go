@@ -16,7 +16,12 @@ type ArtifactServer interface {
 	ServeArtifact(ctx context.Context, node string, st wire.ArtifactStream, req *wire.ArtifactRequest) error
 }
 
-var _ wire.ArtifactStream = (*stream.Stream)(nil)
+// The streams it is handed can turn their frames' compression off
+// (artifact chunks are compressed already, or random).
+var _ interface {
+	wire.ArtifactStream
+	SetCompression(bool)
+} = (*stream.Stream)(nil)
 
 // artifact hands a node's artifact stream to Config.Artifacts, ending
 // the stream when the node's connection ends.

@@ -38,6 +38,11 @@ func NewLean(qs *quic.Stream) *Stream {
 	return s
 }
 
+// SetCompression turns the compression of the frames written on or off
+// (on by default): off for frames that are compressed already, such as
+// release artifacts, which would only cost the CPU of trying.
+func (s *Stream) SetCompression(on bool) { s.w.SetCompression(on) }
+
 // Read reads the next frame; io.EOF at the clean end of the peer's side.
 func (s *Stream) Read() (wire.Message, error) { return s.r.Read() }
 
