@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	fwv1 "github.com/outpost-mesh/outpost/firmware/apis/v1"
+	"github.com/outpost-mesh/outpost/internal/netem"
 )
 
 // otaTimeout bounds a rollout of two waves over three nodes: each node
@@ -304,4 +305,74 @@ func rolloutCondition(ro *unstructured.Unstructured, typ string) bool {
 		}
 	}
 	return false
+}
+
+// TestOTAResume: the uplink of a node that is downloading a release is
+// cut for 20s (its relay black-holes); the download resumes from the last
+// good chunk once the link is back, the node installs and commits the
+// release, and it received less than 1.1 times the artifact.
+func TestOTAResume(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	bins := t.TempDir()
+	v1 := buildEdge(t, bins, "1.0.0")
+	v2 := buildEdge(t, bins, "2.0.0")
+	f := newFleet(t)
+	f.edgeBin = v1
+	h := f.startHub()
+	keys := t.TempDir()
+	outpostCmd(t, h, "release", "keygen", "--out", filepath.Join(keys, "ops"))
+	outpostCmd(t, h, "release", "trust", "add", filepath.Join(keys, "ops.pub"))
+	outpostCmd(t, h, "release", "create", "agent-2-0-0", "--version", "2.0.0",
+		"--component", "agent="+v2, "--key", filepath.Join(keys, "ops.key"), "-o", filepath.Join(keys, "release.json"))
+
+	token, caHash := h.createToken("store-cut")
+	const name = "e2e-cut-1"
+	// Capped, so that the download lasts long enough to be cut.
+	e := f.startEdge(h, name, token, caHash, "--ota-bandwidth", "4MiB")
+	f.eventually(joinTimeout, "the node Ready on 1.0.0", func() (bool, string) {
+		node, err := h.node(name)
+		if err != nil {
+			return false, apiProblem(err)
+		}
+		v := node.Status.NodeInfo.KubeletVersion
+		return strings.HasSuffix(v, "+1.0.0"), v
+	})
+	outpostCmd(t, h, "rollout", "create", "to-2-0-0", "--release", "agent-2-0-0",
+		"--selector", "topology.outpost.dev/site=store-cut", "--waves", "100%", "--health-window", "10s")
+
+	firmware := func() (*fwv1.NodeFirmware, string) {
+		node, err := h.node(name)
+		if err != nil {
+			return nil, apiProblem(err)
+		}
+		s, err := fwv1.DecodeNodeFirmware(node.Annotations[fwv1.AnnotationState])
+		if err != nil {
+			return nil, err.Error()
+		}
+		return s, fmt.Sprintf("%+v %+v", s, s.Transfer)
+	}
+	f.eventually(otaTimeout, "the download under way", func() (bool, string) {
+		s, why := firmware()
+		return s != nil && s.State == fwv1.StateDownloading && s.Transfer != nil && s.Transfer.Received > 0 &&
+			s.Transfer.Received < s.Transfer.Full/2, why
+	})
+	e.relay.Set(netem.Conditions{Blackhole: true})
+	f.logf("uplink of %s black-holed", name)
+	cutAt := time.Now()
+	f.waitUntil(cutAt.Add(20*time.Second), "the uplink to come back")
+	e.relay.Set(netem.Conditions{})
+	f.logf("uplink of %s back", name)
+
+	var got *fwv1.NodeFirmware
+	f.eventually(otaTimeout, "the release installed and committed", func() (bool, string) {
+		s, why := firmware()
+		got = s
+		return s != nil && s.State == fwv1.StateUpdated && s.Version == "2.0.0", why
+	})
+	tr := got.Transfer
+	if tr == nil || tr.Resumes < 1 || tr.Received > tr.Full*11/10 {
+		t.Fatalf("transfer %+v: want at least one resume and under 1.1x the artifact", tr)
+	}
+	f.logf("received %d bytes of a %d-byte artifact (%.3fx) over %d resumes", tr.Received, tr.Full, float64(tr.Received)/float64(tr.Full), tr.Resumes)
 }
