@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,11 +27,23 @@ import (
 // healthy, and each wave is held for its health window.
 const otaTimeout = 4 * time.Minute
 
-// buildEdge builds cmd/outpost-edge as agent version into dir, with -race
-// when the tests run with it, as the hub's binary is.
-func buildEdge(t *testing.T, dir, version string) string {
+// edgeBuilds holds the outpost-edge binaries built in this run, by
+// version, in binDir: the tests of one version share one.
+var edgeBuilds struct {
+	sync.Mutex
+	bins map[string]string
+}
+
+// buildEdge builds cmd/outpost-edge as agent version, once per run, with
+// -race when the tests run with it, as the hub's binary is.
+func buildEdge(t *testing.T, version string) string {
 	t.Helper()
-	bin := filepath.Join(dir, "outpost-edge-"+version)
+	edgeBuilds.Lock()
+	defer edgeBuilds.Unlock()
+	if bin, ok := edgeBuilds.bins[version]; ok {
+		return bin
+	}
+	bin := filepath.Join(binDir, "outpost-edge-"+version)
 	args := []string{"build", "-tags=grpcnotrace", "-o", bin,
 		"-ldflags", "-X github.com/outpost-mesh/outpost/internal/version.Version=" + version}
 	if raceEnabled {
@@ -42,6 +55,10 @@ func buildEdge(t *testing.T, dir, version string) string {
 	if out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput(); err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
+	if edgeBuilds.bins == nil {
+		edgeBuilds.bins = map[string]string{}
+	}
+	edgeBuilds.bins[version] = bin
 	return bin
 }
 
@@ -70,9 +87,8 @@ func TestOTARollout(t *testing.T) {
 	if !enterContainerdTest(t) {
 		return
 	}
-	bins := t.TempDir()
-	v1 := buildEdge(t, bins, "1.0.0")
-	v2 := buildEdge(t, bins, "2.0.0")
+	v1 := buildEdge(t, "1.0.0")
+	v2 := buildEdge(t, "2.0.0")
 
 	f := newFleet(t)
 	f.edgeBin = v1
@@ -201,10 +217,9 @@ func rolloutSummary(ro *unstructured.Unstructured) string {
 func TestOTAFailedRelease(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
-	bins := t.TempDir()
-	v1 := buildEdge(t, bins, "1.0.0")
+	v1 := buildEdge(t, "1.0.0")
 	// An "agent" that exits at once, as a build that crashes at start.
-	bad := filepath.Join(bins, "crashing-agent")
+	bad := filepath.Join(t.TempDir(), "crashing-agent")
 	if err := os.WriteFile(bad, []byte("#!/bin/sh\necho crashing agent >&2\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -314,9 +329,8 @@ func rolloutCondition(ro *unstructured.Unstructured, typ string) bool {
 func TestOTAResume(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
-	bins := t.TempDir()
-	v1 := buildEdge(t, bins, "1.0.0")
-	v2 := buildEdge(t, bins, "2.0.0")
+	v1 := buildEdge(t, "1.0.0")
+	v2 := buildEdge(t, "2.0.0")
 	f := newFleet(t)
 	f.edgeBin = v1
 	h := f.startHub()
