@@ -107,6 +107,7 @@ type SlotState struct {
 type SlotTrial struct {
 	Release, Version string
 	Deadline         time.Time
+	Window           time.Duration
 	Agent            bool
 }
 
@@ -159,6 +160,9 @@ type firmware struct {
 	// refused remembers the offer the node refused or failed, so that it
 	// is not tried again until the hub offers something else.
 	refused fwv1.Offer
+	// healthySince is when the version on trial was last seen healthy
+	// after being unhealthy (zero: not healthy now).
+	healthySince time.Time
 
 	mu   sync.Mutex
 	said *fwv1.NodeFirmware
@@ -441,8 +445,17 @@ func (fw *firmware) fetchFailed(ctx context.Context, offer fwv1.Offer, err error
 	return fetchRetry
 }
 
-// trial checks the health of the version on trial: commit once healthy,
-// revert when its window ends first.
+// settleFraction of a trial's window is how long the node must stay
+// healthy before it commits (at most maxSettle): a new agent that fails a
+// few seconds after its start is caught in its trial, not committed.
+const (
+	settleFraction = 3 // a third of the window
+	maxSettle      = time.Minute
+)
+
+// trial checks the health of the version on trial: commit once the node
+// has been healthy for the settle time, revert when its window ends
+// first.
 func (fw *firmware) trial(ctx context.Context, t *SlotTrial) time.Duration {
 	offer := fw.offer()
 	fw.report(func(n *fwv1.NodeFirmware) {
@@ -451,26 +464,41 @@ func (fw *firmware) trial(ctx context.Context, t *SlotTrial) time.Duration {
 		}
 	})
 	healthy, why := fw.healthy(ctx)
-	if offer != nil && offer.Action == fwv1.OfferRevert && offer.Version == t.Version {
+	ordered := offer != nil && offer.Action == fwv1.OfferRevert && offer.Version == t.Version
+	if ordered {
 		healthy, why = false, "the rollout ordered a revert"
 	}
-	if healthy {
+	now := fw.a.now()
+	switch {
+	case !healthy:
+		fw.healthySince = time.Time{}
+	case fw.healthySince.IsZero():
+		fw.healthySince = now
+	}
+	settle := min(t.Window/settleFraction, maxSettle)
+	if healthy && now.Sub(fw.healthySince) >= settle {
 		if err := fw.cfg.Slots.Commit(ctx); err != nil {
 			fw.a.log.Error("firmware: commit", "version", t.Version, "err", err)
 			return time.Second
 		}
-		fw.a.log.Info("firmware: new version healthy, committed", "version", t.Version)
+		fw.a.log.Info("firmware: new version healthy, committed", "version", t.Version, "healthy_for", now.Sub(fw.healthySince).Round(time.Millisecond))
 		os.Remove(filepath.Join(fw.cfg.Dir, firmwareTrialPods))
 		fw.report(func(n *fwv1.NodeFirmware) {
 			n.Version, n.State, n.Reason, n.Message, n.Since = t.Version, fwv1.StateUpdated, "", "", fw.now()
 		})
 		return 0
 	}
-	if fw.a.now().Before(t.Deadline) && why != "the rollout ordered a revert" {
+	if !ordered && now.Before(t.Deadline) {
+		if healthy {
+			return min(time.Second, settle-now.Sub(fw.healthySince))
+		}
 		return time.Second
 	}
+	if healthy {
+		why = "not healthy for " + settle.String() + " before the window ended"
+	}
 	reason := ReasonHealthWindowExpired
-	if why == "the rollout ordered a revert" {
+	if ordered {
 		reason = ReasonRevertOrdered
 	}
 	fw.a.log.Warn("firmware: new version not healthy, reverting", "version", t.Version, "reason", reason, "why", why)

@@ -29,11 +29,11 @@ func (s updaterSlots) State() SlotState {
 		out.Previous, out.CanRevert = st.Previous.Version, true
 	}
 	if t := st.Trial; t != nil {
-		out.Trial = &SlotTrial{Release: t.Release, Version: t.Version, Deadline: t.Deadline(), Agent: true}
+		out.Trial = &SlotTrial{Release: t.Release, Version: t.Version, Deadline: t.Deadline(), Window: t.Window, Agent: true}
 	}
 	for _, ft := range s.u.FileTrials() {
 		if out.Trial == nil {
-			out.Trial = &SlotTrial{Release: ft.Release, Version: ft.Version, Deadline: ft.Deadline()}
+			out.Trial = &SlotTrial{Release: ft.Release, Version: ft.Version, Deadline: ft.Deadline(), Window: ft.Window}
 		} else if d := ft.Deadline(); d.Before(out.Trial.Deadline) {
 			out.Trial.Deadline = d
 		}

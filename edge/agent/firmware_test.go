@@ -58,7 +58,7 @@ func (s *fakeSlots) Install(_ context.Context, release string, m *manifest.Manif
 		}
 		s.installed[name] = b
 	}
-	s.st.Trial = &agent.SlotTrial{Release: release, Version: m.Version, Deadline: time.Now().Add(window), Agent: true}
+	s.st.Trial = &agent.SlotTrial{Release: release, Version: m.Version, Deadline: time.Now().Add(window), Window: window, Agent: true}
 	return true, nil
 }
 
@@ -186,7 +186,7 @@ func TestFirmwareUpdate(t *testing.T) {
 	}
 	offer := func(rev int64, release, version string) {
 		t.Helper()
-		o := fwv1.Offer{Rollout: "ro", Release: release, Version: version, Action: fwv1.OfferInstall, HealthWindow: metav1.Duration{Duration: time.Minute}}
+		o := fwv1.Offer{Rollout: "ro", Release: release, Version: version, Action: fwv1.OfferInstall, HealthWindow: metav1.Duration{Duration: 6 * time.Second}}
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Annotations: map[string]string{fwv1.AnnotationOffer: o.Encode()}}}
 		if err := h.x.Apply([]view.Event{{Revision: rev, Key: wire.Key{Resource: wire.ResourceNodes, Name: node}, Raw: encode(t, n)}}); err != nil {
 			t.Fatal(err)
@@ -347,5 +347,32 @@ func TestFirmwareRefusals(t *testing.T) {
 				t.Fatalf("installed %d bytes of a refused release", len(slots.installed["agent"]))
 			}
 		})
+	}
+}
+
+// TestFirmwareTrialExpires: a new agent on trial that cannot reach the
+// hub reverts when its window ends, and stops to restart into the
+// committed version.
+func TestFirmwareTrialExpires(t *testing.T) {
+	slots := &fakeSlots{st: agent.SlotState{Committed: "1.0.0", Highest: "1.0.0",
+		Trial: &agent.SlotTrial{Release: "r2", Version: "2.0.0", Deadline: time.Now().Add(2 * time.Second), Window: 3 * time.Second, Agent: true}}}
+	ta := newAgentConfig(t, t.TempDir(), fake.New(fake.Config{})) // its hub is not there
+	ta.cfg.Firmware = &agent.FirmwareConfig{Slots: slots, Source: &memSource{}, OS: "linux", Arch: "amd64"}
+	a, err := agent.New(ta.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(context.Background()) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, agent.ErrRestart) {
+			t.Fatalf("Run = %v, want ErrRestart", err)
+		}
+	case <-time.After(waitLong):
+		t.Fatal("the trial did not end with its window")
+	}
+	if st := slots.State(); st.Trial != nil || len(st.Failed) != 1 || st.Failed[0] != "2.0.0" || st.Committed != "1.0.0" {
+		t.Fatalf("slots after the window: %+v", st)
 	}
 }

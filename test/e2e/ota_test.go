@@ -390,3 +390,109 @@ func TestOTAResume(t *testing.T) {
 	}
 	f.logf("received %d bytes of a %d-byte artifact (%.3fx) over %d resumes", tr.Received, tr.Full, float64(tr.Received)/float64(tr.Full), tr.Resumes)
 }
+
+// TestOTAKillLoop: the agent is killed with SIGKILL at each step of an
+// update, after the download, after the slot is written, and in the
+// trial, and started again as systemd would start it (the binary it was
+// installed with, which boots what the update state names). Every time
+// the node comes back on a committed or trial slot and ends on one
+// version, the one its Node says, with its pod running: the update goes
+// through after a kill before the trial, and is reverted after a kill in
+// the trial.
+func TestOTAKillLoop(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	v1 := buildEdge(t, "1.0.0")
+	v2 := buildEdge(t, "2.0.0")
+	f := newFleet(t)
+	f.edgeBin = v1
+	h := f.startHub()
+	keys := t.TempDir()
+	outpostCmd(t, h, "release", "keygen", "--out", filepath.Join(keys, "ops"))
+	outpostCmd(t, h, "release", "trust", "add", filepath.Join(keys, "ops.pub"))
+
+	token, caHash := h.createToken("store-kill")
+	const name = "e2e-kill-1"
+	e := f.startEdge(h, name, token, caHash, "--ota-bandwidth", "0")
+	h.createPod(newPod("pod-kill", name, "nginx:1.27"))
+	binaryVersion := "1.0.0" // of the agent the node runs
+
+	dyn, err := dynamic.NewForConfig(h.rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, step := range []struct {
+		name, logLine string
+		reverted      bool // the update is reverted: the kill came in the trial
+	}{
+		{"after the download", `msg="firmware: release fetched and verified"`, false},
+		{"after the slot is written", `msg="installed agent"`, false},
+		{"in the trial", `msg=boot component=firmware-updater slot=`, true},
+	} {
+		version := fmt.Sprintf("2.0.%d", i+1)
+		release, rollout := "agent-2-0-"+fmt.Sprint(i+1), "to-2-0-"+fmt.Sprint(i+1)
+		outpostCmd(t, h, "release", "create", release, "--version", version,
+			"--component", "agent="+v2, "--key", filepath.Join(keys, "ops.key"), "-o", filepath.Join(keys, release+".json"))
+		// The boot line of the trial is the second of the process: its
+		// first is the start of the agent before the update.
+		seen := len(e.logLines(step.logLine))
+		if step.reverted {
+			seen = len(e.logLines(`trial=true`))
+		}
+		outpostCmd(t, h, "rollout", "create", rollout, "--release", release,
+			"--selector", "topology.outpost.dev/site=store-kill", "--waves", "100%", "--health-window", "10s",
+			"--failure-budget", "5")
+		f.eventually(otaTimeout, name+" reaching the step "+step.name, func() (bool, string) {
+			line := step.logLine
+			if step.reverted {
+				line = `trial=true`
+			}
+			return len(e.logLines(line)) > seen, "not yet"
+		})
+		e.kill()
+		f.logf("killed %s %s (%s)", name, step.name, version)
+		e.start()
+
+		want, wantState := version, fwv1.StateUpdated
+		if step.reverted {
+			want, wantState = "", fwv1.StateReverted
+		}
+		f.eventually(otaTimeout, name+" settled on one version", func() (bool, string) {
+			node, err := h.node(name)
+			if err != nil {
+				return false, apiProblem(err)
+			}
+			s, err := fwv1.DecodeNodeFirmware(node.Annotations[fwv1.AnnotationState])
+			if err != nil {
+				return false, err.Error()
+			}
+			if s.Target != version || s.State != wantState || (want != "" && s.Version != want) {
+				return false, fmt.Sprintf("%+v", s)
+			}
+			runs := binaryVersion
+			if !step.reverted {
+				runs = "2.0.0"
+			}
+			if v := node.Status.NodeInfo.KubeletVersion; !strings.HasSuffix(v, "+"+runs) {
+				return false, "runs " + v + ", want " + runs
+			}
+			p, err := h.pod("pod-kill")
+			if err != nil {
+				return false, apiProblem(err)
+			}
+			if prob := runningProblem(p); prob != "" {
+				return false, prob
+			}
+			return true, ""
+		})
+		if !step.reverted {
+			binaryVersion = "2.0.0"
+		}
+		ctx, cancel := h.ctx()
+		err := dyn.Resource(rolloutsResource).Delete(ctx, rollout, metav1.DeleteOptions{})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
