@@ -135,8 +135,8 @@ type Result struct {
 	// Delta the rollout of the changed one to nodes holding the first.
 	Full  RolloutResult `json:"full"`
 	Delta RolloutResult `json:"delta"`
-	// DeltaPercent is Delta's mean bytes per node as a percentage of
-	// Full's artifact size.
+	// DeltaPercent is Delta's mean bytes per node of a delta transfer as
+	// a percentage of Full's artifact size.
 	DeltaPercent float64   `json:"delta_percent"`
 	Hub          HubResult `json:"hub"`
 	// AgentWarnings counts the warnings agents logged; AgentLogSamples
@@ -160,9 +160,9 @@ type RolloutResult struct {
 	// (or the timeout); Waves has each wave.
 	Seconds float64      `json:"seconds"`
 	Waves   []WaveResult `json:"waves"`
-	// Update is of each node, from the offer reaching it (its slots'
-	// first sight of the release is the commit of the fetch; the offer
-	// time is the wave's start) to its commit.
+	// Update is of each node, from its fetch starting (the agent asks
+	// its slots for a base just before) to its commit: download, install
+	// and trial.
 	Update report.Latency `json:"update"`
 	// BytesPerNode is the mean artifact bytes each node received (its
 	// transfer stats), ReceivedMax the most; WirePerNode the mean bytes its
@@ -170,8 +170,10 @@ type RolloutResult struct {
 	BytesPerNode float64 `json:"bytes_per_node"`
 	ReceivedMax  int64   `json:"received_max"`
 	WirePerNode  float64 `json:"wire_per_node"`
-	// DeltaNodes counts the nodes whose transfer was a delta.
-	DeltaNodes int `json:"delta_nodes"`
+	// DeltaNodes counts the nodes whose transfer was a delta,
+	// DeltaBytesPerNode their mean bytes received.
+	DeltaNodes        int     `json:"delta_nodes"`
+	DeltaBytesPerNode float64 `json:"delta_bytes_per_node"`
 	// Cuts is the nodes whose link was black-holed mid-transfer.
 	Cuts []CutResult `json:"cuts,omitempty"`
 	// HubCPUs is the hub's CPU use over the rollout, in CPUs; HubCPUSeconds

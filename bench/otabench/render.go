@@ -68,6 +68,9 @@ func (r *Report) Render(w io.Writer) error {
 	t := report.NewTable("rollouts", "", "full "+res.Full.Version, "delta "+res.Delta.Version)
 	row := func(name string, f func(RolloutResult) string) { t.AddRow(name, f(res.Full), f(res.Delta)) }
 	row("nodes updated", func(x RolloutResult) string { return fmt.Sprintf("%d (%d failed)", x.Updated, x.Failed) })
+	if len(res.Full.Errors)+len(res.Delta.Errors) > 0 {
+		defer fmt.Fprintf(w, "\nfailures: full %q, delta %q\n", res.Full.Errors, res.Delta.Errors)
+	}
 	row("total", func(x RolloutResult) string { return fmt.Sprintf("%.1fs", x.Seconds) })
 	for i := range max(len(res.Full.Waves), len(res.Delta.Waves)) {
 		row(fmt.Sprintf("wave %d", i+1), func(x RolloutResult) string {
@@ -87,7 +90,9 @@ func (r *Report) Render(w io.Writer) error {
 	row("artifact", func(x RolloutResult) string { return report.Bytes(uint64(x.ArtifactSize)) })
 	row("bytes per node (mean)", func(x RolloutResult) string { return report.Bytes(uint64(x.BytesPerNode)) })
 	row("bytes per node (max)", func(x RolloutResult) string { return report.Bytes(uint64(x.ReceivedMax)) })
-	row("delta transfers", func(x RolloutResult) string { return fmt.Sprintf("%d", x.DeltaNodes) })
+	row("delta transfers", func(x RolloutResult) string {
+		return fmt.Sprintf("%d, %s each", x.DeltaNodes, report.Bytes(uint64(x.DeltaBytesPerNode)))
+	})
 	row("wire per node (QUIC, sync)", func(x RolloutResult) string { return report.Bytes(uint64(x.WirePerNode)) })
 	row("hub CPU", func(x RolloutResult) string { return fmt.Sprintf("%.2f CPUs (%.0f s)", x.HubCPUs, x.HubCPUSeconds) })
 	row("hub RSS max", func(x RolloutResult) string { return report.Bytes(x.HubRSSMax) })

@@ -114,7 +114,7 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	if r.res.Full.ArtifactSize > 0 {
-		r.res.DeltaPercent = 100 * r.res.Delta.BytesPerNode / float64(r.res.Full.ArtifactSize)
+		r.res.DeltaPercent = 100 * r.res.Delta.DeltaBytesPerNode / float64(r.res.Full.ArtifactSize)
 	}
 	s, err := childhub.ReadProc(r.hubPID())
 	if err != nil {
@@ -391,9 +391,14 @@ func (r *runner) rollout(ctx context.Context, name, release, version string, cut
 	if err := r.waves(ctx, name, created, commits, &res); err != nil {
 		return res, err
 	}
-	if res.Updated < n {
+	if res.Updated == 0 {
 		return res, fmt.Errorf("rollout of %s: %d of %d nodes updated within %v, %d failed: %q; node states %q; agent logs %q",
 			version, res.Updated, n, r.cfg.RolloutTimeout, res.Failed, res.Errors, r.nodeStates(ctx, version), r.fleet.logs.samples())
+	}
+	if res.Updated < n {
+		// Reported, not fatal: the table shows the failures, and the
+		// next rollout goes on with the nodes that updated.
+		fmt.Fprintf(r.w, "  %d of %d nodes updated, %d failed: %q\n", res.Updated, n, res.Failed, res.Errors)
 	}
 	return res, nil
 }
@@ -471,7 +476,7 @@ func (r *runner) nodeStats(ctx context.Context, version string, res *RolloutResu
 		return fmt.Errorf("no node firmware states of %s", version)
 	}
 	var errs report.ErrorSet
-	var sum int64
+	var sum, deltaSum int64
 	count := 0
 	for _, nf := range m {
 		if nf.Target != version {
@@ -488,12 +493,16 @@ func (r *runner) nodeStats(ctx context.Context, version string, res *RolloutResu
 			res.ArtifactSize = t.Full
 			if t.Delta {
 				res.DeltaNodes++
+				deltaSum += t.Received
 			}
 		}
 	}
 	res.Errors = errs.List()
 	if count > 0 {
 		res.BytesPerNode = float64(sum) / float64(count)
+	}
+	if res.DeltaNodes > 0 {
+		res.DeltaBytesPerNode = float64(deltaSum) / float64(res.DeltaNodes)
 	}
 	for i := range res.Cuts {
 		c := &res.Cuts[i]
