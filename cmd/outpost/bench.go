@@ -32,6 +32,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(newBenchStreamsCmd())     // bench_streams.go: outpost bench streams
 	cmd.AddCommand(newBenchServicesCmd())    // bench_services.go: outpost bench services
 	cmd.AddCommand(newBenchMeshCmd())        // bench_mesh.go: outpost bench mesh
+	cmd.AddCommand(newBenchOTACmd())         // bench_ota.go: outpost bench ota
 	return cmd
 }
 
