@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
@@ -55,8 +56,18 @@ func TestAPIServiceAPI(t *testing.T) {
 	if *s.Spec.Service.Port != 443 || apiregistration.IsAvailable(s) {
 		t.Errorf("created apiservice: port %d, status %+v; want 443 and no status of the client's", *s.Spec.Service.Port, s.Status)
 	}
-	s.Spec.CABundle = []byte("-----BEGIN CERTIFICATE-----")
-	_, err = apis.Update(ctx, s, metav1.UpdateOptions{})
+	// The aggregator writes the new apiservice's status meanwhile: the
+	// update is made again on a conflict, as any client of a controlled
+	// object must.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := apis.Get(ctx, s.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec.CABundle = []byte("-----BEGIN CERTIFICATE-----")
+		_, err = apis.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
 	if got := typedtest.Causes(t, "caBundle with insecureSkipTLSVerify", err); !slices.Contains(got, "spec.insecureSkipTLSVerify") {
 		t.Errorf("caBundle with insecureSkipTLSVerify: causes %v, want spec.insecureSkipTLSVerify", got)
 	}
