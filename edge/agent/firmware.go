@@ -316,7 +316,13 @@ func (fw *firmware) install(ctx context.Context, st SlotState, offer fwv1.Offer)
 	fw.progress(offer, fwv1.StateOffered, nil)
 	tr, err := fw.trust()
 	if err != nil {
-		fw.fail(offer, ReasonNoTrust, err)
+		// Not a refusal of the release: the node waits, Offered, for
+		// keys it can check it with (a change of the trust set kicks
+		// the loop).
+		fw.a.log.Warn("firmware: no release keys to verify the offered release with", "release", offer.Release, "err", err)
+		fw.report(func(n *fwv1.NodeFirmware) {
+			n.Reason, n.Message = ReasonNoTrust, truncate(err.Error(), 1024)
+		})
 		return 0
 	}
 	env, err := fw.cfg.Source.Manifest(ctx, offer.Release)

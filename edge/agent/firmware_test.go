@@ -376,3 +376,55 @@ func TestFirmwareTrialExpires(t *testing.T) {
 		t.Fatalf("slots after the window: %+v", st)
 	}
 }
+
+// TestFirmwareWaitsForTrust: a node offered a release before it knows any
+// release key waits, Offered, saying why, and installs the release once
+// the trust set reaches its view.
+func TestFirmwareWaitsForTrust(t *testing.T) {
+	pub, key, _ := ed25519.GenerateKey(nil)
+	artifact := []byte(strings.Repeat("new agent ", 500))
+	env, c := release(t, "r2", "2.0.0", key, artifact, time.Now().Add(time.Hour))
+	src := &memSource{envelopes: map[string][]byte{"r2": env}, blobs: map[string][]byte{c.SHA256: artifact}}
+	slots := &fakeSlots{st: agent.SlotState{Committed: "1.0.0", Highest: "1.0.0"}}
+	ns := &nodeSink{sink: &sink{pods: map[string]corev1.PodPhase{}}}
+	h := startHubWith(t, func(cfg *server.Config) { cfg.Sink = ns })
+	o := fwv1.Offer{Rollout: "ro", Release: "r2", Version: "2.0.0", Action: fwv1.OfferInstall, HealthWindow: metav1.Duration{Duration: time.Minute}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Annotations: map[string]string{fwv1.AnnotationOffer: o.Encode()}}}
+	if err := h.x.Apply([]view.Event{{Revision: 1, Key: wire.Key{Resource: wire.ResourceNodes, Name: node}, Raw: encode(t, n)}}); err != nil {
+		t.Fatal(err)
+	}
+	ta := newAgentConfig(t, t.TempDir(), fake.New(fake.Config{}))
+	ta.cfg.HubAddr, ta.cfg.CAHash = h.addr, h.caHash
+	ta.cfg.Firmware = &agent.FirmwareConfig{Slots: slots, Source: src, OS: "linux", Arch: "amd64"}
+	a, err := agent.New(ta.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx) }()
+	wait.For(t, waitLong, "waiting for release keys", func() (bool, string) {
+		s := ns.firmware()
+		return s != nil && s.State == fwv1.StateOffered && s.Reason == agent.ReasonNoTrust, fmt.Sprintf("%+v", s)
+	})
+	pem, err := manifest.MarshalPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: wire.FirmwareTrustKey.Name, Namespace: wire.FirmwareTrustKey.Namespace},
+		Data:       map[string]string{manifest.KeyID(pub) + ".pub": string(pem)},
+	}
+	if err := h.x.Apply([]view.Event{{Revision: 2, Key: wire.FirmwareTrustKey, Raw: encode(t, cm)}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, agent.ErrRestart) {
+			t.Fatalf("Run = %v, want ErrRestart", err)
+		}
+	case <-time.After(waitLong):
+		t.Fatal("the release was not installed once the keys came")
+	}
+}
