@@ -159,6 +159,30 @@ func release(t *testing.T, name, version string, key ed25519.PrivateKey, artifac
 	return env, c
 }
 
+// trustEvent puts the trust set of the release key pub in the hub's
+// views at revision rev.
+func trustEvent(t *testing.T, rev int64, pub ed25519.PublicKey) view.Event {
+	t.Helper()
+	pem, err := manifest.MarshalPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: wire.FirmwareTrustKey.Name, Namespace: wire.FirmwareTrustKey.Namespace},
+		Data:       map[string]string{manifest.KeyID(pub) + ".pub": string(pem), "threshold": "1"},
+	}
+	return view.Event{Revision: rev, Key: wire.FirmwareTrustKey, Raw: encode(t, cm)}
+}
+
+// offerEvent puts the node's Node, offered release at version with a
+// health window, in the hub's views at revision rev.
+func offerEvent(t *testing.T, rev int64, release, version string, window time.Duration) view.Event {
+	t.Helper()
+	o := fwv1.Offer{Rollout: "ro", Release: release, Version: version, Action: fwv1.OfferInstall, HealthWindow: metav1.Duration{Duration: window}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Annotations: map[string]string{fwv1.AnnotationOffer: o.Encode()}}}
+	return view.Event{Revision: rev, Key: wire.Key{Resource: wire.ResourceNodes, Name: node}, Raw: encode(t, n)}
+}
+
 // TestFirmwareUpdate: the agent takes the release its Node is offered:
 // it verifies the manifest with the keys of its view, fetches the
 // artifact, installs it and stops to restart into it; started again on
@@ -176,23 +200,13 @@ func TestFirmwareUpdate(t *testing.T) {
 
 	ns := &nodeSink{sink: &sink{pods: map[string]corev1.PodPhase{}}}
 	h := startHubWith(t, func(cfg *server.Config) { cfg.Sink = ns })
-	pem, err := manifest.MarshalPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	trustCM := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: wire.FirmwareTrustKey.Name, Namespace: wire.FirmwareTrustKey.Namespace},
-		Data:       map[string]string{manifest.KeyID(pub) + ".pub": string(pem), "threshold": "1"},
-	}
 	offer := func(rev int64, release, version string) {
 		t.Helper()
-		o := fwv1.Offer{Rollout: "ro", Release: release, Version: version, Action: fwv1.OfferInstall, HealthWindow: metav1.Duration{Duration: 6 * time.Second}}
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Annotations: map[string]string{fwv1.AnnotationOffer: o.Encode()}}}
-		if err := h.x.Apply([]view.Event{{Revision: rev, Key: wire.Key{Resource: wire.ResourceNodes, Name: node}, Raw: encode(t, n)}}); err != nil {
+		if err := h.x.Apply([]view.Event{offerEvent(t, rev, release, version, 6*time.Second)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := h.x.Apply([]view.Event{{Revision: 1, Key: wire.FirmwareTrustKey, Raw: encode(t, trustCM)}}); err != nil {
+	if err := h.x.Apply([]view.Event{trustEvent(t, 1, pub)}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -294,20 +308,7 @@ func TestFirmwareRefusals(t *testing.T) {
 			slots := &fakeSlots{st: agent.SlotState{Committed: "2.0.0", Highest: "2.0.0"}}
 			ns := &nodeSink{sink: &sink{pods: map[string]corev1.PodPhase{}}}
 			h := startHubWith(t, func(cfg *server.Config) { cfg.Sink = ns })
-			pem, err := manifest.MarshalPublicKey(pub)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cm := &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: wire.FirmwareTrustKey.Name, Namespace: wire.FirmwareTrustKey.Namespace},
-				Data:       map[string]string{manifest.KeyID(pub) + ".pub": string(pem)},
-			}
-			o := fwv1.Offer{Rollout: "ro", Release: "r", Version: tt.version, Action: fwv1.OfferInstall, HealthWindow: metav1.Duration{Duration: time.Minute}}
-			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Annotations: map[string]string{fwv1.AnnotationOffer: o.Encode()}}}
-			if err := h.x.Apply([]view.Event{
-				{Revision: 1, Key: wire.FirmwareTrustKey, Raw: encode(t, cm)},
-				{Revision: 2, Key: wire.Key{Resource: wire.ResourceNodes, Name: node}, Raw: encode(t, n)},
-			}); err != nil {
+			if err := h.x.Apply([]view.Event{trustEvent(t, 1, pub), offerEvent(t, 2, "r", tt.version, time.Minute)}); err != nil {
 				t.Fatal(err)
 			}
 			ta := newAgentConfig(t, t.TempDir(), fake.New(fake.Config{}))
@@ -388,9 +389,7 @@ func TestFirmwareWaitsForTrust(t *testing.T) {
 	slots := &fakeSlots{st: agent.SlotState{Committed: "1.0.0", Highest: "1.0.0"}}
 	ns := &nodeSink{sink: &sink{pods: map[string]corev1.PodPhase{}}}
 	h := startHubWith(t, func(cfg *server.Config) { cfg.Sink = ns })
-	o := fwv1.Offer{Rollout: "ro", Release: "r2", Version: "2.0.0", Action: fwv1.OfferInstall, HealthWindow: metav1.Duration{Duration: time.Minute}}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Annotations: map[string]string{fwv1.AnnotationOffer: o.Encode()}}}
-	if err := h.x.Apply([]view.Event{{Revision: 1, Key: wire.Key{Resource: wire.ResourceNodes, Name: node}, Raw: encode(t, n)}}); err != nil {
+	if err := h.x.Apply([]view.Event{offerEvent(t, 1, "r2", "2.0.0", time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	ta := newAgentConfig(t, t.TempDir(), fake.New(fake.Config{}))
@@ -408,15 +407,7 @@ func TestFirmwareWaitsForTrust(t *testing.T) {
 		s := ns.firmware()
 		return s != nil && s.State == fwv1.StateOffered && s.Reason == agent.ReasonNoTrust, fmt.Sprintf("%+v", s)
 	})
-	pem, err := manifest.MarshalPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: wire.FirmwareTrustKey.Name, Namespace: wire.FirmwareTrustKey.Namespace},
-		Data:       map[string]string{manifest.KeyID(pub) + ".pub": string(pem)},
-	}
-	if err := h.x.Apply([]view.Event{{Revision: 2, Key: wire.FirmwareTrustKey, Raw: encode(t, cm)}}); err != nil {
+	if err := h.x.Apply([]view.Event{trustEvent(t, 2, pub)}); err != nil {
 		t.Fatal(err)
 	}
 	select {
