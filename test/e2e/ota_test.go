@@ -75,6 +75,19 @@ func outpostCmd(t *testing.T, h *syncHub, args ...string) string {
 	return string(out)
 }
 
+// startOTAFleet starts a hub of a fleet whose agents run edgeBin, with a
+// release key made in keys (ops.key, ops.pub) that the hub trusts.
+func startOTAFleet(t *testing.T, edgeBin string) (f *fleet, h *syncHub, keys string) {
+	t.Helper()
+	f = newFleet(t)
+	f.edgeBin = edgeBin
+	h = f.startHub()
+	keys = t.TempDir()
+	outpostCmd(t, h, "release", "keygen", "--out", filepath.Join(keys, "ops"))
+	outpostCmd(t, h, "release", "trust", "add", filepath.Join(keys, "ops.pub"))
+	return f, h, keys
+}
+
 var rolloutsResource = schema.GroupVersionResource{Group: fwv1.GroupName, Version: "v1", Resource: "rollouts"}
 
 // TestOTARollout: three agents, one on containerd, run agent version
@@ -90,13 +103,7 @@ func TestOTARollout(t *testing.T) {
 	v1 := buildEdge(t, "1.0.0")
 	v2 := buildEdge(t, "2.0.0")
 
-	f := newFleet(t)
-	f.edgeBin = v1
-	h := f.startHub()
-
-	keys := t.TempDir()
-	outpostCmd(t, h, "release", "keygen", "--out", filepath.Join(keys, "ops"))
-	outpostCmd(t, h, "release", "trust", "add", filepath.Join(keys, "ops.pub"))
+	f, h, keys := startOTAFleet(t, v1)
 	out := outpostCmd(t, h, "release", "create", "agent-2-0-0", "--version", "2.0.0",
 		"--component", "agent="+v2, "--key", filepath.Join(keys, "ops.key"), "-o", filepath.Join(keys, "release.json"))
 	f.logf("release created:\n%s", out)
@@ -224,12 +231,7 @@ func TestOTAFailedRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	f := newFleet(t)
-	f.edgeBin = v1
-	h := f.startHub()
-	keys := t.TempDir()
-	outpostCmd(t, h, "release", "keygen", "--out", filepath.Join(keys, "ops"))
-	outpostCmd(t, h, "release", "trust", "add", filepath.Join(keys, "ops.pub"))
+	f, h, keys := startOTAFleet(t, v1)
 	outpostCmd(t, h, "release", "create", "agent-3-0-0", "--version", "3.0.0",
 		"--component", "agent@"+runtime.GOOS+"/"+runtime.GOARCH+"="+bad, "--key", filepath.Join(keys, "ops.key"), "-o", filepath.Join(keys, "release.json"))
 
@@ -331,12 +333,7 @@ func TestOTAResume(t *testing.T) {
 	t.Parallel()
 	v1 := buildEdge(t, "1.0.0")
 	v2 := buildEdge(t, "2.0.0")
-	f := newFleet(t)
-	f.edgeBin = v1
-	h := f.startHub()
-	keys := t.TempDir()
-	outpostCmd(t, h, "release", "keygen", "--out", filepath.Join(keys, "ops"))
-	outpostCmd(t, h, "release", "trust", "add", filepath.Join(keys, "ops.pub"))
+	f, h, keys := startOTAFleet(t, v1)
 	outpostCmd(t, h, "release", "create", "agent-2-0-0", "--version", "2.0.0",
 		"--component", "agent="+v2, "--key", filepath.Join(keys, "ops.key"), "-o", filepath.Join(keys, "release.json"))
 
@@ -404,12 +401,7 @@ func TestOTAKillLoop(t *testing.T) {
 	t.Parallel()
 	v1 := buildEdge(t, "1.0.0")
 	v2 := buildEdge(t, "2.0.0")
-	f := newFleet(t)
-	f.edgeBin = v1
-	h := f.startHub()
-	keys := t.TempDir()
-	outpostCmd(t, h, "release", "keygen", "--out", filepath.Join(keys, "ops"))
-	outpostCmd(t, h, "release", "trust", "add", filepath.Join(keys, "ops.pub"))
+	f, h, keys := startOTAFleet(t, v1)
 
 	token, caHash := h.createToken("store-kill")
 	const name = "e2e-kill-1"
