@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -75,7 +76,7 @@ func dynamicClient(path string) (dynamic.Interface, error) {
 // rolloutCreate is what `outpost rollout create` is asked to make.
 type rolloutCreate struct {
 	release, selector, waves, budget, onFailure string
-	sites                                       []string
+	sites, windows                              []string
 	healthWindow                                time.Duration
 	paused                                      bool
 }
@@ -87,7 +88,8 @@ func newRolloutCreateCmd(kubeconfig *string) *cobra.Command {
 		Short: "Create a Rollout of a release over the nodes a selector and sites pick",
 		Example: `  outpost rollout create agent-1-4 --release agent-1-4 --selector tier=gateway --waves 1,50%,100%
   outpost rollout create fw-2 --release fw-2 --site berlin-3 --site paris-1 --waves 1,5%,25%,100% \
-      --health-window 10m --failure-budget 2,10%,20 --on-failure revert --paused`,
+      --health-window 10m --failure-budget 2,10%,20 --on-failure revert --paused
+  outpost rollout create agent-1-5 --release agent-1-5 --maintenance-window 'Mon-Fri 01:00-05:00'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ro, err := o.build(args[0])
@@ -114,7 +116,59 @@ func (o *rolloutCreate) flags(f *pflag.FlagSet) {
 	f.DurationVar(&o.healthWindow, "health-window", rollout.DefaultHealthWindow, "how long an updated node must stay healthy")
 	f.StringVar(&o.budget, "failure-budget", "", "failed nodes that stop the rollout: COUNT, PERCENT%, and a minimum sample, such as 1,10% or 1,10%,20 (min=20 also reads); default none")
 	f.StringVar(&o.onFailure, "on-failure", "pause", "what a tripped failure budget does: pause, or revert the updated nodes")
+	f.StringArrayVar(&o.windows, "maintenance-window", nil, "when nodes may be offered the release, in each node's own time zone (its --timezone): [DAYS ]HH:MM-HH:MM, such as 01:00-05:00, Mon-Fri 22:00-04:00 or Sat,Sun 00:00-06:00 (repeatable; default any time)")
 	f.BoolVar(&o.paused, "paused", false, "create the rollout paused")
+}
+
+// dayOrder are the days of a --maintenance-window range, in order.
+var dayOrder = []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
+
+// parseMaintenanceWindow reads a --maintenance-window: "HH:MM-HH:MM",
+// after days as "Mon,Wed", "Mon-Fri" or "Fri-Mon"; the times are checked
+// with the rest of the spec.
+func parseMaintenanceWindow(s string) (fwv1.MaintenanceWindow, error) {
+	var w fwv1.MaintenanceWindow
+	fields := strings.Fields(s)
+	if len(fields) == 0 || len(fields) > 2 {
+		return w, fmt.Errorf("%q: want [DAYS ]HH:MM-HH:MM, such as Mon-Fri 01:00-05:00", s)
+	}
+	times := fields[len(fields)-1]
+	start, end, ok := strings.Cut(times, "-")
+	if !ok {
+		return w, fmt.Errorf("%q: want HH:MM-HH:MM, such as 01:00-05:00", times)
+	}
+	w.Start, w.End = start, end
+	if len(fields) == 1 {
+		return w, nil
+	}
+	day := func(d string) (int, error) {
+		if i := slices.Index(dayOrder, d); i >= 0 {
+			return i, nil
+		}
+		return 0, fmt.Errorf("%q: day %q, want Mon, Tue, Wed, Thu, Fri, Sat or Sun", s, d)
+	}
+	for part := range strings.SplitSeq(fields[0], ",") {
+		from, to, isRange := strings.Cut(part, "-")
+		i, err := day(from)
+		if err != nil {
+			return w, err
+		}
+		j := i
+		if isRange {
+			if j, err = day(to); err != nil {
+				return w, err
+			}
+		}
+		for k := i; ; k = (k + 1) % len(dayOrder) {
+			if !slices.Contains(w.Days, dayOrder[k]) {
+				w.Days = append(w.Days, dayOrder[k])
+			}
+			if k == j {
+				break
+			}
+		}
+	}
+	return w, nil
 }
 
 // build returns the Rollout o describes, checked as the hub's planner
@@ -167,6 +221,13 @@ func (o *rolloutCreate) build(name string) (*fwv1.Rollout, error) {
 	}
 	for _, st := range steps {
 		ro.Spec.Waves = append(ro.Spec.Waves, st.String())
+	}
+	for _, s := range o.windows {
+		w, err := parseMaintenanceWindow(s)
+		if err != nil {
+			return nil, fmt.Errorf("--maintenance-window %w", err)
+		}
+		ro.Spec.MaintenanceWindows = append(ro.Spec.MaintenanceWindows, w)
 	}
 	for _, s := range o.sites {
 		if errs := validation.IsValidLabelValue(s); len(errs) > 0 || s == "" {

@@ -64,6 +64,21 @@ func TestRolloutCreateFlags(t *testing.T) {
 		ro.Spec.HealthWindow.Duration != 5*time.Minute || ro.Spec.FailureBudget != (fwv1.FailureBudget{}) || ro.Spec.NodeSelector != nil {
 		t.Errorf("defaults = %+v", ro.Spec)
 	}
+	ro, err = parseRolloutCreate("r", "--release", "rel", "--maintenance-window", "01:00-05:00",
+		"--maintenance-window", "Fri-Mon 22:00-04:00", "--maintenance-window", "Sat,Wed,Sat 12:00-13:00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWindows := []fwv1.MaintenanceWindow{
+		{Start: "01:00", End: "05:00"},
+		{Days: []string{"Fri", "Sat", "Sun", "Mon"}, Start: "22:00", End: "04:00"},
+		{Days: []string{"Sat", "Wed"}, Start: "12:00", End: "13:00"},
+	}
+	if !slices.EqualFunc(ro.Spec.MaintenanceWindows, wantWindows, func(a, b fwv1.MaintenanceWindow) bool {
+		return a.Start == b.Start && a.End == b.End && slices.Equal(a.Days, b.Days)
+	}) {
+		t.Errorf("maintenance windows = %+v, want %+v", ro.Spec.MaintenanceWindows, wantWindows)
+	}
 	ro, err = parseRolloutCreate("r", "--release", "rel", "--failure-budget", "5%,min=20")
 	if err != nil || ro.Spec.FailureBudget != (fwv1.FailureBudget{Percent: 5, MinSample: 20}) {
 		t.Errorf("--failure-budget 5%%,min=20 = %+v, %v", ro.Spec.FailureBudget, err)
@@ -89,6 +104,13 @@ func TestRolloutCreateRefusals(t *testing.T) {
 		{"r", []string{"--release", "rel", "--health-window", "0s"}, "--health-window"},
 		{"r", []string{"--release", "rel", "--selector", "a in (b"}, "--selector"},
 		{"r", []string{"--release", "rel", "--site", "not a site"}, "--site"},
+		{"r", []string{"--release", "rel", "--maintenance-window", ""}, "--maintenance-window"},
+		{"r", []string{"--release", "rel", "--maintenance-window", "01:00"}, "HH:MM-HH:MM"},
+		{"r", []string{"--release", "rel", "--maintenance-window", "Mon-Funday 01:00-02:00"}, "Funday"},
+		{"r", []string{"--release", "rel", "--maintenance-window", "mon 01:00-02:00"}, `day "mon"`},
+		{"r", []string{"--release", "rel", "--maintenance-window", "Mon 01:00-25:00"}, "HH:MM"},
+		{"r", []string{"--release", "rel", "--maintenance-window", "Mon 02:00-02:00"}, "equal"},
+		{"r", []string{"--release", "rel", "--maintenance-window", "Mon Tue 01:00-02:00"}, "--maintenance-window"},
 	}
 	for _, tt := range tests {
 		_, err := parseRolloutCreate(tt.name, tt.args...)

@@ -45,6 +45,12 @@ const (
 type Config struct {
 	NodeName string // required
 	Site     string
+	// TimeZone is the IANA name of the site's time zone, such as
+	// "Europe/Berlin", which the node reports on its Node
+	// (wire.AnnotationTimeZone) for rollouts' maintenance windows; empty
+	// reports none, and the node is taken to be on UTC. LocalTimeZone
+	// names the machine's own.
+	TimeZone string
 	DataDir  string // required; created with mode 0700
 	// HubAddr is the hub's sync endpoint, host:port. Token and CAHash
 	// join the node the first time; later starts use the certificate in
@@ -166,6 +172,11 @@ func (c *Config) Validate() error {
 	}
 	if errs := validation.IsValidLabelValue(c.Site); c.Site != "" && len(errs) > 0 {
 		return fmt.Errorf("invalid --site %q: %s; such as store-17", c.Site, strings.Join(errs, "; "))
+	}
+	if c.TimeZone != "" {
+		if err := wire.ValidTimeZone(c.TimeZone); err != nil {
+			return fmt.Errorf("invalid --timezone: %w", err)
+		}
 	}
 	if c.Token != "" {
 		if _, _, err := wire.ParseToken(c.Token); err != nil {

@@ -49,10 +49,17 @@ func (a *Agent) buildNetServices(net *lazyNetwork) (*netsvc.Services, error) {
 const BPFDir = "bpf"
 
 // nodeAnnotations returns the annotations the agent sets on its Node: how
-// it routes Services, once it chose, and its site mesh's address and the
-// peers it holds alive, while it runs.
+// it routes Services, once it chose, its site mesh's address and the
+// peers it holds alive, while it runs, its time zone and its over-the-air
+// update state.
 func (a *Agent) nodeAnnotations() map[string]string {
-	out := meshAnnotations(a.site.Load())
+	out := meshAnnotations(a.site.Load()) // a map of its own
+	if a.cfg.TimeZone != "" {
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[wire.AnnotationTimeZone] = a.cfg.TimeZone
+	}
 	if a.netsvc != nil {
 		if m := a.netsvc.Mode(); m != "" {
 			if out == nil {

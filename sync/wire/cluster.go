@@ -1,6 +1,10 @@
 package wire
 
-import "net/netip"
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
 
 // ClusterDNSAddr is the cluster DNS address of a service CIDR, which hub
 // and nodes agree on without asking each other: the hub gives it to
@@ -51,6 +55,42 @@ const (
 // that package's AnnotationState.
 const AnnotationFirmware = "firmware.outpost.dev/state"
 
+// AnnotationTimeZone is set by a node on its Node to the IANA name of its
+// site's time zone, such as "Europe/Berlin": its --timezone, or the zone
+// its machine's clock is set to. Over-the-air rollouts open their
+// maintenance windows in it. A node that does not know its zone leaves it
+// unset, and is taken to be on UTC. Label values cannot hold the "/" of
+// most zone names, hence an annotation.
+const AnnotationTimeZone = "topology.outpost.dev/timezone"
+
+// MaxTimeZoneLen bounds a time zone name: the longest in the IANA
+// database has 32 bytes.
+const MaxTimeZoneLen = 64
+
+// ValidTimeZone reports whether name is written as an IANA time zone
+// name: "UTC", "Europe/Berlin", "America/Argentina/Buenos_Aires",
+// "Etc/GMT+3". It does not say the zone exists: the hub's zone database
+// does.
+func ValidTimeZone(name string) error {
+	if name == "" || len(name) > MaxTimeZoneLen {
+		return fmt.Errorf("time zone %.80q: want 1 to %d bytes", name, MaxTimeZoneLen)
+	}
+	for _, part := range strings.Split(name, "/") {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Errorf("time zone %q: not a zone name like Europe/Berlin", name)
+		}
+		for _, r := range part {
+			switch {
+			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			case r == '_', r == '-', r == '+', r == '.':
+			default:
+				return fmt.Errorf("time zone %q: %q is not in a zone name", name, r)
+			}
+		}
+	}
+	return nil
+}
+
 // NodeAnnotations are the annotations a node sets on its Node through its
 // status reports: the hub applies these from a report, and no other.
-var NodeAnnotations = []string{AnnotationServiceRouting, AnnotationMeshAddr, AnnotationMeshAlive, AnnotationFirmware}
+var NodeAnnotations = []string{AnnotationServiceRouting, AnnotationMeshAddr, AnnotationMeshAlive, AnnotationFirmware, AnnotationTimeZone}

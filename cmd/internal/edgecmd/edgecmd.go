@@ -43,6 +43,9 @@ type Flags struct {
 	CAHash   string
 	NodeName string
 	Site     string
+	// TimeZone is the site's IANA time zone; empty is the machine's own
+	// (agent.LocalTimeZone).
+	TimeZone string
 	DataDir  string
 	Runtime  string
 
@@ -153,6 +156,7 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.CAHash, "ca-cert-hash", f.CAHash, "sha256:<64 hex digits> hash of the hub CA, printed by outpost token create")
 	fs.StringVar(&f.NodeName, "node-name", f.NodeName, "name of this node (required)")
 	fs.StringVar(&f.Site, "site", f.Site, "site the node belongs to (label topology.outpost.dev/site)")
+	fs.StringVar(&f.TimeZone, "timezone", f.TimeZone, "the site's time zone, an IANA name such as Europe/Berlin, in which rollouts' maintenance windows open (default the zone this machine's clock is set to, UTC if none)")
 	fs.StringVar(&f.DataDir, "data-dir", f.DataDir, "directory for the node's certificate, checkpoint, containerd, pods' files and static pod manifests")
 	fs.StringVar(&f.Runtime, "runtime", f.Runtime, "container runtime: containerd, or fake (pods are simulated in memory; for tests and fleet simulation)")
 	fs.StringVar(&f.Containerd, "containerd", f.Containerd, "managed: the agent starts and supervises its own containerd under --data-dir; external: the one at --containerd-address")
@@ -189,6 +193,10 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 func (f *Flags) Config(log *slog.Logger) (agent.Config, error) {
 	cfg := agent.DefaultConfig()
 	cfg.NodeName, cfg.Site, cfg.DataDir = f.NodeName, f.Site, f.DataDir
+	cfg.TimeZone = f.TimeZone
+	if cfg.TimeZone == "" {
+		cfg.TimeZone = agent.LocalTimeZone()
+	}
 	cfg.HubAddr, cfg.Token, cfg.CAHash = f.Hub, f.Token, f.CAHash
 	cfg.Logger = log
 	if f.MaxPods < 1 {

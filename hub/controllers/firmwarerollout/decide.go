@@ -121,6 +121,9 @@ type view struct {
 	timedOut        bool
 	busy            bool // in flight with another version
 	failedAnn       []string
+	// zoneProblem says why the node's maintenance windows are in UTC
+	// although it reported a time zone; "" when they are not.
+	zoneProblem string
 }
 
 // decide works out what the rollout does now, as the package doc says.
@@ -141,6 +144,9 @@ func decide(in input) output {
 	pnodes := make([]rollout.Node, 0, len(in.nodes))
 	for _, n := range in.nodes {
 		v := see(n, in.name, version, prevNodes[n.Name], in.now)
+		if v.zoneProblem != "" && len(in.spec.Windows) > 0 && v.state == rollout.Idle && v.message == "" {
+			v.message = v.zoneProblem
+		}
 		if v.pn.Online && (v.state == rollout.Offered || v.state == rollout.Downloading) && !v.timedOut {
 			last := v.since
 			if at := in.progressAt[n.Name]; at.After(last) {
@@ -216,7 +222,8 @@ func decide(in input) output {
 // see returns node n as rollout name sees it for version.
 func see(n *corev1.Node, name, version string, prev fwv1.NodeStatus, now time.Time) *view {
 	v := &view{node: n, state: rollout.Idle}
-	v.pn = rollout.Node{Name: n.Name, Site: n.Labels[wire.SiteLabel], Location: time.UTC}
+	v.pn = rollout.Node{Name: n.Name, Site: n.Labels[wire.SiteLabel]}
+	v.pn.Location, v.zoneProblem = nodeLocation(n)
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			v.pn.Online = c.Status == corev1.ConditionTrue

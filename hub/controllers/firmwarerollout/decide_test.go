@@ -11,6 +11,7 @@ import (
 
 	fwv1 "github.com/outpost-mesh/outpost/firmware/apis/v1"
 	"github.com/outpost-mesh/outpost/firmware/rollout"
+	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 func TestSplitVersions(t *testing.T) {
@@ -101,19 +102,21 @@ func TestWithdrawStray(t *testing.T) {
 // bounded, and an offer is only ever written as this rollout's.
 func FuzzSee(f *testing.F) {
 	f.Add((&fwv1.NodeFirmware{Version: "1.0.0", Target: "2.0.0", State: fwv1.StateTrial}).Encode(),
-		(&fwv1.Offer{Rollout: "ro", Release: "rel", Version: "2.0.0", Action: fwv1.OfferInstall}).Encode(), "1.0.0,1.1.0", true)
-	f.Add(`{"state":"Failed","target":"2.0.0"}`, `{"action":"Revert"}`, ",,,", false)
-	f.Add(`{`, `null`, strings.Repeat("x,", 5000), true)
-	f.Fuzz(func(t *testing.T, state, offer, failed string, online bool) {
+		(&fwv1.Offer{Rollout: "ro", Release: "rel", Version: "2.0.0", Action: fwv1.OfferInstall}).Encode(), "1.0.0,1.1.0", true, "")
+	f.Add(`{"state":"Failed","target":"2.0.0"}`, `{"action":"Revert"}`, ",,,", false, "../x")
+	f.Add(`{`, `null`, strings.Repeat("x,", 5000), true, "Europe/Berlin")
+	f.Fuzz(func(t *testing.T, state, offer, failed string, online bool, zone string) {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{
 			fwv1.AnnotationState: state, fwv1.AnnotationOffer: offer, fwv1.AnnotationFailedVersions: failed,
+			wire.AnnotationTimeZone: zone,
 		}}}
 		n.Status.Conditions = readyCondition(online, t0)
 		v := see(n, "ro", "2.0.0", fwv1.NodeStatus{}, t0)
 		if len(v.failedAnn) > maxFailedVersionsBytes/2+1 {
 			t.Fatalf("%d failed versions read", len(v.failedAnn))
 		}
-		spec := rollout.Spec{Waves: []rollout.Step{{Percent: 100}}, Version: "2.0.0", Budget: rollout.Budget{Count: 1}}
+		spec := rollout.Spec{Waves: []rollout.Step{{Percent: 100}}, Version: "2.0.0", Budget: rollout.Budget{Count: 1},
+			Windows: []rollout.Window{{Start: "01:00", End: "05:00"}}}
 		out := decide(input{name: "ro", release: "rel", spec: spec, nodes: []*corev1.Node{n}, olders: map[string]string{},
 			now: t0.Add(time.Hour), cfg: DefaultConfig()})
 		for _, p := range out.patches {
@@ -128,4 +131,51 @@ func FuzzSee(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMaintenanceWindowsInNodeZones: the windows open in each node's own
+// time zone, as it reported it; a node whose zone is unknown is on UTC,
+// and its status says so.
+func TestMaintenanceWindowsInNodeZones(t *testing.T) {
+	node := func(name, zone string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{}}}
+		if zone != "" {
+			n.Annotations[wire.AnnotationTimeZone] = zone
+		}
+		n.Status.Conditions = readyCondition(true, t0.Add(-time.Hour))
+		return n
+	}
+	// t0 is Monday 10:00 UTC: 05:00 in New York, 11:00 in Berlin.
+	nodes := []*corev1.Node{node("nyc", "America/New_York"), node("ber", "Europe/Berlin"),
+		node("mars", "Mars/Olympus_Mons"), node("utc", ""), node("evil", "../../etc/passwd")}
+	spec := rollout.Spec{Waves: []rollout.Step{{Percent: 100}}, Version: "2.0.0",
+		Windows: []rollout.Window{{Start: "04:00", End: "06:00"}}}
+	out := decide(input{name: "ro", release: "rel", spec: spec, nodes: nodes, olders: map[string]string{},
+		now: t0, cfg: DefaultConfig()})
+	var offered []string
+	for _, p := range out.patches {
+		if p.offer != nil && *p.offer != "" {
+			offered = append(offered, p.name)
+		}
+	}
+	if !slices.Equal(offered, []string{"nyc"}) {
+		t.Errorf("offered to %q at 10:00 UTC with a 04:00-06:00 window, want only nyc (05:00 there)", offered)
+	}
+	msgs := map[string]string{}
+	for _, ns := range out.status.Nodes {
+		msgs[ns.Name] = ns.Message
+	}
+	for name, want := range map[string]string{"mars": "not known", "evil": "not a zone name", "utc": "", "ber": ""} {
+		if got := msgs[name]; want == "" && got != "" || !strings.Contains(got, want) {
+			t.Errorf("node %s message %q, want it to contain %q", name, got, want)
+		}
+	}
+
+	// Later that day, at 05:30 in Berlin (04:30 UTC the next day), Berlin
+	// is in its window and New York (23:30) is not.
+	out = decide(input{name: "ro", release: "rel", spec: spec, nodes: nodes[1:2], olders: map[string]string{},
+		now: time.Date(2026, 3, 3, 4, 30, 0, 0, time.UTC), cfg: DefaultConfig()})
+	if len(out.patches) != 1 || out.patches[0].offer == nil || *out.patches[0].offer == "" {
+		t.Errorf("at 05:30 Berlin time: patches %+v, want an offer to ber", out.patches)
+	}
 }
