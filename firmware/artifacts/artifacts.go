@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/outpost-mesh/outpost/internal/atomicfile"
 )
@@ -286,6 +287,8 @@ func (s *Store) Remove(sha256hex string) error {
 type Entry struct {
 	SHA256 string
 	Size   int64
+	// ModTime is when the blob was stored.
+	ModTime time.Time
 }
 
 // List returns the blobs the store holds, by digest; Puts in progress are
@@ -307,7 +310,7 @@ func (s *Store) List() ([]Entry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list artifacts: %w", err)
 		}
-		out = append(out, Entry{SHA256: e.Name(), Size: fi.Size()})
+		out = append(out, Entry{SHA256: e.Name(), Size: fi.Size(), ModTime: fi.ModTime()})
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.SHA256, b.SHA256) })
 	return out, nil

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func digest(b []byte) string {
@@ -58,7 +59,7 @@ func TestPutOpenListRemove(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 	list, err := s.List()
-	if err != nil || len(list) != 1 || list[0] != (Entry{SHA256: d, Size: int64(len(data))}) {
+	if err != nil || len(list) != 1 || list[0].SHA256 != d || list[0].Size != int64(len(data)) || time.Since(list[0].ModTime) > time.Hour {
 		t.Fatalf("List = %v, %v", list, err)
 	}
 	if err := s.Remove(d); err != nil {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,14 +54,26 @@ type Config struct {
 	// MissingRecheck is how often a Release whose artifacts are missing
 	// is checked again: uploads raise no event.
 	MissingRecheck time.Duration
+	// Collect, when not nil, has the controller remove the artifacts no
+	// Release refers to, every CollectInterval and after a Release is
+	// deleted, once they were stored more than CollectGrace ago (an
+	// upload comes before its Release).
+	Collect         Collector
+	CollectInterval time.Duration
+	CollectGrace    time.Duration
 }
 
-// DefaultConfig returns the defaults for the artifact store s.
+// DefaultConfig returns the defaults for the artifact store s, collected
+// when it is a Collector too.
 func DefaultConfig(s Stater) Config {
+	c, _ := s.(Collector)
 	return Config{
-		Store:          s,
-		Workers:        2,                // releases are few; verification is cheap
-		MissingRecheck: 30 * time.Second, // an upload in progress is seen soon after it ends
+		Store:           s,
+		Workers:         2,                // releases are few; verification is cheap
+		MissingRecheck:  30 * time.Second, // an upload in progress is seen soon after it ends
+		Collect:         c,
+		CollectInterval: 10 * time.Minute, // disk is freed soon, listing is cheap
+		CollectGrace:    time.Hour,        // far longer than an upload takes to get its Release
 	}
 }
 
@@ -73,6 +86,8 @@ func (c Config) Validate() error {
 		return errors.New("firmwarerelease: Workers below 1")
 	case c.MissingRecheck <= 0:
 		return errors.New("firmwarerelease: MissingRecheck not positive")
+	case c.Collect != nil && (c.CollectInterval <= 0 || c.CollectGrace < 0):
+		return errors.New("firmwarerelease: CollectInterval not positive or CollectGrace negative")
 	}
 	return nil
 }
@@ -88,6 +103,8 @@ type Controller struct {
 	clock    clock.WithTicker
 	log      *slog.Logger
 	queue    workqueue.TypedRateLimitingInterface[string]
+	// deleted wakes the artifact collector after a Release is deleted.
+	deleted chan struct{}
 }
 
 // New builds the controller from c, which must have a Dynamic client,
@@ -117,10 +134,17 @@ func New(c controllers.Context, cfg Config) (*Controller, error) {
 		log:      c.Logger,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "firmware_releases", Clock: c.Clock}),
+		deleted: make(chan struct{}, 1),
 	}
 	if _, err := rel.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    ctl.enqueue,
 		UpdateFunc: func(_, cur any) { ctl.enqueue(cur) },
+		DeleteFunc: func(any) {
+			select {
+			case ctl.deleted <- struct{}{}:
+			default: // a collection is due already
+			}
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("release informer: %w", err)
 	}
@@ -139,8 +163,9 @@ func New(c controllers.Context, cfg Config) (*Controller, error) {
 	return ctl, nil
 }
 
-// Run keeps Releases' status until ctx ends, and returns once its
-// workers and its Release informer have stopped. The shared informers'
+// Run keeps Releases' status, and collects the artifacts no Release
+// refers to, until ctx ends, and returns once its workers, its collector
+// and its Release informer have stopped. The shared informers'
 // owner starts them.
 func (ctl *Controller) Run(ctx context.Context) error {
 	// At a hub's first start the Release definition is installed just
@@ -155,6 +180,15 @@ func (ctl *Controller) Run(ctx context.Context) error {
 	}
 	ctl.factory.Start(ctx.Done())
 	defer ctl.factory.Shutdown()
+	if ctl.cfg.Collect != nil {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Go(func() {
+			if cache.WaitForCacheSync(ctx.Done(), ctl.synced...) {
+				ctl.runCollector(ctx)
+			}
+		})
+	}
 	return controllers.Work(ctx, controllers.Workers[string]{
 		Queue: ctl.queue, Count: ctl.cfg.Workers, Synced: ctl.synced, Sync: ctl.sync, Log: ctl.log,
 		What: "release", Started: "firmware release controller started",
