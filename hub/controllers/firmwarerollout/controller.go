@@ -103,8 +103,8 @@ func New(c controllers.Context, cfg Config) (*Controller, error) {
 		UpdateFunc: func(old, cur any) {
 			o, _ := old.(*unstructured.Unstructured)
 			n, _ := cur.(*unstructured.Unstructured)
-			if o == nil || n == nil || o.GetGeneration() != n.GetGeneration() {
-				rc.enqueueAll() // a selector changed: ownership may move
+			if o == nil || n == nil || o.GetGeneration() != n.GetGeneration() || completeU(o) != completeU(n) {
+				rc.enqueueAll() // a selector changed, or it completed: ownership may move
 				return
 			}
 			rc.queue.Add(n.GetName())
@@ -407,16 +407,16 @@ func (rc *Controller) release(name string) (string, metav1.Condition) {
 }
 
 // partition sorts nodes for ro into in: those it selects and owns, those
-// it selects that an older rollout owns, and the others that carry one of
-// its offers.
+// it selects that a rollout preceding it owns, and the others that carry
+// one of its offers.
 func (rc *Controller) partition(ro *fwv1.Rollout, nodes []*corev1.Node, in *input) error {
 	sel, err := selects(ro)
 	if err != nil {
 		return err
 	}
 	type other struct {
-		name string
-		sel  func(*corev1.Node) bool
+		ro  *fwv1.Rollout
+		sel func(*corev1.Node) bool
 	}
 	var olders []other
 	objs, err := rc.rollouts.List(labels.Everything())
@@ -429,11 +429,11 @@ func (rc *Controller) partition(ro *fwv1.Rollout, nodes []*corev1.Node, in *inpu
 			continue
 		}
 		r, err := toRollout(u)
-		if err != nil || !older(r, ro) {
+		if err != nil || !precedes(r, ro) {
 			continue
 		}
 		if s, err := selects(r); err == nil {
-			olders = append(olders, other{r.Name, s})
+			olders = append(olders, other{r, s})
 		}
 	}
 	for _, n := range nodes {
@@ -443,14 +443,14 @@ func (rc *Controller) partition(ro *fwv1.Rollout, nodes []*corev1.Node, in *inpu
 			}
 			continue
 		}
-		owner := ""
+		var owner *fwv1.Rollout
 		for _, o := range olders {
-			if o.sel(n) && (owner == "" || o.name < owner) {
-				owner = o.name
+			if o.sel(n) && (owner == nil || precedes(o.ro, owner)) {
+				owner = o.ro
 			}
 		}
-		if owner != "" {
-			in.olders[n.Name] = owner
+		if owner != nil {
+			in.olders[n.Name] = owner.Name
 			in.olderN = append(in.olderN, n)
 			continue
 		}
@@ -576,4 +576,15 @@ func toRollout(u *unstructured.Unstructured) (*fwv1.Rollout, error) {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
 	return &ro, nil
+}
+
+// completeU reports whether the Rollout u says it is complete.
+func completeU(u *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == rollout.ConditionComplete {
+			return m["status"] == string(metav1.ConditionTrue)
+		}
+	}
+	return false
 }

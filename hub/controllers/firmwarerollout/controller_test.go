@@ -557,7 +557,7 @@ func TestOlderRolloutWins(t *testing.T) {
 		newRollout("young", t0, nil), newRollout("old", t0.Add(-time.Hour), nil))
 	h.sync("young")
 	wantOffered(t, h, fwv1.OfferInstall)
-	if ns := nodeStatus(h.rollout("young"), "n0"); ns.Reason != ReasonOlderRollout || !strings.Contains(ns.Message, "old") {
+	if ns := nodeStatus(h.rollout("young"), "n0"); ns.Reason != ReasonOtherRollout || !strings.Contains(ns.Message, "old") {
 		t.Fatalf("young's n0 entry = %+v", ns)
 	}
 	h.sync("old")
@@ -567,6 +567,48 @@ func TestOlderRolloutWins(t *testing.T) {
 	h.sync("young")
 	if o := h.offer("n0"); o == nil || o.Rollout != "old" {
 		t.Fatalf("young touched old's offer: %+v", o)
+	}
+}
+
+// TestCompleteRolloutYields: a rollout that completed gives its nodes up
+// to a newer one that is not complete, which an older rollout under way
+// does not.
+func TestCompleteRolloutYields(t *testing.T) {
+	h := newHarness(t, fleet(1), release("rel", newVersion, metav1.ConditionTrue), release("rel2", "1.5.0", metav1.ConditionTrue),
+		newRollout("old", t0.Add(-time.Hour), nil),
+		newRollout("young", t0, func(s *fwv1.RolloutSpec) { s.Release = "rel2" }))
+	h.sync("young")
+	wantOffered(t, h, fwv1.OfferInstall)
+	if ns := nodeStatus(h.rollout("young"), "n0"); ns.Reason != ReasonOtherRollout || !strings.Contains(ns.Message, "old") {
+		t.Fatalf("young's n0 entry while old is under way = %+v", ns)
+	}
+	h.sync("old")
+	h.report("n0", newVersion, fwv1.StateUpdated, "")
+	h.sync("old")
+	h.clk.Step(5 * time.Minute)
+	h.sync("old")
+	if !meta.IsStatusConditionTrue(h.rollout("old").Status.Conditions, "Complete") {
+		t.Fatalf("old not complete: %+v", h.rollout("old").Status.Conditions)
+	}
+	h.sync("young")
+	if o := h.offer("n0"); o == nil || o.Rollout != "young" || o.Version != "1.5.0" {
+		t.Fatalf("n0 offer after old completed = %+v, want young's of 1.5.0", o)
+	}
+	h.sync("old")
+	if o := h.offer("n0"); o == nil || o.Rollout != "young" {
+		t.Fatalf("the complete rollout touched young's offer: %+v", o)
+	}
+	if ns := nodeStatus(h.rollout("old"), "n0"); ns.Reason != ReasonOtherRollout || !strings.Contains(ns.Message, "young") {
+		t.Fatalf("old's n0 entry = %+v", ns)
+	}
+	// Without nodes of its own, old stays complete: ownership does not
+	// swing back.
+	if !meta.IsStatusConditionTrue(h.rollout("old").Status.Conditions, "Complete") {
+		t.Fatalf("old no longer complete once young took its node: %+v", h.rollout("old").Status.Conditions)
+	}
+	h.sync("young")
+	if o := h.offer("n0"); o == nil || o.Rollout != "young" {
+		t.Fatalf("n0 offer = %+v, want young's still", o)
 	}
 }
 

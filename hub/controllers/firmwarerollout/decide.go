@@ -27,9 +27,9 @@ const (
 	// progress for StuckFactor health windows; it is not offered this
 	// rollout's release again, and not charged to the failure budget.
 	ReasonTimeout = "Timeout"
-	// ReasonOlderRollout: an older Rollout also selects the node, and
-	// wins it.
-	ReasonOlderRollout = "OlderRollout"
+	// ReasonOtherRollout: another Rollout also selects the node, and wins
+	// it (precedes).
+	ReasonOtherRollout = "OtherRollout"
 	// ReasonFailedBefore: the version failed on the node before (its
 	// failed versions hold it), so it is never offered again.
 	ReasonFailedBefore = "FailedBefore"
@@ -76,8 +76,8 @@ type input struct {
 	release string // the Release's name
 	spec    rollout.Spec
 	// nodes are the Nodes the Rollout selects and owns; olders maps the
-	// names of those it selects but an older Rollout owns to that
-	// Rollout's name; strays are the other Nodes that carry an offer of
+	// names of those it selects but a Rollout that precedes it owns to
+	// that Rollout's name; strays are the other Nodes that carry an offer of
 	// this Rollout.
 	nodes  []*corev1.Node
 	olders map[string]string
@@ -408,8 +408,8 @@ func nextStatus(in input, views []*view, res rollout.Result, offered map[string]
 		st.Nodes = append(st.Nodes, ns)
 	}
 	for _, n := range in.olderN {
-		st.Nodes = append(st.Nodes, fwv1.NodeStatus{Name: n.Name, State: string(rollout.Idle), Reason: ReasonOlderRollout,
-			Message: fmt.Sprintf("rollout %s, created earlier, also selects this node and updates it", in.olders[n.Name])})
+		st.Nodes = append(st.Nodes, fwv1.NodeStatus{Name: n.Name, State: string(rollout.Idle), Reason: ReasonOtherRollout,
+			Message: fmt.Sprintf("rollout %s also selects this node, and updates it", in.olders[n.Name])})
 	}
 	slices.SortFunc(st.Nodes, func(a, b fwv1.NodeStatus) int { return cmp.Compare(a.Name, b.Name) })
 	return st
@@ -481,8 +481,31 @@ func blockedConditions(reason, message string) []rollout.Condition {
 	}
 }
 
+// precedes reports whether rollout a wins a node that a and b both
+// select. A rollout not complete wins over a complete one, so that a new
+// rollout takes the nodes of one that finished; of two not complete the
+// older wins, so that a rollout under way is not cut short; of two
+// complete the newer wins, the later intent, for a node that comes back
+// or joins.
+func precedes(a, b *fwv1.Rollout) bool {
+	ca, cb := complete(a.Status.Conditions), complete(b.Status.Conditions)
+	switch {
+	case ca != cb:
+		return !ca
+	case ca:
+		return older(b, a)
+	default:
+		return older(a, b)
+	}
+}
+
+// complete reports whether the conditions hold Complete, true.
+func complete(conds []metav1.Condition) bool {
+	return meta.IsStatusConditionTrue(conds, rollout.ConditionComplete)
+}
+
 // older reports whether a is older than b, by creation time and then by
-// name: of the rollouts that select a node, the oldest owns it.
+// name.
 func older(a, b *fwv1.Rollout) bool {
 	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
 		return a.CreationTimestamp.Before(&b.CreationTimestamp)
