@@ -35,6 +35,11 @@ type SuperviseConfig struct {
 	// KillGrace is how long a child has after SIGTERM before SIGKILL, when
 	// ctx ends or a trial hangs past its deadline. Default 10s.
 	KillGrace time.Duration
+	// HangGrace is how long past its deadline a trial that has not
+	// committed may run before it is stopped as hung. The agent reverts
+	// a trial itself at the deadline, so this is only a backstop for a
+	// version that hangs or never gets to check its health. Default 10s.
+	HangGrace time.Duration
 	// Poll is how often the trial's deadline is checked. Default 1s.
 	Poll time.Duration
 	// Logger, or nil for slog.Default().
@@ -51,6 +56,7 @@ func DefaultSuperviseConfig(dir string, args []string) SuperviseConfig {
 		MaxBackoff:   30 * time.Second, // a crash loop costs little
 		HealthyAfter: time.Minute,      // a child that ran a minute was fine
 		KillGrace:    10 * time.Second, // time to stop pods' watchers cleanly
+		HangGrace:    10 * time.Second, // time for the agent's own revert
 		Poll:         time.Second,      // trial deadlines are minutes long
 	}
 }
@@ -60,8 +66,8 @@ func (c *SuperviseConfig) Validate() error {
 	if c.Updater.Dir == "" {
 		return errors.New("supervise: no directory")
 	}
-	if c.MinBackoff <= 0 || c.MaxBackoff < c.MinBackoff || c.HealthyAfter <= 0 || c.KillGrace <= 0 || c.Poll <= 0 {
-		return errors.New("supervise: backoff, healthy, kill grace and poll must be positive")
+	if c.MinBackoff <= 0 || c.MaxBackoff < c.MinBackoff || c.HealthyAfter <= 0 || c.KillGrace <= 0 || c.HangGrace <= 0 || c.Poll <= 0 {
+		return errors.New("supervise: backoff, healthy, kill and hang graces and poll must be positive")
 	}
 	return nil
 }
@@ -94,7 +100,7 @@ const (
 // stops it: before each start it calls Boot, which counts trial starts and
 // reverts a trial that died, and it starts the chosen binary with
 // cfg.Args. A child that exits by itself is restarted after a backoff. A
-// trial that passes its deadline plus the grace without committing is sent
+// trial that passes its deadline plus HangGrace without committing is sent
 // SIGTERM, then SIGKILL after KillGrace, and reverted (HealthWindowExpired).
 // The supervisor only execs binaries; it never runs the agent's code. It
 // returns nil when stopped by ctx or a signal.
@@ -221,7 +227,7 @@ func (s *supervisor) run(ctx context.Context, d Decision, env []string) childEnd
 				continue
 			}
 			t, ok := s.u.Trial()
-			if ok && !time.Now().Before(t.Deadline().Add(s.u.cfg.Grace)) {
+			if ok && !time.Now().Before(t.Deadline().Add(s.cfg.HangGrace)) {
 				s.log.Warn("the trial passed its deadline without committing; stopping it", "version", t.Version, "deadline", t.Deadline())
 				end = childHung
 				cmd.Process.Signal(syscall.SIGTERM)

@@ -132,7 +132,7 @@ func startNode(t *testing.T, grace time.Duration) *node {
 	cfg.Logger, cfg.Updater.Logger = log, log
 	cfg.Stdout, cfg.Stderr = t.Output(), t.Output()
 	cfg.MinBackoff, cfg.MaxBackoff = 10*time.Millisecond, 100*time.Millisecond
-	cfg.KillGrace = 300 * time.Millisecond
+	cfg.KillGrace, cfg.HangGrace = 300*time.Millisecond, grace
 	cfg.Poll = 20 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { n.done <- Supervise(ctx, cfg) }()
