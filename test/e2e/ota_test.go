@@ -76,12 +76,13 @@ func outpostCmd(t *testing.T, h *syncHub, args ...string) string {
 }
 
 // startOTAFleet starts a hub of a fleet whose agents run edgeBin, with a
-// release key made in keys (ops.key, ops.pub) that the hub trusts.
-func startOTAFleet(t *testing.T, edgeBin string) (f *fleet, h *syncHub, keys string) {
+// release key made in keys (ops.key, ops.pub) that the hub trusts;
+// hubFlags are more flags of the hub.
+func startOTAFleet(t *testing.T, edgeBin string, hubFlags ...string) (f *fleet, h *syncHub, keys string) {
 	t.Helper()
 	f = newFleet(t)
 	f.edgeBin = edgeBin
-	h = f.startHub()
+	h = f.startHub(hubFlags...)
 	keys = t.TempDir()
 	outpostCmd(t, h, "release", "keygen", "--out", filepath.Join(keys, "ops"))
 	outpostCmd(t, h, "release", "trust", "add", filepath.Join(keys, "ops.pub"))
@@ -222,12 +223,29 @@ func rolloutSummary(ro *unstructured.Unstructured) string {
 // second wave is never offered the release, and the node that failed is
 // never offered it again.
 func TestOTAFailedRelease(t *testing.T) {
+	testOTABadAgent(t, "crash", "#!/bin/sh\necho crashing agent >&2\nexit 3\n", 30*time.Second, "CrashedInTrial")
+}
+
+// TestOTANeverConnects: as TestOTAFailedRelease, with a release whose
+// agent starts and runs but never connects to the hub, nor commits, nor
+// reverts itself: the supervisor stops it once its health window is over
+// (plus its hang grace) and the node is back on its committed version,
+// which reports the window expired.
+func TestOTANeverConnects(t *testing.T) {
+	testOTABadAgent(t, "hang", "#!/bin/sh\necho agent that never connects >&2\nexec sleep 3600\n", 20*time.Second, "HealthWindowExpired")
+}
+
+// testOTABadAgent rolls out a release of script, a bad agent, over two
+// nodes of version 1.0.0 under their supervisor, in waves 1 and 100% with
+// the health window given and a failure budget of 1: the first wave's
+// node reverts with reason, the budget pauses the rollout, and neither
+// node is offered the release again.
+func testOTABadAgent(t *testing.T, kind, script string, window time.Duration, reason string) {
 	skipShort(t)
 	t.Parallel()
 	v1 := buildEdge(t, "1.0.0")
-	// An "agent" that exits at once, as a build that crashes at start.
-	bad := filepath.Join(t.TempDir(), "crashing-agent")
-	if err := os.WriteFile(bad, []byte("#!/bin/sh\necho crashing agent >&2\nexit 3\n"), 0o755); err != nil {
+	bad := filepath.Join(t.TempDir(), kind+"-agent")
+	if err := os.WriteFile(bad, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 
@@ -235,8 +253,9 @@ func TestOTAFailedRelease(t *testing.T) {
 	outpostCmd(t, h, "release", "create", "agent-3-0-0", "--version", "3.0.0",
 		"--component", "agent@"+runtime.GOOS+"/"+runtime.GOARCH+"="+bad, "--key", filepath.Join(keys, "ops.key"), "-o", filepath.Join(keys, "release.json"))
 
-	token, caHash := h.createToken("store-bad")
-	names := []string{"e2e-bad-1", "e2e-bad-2"}
+	site := "store-" + kind
+	token, caHash := h.createToken(site)
+	names := []string{"e2e-" + kind + "-1", "e2e-" + kind + "-2"}
 	for _, n := range names {
 		f.startEdge(h, n, token, caHash, "--supervise", "--ota-bandwidth", "0")
 	}
@@ -253,7 +272,7 @@ func TestOTAFailedRelease(t *testing.T) {
 		return true, ""
 	})
 	outpostCmd(t, h, "rollout", "create", "to-3-0-0", "--release", "agent-3-0-0",
-		"--selector", "topology.outpost.dev/site=store-bad", "--waves", "1,100%", "--health-window", "30s",
+		"--selector", "topology.outpost.dev/site="+site, "--waves", "1,100%", "--health-window", window.String(),
 		"--failure-budget", "1")
 
 	dyn, err := dynamic.NewForConfig(h.rest)
@@ -292,8 +311,8 @@ func TestOTAFailedRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	state, err := fwv1.DecodeNodeFirmware(node.Annotations[fwv1.AnnotationState])
-	if err != nil || state.State != fwv1.StateReverted || state.Reason != "CrashedInTrial" {
-		t.Errorf("failed node %s says %+v (%v), want Reverted, CrashedInTrial", failed, state, err)
+	if err != nil || state.State != fwv1.StateReverted || state.Reason != reason {
+		t.Errorf("failed node %s says %+v (%v), want Reverted, %s", failed, state, err, reason)
 	}
 	if _, offered := node.Annotations[fwv1.AnnotationOffer]; offered {
 		t.Errorf("node %s is still offered the release that failed on it", failed)
@@ -386,6 +405,93 @@ func TestOTAResume(t *testing.T) {
 		t.Fatalf("transfer %+v: want at least one resume and under 1.1x the artifact", tr)
 	}
 	f.logf("received %d bytes of a %d-byte artifact (%.3fx) over %d resumes", tr.Received, tr.Full, float64(tr.Received)/float64(tr.Full), tr.Resumes)
+}
+
+// TestOTAOfflineNode: of two nodes, one is down (its agent killed, its
+// Node no longer Ready) when the rollout's only wave starts. The wave
+// does not wait for it: the other node updates and the rollout completes.
+// When the node comes back, the rollout, complete but still there,
+// offers it the release and it updates too.
+func TestOTAOfflineNode(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	v1 := buildEdge(t, "1.0.0")
+	v2 := buildEdge(t, "2.0.0")
+	f, h, keys := startOTAFleet(t, v1, "--node-monitor-grace-period", "20s")
+	outpostCmd(t, h, "release", "create", "agent-2-0-0", "--version", "2.0.0",
+		"--component", "agent="+v2, "--key", filepath.Join(keys, "ops.key"), "-o", filepath.Join(keys, "release.json"))
+
+	token, caHash := h.createToken("store-off")
+	names := []string{"e2e-off-1", "e2e-off-2"}
+	edges := map[string]*edge{}
+	for _, n := range names {
+		edges[n] = f.startEdge(h, n, token, caHash, "--ota-bandwidth", "0")
+	}
+	version := func(name string) (string, string) {
+		node, err := h.node(name)
+		if err != nil {
+			return "", apiProblem(err)
+		}
+		v := node.Status.NodeInfo.KubeletVersion
+		return v, name + " runs " + v
+	}
+	f.eventually(joinTimeout, "both nodes Ready on 1.0.0", func() (bool, string) {
+		for _, n := range names {
+			if v, why := version(n); !strings.HasSuffix(v, "+1.0.0") {
+				return false, why
+			}
+		}
+		return true, ""
+	})
+	away := edges["e2e-off-2"]
+	away.kill()
+	f.eventually(time.Minute, "e2e-off-2 not Ready", func() (bool, string) {
+		node, err := h.node("e2e-off-2")
+		if err != nil {
+			return false, apiProblem(err)
+		}
+		st := readyStatus(node)
+		return st != "" && st != corev1.ConditionTrue, "Ready=" + string(st)
+	})
+
+	outpostCmd(t, h, "rollout", "create", "to-2-0-0", "--release", "agent-2-0-0",
+		"--selector", "topology.outpost.dev/site=store-off", "--waves", "100%", "--health-window", "10s")
+	dyn, err := dynamic.NewForConfig(h.rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rollout := func() (*unstructured.Unstructured, string) {
+		ctx, cancel := h.ctx()
+		defer cancel()
+		ro, err := dyn.Resource(rolloutsResource).Get(ctx, "to-2-0-0", metav1.GetOptions{})
+		if err != nil {
+			return nil, apiProblem(err)
+		}
+		return ro, rolloutSummary(ro)
+	}
+	f.eventually(otaTimeout, "the rollout complete without the node that is down", func() (bool, string) {
+		ro, why := rollout()
+		return ro != nil && rolloutComplete(ro), why
+	})
+	if v, _ := version("e2e-off-1"); !strings.HasSuffix(v, "+2.0.0") {
+		t.Errorf("e2e-off-1 runs %s after the rollout completed, want 2.0.0", v)
+	}
+	if v, _ := version("e2e-off-2"); !strings.HasSuffix(v, "+1.0.0") {
+		t.Fatalf("e2e-off-2, down, says it runs %s", v)
+	}
+
+	away.start()
+	f.logf("e2e-off-2 back")
+	f.eventually(otaTimeout, "e2e-off-2 updated after it came back", func() (bool, string) {
+		v, why := version("e2e-off-2")
+		if !strings.HasSuffix(v, "+2.0.0") {
+			return false, why
+		}
+		ro, why := rollout()
+		updated, _, _ := unstructured.NestedInt64(ro.Object, "status", "updated")
+		return updated == 2, why
+	})
+	f.logf("kubectl get rollouts:\n%s", outpostCmd(t, h, "rollout", "status", "to-2-0-0"))
 }
 
 // TestOTAKillLoop: the agent is killed with SIGKILL at each step of an
