@@ -267,8 +267,11 @@ func (f *Fetcher) fetchVia(ctx context.Context, kind string, d digest.Digest, ge
 	if len(peers) == 0 {
 		return false
 	}
+	// A node that said it pulls d already (a caller trying again while
+	// a peer of a lower name pulls it) waits for none of a higher name,
+	// which may wait for it.
 	cands := f.ask(ctx, peers, kind, d)
-	if f.tryAll(ctx, Sources(f.cfg.Node, false, cands, f.badNow()), peers, kind, d, get) {
+	if f.tryAll(ctx, Sources(f.cfg.Node, f.saying(d), cands, f.badNow()), peers, kind, d, get) {
 		f.ended(d)
 		return true
 	}
@@ -292,6 +295,15 @@ func (f *Fetcher) fetchVia(ctx context.Context, kind string, d digest.Digest, ge
 		f.ended(d)
 	}
 	return ok
+}
+
+// saying reports whether the node says it pulls d now.
+func (f *Fetcher) saying(d digest.Digest) bool {
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.pulls[d]
+	return ok && p.said && p.live(now, f.cfg.AnnounceFor)
 }
 
 // LowerPulling reports whether an alive peer of a lower name than the
