@@ -59,13 +59,17 @@ func (f firmwareFiles) OpenBlob(d digest.Digest) (io.ReadSeekCloser, error) {
 	}
 	sha := d.Encoded() // 64 lowercase hex digits: a plain file name
 	file, err := os.Open(filepath.Join(f.staging, sha))
-	if err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return file, err
+	if errors.Is(err, fs.ErrNotExist) {
+		o, ok := f.slots.(artifactOpener)
+		if !ok {
+			return nil, fmt.Errorf("artifact %s: %w", d, fs.ErrNotExist)
+		}
+		file, err = o.OpenArtifact(sha)
 	}
-	if o, ok := f.slots.(artifactOpener); ok {
-		return o.OpenArtifact(sha)
+	if err != nil {
+		return nil, err // no typed nil in the interface
 	}
-	return nil, fmt.Errorf("artifact %s: %w", d, fs.ErrNotExist)
+	return file, nil
 }
 
 // firmwareFiles returns the node's artifacts for its image share Server;
