@@ -42,7 +42,9 @@ type FirmwareConfig struct {
 	// Required.
 	Slots FirmwareSlots
 	// Source fetches manifests and artifacts from the hub; nil fetches
-	// them over the agent's sync connection.
+	// them over the agent's sync connection, artifacts from the node's
+	// site peers first when it shares images with them
+	// (firmware_peers.go).
 	Source FirmwareSource
 	// Bandwidth caps downloads, in bytes/s: 0 for no cap, AutoBandwidth
 	// for half of the throughput measured at the start of each transfer.
@@ -187,7 +189,7 @@ func (a *Agent) buildFirmware() error {
 		return fmt.Errorf("firmware: %w", err)
 	}
 	if cfg.Source == nil {
-		cfg.Source = syncSource{a}
+		cfg.Source = a.sitePeersFirst(syncSource{a})
 	}
 	fw := &firmware{a: a, cfg: cfg, kick: make(chan struct{}, 1)}
 	fw.said = fw.loadReport()
@@ -361,13 +363,14 @@ func (fw *firmware) install(ctx context.Context, st SlotState, offer fwv1.Offer)
 		total.Full += s.Full
 		total.Resumes += s.Resumes
 		total.Delta = total.Delta || s.Delta
+		total.FromPeers += s.FromPeers
 		if err != nil {
 			return fw.fetchFailed(ctx, offer, err)
 		}
 		paths[c.Name] = dst
 	}
 	stopReports()
-	log.Info("firmware: release fetched and verified", "bytes", total.Received, "full_bytes", total.Full, "resumes", total.Resumes, "delta", total.Delta)
+	log.Info("firmware: release fetched and verified", "bytes", total.Received, "from_peers", total.FromPeers, "full_bytes", total.Full, "resumes", total.Resumes, "delta", total.Delta)
 	fw.progress(offer, fwv1.StateInstalling, &total)
 	if err := fw.saveTrialPods(ctx); err != nil {
 		fw.fail(offer, ReasonInstall, err)

@@ -113,6 +113,7 @@ func (a *Agent) runImageShare(ctx context.Context) {
 	sc := imageshare.DefaultServerConfig()
 	sc.Identity, sc.Allowed, sc.Content, sc.Namespace = a.shareIdentity(), a.sitePeer, sh.content, sh.namespace
 	sc.Pulling, sc.Logger = sh.fetcher.Pulling, a.log.With("component", "imageshare")
+	sc.Files = a.firmwareFiles() // the node's over-the-air artifacts
 	srv, err := imageshare.NewServer(sc)
 	if err != nil {
 		a.log.Warn("image share not started", "err", err)

@@ -25,5 +25,14 @@
 // fetching, from the registry or from a peer, wait for that commit: a
 // peer never finds it neither pulling nor holding a blob it has.
 //
+// The same Server serves a second source of blobs, its Files: the node's
+// over-the-air artifacts, complete and verified, by sha256, with Range
+// requests so that a peer resumes a cut fetch. FetchBlob runs the same
+// protocol for a caller that reads and checks the blob itself (Blob.Open,
+// from a byte offset), as the agent's firmware downloads do against the
+// signed manifest's chunk digests; LowerPulling tells such a caller,
+// whose fetch from outside may outlast a peer's CommitWait, to wait for a
+// peer of a lower name that pulls the blob.
+//
 // Only edge/agent should import this package.
 package imageshare

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -223,35 +224,104 @@ func (t siteTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // hear it. Until the pull is Done with d, the node's Server has a peer
 // that asks for d wait for its commit.
 func (f *Fetcher) fetch(ctx context.Context, kind string, d digest.Digest) *http.Response {
+	var resp *http.Response
+	f.fetchVia(ctx, kind, d, func(ctx context.Context, b Blob) error {
+		r, err := f.fetchFrom(ctx, b.p, kind, d)
+		resp = r
+		return err
+	})
+	return resp
+}
+
+// Blob is a site peer's copy of a blob, as FetchBlob hands it to its
+// getter.
+type Blob struct {
+	f    *Fetcher
+	p    mesh.Peer
+	kind string
+	d    digest.Digest
+}
+
+// Peer returns the peer's name.
+func (b Blob) Peer() string { return b.p.Name }
+
+// FetchBlob has get fetch blob d from a site peer, as the node's image
+// pulls do (Sources): from the peers that hold d or say they pull it;
+// if none served it, the node says it pulls d, waits the Window, and
+// asks its peers again. get reads d from the Blob it is handed, checks
+// it, and returns nil once the node holds it, or an error wrapping
+// ErrBadContent if the peer served bytes that are not d (the peer is
+// then skipped for BadFor); it runs with a deadline of FetchTimeout.
+//
+// FetchBlob returns whether a peer served d. When it did not, the node
+// says it pulls d (unless no peer could hear it): the caller fetches d
+// from outside the site and calls Done(d) once its Server can serve it,
+// or once it gave up. When it did, the caller calls Done(d) too.
+func (f *Fetcher) FetchBlob(ctx context.Context, d digest.Digest, get func(ctx context.Context, b Blob) error) bool {
+	return f.fetchVia(ctx, kindBlob, d, get)
+}
+
+// fetchVia is FetchBlob for content of kind.
+func (f *Fetcher) fetchVia(ctx context.Context, kind string, d digest.Digest, get func(ctx context.Context, b Blob) error) bool {
 	peers := f.usable()
 	if len(peers) == 0 {
-		return nil
+		return false
 	}
+	// A node that said it pulls d already (a caller trying again while
+	// a peer of a lower name pulls it) waits for none of a higher name,
+	// which may wait for it.
 	cands := f.ask(ctx, peers, kind, d)
-	if resp := f.tryAll(ctx, Sources(f.cfg.Node, false, cands, f.badNow()), peers, kind, d); resp != nil {
+	if f.tryAll(ctx, Sources(f.cfg.Node, f.saying(d), cands, f.badNow()), peers, kind, d, get) {
 		f.ended(d)
-		return resp
+		return true
 	}
 	if !f.announce(d) {
-		return nil
+		return false
 	}
 	t := time.NewTimer(f.cfg.Window)
 	select {
 	case <-ctx.Done():
 		t.Stop()
 		f.withdraw(d)
-		return nil
+		return false
 	case <-t.C:
 	}
 	// Asked again: a peer that pulled d during the Window holds it now,
 	// and says so no more.
 	peers = f.usable()
 	cands = f.ask(ctx, peers, kind, d)
-	resp := f.tryAll(ctx, Sources(f.cfg.Node, true, cands, f.badNow()), peers, kind, d)
-	if resp != nil {
+	ok := f.tryAll(ctx, Sources(f.cfg.Node, true, cands, f.badNow()), peers, kind, d, get)
+	if ok {
 		f.ended(d)
 	}
-	return resp
+	return ok
+}
+
+// saying reports whether the node says it pulls d now.
+func (f *Fetcher) saying(d digest.Digest) bool {
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.pulls[d]
+	return ok && p.said && p.live(now, f.cfg.AnnounceFor)
+}
+
+// LowerPulling reports whether an alive peer of a lower name than the
+// node's, not skipped for bad bytes, says it pulls d: one whose fetch
+// from outside the site the node should wait for (Sources), if it
+// outlasts a peer's CommitWait.
+func (f *Fetcher) LowerPulling(d digest.Digest) bool {
+	sum, ok := sha256Of(d)
+	if !ok {
+		return false
+	}
+	bad := f.badNow()
+	for name, p := range f.usable() {
+		if name < f.cfg.Node && !bad[name] && slices.Contains(p.Meta.Pulling, sum) {
+			return true
+		}
+	}
+	return false
 }
 
 // usable returns the alive peers that serve their images.
@@ -316,38 +386,45 @@ func (f *Fetcher) ask(ctx context.Context, peers map[string]mesh.Peer, kind stri
 	return candidates(peers, d, has)
 }
 
-// tryAll fetches d from each of sources in turn until one serves it.
-func (f *Fetcher) tryAll(ctx context.Context, sources []string, peers map[string]mesh.Peer, kind string, d digest.Digest) *http.Response {
+// tryAll has get fetch d from each of sources in turn until one serves
+// it.
+func (f *Fetcher) tryAll(ctx context.Context, sources []string, peers map[string]mesh.Peer, kind string, d digest.Digest, get func(context.Context, Blob) error) bool {
 	for _, name := range sources {
-		resp, err := f.fetchFrom(ctx, peers[name], kind, d)
+		gctx, cancel := context.WithTimeout(ctx, f.cfg.FetchTimeout)
+		err := get(gctx, Blob{f: f, p: peers[name], kind: kind, d: d})
+		cancel()
 		if err == nil {
 			f.log.Debug("image share: fetched from a peer", "peer", name, "digest", d)
-			return resp
+			return true
 		}
 		if ctx.Err() != nil {
-			return nil
+			return false
 		}
-		var bad *badBytesError
-		if errors.As(err, &bad) {
+		if errors.Is(err, ErrBadContent) {
 			f.markBad(name, err)
 		} else {
 			f.log.Debug("image share: peer did not serve", "peer", name, "digest", d, "err", err)
 		}
 	}
-	return nil
+	return false
 }
+
+// ErrBadContent is wrapped by the error of a FetchBlob getter when the
+// peer served bytes that are not the content asked for.
+var ErrBadContent = errors.New("a peer served bad content")
 
 // badBytesError is a peer's response that was not the content asked for.
 type badBytesError struct{ why string }
 
 func (e *badBytesError) Error() string { return e.why }
 
+// Is makes errors.Is(err, ErrBadContent) hold.
+func (e *badBytesError) Is(target error) bool { return target == ErrBadContent }
+
 // fetchFrom fetches d from p into a temporary file, checks its digest,
 // and returns a response that reads the file, which its Body's Close
 // removes.
 func (f *Fetcher) fetchFrom(ctx context.Context, p mesh.Peer, kind string, d digest.Digest) (*http.Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, f.cfg.FetchTimeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peerURL(p, kind, d), nil)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,6 +30,15 @@ type Content interface {
 
 var _ Content = content.Store(nil)
 
+// Files is a second source of the blobs a Server serves, after its
+// Content: whole files named by their sha256 digest, such as the node's
+// over-the-air artifacts. Its methods must be safe for concurrent use.
+type Files interface {
+	// OpenBlob returns blob d, complete, which the caller closes; an
+	// error wrapping fs.ErrNotExist when the node does not hold it.
+	OpenBlob(d digest.Digest) (io.ReadSeekCloser, error)
+}
+
 // ServerConfig configures a Server.
 type ServerConfig struct {
 	// Identity is the node's certificate, which the Server presents,
@@ -41,6 +51,9 @@ type ServerConfig struct {
 	Content Content
 	// Namespace is the containerd namespace of the node's images.
 	Namespace string
+	// Files, if not nil, serves the blobs Content does not hold, with
+	// Range requests, so that a peer can resume a fetch.
+	Files Files
 	// Pulling says whether the node is fetching a blob from outside the
 	// site now; nil for never. A request for such a blob waits until
 	// the node has it, up to CommitWait.
@@ -75,7 +88,8 @@ func (c *ServerConfig) Validate() error {
 
 // Server serves the node's content to its site peers: GET and HEAD of
 // /v2/<name>/blobs/<digest> and /v2/<name>/manifests/<digest>, by sha256
-// digest only, and GET /v2/, over mutual TLS. It is read-only.
+// digest only, and GET /v2/, over mutual TLS. It is read-only. Blobs of
+// its Files are served with Range requests too.
 type Server struct {
 	cfg ServerConfig
 	log *slog.Logger
@@ -149,7 +163,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := namespaces.WithNamespace(r.Context(), s.cfg.Namespace)
-	info, err := s.info(ctx, d, r.Method == http.MethodGet)
+	info, file, err := s.info(ctx, kind, d, r.Method == http.MethodGet)
+	if file != nil {
+		defer file.Close()
+		w.Header().Set("Docker-Content-Digest", d.String())
+		w.Header().Set("Content-Type", "application/octet-stream")
+		// HEAD, Range and If-Range as net/http does them for files.
+		http.ServeContent(w, r, "", time.Time{}, file)
+		return
+	}
 	if err != nil {
 		if !errdefs.IsNotFound(err) {
 			s.log.Warn("image share: read content", "digest", d, "err", err)
@@ -192,18 +214,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// info returns the content d's record; with wait, it waits for the node
-// to commit it, up to CommitWait, while it is pulling it. A HEAD does not
-// wait: it asks whether the node holds the content now.
-func (s *Server) info(ctx context.Context, d digest.Digest, wait bool) (content.Info, error) {
-	info, err := s.cfg.Content.Info(ctx, d)
+// info returns the content d's record, or, for a blob its Content does
+// not hold, the file of it its Files holds, which the caller closes;
+// with wait, it waits for the node to commit it, up to CommitWait, while
+// it is pulling it. A HEAD does not wait: it asks whether the node holds
+// the content now. Not held is an error errdefs.IsNotFound.
+func (s *Server) info(ctx context.Context, kind string, d digest.Digest, wait bool) (content.Info, io.ReadSeekCloser, error) {
+	info, file, err := s.look(ctx, kind, d)
 	if err == nil || !wait || !errdefs.IsNotFound(err) || s.cfg.Pulling == nil {
-		return info, err
+		return info, file, err
 	}
 	if !s.cfg.Pulling(d) {
 		// Not pulling it, or committed since the look above: the pull
 		// is Done only after the commit.
-		return s.cfg.Content.Info(ctx, d)
+		return s.look(ctx, kind, d)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CommitWait)
 	defer cancel()
@@ -212,18 +236,34 @@ func (s *Server) info(ctx context.Context, d digest.Digest, wait bool) (content.
 	for {
 		select {
 		case <-ctx.Done():
-			return content.Info{}, fmt.Errorf("%w: still pulling", errdefs.ErrNotFound)
+			return content.Info{}, nil, fmt.Errorf("%w: still pulling", errdefs.ErrNotFound)
 		case <-t.C:
 		}
-		info, err = s.cfg.Content.Info(ctx, d)
+		info, file, err = s.look(ctx, kind, d)
 		if err == nil || !errdefs.IsNotFound(err) {
-			return info, err
+			return info, file, err
 		}
 		if !s.cfg.Pulling(d) {
 			// Given up, or committed since the look above.
-			return s.cfg.Content.Info(ctx, d)
+			return s.look(ctx, kind, d)
 		}
 	}
+}
+
+// look looks for d once: in the Content, then, for a blob, in the Files.
+func (s *Server) look(ctx context.Context, kind string, d digest.Digest) (content.Info, io.ReadSeekCloser, error) {
+	info, err := s.cfg.Content.Info(ctx, d)
+	if err == nil || !errdefs.IsNotFound(err) || kind != kindBlob || s.cfg.Files == nil {
+		return info, nil, err
+	}
+	f, ferr := s.cfg.Files.OpenBlob(d)
+	switch {
+	case ferr == nil:
+		return content.Info{}, f, nil
+	case errors.Is(ferr, fs.ErrNotExist):
+		return info, nil, err
+	}
+	return content.Info{}, nil, ferr
 }
 
 // mediaType returns the media type of the manifest in ra: its own

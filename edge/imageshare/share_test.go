@@ -148,8 +148,14 @@ type testPeer struct {
 // says which nodes may read.
 func startPeer(t *testing.T, ca *testCA, name string, c *fakeContent, allowed func(string) bool, pulling func(digest.Digest) bool) *testPeer {
 	t.Helper()
+	return startPeerWith(t, ca, name, c, allowed, pulling, nil)
+}
+
+// startPeerWith is startPeer with a Server that serves files too.
+func startPeerWith(t *testing.T, ca *testCA, name string, c *fakeContent, allowed func(string) bool, pulling func(digest.Digest) bool, files Files) *testPeer {
+	t.Helper()
 	cfg := DefaultServerConfig()
-	cfg.Identity, cfg.Allowed, cfg.Content, cfg.Pulling = ca.identity(t, name), allowed, c, pulling
+	cfg.Identity, cfg.Allowed, cfg.Content, cfg.Pulling, cfg.Files = ca.identity(t, name), allowed, c, pulling, files
 	cfg.Poll = 10 * time.Millisecond
 	s, err := NewServer(cfg)
 	if err != nil {

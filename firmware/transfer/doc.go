@@ -11,6 +11,11 @@
 // good chunk, after a restart of the agent too: the partial file holds
 // only verified chunks, and is checked again when a fetch starts.
 //
+// A node may also take an artifact from a copy that is not the hub's, a
+// site peer's (FetchCopy): the same partial file, the same chunk digests,
+// one attempt; a copy that serves a bad chunk is ErrBadCopy, and the
+// hub's Fetch resumes after the chunks it verified.
+//
 // Delta: a node that holds an earlier artifact names it (its sha256); a
 // hub that holds it too sends each chunk of the new one as a zstd frame
 // made with the whole earlier artifact as a raw dictionary (zstd's

@@ -216,41 +216,64 @@ func Fetch(ctx context.Context, open Opener, cfg FetchConfig, dst string, c mani
 	if c.VerifyFile(dst) == nil {
 		return Stats{Size: c.Size}, nil
 	}
-	part := dst + ".part"
-	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o600)
+	f, good, err := openPart(dst, &c)
 	if err != nil {
-		return Stats{Size: c.Size}, fmt.Errorf("fetch %s: %w", c.Name, err)
+		return Stats{Size: c.Size}, err
 	}
 	defer f.Close()
-	good, err := goodChunks(f, &c)
-	if err != nil {
-		return Stats{Size: c.Size}, fmt.Errorf("fetch %s: %w", c.Name, err)
-	}
 	st, err := Receive(ctx, open, cfg, c, good, base, fileSink{f, &c})
-	if good > 0 {
-		off, n := c.ChunkBounds(good - 1)
-		st.Reused = off + n
-	}
+	st.Reused = chunksEnd(&c, good)
 	if err != nil {
 		return st, err
 	}
+	return st, finishPart(f, dst, &c)
+}
+
+// openPart opens dst+".part", the partial artifact of c, keeps only its
+// verified chunks, and returns how many there are.
+func openPart(dst string, c *manifest.Component) (*os.File, int, error) {
+	f, err := os.OpenFile(dst+".part", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, 0, fmt.Errorf("fetch %s: %w", c.Name, err)
+	}
+	good, err := goodChunks(f, c)
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("fetch %s: %w", c.Name, err)
+	}
+	return f, good, nil
+}
+
+// finishPart syncs and closes f, the complete partial artifact of c,
+// checks it whole, and renames it to dst.
+func finishPart(f *os.File, dst string, c *manifest.Component) error {
+	part := dst + ".part"
 	if err := f.Sync(); err != nil {
-		return st, fmt.Errorf("fetch %s: sync: %w", c.Name, err)
+		return fmt.Errorf("fetch %s: sync: %w", c.Name, err)
 	}
 	if err := f.Close(); err != nil {
-		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
+		return fmt.Errorf("fetch %s: %w", c.Name, err)
 	}
 	if err := c.VerifyFile(part); err != nil {
 		os.Remove(part) // every chunk matched, yet the whole does not: start over
-		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
+		return fmt.Errorf("fetch %s: %w", c.Name, err)
 	}
 	if err := os.Rename(part, dst); err != nil {
-		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
+		return fmt.Errorf("fetch %s: %w", c.Name, err)
 	}
 	if err := atomicfile.SyncDir(filepath.Dir(dst)); err != nil {
-		return st, fmt.Errorf("fetch %s: %w", c.Name, err)
+		return fmt.Errorf("fetch %s: %w", c.Name, err)
 	}
-	return st, nil
+	return nil
+}
+
+// chunksEnd is the byte offset of the end of the first good chunks of c.
+func chunksEnd(c *manifest.Component, good int) int64 {
+	if good == 0 {
+		return 0
+	}
+	off, n := c.ChunkBounds(good - 1)
+	return off + n
 }
 
 // Sink takes the chunks Receive verified, in order. data is valid only
@@ -276,6 +299,11 @@ func checkFetch(cfg *FetchConfig, c *manifest.Component) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("fetch config: %w", err)
 	}
+	return checkComponent(c)
+}
+
+// checkComponent checks that c can be fetched.
+func checkComponent(c *manifest.Component) error {
 	target, err := hex.DecodeString(c.SHA256)
 	if err != nil || len(target) != sha256.Size || c.ChunkCount() == 0 || c.ChunkCount() > wire.MaxArtifactChunks ||
 		len(c.Chunks) != c.ChunkCount() || c.ChunkSize > wire.MaxArtifactChunkSize {
@@ -530,12 +558,7 @@ func goodChunks(f *os.File, c *manifest.Component) (int, error) {
 			break
 		}
 	}
-	var end int64
-	if good > 0 {
-		off, n := c.ChunkBounds(good - 1)
-		end = off + n
-	}
-	if end != fi.Size() {
+	if end := chunksEnd(c, good); end != fi.Size() {
 		if err := f.Truncate(end); err != nil {
 			return 0, err
 		}

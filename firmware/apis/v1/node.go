@@ -102,6 +102,9 @@ type TransferStats struct {
 	Full     int64 `json:"full"`
 	Resumes  int32 `json:"resumes,omitempty"`
 	Delta    bool  `json:"delta,omitempty"`
+	// FromPeers is how many of the Received bytes came from the node's
+	// site peers rather than over its own uplink from the hub.
+	FromPeers int64 `json:"fromPeers,omitempty"`
 }
 
 // DecodeOffer decodes an AnnotationOffer value.

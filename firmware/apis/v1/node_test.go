@@ -30,7 +30,7 @@ func TestOfferRoundTrip(t *testing.T) {
 
 func TestNodeFirmwareRoundTrip(t *testing.T) {
 	n := NodeFirmware{Version: "1.0.0", Target: "1.1.0", State: StateTrial, FailedVersions: []string{"0.9.0"},
-		Transfer: &TransferStats{Received: 10, Full: 100, Delta: true}}
+		Transfer: &TransferStats{Received: 10, Full: 100, Delta: true, FromPeers: 6}}
 	got, err := DecodeNodeFirmware(n.Encode())
 	if err != nil || got.Encode() != n.Encode() {
 		t.Fatalf("round trip: %+v, %v", got, err)
