@@ -45,7 +45,7 @@ import (
 // selects that does not run fails it.
 
 // checkInterval is how often the trial's health checks run, at most.
-const checkInterval = 5 * time.Second
+const checkInterval = 2 * time.Second
 
 // maxCheckOutput bounds what is kept of an exec check's output and read of
 // an HTTP check's body; the first maxCheckMessage bytes of the output go
@@ -176,9 +176,10 @@ func (fw *firmware) checksPass(ctx context.Context, t *SlotTrial) (bool, string)
 	}
 	now := fw.a.now()
 	if cs.ran.IsZero() || now.Sub(cs.ran) >= checkInterval || now.Before(cs.ran) {
+		before := cs.failed
 		cs.failed, cs.skipped = fw.runChecks(ctx, cs.checks)
 		cs.ran = fw.a.now()
-		if cs.failed != "" {
+		if cs.failed != "" && cs.failed != before { // once per failure, not at every run
 			fw.a.log.Info("firmware: a health check of the trial failed", "version", t.Version, "why", cs.failed)
 		}
 	}

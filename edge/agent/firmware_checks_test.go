@@ -67,30 +67,11 @@ func TestFirmwareHealthChecks(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			pub, key, _ := ed25519.GenerateKey(nil)
-			artifact := []byte(strings.Repeat("new agent ", 500))
-			c, err := manifest.BuildComponent("agent", manifest.KindAgent, "linux", "amd64", "", strings.NewReader(string(artifact)), 4096)
-			if err != nil {
-				t.Fatal(err)
-			}
-			env, err := manifest.Sign(&manifest.Manifest{Name: "r2", Version: "2.0.0", Components: []manifest.Component{c},
-				Created: time.Now().Add(-time.Hour).UTC().Truncate(time.Second), Expires: time.Now().Add(time.Hour).UTC().Truncate(time.Second),
-				HealthChecks: []manifest.HealthCheck{
-					{Name: "app", Namespace: "default", Pod: "gateway-app", Exec: []string{"/bin/check", "--quick"}},
-					{Name: "modem", Namespace: "default", Pod: "modem", Exec: []string{"true"}},
-				}}, key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			src := &memSource{envelopes: map[string][]byte{"r2": env}, blobs: map[string][]byte{c.SHA256: artifact}}
+			src := checkedRelease(t, key)
 			slots := &fakeSlots{st: agent.SlotState{Committed: "1.0.0", Highest: "1.0.0"}}
 			ns := &nodeSink{sink: &sink{pods: map[string]corev1.PodPhase{}}}
 			h := startHubWith(t, func(cfg *server.Config) { cfg.Sink = ns })
-			yes := true
-			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "gateway-app-x7k2p", Namespace: "default", UID: "uid-app",
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "gateway-app", UID: "uid-ds", Controller: &yes}}},
-				Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app:1"}, {Name: "sidecar", Image: "side:1"}}},
-			}
+			pod := daemonSetPod()
 			if err := h.x.Apply([]view.Event{trustEvent(t, 1, pub), {Revision: 2, Key: podKey(pod.Name), Raw: encode(t, pod)}}); err != nil {
 				t.Fatal(err)
 			}
@@ -170,6 +151,71 @@ func TestFirmwareHealthChecks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFirmwareHealthChecksFromHub: a trial with no record of its health
+// checks (the agent that installed the release predates them) fetches the
+// release's manifest from the hub, verifies it, and runs its checks: the
+// one that fails reverts the node with HealthCheckFailed.
+func TestFirmwareHealthChecksFromHub(t *testing.T) {
+	pub, key, _ := ed25519.GenerateKey(nil)
+	src := checkedRelease(t, key)
+	slots := &fakeSlots{st: agent.SlotState{Committed: "1.0.0", Highest: "1.0.0",
+		Trial: &agent.SlotTrial{Release: "r2", Version: "2.0.0", Deadline: time.Now().Add(6 * time.Second), Window: 6 * time.Second, Agent: true}}}
+	h := startHub(t)
+	pod := daemonSetPod()
+	if err := h.x.Apply([]view.Event{trustEvent(t, 1, pub), {Revision: 2, Key: podKey(pod.Name), Raw: encode(t, pod)}}); err != nil {
+		t.Fatal(err)
+	}
+	ex := &execRecorder{code: 3}
+	ta := newAgentConfig(t, t.TempDir(), fake.New(fake.Config{Exec: ex.exec}))
+	ta.cfg.HubAddr, ta.cfg.CAHash = h.addr, h.caHash
+	ta.cfg.Firmware = &agent.FirmwareConfig{Slots: slots, Source: src, OS: "linux", Arch: "amd64"}
+	a, err := agent.New(ta.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(context.Background()) }()
+	waitRestart(t, errc)
+	slots.mu.Lock()
+	defer slots.mu.Unlock()
+	if slots.reason != agent.ReasonHealthCheckFailed || !strings.Contains(slots.message, "health check app:") || !strings.Contains(slots.message, "exited with code 3") {
+		t.Fatalf("reverted with %s %q, want %s naming check app", slots.reason, slots.message, agent.ReasonHealthCheckFailed)
+	}
+}
+
+// checkedRelease returns a source holding release r2, version 2.0.0 of
+// an agent signed with key, with two exec checks: app, of the pods of
+// DaemonSet default/gateway-app, and modem, of a pod no node runs.
+func checkedRelease(t *testing.T, key ed25519.PrivateKey) *memSource {
+	t.Helper()
+	artifact := []byte(strings.Repeat("new agent ", 500))
+	c, err := manifest.BuildComponent("agent", manifest.KindAgent, "linux", "amd64", "", strings.NewReader(string(artifact)), 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := manifest.Sign(&manifest.Manifest{Name: "r2", Version: "2.0.0", Components: []manifest.Component{c},
+		Created: time.Now().Add(-time.Hour).UTC().Truncate(time.Second), Expires: time.Now().Add(time.Hour).UTC().Truncate(time.Second),
+		HealthChecks: []manifest.HealthCheck{
+			{Name: "app", Namespace: "default", Pod: "gateway-app", Exec: []string{"/bin/check", "--quick"}},
+			{Name: "modem", Namespace: "default", Pod: "modem", Exec: []string{"true"}},
+		}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &memSource{envelopes: map[string][]byte{"r2": env}, blobs: map[string][]byte{c.SHA256: artifact}}
+}
+
+// daemonSetPod returns the node's copy of DaemonSet default/gateway-app's
+// pod, of two containers.
+func daemonSetPod() *corev1.Pod {
+	yes := true
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "gateway-app-x7k2p", Namespace: "default", UID: "uid-app",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "gateway-app", UID: "uid-ds", Controller: &yes}}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app:1"}, {Name: "sidecar", Image: "side:1"}}},
 	}
 }
 
