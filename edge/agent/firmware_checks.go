@@ -31,9 +31,11 @@ import (
 // install records the verified manifest's checks in firmwareTrialChecks
 // before the slots install the release, so that the agent on trial,
 // started anew in another binary, runs the checks that were signed. A
-// trial with no record of its own version (the agent that installed it
-// predates health checks) fetches the release's manifest from the hub and
-// verifies it again.
+// trial with no record of its own version (lost, or never written by
+// whatever installed the release) fetches the release's manifest from the
+// hub and verifies it again, at most every checkInterval. (An agent that
+// predates health checks cannot install a release that has some at all:
+// its strict decoder refuses the manifest's unknown field.)
 //
 // During the trial, once the node is connected and runs its pods again,
 // every check runs, all at once, each within its timeout, at most every
@@ -146,6 +148,7 @@ func (fw *firmware) loadTrialChecks(ctx context.Context, t *SlotTrial) ([]manife
 // loop's own.
 type checkState struct {
 	version string // of the trial they are for
+	loadErr string // why the checks could not be had, "" once they were
 	checks  []manifest.HealthCheck
 	ran     time.Time // zero until they ran
 	failed  string    // why the first failing check failed, "" if none did
@@ -163,18 +166,22 @@ func (fw *firmware) endChecks() {
 // failed and how.
 func (fw *firmware) checksPass(ctx context.Context, t *SlotTrial) (bool, string) {
 	cs := fw.checks
-	if cs == nil || cs.version != t.Version {
+	now := fw.a.now()
+	if cs == nil || cs.version != t.Version || cs.loadErr != "" && (now.Sub(cs.ran) >= checkInterval || now.Before(cs.ran)) {
 		checks, err := fw.loadTrialChecks(ctx, t)
 		if err != nil {
-			return false, "health checks: " + err.Error()
+			fw.checks = &checkState{version: t.Version, loadErr: "health checks: " + err.Error(), ran: now}
+			return false, fw.checks.loadErr
 		}
 		cs = &checkState{version: t.Version, checks: checks}
 		fw.checks = cs
 	}
+	if cs.loadErr != "" {
+		return false, cs.loadErr
+	}
 	if len(cs.checks) == 0 {
 		return true, ""
 	}
-	now := fw.a.now()
 	if cs.ran.IsZero() || now.Sub(cs.ran) >= checkInterval || now.Before(cs.ran) {
 		before := cs.failed
 		cs.failed, cs.skipped = fw.runChecks(ctx, cs.checks)

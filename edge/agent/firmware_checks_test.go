@@ -155,9 +155,9 @@ func TestFirmwareHealthChecks(t *testing.T) {
 }
 
 // TestFirmwareHealthChecksFromHub: a trial with no record of its health
-// checks (the agent that installed the release predates them) fetches the
-// release's manifest from the hub, verifies it, and runs its checks: the
-// one that fails reverts the node with HealthCheckFailed.
+// checks (lost, or never written by what installed the release) fetches
+// the release's manifest from the hub, verifies it, and runs its checks:
+// the one that fails reverts the node with HealthCheckFailed.
 func TestFirmwareHealthChecksFromHub(t *testing.T) {
 	pub, key, _ := ed25519.GenerateKey(nil)
 	src := checkedRelease(t, key)
