@@ -87,6 +87,7 @@ func newReleaseKeygenCmd() *cobra.Command {
 type releaseCreate struct {
 	version, allowDowngradeFrom, out string
 	components, keys                 []string
+	healthChecks                     []string
 	expires                          time.Duration
 	chunkSize                        int64
 	// noUpload keeps the release local: the envelope is written, nothing
@@ -118,10 +119,29 @@ require several signatures.
 Then, unless --no-upload, the artifacts the hub lacks are uploaded to its
 artifact store and the Release NAME (firmware.outpost.dev/v1) is created on
 the hub. Releases are immutable: a Release NAME that exists with another
-envelope is left alone and the command fails; pick a new name.`,
+envelope is left alone and the command fails; pick a new name.
+
+--health-check adds a signed check that each node runs in its trial of the
+release, besides its own health (connected to the hub, every pod that ran
+before running again); a node commits only while every check passes, and
+reverts naming the check that failed when its health window ends first:
+
+  NAME:NAMESPACE/POD[/CONTAINER][:timeout=DURATION]:exec=COMMAND [ARG...]
+  NAME:NAMESPACE/POD[:timeout=DURATION]:http=PORT[/PATH]
+
+exec runs the command in the pod's CONTAINER (default its first) and passes
+when it exits with 0; the command is split on spaces and run without a shell
+(give exec=["sh","-c","a b"], a JSON list, for arguments with spaces). http
+GETs the pod's IP (127.0.0.1 for a pod on the host's network) and passes with
+a status from 200 to 399. POD is the pod's name or the name of its controller
+(a DaemonSet's pods have a name per node); a node that runs no such pod skips
+the check. The timeout defaults to 5s, at most 60s; at most 16 checks.`,
 		Example: `  outpost release create gateway-1-4-0 --version 1.4.0 --component agent=./outpost-edge --key ops.key
   outpost release create cfg-7 --version 1.4.1 --component config@any=./config.tar --key ops.key --key sec.key
-  outpost release create test --version 0.1.0 --component agent@linux/arm64=./edge --key ops.key --no-upload -o test.json`,
+  outpost release create test --version 0.1.0 --component agent@linux/arm64=./edge --key ops.key --no-upload -o test.json
+  outpost release create gateway-1-5-0 --version 1.5.0 --component agent=./outpost-edge --key ops.key \
+    --health-check 'app:default/gateway-app:http=8080/healthz' \
+    --health-check 'db:default/db/postgres:timeout=10s:exec=pg_isready -q'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0], time.Now())
@@ -130,6 +150,7 @@ envelope is left alone and the command fails; pick a new name.`,
 	f := cmd.Flags()
 	f.StringVar(&o.version, "version", "", "the release's version, semver such as 1.4.0 (required)")
 	f.StringArrayVar(&o.components, "component", nil, "a component, NAME[@OS/ARCH[/VARIANT]|@any]=FILE (repeatable; agent is the edge agent)")
+	f.StringArrayVar(&o.healthChecks, "health-check", nil, "a check nodes run in their trial, NAME:NAMESPACE/POD[/CONTAINER][:timeout=DURATION]:exec=COMMAND [ARG...] or NAME:NAMESPACE/POD:http=PORT[/PATH] (repeatable)")
 	f.StringArrayVar(&o.keys, "key", nil, "a private signing key made by `outpost release keygen` (repeatable)")
 	f.DurationVar(&o.expires, "expires", defaultReleaseLifetime, "how long the release stays installable")
 	f.StringVar(&o.allowDowngradeFrom, "allow-downgrade-from", "", "let nodes that committed up to this version install this lower one")
@@ -175,6 +196,16 @@ func (o *releaseCreate) run(ctx context.Context, w io.Writer, name string, now t
 		}
 		m.Components = append(m.Components, c)
 	}
+	for _, arg := range o.healthChecks {
+		h, err := healthCheckArg(arg)
+		if err != nil {
+			return err
+		}
+		m.HealthChecks = append(m.HealthChecks, h)
+	}
+	if err := manifest.ValidateHealthChecks(m.HealthChecks); err != nil {
+		return fmt.Errorf("--health-check: %w", err)
+	}
 	envelope, err := manifest.Sign(m, keys...)
 	if err != nil {
 		return fmt.Errorf("sign release %s %s: %w", name, o.version, err)
@@ -190,6 +221,13 @@ func (o *releaseCreate) run(ctx context.Context, w io.Writer, name string, now t
 	fmt.Fprintln(tw, "COMPONENT\tKIND\tPLATFORM\tSIZE\tCHUNKS\tSHA256")
 	for _, c := range m.Components {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", c.Name, c.Kind, platformString(c), c.Size, len(c.Chunks), c.SHA256[:16])
+	}
+	if len(m.HealthChecks) > 0 {
+		fmt.Fprintln(tw, "\nHEALTH CHECK\tPOD\tACTION\tTIMEOUT")
+		for _, h := range m.HealthChecks {
+			target, action := healthCheckString(h)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", h.Name, target, action, h.Timeout())
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err

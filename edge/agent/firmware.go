@@ -133,6 +133,9 @@ const (
 	ReasonHealthWindowExpired = "HealthWindowExpired"
 	ReasonVersionMismatch     = "VersionMismatch"
 	ReasonRevertOrdered       = "RevertOrdered"
+	// ReasonHealthCheckFailed: the trial's window ended with one of the
+	// release's health checks failing; the message names it.
+	ReasonHealthCheckFailed = "HealthCheckFailed"
 )
 
 // FirmwareDir is the default FirmwareConfig.Dir under the data dir, which
@@ -145,6 +148,9 @@ const (
 	firmwareTrialPods = "trial-pods.json" // the pods that ran when the agent left for a trial
 	firmwareStaging   = "staging"         // downloads, named by sha256
 	maxFirmwareFile   = 1 << 20
+	// firmwareTrialChecks holds the health checks of the release on
+	// trial (trialChecks).
+	firmwareTrialChecks = "trial-checks.json"
 )
 
 // ErrRestart is returned by Run when the agent stopped to restart into
@@ -165,6 +171,9 @@ type firmware struct {
 	// healthySince is when the version on trial was last seen healthy
 	// after being unhealthy (zero: not healthy now).
 	healthySince time.Time
+	// checks are the health checks of the version on trial, nil until
+	// the trial loads them.
+	checks *checkState
 
 	mu   sync.Mutex
 	said *fwv1.NodeFirmware
@@ -376,6 +385,10 @@ func (fw *firmware) install(ctx context.Context, st SlotState, offer fwv1.Offer)
 		fw.fail(offer, ReasonInstall, err)
 		return 0
 	}
+	if err := fw.saveTrialChecks(offer.Release, m); err != nil {
+		fw.fail(offer, ReasonInstall, err)
+		return 0
+	}
 	// Verify refused a downgrade the manifest's signed allowDowngradeFrom
 	// does not cover: a lower version here is one it covers.
 	allow := false
@@ -472,10 +485,10 @@ func (fw *firmware) trial(ctx context.Context, t *SlotTrial) time.Duration {
 			n.Release, n.Target, n.State, n.Reason, n.Message, n.Since = t.Release, t.Version, fwv1.StateTrial, "", "", fw.now()
 		}
 	})
-	healthy, why := fw.healthy(ctx)
+	healthy, reason, why := fw.healthy(ctx, t)
 	ordered := offer != nil && offer.Action == fwv1.OfferRevert && offer.Version == t.Version
 	if ordered {
-		healthy, why = false, "the rollout ordered a revert"
+		healthy, reason, why = false, ReasonRevertOrdered, "the rollout ordered a revert"
 	}
 	now := fw.a.now()
 	switch {
@@ -491,9 +504,14 @@ func (fw *firmware) trial(ctx context.Context, t *SlotTrial) time.Duration {
 			return time.Second
 		}
 		fw.a.log.Info("firmware: new version healthy, committed", "version", t.Version, "healthy_for", now.Sub(fw.healthySince).Round(time.Millisecond))
+		var msg string // the health checks skipped, if any
+		if fw.checks != nil {
+			msg = truncate(strings.Join(fw.checks.skipped, "; "), 1024)
+		}
 		os.Remove(filepath.Join(fw.cfg.Dir, firmwareTrialPods))
+		fw.endChecks()
 		fw.report(func(n *fwv1.NodeFirmware) {
-			n.Version, n.State, n.Reason, n.Message, n.Since = t.Version, fwv1.StateUpdated, "", "", fw.now()
+			n.Version, n.State, n.Reason, n.Message, n.Since = t.Version, fwv1.StateUpdated, "", msg, fw.now()
 		})
 		return 0
 	}
@@ -504,11 +522,7 @@ func (fw *firmware) trial(ctx context.Context, t *SlotTrial) time.Duration {
 		return time.Second
 	}
 	if healthy {
-		why = "not healthy for " + settle.String() + " before the window ended"
-	}
-	reason := ReasonHealthWindowExpired
-	if ordered {
-		reason = ReasonRevertOrdered
+		reason, why = ReasonHealthWindowExpired, "not healthy for "+settle.String()+" before the window ended"
 	}
 	fw.a.log.Warn("firmware: new version not healthy, reverting", "version", t.Version, "reason", reason, "why", why)
 	restart, err := fw.cfg.Slots.Revert(ctx, reason, why)
@@ -516,6 +530,7 @@ func (fw *firmware) trial(ctx context.Context, t *SlotTrial) time.Duration {
 		fw.a.log.Error("firmware: revert", "version", t.Version, "err", err)
 		return time.Second
 	}
+	fw.endChecks()
 	st := fw.cfg.Slots.State()
 	fw.report(func(n *fwv1.NodeFirmware) {
 		n.Version, n.State, n.Reason, n.Message, n.Since = st.Committed, fwv1.StateReverted, reason, why, fw.now()
@@ -527,10 +542,25 @@ func (fw *firmware) trial(ctx context.Context, t *SlotTrial) time.Duration {
 	return 0
 }
 
-// healthy reports whether the node is healthy on trial: connected to the
-// hub, and every pod that ran when the agent left for the trial running
-// again (unless the node no longer runs it); why says what is missing.
-func (fw *firmware) healthy(ctx context.Context) (bool, string) {
+// healthy reports whether the node is healthy on trial t: connected to
+// the hub, every pod that ran when the agent left for the trial running
+// again (unless the node no longer runs it), and every health check of
+// the release passing; reason (HealthWindowExpired, or HealthCheckFailed
+// for a check) and why say what is missing.
+func (fw *firmware) healthy(ctx context.Context, t *SlotTrial) (ok bool, reason, why string) {
+	if ok, why := fw.podsHealthy(ctx); !ok {
+		return false, ReasonHealthWindowExpired, why
+	}
+	if ok, why := fw.checksPass(ctx, t); !ok {
+		return false, ReasonHealthCheckFailed, why
+	}
+	return true, "", ""
+}
+
+// podsHealthy reports whether the node is connected to the hub and runs
+// again every pod that ran when the agent left for the trial; why says
+// what is missing.
+func (fw *firmware) podsHealthy(ctx context.Context) (bool, string) {
 	if !fw.a.Connected() {
 		return false, "not connected to the hub"
 	}

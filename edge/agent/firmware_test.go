@@ -32,6 +32,8 @@ type fakeSlots struct {
 	st        agent.SlotState
 	installed map[string][]byte // the artifacts Install was given, by component
 	commits   int
+	// reason and message are those of the last Revert.
+	reason, message string
 }
 
 func (s *fakeSlots) State() agent.SlotState {
@@ -71,9 +73,10 @@ func (s *fakeSlots) Commit(context.Context) error {
 	return nil
 }
 
-func (s *fakeSlots) Revert(_ context.Context, reason, _ string) (bool, error) {
+func (s *fakeSlots) Revert(_ context.Context, reason, message string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reason, s.message = reason, message
 	s.st.Failed = append(s.st.Failed, s.st.Trial.Version)
 	s.st.Trial = nil
 	return true, nil

@@ -35,11 +35,19 @@ var (
 		"size": scalar, "sha256": scalar, "chunkSize": scalar,
 		"chunks": {elem: scalar, max: MaxChunks},
 	}}
+	// healthCheckShape is a HealthCheck's JSON.
+	healthCheckShape = &shape{fields: map[string]*shape{
+		"name": scalar, "namespace": scalar, "pod": scalar, "container": scalar,
+		"exec":           {elem: scalar, max: MaxExecArgs},
+		"http":           {fields: map[string]*shape{"port": scalar, "path": scalar, "scheme": scalar}},
+		"timeoutSeconds": scalar,
+	}}
 	// manifestShape is a Manifest's JSON.
 	manifestShape = &shape{fields: map[string]*shape{
 		"name": scalar, "version": scalar, "created": scalar, "expires": scalar,
 		"allowDowngradeFrom": scalar,
 		"components":         {elem: componentShape, max: MaxComponents},
+		"healthChecks":       {elem: healthCheckShape, max: MaxHealthChecks},
 	}}
 	// envelopeShape is an Envelope's JSON.
 	envelopeShape = &shape{fields: map[string]*shape{

@@ -9,7 +9,11 @@
 // A release is described by a Manifest (name, semantic version, expiry, an
 // optional AllowDowngradeFrom, and 1..64 Components). Each Component gives
 // an artifact's kind ("agent" or "file"), target platform, size, whole-file
-// sha256, chunk size and the sha256 of each chunk. The manifest's JSON is
+// sha256, chunk size and the sha256 of each chunk. A manifest may also list
+// up to 16 HealthChecks: exec or HTTP checks of a named pod that each
+// node runs during its trial of the release and that must pass before it
+// commits (the field is left out when empty, so manifests without checks
+// are the bytes they always were). The manifest's JSON is
 // carried byte for byte as the payload of an Envelope:
 //
 //	{
@@ -62,10 +66,11 @@
 //
 // Decoders are bounded before they allocate in proportion to their input:
 // the envelope is at most MaxEnvelopeBytes, and a token walk checks every
-// list against its limit (MaxSignatures, MaxComponents, MaxChunks) and every
-// object key against the exact field names before encoding/json decodes
-// anything. Unknown, duplicate or differently-cased keys, null lists and
-// trailing data are refused, so a signer's tools and a node cannot read the
-// same bytes differently. All refusals are *Error values with a Reason
-// meant for node and rollout status.
+// list against its limit (MaxSignatures, MaxComponents, MaxChunks,
+// MaxHealthChecks, MaxExecArgs) and every object key against the exact
+// field names before encoding/json decodes anything. Unknown, duplicate or
+// differently-cased keys, null lists and trailing data are refused, so a
+// signer's tools and a node cannot read the same bytes differently. All
+// refusals are *Error values with a Reason meant for node and rollout
+// status.
 package manifest

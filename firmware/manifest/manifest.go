@@ -57,6 +57,11 @@ type Manifest struct {
 	// lower version. It is signed like everything else, so only the holders
 	// of the release keys can authorise a downgrade.
 	AllowDowngradeFrom string `json:"allowDowngradeFrom,omitempty"`
+	// HealthChecks are checks of the node's pods that must pass, besides
+	// the node's own health, for a node to commit the release in its
+	// trial: at most MaxHealthChecks with unique names. They are signed
+	// like everything else, so the hub can neither add nor drop one.
+	HealthChecks []HealthCheck `json:"healthChecks,omitempty"`
 }
 
 // Component is one artifact of a release and the digests that pin it.
@@ -136,7 +141,10 @@ func validate(m *Manifest) error {
 	if !m.Expires.After(m.Created) {
 		return fmt.Errorf("expires %s is not after created %s", m.Expires.Format(time.RFC3339), m.Created.Format(time.RFC3339))
 	}
-	return validateComponents(m.Components)
+	if err := validateComponents(m.Components); err != nil {
+		return err
+	}
+	return validateHealthChecks(m.HealthChecks)
 }
 
 // validateComponents checks the component list: its length, each
