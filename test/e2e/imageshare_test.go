@@ -91,27 +91,13 @@ func TestImageShare(t *testing.T) {
 		for _, n := range ns {
 			n.e, n.dir = startShareNode(f, h, n.netns, site, n.name, "--insecure-registry", proxy.addr)
 		}
+		var started []*edge
 		for _, n := range nodes {
-			if n.e == nil {
-				continue
+			if n.e != nil {
+				started = append(started, n.e)
 			}
-			f.eventually(joinTimeout, n.name+" serves its images and holds its site peers alive", func() (bool, string) {
-				if len(n.e.logLines("serving images to the site's peers")) == 0 {
-					return false, "not serving its images"
-				}
-				node, err := h.node(n.name)
-				if err != nil {
-					return false, apiProblem(err)
-				}
-				alive := node.Annotations[wire.AnnotationMeshAlive]
-				for _, o := range nodes {
-					if o.e != nil && o != n && !strings.Contains(alive, o.name) {
-						return false, fmt.Sprintf("alive %q, not %s", alive, o.name)
-					}
-				}
-				return true, ""
-			})
 		}
+		waitSiteSharing(f, h, started)
 	}
 	// runningOn waits until the daemon set's pod runs on each node of ns.
 	runningOn := func(ns []*shareNode) {
@@ -181,6 +167,31 @@ func TestImageShare(t *testing.T) {
 		t.Errorf("node D did not say it skipped %s for bad bytes: %q", nodes[0].name, l)
 	} else {
 		f.logf("node D: %s", l[0])
+	}
+}
+
+// waitSiteSharing waits until each node of es serves its images (and
+// over-the-air artifacts) to its site and holds the others alive in the
+// site's mesh, where each says the port it serves on.
+func waitSiteSharing(f *fleet, h *syncHub, es []*edge) {
+	f.t.Helper()
+	for _, e := range es {
+		f.eventually(joinTimeout, e.name+" serves its images and holds its site peers alive", func() (bool, string) {
+			if len(e.logLines("serving images to the site's peers")) == 0 {
+				return false, "not serving its images"
+			}
+			node, err := h.node(e.name)
+			if err != nil {
+				return false, apiProblem(err)
+			}
+			alive := node.Annotations[wire.AnnotationMeshAlive]
+			for _, o := range es {
+				if o != e && !strings.Contains(alive, o.name) {
+					return false, fmt.Sprintf("alive %q, not %s", alive, o.name)
+				}
+			}
+			return true, ""
+		})
 	}
 }
 
@@ -304,7 +315,11 @@ func startShareNode(f *fleet, h *syncHub, netnsPath, site, name string, extra ..
 		"--eviction-hard", "memory.available<100Mi", "--log-level", "debug"}}
 	e.args = append(e.args, extra...)
 	t.Cleanup(e.shutdown)
-	args := append([]string{"--net=" + netnsPath, "--", outpostBinary(t)}, e.args...)
+	bin, args := outpostBinary(t), e.args
+	if f.edgeBin != "" {
+		bin, args = f.edgeBin, args[1:] // without "edge"
+	}
+	args = append([]string{"--net=" + netnsPath, "--", bin}, args...)
 	e.starts++
 	e.proc = startProc(t, exec.Command("nsenter", args...))
 	f.track(fmt.Sprintf("%s#%d", name, e.starts), e.proc)

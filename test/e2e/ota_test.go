@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -492,6 +493,79 @@ func TestOTAOfflineNode(t *testing.T) {
 		return updated == 2, why
 	})
 	f.logf("kubectl get rollouts:\n%s", outpostCmd(t, h, "rollout", "status", "to-2-0-0"))
+}
+
+// TestOTASiteShare: three nodes of one site, each an agent on its own
+// containerd in its own network namespace on the site's LAN, with the
+// site's mesh; a rollout in waves 1 and 100%. The first wave's node
+// fetches the release from the hub; the two others take it from their
+// site peer over the LAN, every chunk checked against the manifest, so
+// the artifact crosses the site's uplinks once.
+func TestOTASiteShare(t *testing.T) {
+	if !enterContainerdTest(t) {
+		return
+	}
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Skip("needs nsenter(1), from Debian's util-linux, to start each agent in its node's network namespace")
+	}
+	v1 := buildEdge(t, "1.0.0")
+	v2 := buildEdge(t, "2.0.0")
+	const site = "store-73"
+	lan := newSiteLAN(t, lanHub)
+	f := newFleet(t)
+	f.edgeBin = v1
+	h := startLANHub(f, lanHub)
+	keys := t.TempDir()
+	outpostCmd(t, h, "release", "keygen", "--out", filepath.Join(keys, "ops"))
+	outpostCmd(t, h, "release", "trust", "add", filepath.Join(keys, "ops.pub"))
+	outpostCmd(t, h, "release", "create", "agent-2-0-0", "--version", "2.0.0",
+		"--component", "agent="+v2, "--key", filepath.Join(keys, "ops.key"), "-o", filepath.Join(keys, "release.json"))
+
+	var es []*edge
+	for i, name := range []string{"e2e-fw-a", "e2e-fw-b", "e2e-fw-c"} {
+		netns := lan.addNode(t, "node-"+strings.TrimPrefix(name, "e2e-fw-"), netip.AddrFrom4([4]byte{192, 168, 70, byte(2 + i)}))
+		e, _ := startShareNode(f, h, netns, site, name, "--ota-bandwidth", "0")
+		es = append(es, e)
+	}
+	waitSiteSharing(f, h, es)
+
+	outpostCmd(t, h, "rollout", "create", "to-2-0-0", "--release", "agent-2-0-0",
+		"--selector", "topology.outpost.dev/site="+site, "--waves", "1,100%", "--health-window", "10s")
+	dyn, err := dynamic.NewForConfig(h.rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.eventually(otaTimeout, "the rollout complete", func() (bool, string) {
+		ctx, cancel := h.ctx()
+		defer cancel()
+		ro, err := dyn.Resource(rolloutsResource).Get(ctx, "to-2-0-0", metav1.GetOptions{})
+		if err != nil {
+			return false, apiProblem(err)
+		}
+		return rolloutComplete(ro), rolloutSummary(ro)
+	})
+	var uplink, full int64
+	fromHub := 0
+	for _, e := range es {
+		node, err := h.node(e.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := fwv1.DecodeNodeFirmware(node.Annotations[fwv1.AnnotationState])
+		if err != nil || st.Version != "2.0.0" || st.State != fwv1.StateUpdated || st.Transfer == nil {
+			t.Fatalf("%s firmware state %+v (%v), want 2.0.0 Updated with its transfer", e.name, st, err)
+		}
+		tr := st.Transfer
+		f.logf("%s received %d bytes of a %d-byte release, %d of them from its site peers", e.name, tr.Received, tr.Full, tr.FromPeers)
+		uplink += tr.Received - tr.FromPeers
+		full = tr.Full
+		if tr.FromPeers < tr.Full {
+			fromHub++
+		}
+	}
+	if fromHub != 1 || uplink > full*11/10 {
+		t.Errorf("%d nodes fetched from the hub, %d bytes over the site's uplinks for a %d-byte release: want one node, under 1.1x the release", fromHub, uplink, full)
+	}
 }
 
 // TestOTAKillLoop: the agent is killed with SIGKILL at each step of an
