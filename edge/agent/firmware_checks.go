@@ -7,19 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/outpost-mesh/outpost/edge/objects"
+	"github.com/outpost-mesh/outpost/edge/probes"
 	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/firmware/manifest"
 	"github.com/outpost-mesh/outpost/internal/atomicfile"
@@ -49,13 +48,9 @@ import (
 // checkInterval is how often the trial's health checks run, at most.
 const checkInterval = 2 * time.Second
 
-// maxCheckOutput bounds what is kept of an exec check's output and read of
-// an HTTP check's body; the first maxCheckMessage bytes of the output go
-// into the reason a check failed.
-const (
-	maxCheckOutput  = 10 << 10
-	maxCheckMessage = 256
-)
+// maxCheckMessage bounds what of a failed check's output (a command's,
+// an HTTP answer's) goes into the reason it failed.
+const maxCheckMessage = 256
 
 // trialChecks is the record firmwareTrialChecks holds: the checks of a
 // release on trial.
@@ -285,132 +280,54 @@ func selectPods(pods []*corev1.Pod, h *manifest.HealthCheck) []*corev1.Pod {
 }
 
 // runCheck runs h once against pod p, whose status in the runtime is st
-// (ok: the runtime holds it), within h's timeout.
+// (ok: the runtime holds it), within h's timeout, as a probe of the pod
+// would run: edge/probes judges it.
 func runCheck(ctx context.Context, h *manifest.HealthCheck, p *corev1.Pod, st runtime.PodStatus, ok bool, exec runtime.Execer) error {
 	name := p.Namespace + "/" + p.Name
 	if !ok {
 		return fmt.Errorf("pod %s does not run", name)
 	}
-	ctx, cancel := context.WithTimeout(ctx, h.Timeout())
-	defer cancel()
+	if len(p.Spec.Containers) == 0 {
+		return fmt.Errorf("pod %s has no containers", name)
+	}
+	c := &p.Spec.Containers[0]
+	var handler corev1.ProbeHandler
+	what := "pod " + name
 	if h.HTTP != nil {
-		host := st.IP
-		if p.Spec.HostNetwork {
-			host = "127.0.0.1"
+		handler.HTTPGet = &corev1.HTTPGetAction{Port: intstr.FromInt(h.HTTP.Port), Path: h.HTTP.Path, Scheme: corev1.URISchemeHTTP}
+	} else {
+		handler.Exec = &corev1.ExecAction{Command: h.Exec}
+		if h.Container != "" {
+			if c = podContainer(p, h.Container); c == nil {
+				return fmt.Errorf("pod %s has no container %s", name, h.Container)
+			}
 		}
-		if host == "" {
-			return fmt.Errorf("pod %s has no IP", name)
+		if cs := st.Container(c.Name); cs == nil || cs.State != runtime.StateRunning {
+			return fmt.Errorf("container %s of pod %s does not run", c.Name, name)
 		}
-		if err := httpCheck(ctx, host, h.HTTP); err != nil {
-			return fmt.Errorf("pod %s: %w", name, err)
+		what = "container " + c.Name + " of pod " + name
+	}
+	host := st.IP
+	if p.Spec.HostNetwork {
+		host = "127.0.0.1"
+	}
+	t := probes.HookTarget{Exec: exec, Pod: runtime.PodRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}, Container: c, PodIP: host}
+	if o := probes.Once(ctx, &handler, t, h.Timeout()); o.Outcome != probes.Success {
+		msg := strings.TrimSpace(o.Message)
+		if msg == "" {
+			msg = strings.ToLower(o.Outcome.String())
 		}
-		return nil
-	}
-	container := h.Container
-	if container == "" {
-		if len(p.Spec.Containers) == 0 {
-			return fmt.Errorf("pod %s has no containers", name)
-		}
-		container = p.Spec.Containers[0].Name
-	}
-	if c := st.Container(container); c == nil || c.State != runtime.StateRunning {
-		return fmt.Errorf("container %s of pod %s does not run", container, name)
-	}
-	if exec == nil {
-		return errors.New("the container runtime cannot run commands in containers")
-	}
-	ref := runtime.PodRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}
-	if err := execCheck(ctx, exec, ref, container, h.Exec); err != nil {
-		return fmt.Errorf("container %s of pod %s: %w", container, name, err)
+		return fmt.Errorf("%s: %s", what, truncate(msg, maxCheckMessage))
 	}
 	return nil
 }
 
-// execCheck runs argv in the container through ex until ctx is done: nil
-// if it exits with 0, else an error with the exit code and the start of
-// its output.
-func execCheck(ctx context.Context, ex runtime.Execer, pod runtime.PodRef, container string, argv []string) error {
-	out := &boundedBuffer{max: maxCheckOutput}
-	code, err := ex.Exec(ctx, pod, container, runtime.ExecOptions{Command: argv, Stdout: out, Stderr: out})
-	switch {
-	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("command %q timed out", argv)
-	case err != nil:
-		return fmt.Errorf("exec %q: %w", argv, err)
-	case code != 0:
-		msg := fmt.Sprintf("command %q exited with code %d", argv, code)
-		if o := strings.TrimSpace(out.String()); o != "" {
-			msg += ": " + truncate(o, maxCheckMessage)
+// podContainer returns p's container of that name, nil if it has none.
+func podContainer(p *corev1.Pod, name string) *corev1.Container {
+	for i := range p.Spec.Containers {
+		if p.Spec.Containers[i].Name == name {
+			return &p.Spec.Containers[i]
 		}
-		return errors.New(msg)
 	}
 	return nil
-}
-
-// checkTransport is the HTTP checks' transport: no proxy, no keep-alive
-// (a check every few seconds keeps no connection), bounded headers.
-var checkTransport = &http.Transport{
-	Proxy:                  nil,
-	DialContext:            (&net.Dialer{}).DialContext,
-	DisableKeepAlives:      true,
-	DisableCompression:     true,
-	MaxResponseHeaderBytes: 64 << 10,
-}
-
-// httpCheck GETs c's port and path of host until ctx is done: nil for a
-// status from 200 to 399 (a redirect is not followed, as a probe's to
-// another host is not), else an error with the status. It reads at most
-// maxCheckOutput bytes of the body.
-func httpCheck(ctx context.Context, host string, c *manifest.HTTPCheck) error {
-	u := "http://" + net.JoinHostPort(host, strconv.Itoa(c.Port)) + c.Path
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("User-Agent", "outpost-health-check")
-	client := &http.Client{
-		Transport:     checkTransport,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("GET %s timed out", u)
-		}
-		return fmt.Errorf("GET %s: %w", u, err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(res.Body, maxCheckOutput))
-	if res.StatusCode < 200 || res.StatusCode >= 400 {
-		msg := fmt.Sprintf("GET %s: status %d", u, res.StatusCode)
-		if b := strings.TrimSpace(string(body)); b != "" {
-			msg += ": " + truncate(b, maxCheckMessage)
-		}
-		return errors.New(msg)
-	}
-	return nil
-}
-
-// boundedBuffer keeps the first max bytes written to it and drops the
-// rest. Its methods are safe for concurrent use (a command's stdout and
-// stderr).
-type boundedBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (l *boundedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if room := l.max - len(l.b); room > 0 {
-		l.b = append(l.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-func (l *boundedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
 }

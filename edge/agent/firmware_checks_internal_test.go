@@ -10,11 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/outpost-mesh/outpost/edge/runtime"
 	"github.com/outpost-mesh/outpost/firmware/manifest"
 )
 
@@ -74,7 +74,7 @@ func TestDecodeTrialChecks(t *testing.T) {
 	}
 }
 
-// TestHTTPCheck runs the HTTP check against servers on 127.0.0.1.
+// TestHTTPCheck runs HTTP checks against a pod whose IP is 127.0.0.1.
 func TestHTTPCheck(t *testing.T) {
 	block := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -109,6 +109,8 @@ func TestHTTPCheck(t *testing.T) {
 	}
 	closedPort := closed.Addr().(*net.TCPAddr).Port
 	closed.Close()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app", UID: "uid-app"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}}}
 
 	for _, tt := range []struct {
 		path string
@@ -117,15 +119,15 @@ func TestHTTPCheck(t *testing.T) {
 	}{
 		{"/ok?full=1", port, ""},
 		{"/moved", port, ""}, // 3xx passes, not followed
-		{"/healthz", port, "status 503: database down"},
-		{"/slow", port, "timed out"},
+		{"/healthz", port, "pod default/app: HTTP probe failed with statuscode: 503"},
+		{"/slow", port, "Client.Timeout exceeded"},
 		{"/ok", closedPort, "connection refused"},
 	} {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		err := httpCheck(ctx, host, &manifest.HTTPCheck{Port: tt.port, Path: tt.path})
-		cancel()
+		h := &manifest.HealthCheck{Name: "app", Namespace: "default", Pod: "app",
+			HTTP: &manifest.HTTPCheck{Port: tt.port, Path: tt.path}, TimeoutSeconds: 1}
+		err := runCheck(context.Background(), h, pod, runtime.PodStatus{IP: host}, true, nil)
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
-			t.Errorf("httpCheck(%d%s) = %v, want %q", tt.port, tt.path, err, tt.want)
+			t.Errorf("HTTP check of %d%s = %v, want %q", tt.port, tt.path, err, tt.want)
 		}
 	}
 }

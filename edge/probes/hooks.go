@@ -10,7 +10,8 @@ import (
 	"github.com/outpost-mesh/outpost/edge/runtime"
 )
 
-// HookTarget is the container a lifecycle hook runs for.
+// HookTarget is the container a lifecycle hook, or a check Once runs,
+// runs for.
 type HookTarget struct {
 	// Exec runs exec hooks; nil if the runtime cannot, when they fail
 	// with ErrExecNotSupported.
