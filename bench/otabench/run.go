@@ -90,7 +90,7 @@ type runner struct {
 	cs         kubernetes.Interface
 	dyn        dynamic.Interface
 	fleet      *fleet
-	// releases are created in order, each of version of the file.
+	// releases are what the run creates, in order: name, version, file.
 	releases []benchRelease
 }
 
