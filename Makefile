@@ -4,6 +4,7 @@
 #   make test    everything CI runs: vet, gofmt check, go test -race
 #   make test-containerd2   the containerd tests again on containerd 2.x, built from the Go module proxy
 #   make bench   the store, API (throughput, memory), fleet, controllers, density, streams and services benchmarks, JSON results in ./bench-results/
+#   make bench-ota   `outpost bench ota`, its delta measured on two builds of outpost-edge a patch release apart, JSON in ./bench-results/
 #   make cross   linux/arm64 and linux/arm (ARMv7) binaries in bin/<os>-<arch>/
 #   make test-helm     Helm 4's SDK installs, upgrades, rolls back and uninstalls a chart on an in-process hub (a module of its own)
 #   make conformance   upstream's sig-api-machinery [Conformance] e2e specs against outpost up (as root; not in make test), results in ./bench-results/conformance/
@@ -94,6 +95,40 @@ bench: build
 	bin/outpost bench streams --out $(BENCH_DIR)/streams.json
 	bin/outpost bench services --out $(BENCH_DIR)/services.json
 	bin/outpost bench mesh --out $(BENCH_DIR)/mesh.json
+
+# `outpost bench ota` with its delta measured on a rebuilt agent: two builds
+# of outpost-edge as `make cross` makes them for OTA_GOARCH (static,
+# stripped) that differ as a patch release does, in the version and the
+# commit linked in. The fleet takes the 5 MB pseudo-random artifact; a few
+# nodes then take the first build and the second, as a delta. With
+# OTA_BASE_REV (a git revision, e.g. HEAD~3) the first build is of that
+# revision's tree, so that the rebuild carries its code changes too.
+OTA_BASE_VERSION ?= 2.1.0
+OTA_VERSION ?= 2.1.1
+OTA_BASE_REV ?=
+OTA_BASE_COMMIT ?= $(shell git rev-parse $(or $(OTA_BASE_REV),HEAD~1) 2>/dev/null || echo dev-base)
+OTA_BASE_DATE ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ $(or $(OTA_BASE_REV),HEAD~1) 2>/dev/null || echo 1970-01-01T00:00:00Z)
+OTA_GOARCH ?= arm64
+OTA_STRIP ?= -s -w
+OTA_AGENT_DIR := $(BENCH_DIR)/ota-agent
+BENCH_OTA_ARGS ?=
+ota_agent_ldflags = $(OTA_STRIP) -X $(PKG)/internal/version.Version=$(1) \
+	-X $(PKG)/internal/version.Commit=$(2) -X $(PKG)/internal/version.BuildDate=$(3)
+
+.PHONY: bench-ota
+bench-ota: build
+	rm -rf $(OTA_AGENT_DIR) && mkdir -p $(OTA_AGENT_DIR)
+	$(if $(OTA_BASE_REV),mkdir $(OTA_AGENT_DIR)/src && git archive $(OTA_BASE_REV) | tar -x -C $(OTA_AGENT_DIR)/src)
+	cd $(if $(OTA_BASE_REV),$(OTA_AGENT_DIR)/src,.) && \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$(OTA_GOARCH) GOARM=7 $(GO) build $(BUILDFLAGS) \
+		-ldflags '$(call ota_agent_ldflags,$(OTA_BASE_VERSION),$(OTA_BASE_COMMIT),$(OTA_BASE_DATE))' \
+		-o $(abspath $(OTA_AGENT_DIR))/outpost-edge-$(OTA_BASE_VERSION) ./cmd/outpost-edge
+	rm -rf $(OTA_AGENT_DIR)/src
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(OTA_GOARCH) GOARM=7 $(GO) build $(BUILDFLAGS) \
+		-ldflags '$(call ota_agent_ldflags,$(OTA_VERSION),$(COMMIT),$(BUILD_DATE))' \
+		-o $(OTA_AGENT_DIR)/outpost-edge-$(OTA_VERSION) ./cmd/outpost-edge
+	bin/outpost bench ota --base-artifact $(OTA_AGENT_DIR)/outpost-edge-$(OTA_BASE_VERSION) \
+		--artifact $(OTA_AGENT_DIR)/outpost-edge-$(OTA_VERSION) --out $(BENCH_DIR)/ota.json $(BENCH_OTA_ARGS)
 
 # Upstream's e2e suite, from k8s.io/kubernetes at the release of the k8s.io
 # modules above, built in test/conformance (a module of its own, so that

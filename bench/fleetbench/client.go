@@ -2,9 +2,6 @@ package fleetbench
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -16,8 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/outpost-mesh/outpost/hub/auth"
-	"github.com/outpost-mesh/outpost/sync/wire"
+	"github.com/outpost-mesh/outpost/bench/internal/childhub"
 )
 
 // loadConfig returns the client config of the kubeconfig at path, without
@@ -72,30 +68,6 @@ func newClient(cfg *rest.Config) (*client, error) {
 // and watches have ended.
 func (c *client) close() { c.transport.CloseIdleConnections() }
 
-// caHash returns the pin of the hub CA the client config trusts, which
-// nodes join with.
-func caHash(cfg *rest.Config) (string, error) {
-	data := cfg.CAData
-	for len(data) > 0 {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return "", fmt.Errorf("parse the hub CA: %w", err)
-		}
-		if c.IsCA {
-			return wire.CAHash(c), nil
-		}
-	}
-	return "", errors.New("the hub's kubeconfig carries no CA certificate")
-}
-
 // prepare creates the namespace, which must hold no pods, and a bootstrap
 // token for the fleet, valid for a day; it returns the token.
 func prepare(ctx context.Context, c *client, namespace string) (string, error) {
@@ -110,11 +82,5 @@ func prepare(ctx context.Context, c *client, namespace string) (string, error) {
 	if len(list.Items) > 0 {
 		return "", fmt.Errorf("namespace %s of the fresh hub already holds pods", namespace)
 	}
-	id, secret := auth.GenerateToken()
-	s := auth.NewBootstrapTokenSecret(id, secret, "", 24*time.Hour, time.Now())
-	s.Data[auth.BootstrapTokenDescriptionKey] = []byte("outpost bench fleet")
-	if _, err := c.CoreV1().Secrets(auth.BootstrapTokenNamespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("create bootstrap token: %w", err)
-	}
-	return id + "." + secret, nil
+	return childhub.BootstrapToken(ctx, c, "outpost bench fleet")
 }

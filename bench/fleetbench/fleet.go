@@ -15,6 +15,7 @@ import (
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
 
+	"github.com/outpost-mesh/outpost/bench/internal/relay"
 	"github.com/outpost-mesh/outpost/bench/report"
 )
 
@@ -37,7 +38,7 @@ type simNode struct {
 	name  string
 	agent *agent.Agent
 	rt    *fake.Runtime
-	relay *relay
+	relay *relay.Relay
 }
 
 // nodeName returns the name of node i.
@@ -68,7 +69,7 @@ func newFleet(cfg Config, dir string, hubSync *net.UDPAddr, token, caHash string
 	f := &fleet{logs: &logCounter{}, cancel: func() {}}
 	log := slog.New(f.logs)
 	for i := range cfg.Nodes {
-		r, err := listenRelay(hubSync)
+		r, err := relay.Listen(hubSync)
 		if err != nil {
 			return f, err
 		}
@@ -77,7 +78,7 @@ func newFleet(cfg Config, dir string, hubSync *net.UDPAddr, token, caHash string
 		ac := agent.DefaultConfig()
 		ac.NodeName = n.name
 		ac.DataDir = filepath.Join(dir, n.name)
-		ac.HubAddr = r.addr()
+		ac.HubAddr = r.Addr()
 		ac.Token = token
 		ac.CAHash = caHash
 		ac.Runtime = n.rt
@@ -119,7 +120,7 @@ func (f *fleet) stop() {
 	f.cancel()
 	f.wg.Wait()
 	for _, n := range f.nodes {
-		n.relay.close()
+		n.relay.Close()
 	}
 }
 
@@ -132,16 +133,16 @@ func (f *fleet) errors() []string {
 
 // traffic returns the relays' counters summed, and the largest node's
 // wire bytes since before (nil: since the start).
-func (f *fleet) traffic(before []relayCounts) (sum relayCounts, maxWire int64, each []relayCounts) {
-	each = make([]relayCounts, len(f.nodes))
+func (f *fleet) traffic(before []relay.Counts) (sum relay.Counts, maxWire int64, each []relay.Counts) {
+	each = make([]relay.Counts, len(f.nodes))
 	for i, n := range f.nodes {
-		each[i] = n.relay.counts()
+		each[i] = n.relay.Counts()
 		d := each[i]
 		if before != nil {
-			d = d.sub(before[i])
+			d = d.Sub(before[i])
 		}
-		sum = sum.add(d)
-		maxWire = max(maxWire, d.wire())
+		sum = sum.Add(d)
+		maxWire = max(maxWire, d.Wire())
 	}
 	return sum, maxWire, each
 }
@@ -201,7 +202,7 @@ func (f *fleet) containerRestarts(ctx context.Context) (int, error) {
 func (f *fleet) truncated() int64 {
 	var t int64
 	for _, n := range f.nodes {
-		t += n.relay.truncated.Load()
+		t += n.relay.Truncated()
 	}
 	return t
 }

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -253,111 +251,6 @@ func TestSlots(t *testing.T) {
 	if got := s.sinceReturn(0, 3); len(got) != 1 || got[0] != 3 {
 		t.Errorf("sinceReturn = %v, want [3]", got)
 	}
-}
-
-// udpEcho is a stand-in hub: it answers every datagram with its payload
-// reversed in size: n bytes in, n/2 bytes out.
-func udpEcho(t *testing.T, addr string) net.PacketConn {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		buf := make([]byte, 64<<10)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteTo(buf[:n/2], from)
-		}
-	}()
-	return pc
-}
-
-// roundTrip sends n bytes through c and waits for the answer.
-func roundTrip(t *testing.T, c *net.UDPConn, n int) (int, error) {
-	t.Helper()
-	if _, err := c.Write(make([]byte, n)); err != nil {
-		return 0, err
-	}
-	c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	buf := make([]byte, 64<<10)
-	return c.Read(buf)
-}
-
-func TestRelay(t *testing.T) {
-	hub := udpEcho(t, "127.0.0.1:0")
-	target := hub.LocalAddr().(*net.UDPAddr)
-	r, err := listenRelay(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
-	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(r.addr())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-
-	if got, err := roundTrip(t, c, 40); err != nil || got != 20 {
-		t.Fatalf("round trip of 40 bytes = %d, %v; want 20 back", got, err)
-	}
-	if got, err := roundTrip(t, c, 1000); err != nil || got != 500 {
-		t.Fatalf("round trip of 1000 bytes = %d, %v; want 500 back", got, err)
-	}
-	want := relayCounts{up: 1040, down: 520, packets: 4, small: 2, smallBytes: 60}
-	if got := r.counts(); got != want {
-		t.Errorf("counts = %+v, want %+v", got, want)
-	}
-	if w := want.wire(); w != 1040+520+4*ipUDPHeaders {
-		t.Errorf("wire() = %d", w)
-	}
-
-	// The hub goes away and comes back on the same port, as a restarted
-	// hub does: the relay keeps forwarding on the same client socket. On
-	// loopback the refusal is queued on the relay's socket toward the hub
-	// by the time its write returns.
-	peer := onlyPeer(t, r)
-	hub.Close()
-	c.Write(make([]byte, 10))
-	if !waitFor(t.Context(), 2*time.Second, time.Millisecond, func() bool { return r.up.Load() == 1050 }) {
-		t.Fatalf("relay did not forward the datagram sent while the hub was down: %+v", r.counts())
-	}
-	hub = udpEcho(t, target.String())
-	defer hub.Close()
-	if got, err := roundTrip(t, c, 100); err != nil || got != 50 {
-		t.Fatalf("round trip after the hub came back = %d, %v; want 50", got, err)
-	}
-	if onlyPeer(t, r) != peer {
-		t.Errorf("the relay replaced its socket toward the hub after the refusal, want it kept")
-	}
-
-	// Too large for the relay: dropped and counted.
-	c.Write(make([]byte, maxDatagram+1))
-	if _, err := roundTrip(t, c, 100); err != nil {
-		t.Fatal(err)
-	}
-	if tr := r.truncated.Load(); tr != 1 {
-		t.Errorf("truncated = %d, want 1", tr)
-	}
-	r.close()
-	r.close() // twice is fine
-}
-
-// onlyPeer returns the relay's one client.
-func onlyPeer(t *testing.T, r *relay) *relayPeer {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.peers) != 1 {
-		t.Fatalf("relay has %d clients, want 1", len(r.peers))
-	}
-	for _, p := range r.peers {
-		return p
-	}
-	return nil
 }
 
 func TestParseMachineBusy(t *testing.T) {

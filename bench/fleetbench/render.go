@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outpost-mesh/outpost/bench/internal/relay"
 	"github.com/outpost-mesh/outpost/bench/report"
 	"github.com/outpost-mesh/outpost/edge/agent"
 )
@@ -155,7 +156,7 @@ func (r *Report) Table() *report.Table {
 	add("  datagrams per node", fmt.Sprintf("%.1f /min", id.DatagramsPerNodeMin))
 	add("  busiest node", fmt.Sprintf("%.0f B/min", id.MaxNodeWireBytesPerMin))
 	add("  status items, sync frame bytes", fmt.Sprintf("%d, %s", id.StatusItems, report.Bytes(uint64(id.SyncFrameBytes))))
-	add("  in datagrams <= 64 B", fmt.Sprintf("%.0f%% of bytes, %.0f%% of datagrams", pct(id.SmallWireBytes, id.UpBytes+id.DownBytes+ipUDPHeaders*id.Datagrams), pct(id.SmallDatagrams, id.Datagrams)))
+	add("  in datagrams <= 64 B", fmt.Sprintf("%.0f%% of bytes, %.0f%% of datagrams", pct(id.SmallWireBytes, id.UpBytes+id.DownBytes+relay.IPUDPHeaders*id.Datagrams), pct(id.SmallDatagrams, id.Datagrams)))
 	add("hub RSS, steady state", bytesCell(h.RSSBytes))
 	add("hub peak RSS (VmHWM)", bytesCell(h.HWMBytes))
 	add("hub CPU seconds, steady state", fmt.Sprintf("%.1f", h.CPUSeconds))
@@ -236,7 +237,7 @@ func (r *Report) Render(w io.Writer) error {
 		}
 	}
 	if res.Fleet.RelayTruncated > 0 {
-		fmt.Fprintf(&b, "relays dropped %d datagrams over %d bytes\n", res.Fleet.RelayTruncated, maxDatagram)
+		fmt.Fprintf(&b, "relays dropped %d datagrams over %d bytes\n", res.Fleet.RelayTruncated, relay.MaxDatagram)
 	}
 	if res.Idle.Reconnects > 0 {
 		fmt.Fprintf(&b, "agents reconnected %d times during the idle window\n", res.Idle.Reconnects)

@@ -210,7 +210,7 @@ func (r *runner) join(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	hash, err := caHash(r.restCfg)
+	hash, err := childhub.CAHash(r.restCfg)
 	if err != nil {
 		return err
 	}
@@ -363,17 +363,17 @@ func (r *runner) idle(ctx context.Context) error {
 	n, mins := float64(r.cfg.Nodes), secs/60
 	id := &r.res.Idle
 	id.Seconds = secs
-	id.UpBytes, id.DownBytes, id.Datagrams = sum.up, sum.down, sum.packets
-	id.WireBytesPerNodeMin = float64(sum.wire()) / n / mins
-	id.KbitPerNode = float64(sum.wire()) * 8 / 1000 / n / secs
-	id.PayloadBytesPerNodeMin = float64(sum.up+sum.down) / n / mins
-	id.DatagramsPerNodeMin = float64(sum.packets) / n / mins
+	id.UpBytes, id.DownBytes, id.Datagrams = sum.Up, sum.Down, sum.Packets
+	id.WireBytesPerNodeMin = float64(sum.Wire()) / n / mins
+	id.KbitPerNode = float64(sum.Wire()) * 8 / 1000 / n / secs
+	id.PayloadBytesPerNodeMin = float64(sum.Up+sum.Down) / n / mins
+	id.DatagramsPerNodeMin = float64(sum.Packets) / n / mins
 	id.MaxNodeWireBytesPerMin = float64(maxWire) / mins
 	id.StatusItems = syncAfter.statusSent - syncBefore.statusSent
 	id.SyncFrameBytes = syncAfter.bytesReceived - syncBefore.bytesReceived
 	id.Reconnects = syncAfter.connects - syncBefore.connects
-	id.SmallDatagrams = sum.small
-	id.SmallWireBytes = sum.smallWire()
+	id.SmallDatagrams = sum.Small
+	id.SmallWireBytes = sum.SmallWire()
 	r.res.Hub.RSSBytes, r.res.Hub.HWMBytes, r.res.Hub.CPUSeconds = hub.RSS, hub.HWM, hub.CPUSeconds
 	fl := &r.res.Fleet
 	if selfErr == nil {
@@ -498,7 +498,7 @@ func (r *runner) restart(ctx context.Context) error {
 		rs.ConvergedSeconds = r.cfg.ConvergeTimeout.Seconds()
 	}
 	sum, _, _ := r.fleet.traffic(trafficBefore)
-	rs.WireBytes = sum.wire()
+	rs.WireBytes = sum.Wire()
 	syncAfter := r.fleet.syncTotals()
 	rs.Inventories = syncAfter.inventories - syncBefore.inventories
 	rs.SyncFrameBytes = syncAfter.bytesReceived - syncBefore.bytesReceived

@@ -2,28 +2,18 @@ package otabench
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-
+	"github.com/outpost-mesh/outpost/bench/internal/relay"
 	"github.com/outpost-mesh/outpost/bench/report"
 	"github.com/outpost-mesh/outpost/edge/agent"
 	"github.com/outpost-mesh/outpost/edge/checkpoint"
 	"github.com/outpost-mesh/outpost/edge/runtime/fake"
-	"github.com/outpost-mesh/outpost/hub/auth"
-	"github.com/outpost-mesh/outpost/sync/wire"
 )
 
 // The platform the simulated nodes take components for.
@@ -49,7 +39,7 @@ type simNode struct {
 	name  string
 	agent *agent.Agent
 	slots *SimSlots
-	relay *relay
+	relay *relay.Relay
 }
 
 func nodeName(i int) string { return fmt.Sprintf("ota-%05d", i) }
@@ -60,7 +50,7 @@ func newFleet(cfg Config, dir string, hubSync *net.UDPAddr, token, caHash string
 	f := &fleet{logs: &logCounter{}, cancel: func() {}}
 	log := slog.New(f.logs)
 	for i := range cfg.Nodes {
-		r, err := listenRelay(hubSync)
+		r, err := relay.Listen(hubSync)
 		if err != nil {
 			return f, err
 		}
@@ -69,7 +59,7 @@ func newFleet(cfg Config, dir string, hubSync *net.UDPAddr, token, caHash string
 		ac := agent.DefaultConfig()
 		ac.NodeName = n.name
 		ac.DataDir = filepath.Join(dir, n.name)
-		ac.HubAddr = r.addr()
+		ac.HubAddr = r.Addr()
 		ac.Token = token
 		ac.CAHash = caHash
 		ac.Runtime = fake.New(fake.Config{})
@@ -121,7 +111,7 @@ func (f *fleet) stop() {
 	f.cancel()
 	f.wg.Wait()
 	for _, n := range f.nodes {
-		n.relay.close()
+		n.relay.Close()
 	}
 }
 
@@ -131,13 +121,12 @@ func (f *fleet) errors() []string {
 	return f.errs.List()
 }
 
-// wire returns the bytes every relay carried, IPv4 and UDP headers
-// included.
-func (f *fleet) wire() int64 {
+// wire returns the bytes the relays of the nodes at idx carried, IPv4 and
+// UDP headers included.
+func (f *fleet) wire(idx []int) int64 {
 	var t int64
-	for _, n := range f.nodes {
-		up, down, p := n.relay.counts()
-		t += up + down + 28*p
+	for _, i := range idx {
+		t += f.nodes[i].relay.Counts().Wire()
 	}
 	return t
 }
@@ -186,38 +175,4 @@ func (l *logCounter) samples() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.s.List()
-}
-
-// caHash returns the pin of the hub CA the client config trusts.
-func caHash(cfg *rest.Config) (string, error) {
-	data := cfg.CAData
-	for len(data) > 0 {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return "", fmt.Errorf("parse the hub CA: %w", err)
-		}
-		if c.IsCA {
-			return wire.CAHash(c), nil
-		}
-	}
-	return "", errors.New("the hub's kubeconfig carries no CA certificate")
-}
-
-// bootstrapToken creates a bootstrap token for the fleet, valid for a day.
-func bootstrapToken(ctx context.Context, cs kubernetes.Interface) (string, error) {
-	id, secret := auth.GenerateToken()
-	s := auth.NewBootstrapTokenSecret(id, secret, "", 24*time.Hour, time.Now())
-	s.Data[auth.BootstrapTokenDescriptionKey] = []byte("outpost bench ota")
-	if _, err := cs.CoreV1().Secrets(auth.BootstrapTokenNamespace).Create(ctx, s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("create bootstrap token: %w", err)
-	}
-	return id + "." + secret, nil
 }

@@ -1,14 +1,17 @@
 // Package otabench measures over-the-air updates of a fleet: a hub run as
 // a child process (`outpost hub`), and many edge agents on the fake
 // runtime in this process, each with its own QUIC connection through a
-// counting UDP relay, taking a release of a pseudo-random "agent"
-// artifact in waves. The simulated nodes install nothing: their slots
-// (SimSlots) record the trial and commit it, and the artifact, fetched and
-// verified chunk by chunk by the agent's own transfer, is deleted once
-// handed over. It times each wave and the whole fleet, samples the hub's
-// CPU and memory, counts each node's bytes for a full and for a delta
-// update, and the cost of resuming transfers cut mid-way. It backs
-// `outpost bench ota`.
+// counting UDP relay (bench/internal/relay), taking releases in waves. The
+// simulated nodes install nothing: their slots (SimSlots) record the trial
+// and commit it, and the artifact, fetched and verified chunk by chunk by
+// the agent's own transfer, is deleted once handed over. The full release
+// is a pseudo-random "agent" artifact, rolled out to every node. The delta
+// is of a small change of it, rolled out to every node; or, given two
+// builds of the agent (Config.BaseArtifact, Config.Artifact), of the
+// rebuild, rolled out to a few nodes after the base build. It times each
+// wave and the whole fleet, samples the hub's CPU and memory, counts each
+// node's bytes for a full and for a delta update, and the cost of resuming
+// transfers cut mid-way. It backs `outpost bench ota`.
 package otabench
 
 import (
@@ -45,6 +48,20 @@ type Config struct {
 	Waves string `json:"waves"`
 	// HealthWindow is the rollouts' health window: 5s.
 	HealthWindow time.Duration `json:"health_window_ns"`
+	// BaseArtifact and Artifact, unless "", are two builds of the agent:
+	// an earlier one and a rebuild of it with a small change (`make
+	// bench-ota` links two versions into outpost-edge). The delta is then
+	// measured on them: after the full rollout, the base build is rolled
+	// out to RebuiltNodes nodes (whole: the nodes hold no base for it),
+	// then the rebuild (a delta against the base build). Both or neither;
+	// without them the delta is the fleet's, of the pseudo-random artifact
+	// with ChangedRegions rewritten.
+	BaseArtifact string `json:"base_artifact,omitempty"`
+	Artifact     string `json:"artifact,omitempty"`
+	// RebuiltNodes is how many nodes take the builds: 5. Each holds the
+	// base build in memory, as the delta's dictionary, while it fetches
+	// the rebuild.
+	RebuiltNodes int `json:"rebuilt_nodes,omitempty"`
 	// CutNodes nodes of the last wave of the full rollout have their
 	// link black-holed for CutFor once they have received about half the
 	// artifact: 10 for 10s+, long enough for the transfer to give up on
@@ -72,6 +89,7 @@ func DefaultConfig() Config {
 		ArtifactSize:   5_000_000,
 		ChangedRegions: 4,
 		ChangedBytes:   200,
+		RebuiltNodes:   5,
 		Waves:          "1%,10%,100%",
 		HealthWindow:   5 * time.Second,
 		CutNodes:       10,
@@ -111,6 +129,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("artifact size %d is outside %d..%d", c.ArtifactSize, 1<<16, maxArtifact)
 	case c.ChangedRegions < 1 || c.ChangedBytes < 1 || c.ChangedRegions*c.ChangedBytes > c.ArtifactSize/2:
 		return fmt.Errorf("%d changed regions of %d bytes do not fit a small change of a %d-byte artifact", c.ChangedRegions, c.ChangedBytes, c.ArtifactSize)
+	case (c.BaseArtifact == "") != (c.Artifact == ""):
+		return errors.New("give both builds of the agent (the base and the rebuild), or neither")
+	case c.Rebuilt() && (c.RebuiltNodes < 1 || c.RebuiltNodes > c.Nodes):
+		return fmt.Errorf("rebuilt nodes %d is outside 1..%d", c.RebuiltNodes, c.Nodes)
 	case c.Waves == "":
 		return errors.New("no waves")
 	case c.HealthWindow < time.Second:
@@ -127,16 +149,36 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// Rebuilt reports whether the delta is measured on two builds of the
+// agent (BaseArtifact and Artifact).
+func (c Config) Rebuilt() bool { return c.Artifact != "" }
+
+// What Result.DeltaOf says the delta was measured on.
+const (
+	DeltaOfSynthetic = "synthetic" // the pseudo-random artifact with small regions rewritten, fleet-wide
+	DeltaOfRebuilt   = "rebuilt"   // two builds of the agent, on Config.RebuiltNodes nodes
+)
+
 // Result is what one run measured.
 type Result struct {
 	// JoinSeconds is from the first agent's start to every node Ready.
 	JoinSeconds float64 `json:"join_seconds"`
-	// Full is the rollout of the first release to nodes holding nothing;
-	// Delta the rollout of the changed one to nodes holding the first.
-	Full  RolloutResult `json:"full"`
-	Delta RolloutResult `json:"delta"`
+	// Full is the rollout of the pseudo-random artifact to every node,
+	// holding nothing. Delta is the rollout of a small change of it to
+	// every node (DeltaOf "synthetic"), or of the rebuilt agent to the
+	// nodes holding its base build (DeltaOf "rebuilt"), which RebuiltBase
+	// rolled out to them before.
+	Full        RolloutResult  `json:"full"`
+	RebuiltBase *RolloutResult `json:"rebuilt_base,omitempty"`
+	Delta       RolloutResult  `json:"delta"`
+	DeltaOf     string         `json:"delta_of"`
+	// Artifacts are the delta's base and new artifact; ChangedBytes
+	// counts the bytes of the new one that differ from the base at the
+	// same offset, or are past its end.
+	Artifacts    [2]ArtifactInfo `json:"artifacts"`
+	ChangedBytes int64           `json:"changed_bytes"`
 	// DeltaPercent is Delta's mean bytes per node of a delta transfer as
-	// a percentage of Full's artifact size.
+	// a percentage of its artifact's size.
 	DeltaPercent float64   `json:"delta_percent"`
 	Hub          HubResult `json:"hub"`
 	// AgentWarnings counts the warnings agents logged; AgentLogSamples
@@ -145,11 +187,20 @@ type Result struct {
 	AgentLogSamples []string `json:"agent_log_samples,omitempty"`
 }
 
-// RolloutResult is one rollout, from its creation to every node
-// committed.
+// ArtifactInfo is one artifact released: its file (a base name; the
+// synthetic ones are generated), size and SHA-256.
+type ArtifactInfo struct {
+	File   string `json:"file"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// RolloutResult is one rollout, from its creation to every node it
+// selected committed.
 type RolloutResult struct {
 	Release      string `json:"release"`
 	Version      string `json:"version"`
+	Nodes        int    `json:"nodes"`
 	ArtifactSize int64  `json:"artifact_size"`
 	// Updated counts the nodes that committed the version; Failed those
 	// that reported a failure.

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +50,21 @@ func buildOutpost(t *testing.T) string {
 	return bin
 }
 
+// run runs cfg, with two minutes for each rollout, and fails the test if
+// Run does.
+func run(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	cfg.RolloutTimeout = 2 * time.Minute
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	rep, err := Run(ctx, cfg, &progress)
+	if err != nil {
+		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
+	}
+	return rep
+}
+
 // TestRunQuick rolls out a full and a delta release to five nodes of a
 // real hub, one of them cut mid-transfer, and checks that the result adds
 // up.
@@ -62,14 +77,7 @@ func TestRunQuick(t *testing.T) {
 	cfg.Dir = t.TempDir()
 	cfg.Nodes = 5
 	cfg.CutNodes = 1
-	cfg.RolloutTimeout = 2 * time.Minute
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	var progress bytes.Buffer
-	rep, err := Run(ctx, cfg, &progress)
-	if err != nil {
-		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
-	}
+	rep := run(t, cfg)
 	res := rep.Result
 	for _, ro := range []RolloutResult{res.Full, res.Delta} {
 		if ro.Updated != cfg.Nodes || ro.Failed != 0 {
@@ -111,6 +119,68 @@ func TestRunQuick(t *testing.T) {
 	}
 }
 
+// TestRunRebuilt measures the delta on two given "builds": after the full
+// rollout to three nodes, the base build goes to two of them whole, then
+// the rebuild as a delta; the third takes neither.
+func TestRunRebuilt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the outpost binary and runs a hub")
+	}
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(3, 4))
+	base := make([]byte, 1<<20)
+	for i := range base {
+		base[i] = byte(rng.Uint32())
+	}
+	next := slices.Clone(base)
+	for _, off := range []int{300_000, 300_001, 900_000} {
+		next[off] ^= 0xff
+	}
+	cfg := QuickConfig()
+	cfg.Binary = buildOutpost(t)
+	cfg.Dir = dir
+	cfg.Nodes, cfg.RebuiltNodes, cfg.CutNodes = 3, 2, 0
+	cfg.ArtifactSize = 1 << 16
+	cfg.Waves, cfg.HealthWindow = "1,100%", time.Second
+	cfg.BaseArtifact, cfg.Artifact = filepath.Join(dir, "edge-2.1.0"), filepath.Join(dir, "edge-2.1.1")
+	if err := os.WriteFile(cfg.BaseArtifact, base, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.Artifact, next, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep := run(t, cfg)
+	res := rep.Result
+	if res.DeltaOf != DeltaOfRebuilt || res.RebuiltBase == nil {
+		t.Fatalf("delta of %q, rebuilt base %v; want rebuilt, measured", res.DeltaOf, res.RebuiltBase)
+	}
+	if f := res.Full; f.Updated != 3 || f.Nodes != 3 || f.ArtifactSize != 1<<16 {
+		t.Errorf("full: %d of %d updated, artifact %d; want 3 of 3, %d", f.Updated, f.Nodes, f.ArtifactSize, 1<<16)
+	}
+	if b := res.RebuiltBase; b.Updated != 2 || b.Nodes != 2 || b.DeltaNodes != 0 || b.ArtifactSize != int64(len(base)) || b.BytesPerNode < float64(len(base)) {
+		t.Errorf("base build: %d of %d updated, %d deltas, artifact %d, %.0f bytes per node; want 2 of 2, none, the whole %d",
+			b.Updated, b.Nodes, b.DeltaNodes, b.ArtifactSize, b.BytesPerNode, len(base))
+	}
+	if d := res.Delta; d.Updated != 2 || d.DeltaNodes != 2 || d.Version != rebuiltVersion {
+		t.Errorf("rebuild: %d updated, %d deltas, version %s; want 2, 2, %s", d.Updated, d.DeltaNodes, d.Version, rebuiltVersion)
+	}
+	if res.DeltaPercent <= 0 || res.DeltaPercent >= 5 {
+		t.Errorf("delta %.2f%% of the rebuild, want a few percent at most", res.DeltaPercent)
+	}
+	if res.ChangedBytes != 3 || res.Artifacts[1].File != "edge-2.1.1" || res.Artifacts[0].Size != int64(len(base)) {
+		t.Errorf("changed %d bytes, artifacts %+v; want 3, edge-2.1.1, and a base of %d", res.ChangedBytes, res.Artifacts, len(base))
+	}
+	var out bytes.Buffer
+	if err := rep.Render(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"agent build 2.1.0", "delta 2.1.1", "a rebuilt agent", "edge-2.1.0"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 func TestValidate(t *testing.T) {
 	ok := DefaultConfig()
 	ok.Binary = "outpost"
@@ -128,6 +198,14 @@ func TestValidate(t *testing.T) {
 		"short window":  func(c *Config) { c.HealthWindow = time.Millisecond },
 		"no timeout":    func(c *Config) { c.RolloutTimeout = 0 },
 		"no resync":     func(c *Config) { c.AgentResync = 0 },
+		"one build":     func(c *Config) { c.Artifact = "edge-2.1.1" },
+		"no base build": func(c *Config) { c.BaseArtifact = "edge-2.1.0" },
+		"no rebuilt nodes": func(c *Config) {
+			c.BaseArtifact, c.Artifact, c.RebuiltNodes = "a", "b", 0
+		},
+		"rebuilt nodes past the fleet": func(c *Config) {
+			c.BaseArtifact, c.Artifact, c.RebuiltNodes = "a", "b", c.Nodes+1
+		},
 	} {
 		c := ok
 		edit(&c)
@@ -206,55 +284,50 @@ func TestChanged(t *testing.T) {
 	}
 }
 
-// TestRelayCut checks that a relay forwards both ways, counts, and drops
-// everything once its armed cut comes.
-func TestRelayCut(t *testing.T) {
-	hub, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hub.Close()
-	r, err := listenRelay(hub.LocalAddr().(*net.UDPAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
-	c, err := net.Dial("udp", r.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r.armCut(10, time.Hour)
-	buf := make([]byte, 64)
-	echo := func() bool {
-		c.Write([]byte("ping"))
-		hub.SetReadDeadline(time.Now().Add(2 * time.Second))
-		n, from, err := hub.ReadFromUDP(buf)
-		if err != nil {
-			t.Fatalf("hub read: %v", err)
+func TestChangedBytes(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int64
+	}{
+		{"", "", 0},
+		{"2.1.0", "2.1.1", 1},
+		{"abc", "abcde", 2},
+		{"abcde", "abc", 0},
+		{"abc", "xyz", 3},
+	} {
+		if got := changedBytes([]byte(tc.a), []byte(tc.b)); got != tc.want {
+			t.Errorf("changedBytes(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
 		}
-		hub.WriteToUDP(buf[:n], from)
-		hub.WriteToUDP([]byte("0123456789"), from)
-		c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		_, err = c.Read(buf)
-		return err == nil
 	}
-	if !echo() {
-		t.Fatal("no reply through the relay")
+}
+
+func TestReadArtifact(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	// The second reply crossed the armed count: the link is cut now.
-	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-	c.Read(buf) // the second datagram, or nothing if it was dropped
-	if r.cutDown() == 0 {
-		t.Fatal("the armed cut did not come")
+	if _, err := readArtifact(empty); err == nil {
+		t.Error("an empty build was read")
 	}
-	c.Write([]byte("lost"))
-	hub.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	if _, _, err := hub.ReadFromUDP(buf); err == nil {
-		t.Fatal("a datagram crossed a cut link")
+	if _, err := readArtifact(filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing build was read")
 	}
-	up, down, packets := r.counts()
-	if up != 4 || down != 14 || packets != 3 {
-		t.Fatalf("counts up %d down %d packets %d, want 4, 14, 3", up, down, packets)
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, maxArtifact+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readArtifact(big); err == nil {
+		t.Error("a build over the limit was read")
+	}
+	ok := filepath.Join(dir, "edge")
+	if err := os.WriteFile(ok, []byte("ELF"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := readArtifact(ok); err != nil || string(b) != "ELF" {
+		t.Errorf("readArtifact = %q, %v; want ELF", b, err)
 	}
 }

@@ -54,25 +54,57 @@ func evaluate(cfg Config, res *Result) []report.Target {
 			Detail: fmt.Sprintf("%.1fs, %d/%d nodes", f.Seconds, f.Updated, cfg.Nodes)},
 			f.Updated == cfg.Nodes && f.Seconds < targetFleet.Seconds()),
 		// The delta's size does not depend on the fleet's.
-		{Goal: fmt.Sprintf("delta < %.0f%% of full", targetDeltaPercent), Detail: fmt.Sprintf("%.2f%%", res.DeltaPercent),
+		{Goal: fmt.Sprintf("delta < %.0f%% of full", targetDeltaPercent), Detail: fmt.Sprintf("%.2f%%, %s", res.DeltaPercent, deltaOf(res)),
 			Status: map[bool]string{true: report.TargetMet, false: report.TargetMissed}[res.Delta.DeltaNodes > 0 && res.DeltaPercent < targetDeltaPercent]},
 	}
+}
+
+// deltaOf says in words what the delta was measured on.
+func deltaOf(res *Result) string {
+	if res.DeltaOf == DeltaOfRebuilt {
+		return "a rebuilt agent"
+	}
+	return "a pseudo-random artifact with small regions rewritten"
 }
 
 // Render writes the report's tables.
 func (r *Report) Render(w io.Writer) error {
 	var b strings.Builder
 	res := r.Result
-	fmt.Fprintf(&b, "outpost bench ota: %s nodes, %s artifact, waves %s, health window %v\n\n",
-		report.Count(int64(r.Config.Nodes)), report.Bytes(uint64(r.Config.ArtifactSize)), r.Config.Waves, r.Config.HealthWindow)
-	t := report.NewTable("rollouts", "", "full "+res.Full.Version, "delta "+res.Delta.Version)
-	row := func(name string, f func(RolloutResult) string) { t.AddRow(name, f(res.Full), f(res.Delta)) }
-	row("nodes updated", func(x RolloutResult) string { return fmt.Sprintf("%d (%d failed)", x.Updated, x.Failed) })
-	if len(res.Full.Errors)+len(res.Delta.Errors) > 0 {
-		defer fmt.Fprintf(w, "\nfailures: full %q, delta %q\n", res.Full.Errors, res.Delta.Errors)
+	fmt.Fprintf(&b, "outpost bench ota: %s nodes, %s artifact, waves %s, health window %v; delta of %s",
+		report.Count(int64(r.Config.Nodes)), report.Bytes(uint64(r.Config.ArtifactSize)), r.Config.Waves, r.Config.HealthWindow, deltaOf(res))
+	if res.DeltaOf == DeltaOfRebuilt {
+		fmt.Fprintf(&b, " on %d nodes", res.Delta.Nodes)
+	}
+	b.WriteString("\n\n")
+	// The columns: the full rollout, the rebuilt agent's base build if
+	// there is one, and the delta.
+	cols := []RolloutResult{res.Full}
+	heads := []string{"", "full " + res.Full.Version}
+	if res.RebuiltBase != nil {
+		cols = append(cols, *res.RebuiltBase)
+		heads = append(heads, "agent build "+res.RebuiltBase.Version)
+	}
+	cols = append(cols, res.Delta)
+	heads = append(heads, "delta "+res.Delta.Version)
+	t := report.NewTable("rollouts", heads...)
+	row := func(name string, f func(RolloutResult) string) {
+		cells := []string{name}
+		for _, c := range cols {
+			cells = append(cells, f(c))
+		}
+		t.AddRow(cells...)
+	}
+	row("nodes updated", func(x RolloutResult) string { return fmt.Sprintf("%d of %d (%d failed)", x.Updated, x.Nodes, x.Failed) })
+	waves := 0
+	for _, c := range cols {
+		if len(c.Errors) > 0 {
+			defer fmt.Fprintf(w, "\nfailures of %s: %q\n", c.Version, c.Errors)
+		}
+		waves = max(waves, len(c.Waves))
 	}
 	row("total", func(x RolloutResult) string { return fmt.Sprintf("%.1fs", x.Seconds) })
-	for i := range max(len(res.Full.Waves), len(res.Delta.Waves)) {
+	for i := range waves {
 		row(fmt.Sprintf("wave %d", i+1), func(x RolloutResult) string {
 			if i >= len(x.Waves) {
 				return "-"
@@ -98,7 +130,10 @@ func (r *Report) Render(w io.Writer) error {
 	row("hub RSS max", func(x RolloutResult) string { return report.Bytes(x.HubRSSMax) })
 	row("fleet process CPU", func(x RolloutResult) string { return fmt.Sprintf("%.2f CPUs", x.FleetCPUs) })
 	b.WriteString(t.String())
-	fmt.Fprintf(&b, "\ndelta per node: %.2f%% of the full artifact\n", res.DeltaPercent)
+	a := res.Artifacts
+	fmt.Fprintf(&b, "\ndelta per node: %.2f%% of the artifact (%s), measured on %s: %s (%s) to %s (%s), %s of it changed in place\n",
+		res.DeltaPercent, report.Bytes(uint64(res.Delta.ArtifactSize)), deltaOf(res), a[0].File, report.Bytes(uint64(a[0].Size)),
+		a[1].File, report.Bytes(uint64(a[1].Size)), report.Bytes(uint64(res.ChangedBytes)))
 	fmt.Fprintf(&b, "hub: ready in %.1fs, RSS %s with the fleet joined (in %.1fs), peak %s, %.0f CPU seconds in all\n",
 		res.Hub.ReadySeconds, report.Bytes(res.Hub.IdleRSS), res.JoinSeconds, report.Bytes(res.Hub.HWM), res.Hub.CPUSeconds)
 	if len(res.Full.Cuts) > 0 {

@@ -2,6 +2,8 @@ package otabench
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -16,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -27,11 +30,18 @@ import (
 	"github.com/outpost-mesh/outpost/firmware/rollout"
 )
 
-// The releases rolled out: the full one, then the small change of it.
+// The releases rolled out: the full one, then the small change of it;
+// or, given two builds of the agent, the full one, then the base build
+// and its rebuild.
 const (
-	fullRelease, fullVersion   = "ota-bench-2-0-0", "2.0.0"
-	deltaRelease, deltaVersion = "ota-bench-2-0-1", "2.0.1"
+	fullRelease, fullVersion               = "ota-bench-2-0-0", "2.0.0"
+	deltaRelease, deltaVersion             = "ota-bench-2-0-1", "2.0.1"
+	rebuiltBaseRelease, rebuiltBaseVersion = "ota-bench-2-1-0", "2.1.0"
+	rebuiltRelease, rebuiltVersion         = "ota-bench-2-1-1", "2.1.1"
 )
+
+// rebuiltLabel marks the nodes that take the builds of the agent.
+const rebuiltLabel, rebuiltValue = "bench.outpost.dev/ota", "rebuilt"
 
 // Run measures cfg's workload, printing progress to progress, and
 // returns the report. The hub, agents and relays it starts are stopped
@@ -51,6 +61,14 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 			return nil, fmt.Errorf("agent dir: %w", err)
 		}
 		defer os.RemoveAll(agentDir)
+	}
+	// The outpost commands run in dir.
+	for _, p := range []*string{&cfg.BaseArtifact, &cfg.Artifact} {
+		if *p != "" {
+			if *p, err = filepath.Abs(*p); err != nil {
+				return nil, fmt.Errorf("agent build: %w", err)
+			}
+		}
 	}
 	r := &runner{cfg: cfg, dir: dir, agentDir: agentDir, w: progress, res: &Result{}}
 	err = r.run(ctx)
@@ -72,8 +90,12 @@ type runner struct {
 	cs         kubernetes.Interface
 	dyn        dynamic.Interface
 	fleet      *fleet
-	artifacts  [2]string // the full and the delta version's files
+	// releases are what the run creates, in order: name, version, file.
+	releases []benchRelease
 }
+
+// benchRelease is a release the run creates.
+type benchRelease struct{ name, version, file string }
 
 func (r *runner) close() {
 	if r.fleet != nil {
@@ -92,7 +114,7 @@ func (r *runner) run(ctx context.Context) error {
 	if err := r.startHub(ctx); err != nil {
 		return err
 	}
-	if err := r.releases(ctx); err != nil {
+	if err := r.createReleases(ctx); err != nil {
 		return err
 	}
 	if err := r.join(ctx); err != nil {
@@ -101,26 +123,60 @@ func (r *runner) run(ctx context.Context) error {
 	if s, err := childhub.ReadProc(r.hubPID()); err == nil {
 		r.res.Hub.IdleRSS = s.RSS
 	}
+	if r.cfg.Rebuilt() {
+		if err := r.labelRebuilt(ctx); err != nil {
+			return err
+		}
+	}
+	all := make([]int, r.cfg.Nodes)
+	for i := range all {
+		all[i] = i
+	}
 	var err error
-	if r.res.Full, err = r.rollout(ctx, "ota-bench-full", fullRelease, fullVersion, r.cfg.CutNodes); err != nil {
+	if r.res.Full, err = r.rollout(ctx, "ota-bench-full", fullRelease, fullVersion, all, "", r.cfg.CutNodes); err != nil {
 		return err
 	}
-	// A completed Rollout still owns its nodes: an older Rollout wins a
-	// node two select. It goes, as an operator's would, before the next.
-	if err := r.dyn.Resource(rolloutsGVR).Delete(ctx, "ota-bench-full", metav1.DeleteOptions{}); err != nil {
-		return fmt.Errorf("delete rollout ota-bench-full: %w", err)
-	}
-	if r.res.Delta, err = r.rollout(ctx, "ota-bench-delta", deltaRelease, deltaVersion, 0); err != nil {
+	if err := r.deleteRollout(ctx, "ota-bench-full"); err != nil {
 		return err
 	}
-	if r.res.Full.ArtifactSize > 0 {
-		r.res.DeltaPercent = 100 * r.res.Delta.DeltaBytesPerNode / float64(r.res.Full.ArtifactSize)
+	if !r.cfg.Rebuilt() {
+		r.res.DeltaOf = DeltaOfSynthetic
+		if r.res.Delta, err = r.rollout(ctx, "ota-bench-delta", deltaRelease, deltaVersion, all, "", 0); err != nil {
+			return err
+		}
+	} else {
+		r.res.DeltaOf = DeltaOfRebuilt
+		some, sel := all[:r.cfg.RebuiltNodes], rebuiltLabel+"="+rebuiltValue
+		base, err := r.rollout(ctx, "ota-bench-rebuilt-base", rebuiltBaseRelease, rebuiltBaseVersion, some, sel, 0)
+		r.res.RebuiltBase = &base
+		if err != nil {
+			return err
+		}
+		if err := r.deleteRollout(ctx, "ota-bench-rebuilt-base"); err != nil {
+			return err
+		}
+		if r.res.Delta, err = r.rollout(ctx, "ota-bench-rebuilt", rebuiltRelease, rebuiltVersion, some, sel, 0); err != nil {
+			return err
+		}
+	}
+	if r.res.Delta.ArtifactSize > 0 {
+		r.res.DeltaPercent = 100 * r.res.Delta.DeltaBytesPerNode / float64(r.res.Delta.ArtifactSize)
 	}
 	s, err := childhub.ReadProc(r.hubPID())
 	if err != nil {
 		r.res.Hub.ProcError = err.Error()
 	}
 	r.res.Hub.HWM, r.res.Hub.CPUSeconds = s.HWM, s.CPUSeconds
+	return nil
+}
+
+// deleteRollout deletes a completed Rollout, which still owns its nodes:
+// an older Rollout wins a node two select. It goes, as an operator's
+// would, before the next.
+func (r *runner) deleteRollout(ctx context.Context, name string) error {
+	if err := r.dyn.Resource(rolloutsGVR).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("delete rollout %s: %w", name, err)
+	}
 	return nil
 }
 
@@ -171,11 +227,11 @@ func (r *runner) startHub(ctx context.Context) error {
 }
 
 func (r *runner) startFleet(ctx context.Context, rc *rest.Config, syncAddr string) error {
-	token, err := bootstrapToken(ctx, r.cs)
+	token, err := childhub.BootstrapToken(ctx, r.cs, "outpost bench ota")
 	if err != nil {
 		return err
 	}
-	hash, err := caHash(rc)
+	hash, err := childhub.CAHash(rc)
 	if err != nil {
 		return err
 	}
@@ -183,19 +239,26 @@ func (r *runner) startFleet(ctx context.Context, rc *rest.Config, syncAddr strin
 	if err != nil {
 		return fmt.Errorf("hub sync address: %w", err)
 	}
-	if err := r.writeArtifacts(); err != nil {
+	if err := r.artifacts(); err != nil {
 		return err
 	}
+	// A node offers the artifact of its committed version as a delta's
+	// base, if it has one here.
+	bases := map[string]string{fullVersion: r.releases[0].file}
+	if r.cfg.Rebuilt() {
+		bases = map[string]string{rebuiltBaseVersion: r.cfg.BaseArtifact}
+	}
 	done := r.step(fmt.Sprintf("making %s agents and relays", report.Count(int64(r.cfg.Nodes))))
-	r.fleet, err = newFleet(r.cfg, r.agentDir, target, token, hash, map[string]string{fullVersion: r.artifacts[0]})
+	r.fleet, err = newFleet(r.cfg, r.agentDir, target, token, hash, bases)
 	done(err == nil)
 	return err
 }
 
-// writeArtifacts writes the full version's pseudo-random artifact and the
-// delta version's: the same with ChangedRegions regions rewritten, spread
-// over it.
-func (r *runner) writeArtifacts() error {
+// artifacts writes the full version's pseudo-random artifact and, unless
+// the delta is of two builds of the agent, the delta version's: the same
+// with ChangedRegions regions rewritten, spread over it. It sets the
+// releases to create and the delta's artifacts of the result.
+func (r *runner) artifacts() error {
 	rng := rand.New(rand.NewChaCha8([32]byte{'o', 't', 'a'}))
 	a := make([]byte, r.cfg.ArtifactSize)
 	for i := 0; i+8 <= len(a); i += 8 {
@@ -204,14 +267,72 @@ func (r *runner) writeArtifacts() error {
 			a[i+k] = byte(v >> (8 * k))
 		}
 	}
-	b := changed(a, r.cfg.ChangedRegions, r.cfg.ChangedBytes, rng)
-	for i, data := range [][]byte{a, b} {
-		r.artifacts[i] = filepath.Join(r.dir, "agent-"+[]string{fullVersion, deltaVersion}[i])
-		if err := os.WriteFile(r.artifacts[i], data, 0o600); err != nil {
+	full := filepath.Join(r.dir, "agent-"+fullVersion)
+	if err := os.WriteFile(full, a, 0o600); err != nil {
+		return fmt.Errorf("write artifact: %w", err)
+	}
+	r.releases = []benchRelease{{fullRelease, fullVersion, full}}
+	var base, next []byte
+	if r.cfg.Rebuilt() {
+		var err error
+		if base, err = readArtifact(r.cfg.BaseArtifact); err != nil {
+			return err
+		}
+		if next, err = readArtifact(r.cfg.Artifact); err != nil {
+			return err
+		}
+		r.releases = append(r.releases,
+			benchRelease{rebuiltBaseRelease, rebuiltBaseVersion, r.cfg.BaseArtifact},
+			benchRelease{rebuiltRelease, rebuiltVersion, r.cfg.Artifact})
+		r.res.Artifacts = [2]ArtifactInfo{describe(r.cfg.BaseArtifact, base), describe(r.cfg.Artifact, next)}
+	} else {
+		base, next = a, changed(a, r.cfg.ChangedRegions, r.cfg.ChangedBytes, rng)
+		delta := filepath.Join(r.dir, "agent-"+deltaVersion)
+		if err := os.WriteFile(delta, next, 0o600); err != nil {
 			return fmt.Errorf("write artifact: %w", err)
 		}
+		r.releases = append(r.releases, benchRelease{deltaRelease, deltaVersion, delta})
+		r.res.Artifacts = [2]ArtifactInfo{describe(full, base), describe(delta, next)}
 	}
+	r.res.ChangedBytes = changedBytes(base, next)
 	return nil
+}
+
+// readArtifact reads a build of the agent, of at most maxArtifact bytes.
+func readArtifact(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("agent build: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > maxArtifact {
+		return nil, fmt.Errorf("agent build %s: %d bytes, over %d", path, fi.Size(), maxArtifact)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxArtifact+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("agent build %s: %w", path, err)
+	case len(b) == 0 || len(b) > maxArtifact:
+		return nil, fmt.Errorf("agent build %s: size outside 1..%d bytes", path, maxArtifact)
+	}
+	return b, nil
+}
+
+func describe(path string, b []byte) ArtifactInfo {
+	sum := sha256.Sum256(b)
+	return ArtifactInfo{File: filepath.Base(path), Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
+}
+
+// changedBytes counts the bytes of b that differ from a at the same offset
+// or lie past a's end.
+func changedBytes(a, b []byte) int64 {
+	n := int64(max(len(b)-len(a), 0))
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			n++
+		}
+	}
+	return n
 }
 
 // changed returns a copy of a with regions regions of size bytes each
@@ -239,18 +360,18 @@ func (r *runner) outpost(ctx context.Context, args ...string) error {
 	return nil
 }
 
-// releases makes a signing key, trusts it on the hub, and creates both
+// createReleases makes a signing key, trusts it on the hub, and creates the
 // releases, uploading their artifacts.
-func (r *runner) releases(ctx context.Context) error {
+func (r *runner) createReleases(ctx context.Context) error {
 	done := r.step("making the key and the releases")
 	key := filepath.Join(r.dir, "bench")
 	steps := [][]string{
 		{"release", "keygen", "--out", key},
 		{"release", "trust", "add", key + ".pub", "--kubeconfig", r.kubeconfig},
-		{"release", "create", fullRelease, "--version", fullVersion, "--component", "agent@" + simOS + "/" + simArch + "=" + r.artifacts[0],
-			"--key", key + ".key", "--kubeconfig", r.kubeconfig, "-o", filepath.Join(r.dir, "full.json")},
-		{"release", "create", deltaRelease, "--version", deltaVersion, "--component", "agent@" + simOS + "/" + simArch + "=" + r.artifacts[1],
-			"--key", key + ".key", "--kubeconfig", r.kubeconfig, "-o", filepath.Join(r.dir, "delta.json")},
+	}
+	for _, rl := range r.releases {
+		steps = append(steps, []string{"release", "create", rl.name, "--version", rl.version, "--component", "agent@" + simOS + "/" + simArch + "=" + rl.file,
+			"--key", key + ".key", "--kubeconfig", r.kubeconfig, "-o", filepath.Join(r.dir, rl.name+".json")})
 	}
 	for _, s := range steps {
 		if err := r.outpost(ctx, s...); err != nil {
@@ -290,21 +411,34 @@ func (r *runner) join(ctx context.Context) error {
 	return nil
 }
 
+// labelRebuilt labels the first RebuiltNodes nodes, which the rollouts
+// of the agent's builds select, as an operator would.
+func (r *runner) labelRebuilt(ctx context.Context) error {
+	patch := []byte(`{"metadata":{"labels":{"` + rebuiltLabel + `":"` + rebuiltValue + `"}}}`)
+	for i := range r.cfg.RebuiltNodes {
+		if _, err := r.cs.CoreV1().Nodes().Patch(ctx, nodeName(i), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("label node %s: %w", nodeName(i), err)
+		}
+	}
+	return nil
+}
+
 var rolloutsGVR = fwv1.SchemeGroupVersion.WithResource("rollouts")
 
-// rollout creates a Rollout of release and waits for every node to
-// commit version, cutting the links of cuts nodes mid-transfer in its
-// last wave.
-func (r *runner) rollout(ctx context.Context, name, release, version string, cuts int) (RolloutResult, error) {
-	n := r.cfg.Nodes
-	res := RolloutResult{Release: release, Version: version}
+// rollout creates a Rollout of release over the nodes selector picks
+// ("": every node), which are the fleet's nodes at idx, and waits for
+// them to commit version, cutting the links of cuts nodes mid-transfer in
+// its last wave.
+func (r *runner) rollout(ctx context.Context, name, release, version string, idx []int, selector string, cuts int) (RolloutResult, error) {
+	n := len(idx)
+	res := RolloutResult{Release: release, Version: version, Nodes: n}
 	steps, err := rollout.ParseWaves(r.cfg.Waves)
 	if err != nil {
 		return res, err
 	}
-	downBefore := make([]int64, n)
+	downBefore := make([]int64, len(r.fleet.nodes))
 	for i, nd := range r.fleet.nodes {
-		_, downBefore[i], _ = nd.relay.counts()
+		downBefore[i] = nd.relay.Counts().Down
 	}
 	// Nodes are cut once the last wave has begun: the earlier waves'
 	// targets are committed.
@@ -312,14 +446,18 @@ func (r *runner) rollout(ctx context.Context, name, release, version string, cut
 	if len(steps) > 1 {
 		cutAfter = stepNodes(steps[len(steps)-2], n)
 	}
-	wireBefore := r.fleet.wire()
+	wireBefore := r.fleet.wire(idx)
 	cpu0, _ := childhub.ReadProc(r.hubPID())
 	self0, _ := childhub.ReadProc("self")
 
 	done := r.step(fmt.Sprintf("rolling out %s to %s nodes in waves %s", version, report.Count(int64(n)), r.cfg.Waves))
 	created := time.Now()
-	if err := r.outpost(ctx, "rollout", "create", name, "--release", release, "--waves", r.cfg.Waves,
-		"--health-window", r.cfg.HealthWindow.String(), "--kubeconfig", r.kubeconfig); err != nil {
+	args := []string{"rollout", "create", name, "--release", release, "--waves", r.cfg.Waves,
+		"--health-window", r.cfg.HealthWindow.String(), "--kubeconfig", r.kubeconfig}
+	if selector != "" {
+		args = append(args, "--selector", selector)
+	}
+	if err := r.outpost(ctx, args...); err != nil {
 		done(false)
 		return res, err
 	}
@@ -354,7 +492,7 @@ func (r *runner) rollout(ctx context.Context, name, release, version string, cut
 	res.HubCPUSeconds = cpu1.CPUSeconds - cpu0.CPUSeconds
 	res.HubCPUs = res.HubCPUSeconds / elapsed.Seconds()
 	res.FleetCPUs = (self1.CPUSeconds - self0.CPUSeconds) / elapsed.Seconds()
-	res.WirePerNode = float64(r.fleet.wire()-wireBefore) / float64(n)
+	res.WirePerNode = float64(r.fleet.wire(idx)-wireBefore) / float64(n)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
@@ -362,8 +500,8 @@ func (r *runner) rollout(ctx context.Context, name, release, version string, cut
 	// Each node's commit, and its time from fetch to commit.
 	var commits []time.Time
 	var lat []time.Duration
-	for _, nd := range r.fleet.nodes {
-		if t, ok := nd.slots.Times(version); ok && !t.Commit.IsZero() {
+	for _, i := range idx {
+		if t, ok := r.fleet.nodes[i].slots.Times(version); ok && !t.Commit.IsZero() {
 			commits = append(commits, t.Commit)
 			if !t.Fetch.IsZero() {
 				lat = append(lat, t.Commit.Sub(t.Fetch))
@@ -380,8 +518,8 @@ func (r *runner) rollout(ctx context.Context, name, release, version string, cut
 	for i := range res.Cuts {
 		c := &res.Cuts[i]
 		rl := r.fleet.nodes[c.index].relay
-		rl.armedAt.Store(0) // a cut that never came does not come later
-		if d := rl.cutDown(); d > 0 {
+		rl.Disarm() // a cut that never came does not come later
+		if d := rl.CutDown(); d > 0 {
 			c.At = d - downBefore[c.index]
 		}
 	}
@@ -414,11 +552,11 @@ func (r *runner) armCuts(version string, cuts int, res *RolloutResult, downBefor
 		if _, ok := nd.slots.Times(version); ok {
 			continue
 		}
-		_, down, _ := nd.relay.counts()
+		down := nd.relay.Counts().Down
 		if down-downBefore[i] > int64(r.cfg.ArtifactSize)/4 {
 			continue // under way already
 		}
-		nd.relay.armCut(int64(r.cfg.ArtifactSize)/2, r.cfg.CutFor)
+		nd.relay.ArmCut(int64(r.cfg.ArtifactSize)/2, r.cfg.CutFor)
 		res.Cuts = append(res.Cuts, CutResult{Node: nd.name, index: i})
 	}
 }

@@ -34,6 +34,12 @@ pseudo-random agent (2.0.0) and of the same with a few small regions changed
 nodes' links for --cut-for mid-transfer in its last wave), then 2.0.1, which
 the nodes fetch as a delta against 2.0.0.
 
+Given two builds of the agent, --base-artifact and --artifact (` + "`make bench-ota`" + `
+builds outpost-edge twice, with two versions linked in), the delta is measured
+on them instead of 2.0.1: after 2.0.0, the base build (2.1.0) is rolled out to
+--rebuilt-nodes nodes, which fetch it whole, then the rebuild (2.1.1), which
+they fetch as a delta against the base build.
+
 Printed: time per wave and in total, hub CPU and RSS, bytes per node full and
 delta, and the cut nodes' bytes received per artifact; next to the targets
 (1,000 nodes of a 5 MB artifact updated within 10 minutes; a small change's
@@ -45,6 +51,9 @@ delta under 25% of the full artifact). Written as JSON to --out.`,
 				unlessSet(cmd.Flags(), "nodes", &cfg.Nodes, q.Nodes)
 				unlessSet(cmd.Flags(), "cut-nodes", &cfg.CutNodes, q.CutNodes)
 				unlessSet(cmd.Flags(), "rollout-timeout", &cfg.RolloutTimeout, q.RolloutTimeout)
+			}
+			if !cmd.Flags().Changed("rebuilt-nodes") {
+				cfg.RebuiltNodes = min(cfg.RebuiltNodes, cfg.Nodes)
 			}
 			exe, err := os.Executable()
 			if err != nil {
@@ -68,6 +77,9 @@ delta under 25% of the full artifact). Written as JSON to --out.`,
 	f.IntVar(&cfg.ArtifactSize, "artifact-size", cfg.ArtifactSize, "size of the agent artifact, in bytes")
 	f.IntVar(&cfg.ChangedRegions, "changed-regions", cfg.ChangedRegions, "regions changed in the delta release")
 	f.IntVar(&cfg.ChangedBytes, "changed-bytes", cfg.ChangedBytes, "bytes of each changed region")
+	f.StringVar(&cfg.BaseArtifact, "base-artifact", "", "a build of the agent to measure the delta from (with --artifact; default: a pseudo-random artifact)")
+	f.StringVar(&cfg.Artifact, "artifact", "", "a rebuild of --base-artifact with a small change, to measure the delta to")
+	f.IntVar(&cfg.RebuiltNodes, "rebuilt-nodes", cfg.RebuiltNodes, "nodes that take --base-artifact, then --artifact as a delta")
 	f.StringVar(&cfg.Waves, "waves", cfg.Waves, "the rollouts' cumulative wave targets")
 	f.DurationVar(&cfg.HealthWindow, "health-window", cfg.HealthWindow, "the rollouts' health window")
 	f.IntVar(&cfg.CutNodes, "cut-nodes", cfg.CutNodes, "nodes whose link is cut mid-transfer in the full rollout's last wave")
