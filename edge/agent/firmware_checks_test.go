@@ -3,7 +3,6 @@ package agent_test
 import (
 	"context"
 	"crypto/ed25519"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,7 +20,6 @@ import (
 	fwv1 "github.com/outpost-mesh/outpost/firmware/apis/v1"
 	"github.com/outpost-mesh/outpost/firmware/manifest"
 	"github.com/outpost-mesh/outpost/internal/wait"
-	"github.com/outpost-mesh/outpost/sync/server"
 	"github.com/outpost-mesh/outpost/sync/view"
 )
 
@@ -69,8 +67,7 @@ func TestFirmwareHealthChecks(t *testing.T) {
 			pub, key, _ := ed25519.GenerateKey(nil)
 			src := checkedRelease(t, key)
 			slots := &fakeSlots{st: agent.SlotState{Committed: "1.0.0", Highest: "1.0.0"}}
-			ns := &nodeSink{sink: &sink{pods: map[string]corev1.PodPhase{}}}
-			h := startHubWith(t, func(cfg *server.Config) { cfg.Sink = ns })
+			h, ns := startFirmwareHub(t)
 			pod := daemonSetPod()
 			if err := h.x.Apply([]view.Event{trustEvent(t, 1, pub), {Revision: 2, Key: podKey(pod.Name), Raw: encode(t, pod)}}); err != nil {
 				t.Fatal(err)
@@ -78,20 +75,13 @@ func TestFirmwareHealthChecks(t *testing.T) {
 			ex := &execRecorder{code: tt.code, out: "app not ready\n"}
 			rt := fake.New(fake.Config{Exec: ex.exec})
 			dir := t.TempDir()
-			ta := newAgentConfig(t, dir, rt)
-			ta.cfg.HubAddr, ta.cfg.CAHash = h.addr, h.caHash
-			ta.cfg.Firmware = &agent.FirmwareConfig{Slots: slots, Source: src, OS: "linux", Arch: "amd64"}
+			ta := firmwareAgent(t, dir, rt, h, slots, src)
 
 			// The pod runs; then the release is offered, installed, and
 			// the agent stops to restart into it.
-			a, err := agent.New(ta.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			errc := make(chan error, 1)
-			go func() { errc <- a.Run(ctx) }()
+			errc := startAgent(t, ctx, ta)
 			wait.For(t, waitLong, "the pod running", func() (bool, string) {
 				p := runtimePod(t, rt, pod.Name)
 				return p != nil && len(p.Containers) == 2, fmt.Sprintf("%+v", p)
@@ -99,7 +89,7 @@ func TestFirmwareHealthChecks(t *testing.T) {
 			if err := h.x.Apply([]view.Event{offerEvent(t, 3, "r2", "2.0.0", tt.window)}); err != nil {
 				t.Fatal(err)
 			}
-			waitRestart(t, errc)
+			waitRestart(t, errc, "into the release")
 			if got := ex.calls(); len(got) != 0 {
 				t.Fatalf("health checks ran before the trial: %q", got)
 			}
@@ -115,13 +105,7 @@ func TestFirmwareHealthChecks(t *testing.T) {
 					t.Errorf("committed with message %q, want the skipped check named", n.Message)
 				}
 			} else {
-				a, err := agent.New(ta.cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				errc := make(chan error, 1)
-				go func() { errc <- a.Run(ctx) }()
-				waitRestart(t, errc)
+				waitRestart(t, startAgent(t, ctx, ta), "the trial reverted")
 				st := slots.State()
 				if st.Trial != nil || len(st.Failed) != 1 || st.Failed[0] != "2.0.0" || st.Committed != "1.0.0" {
 					t.Fatalf("slots after the window: %+v", st)
@@ -169,16 +153,8 @@ func TestFirmwareHealthChecksFromHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	ex := &execRecorder{code: 3}
-	ta := newAgentConfig(t, t.TempDir(), fake.New(fake.Config{Exec: ex.exec}))
-	ta.cfg.HubAddr, ta.cfg.CAHash = h.addr, h.caHash
-	ta.cfg.Firmware = &agent.FirmwareConfig{Slots: slots, Source: src, OS: "linux", Arch: "amd64"}
-	a, err := agent.New(ta.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- a.Run(context.Background()) }()
-	waitRestart(t, errc)
+	ta := firmwareAgent(t, t.TempDir(), fake.New(fake.Config{Exec: ex.exec}), h, slots, src)
+	waitRestart(t, startAgent(t, context.Background(), ta), "the trial reverted")
 	slots.mu.Lock()
 	defer slots.mu.Unlock()
 	if slots.reason != agent.ReasonHealthCheckFailed || !strings.Contains(slots.message, "health check app:") || !strings.Contains(slots.message, "exited with code 3") {
@@ -216,18 +192,5 @@ func daemonSetPod() *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: "gateway-app-x7k2p", Namespace: "default", UID: "uid-app",
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "gateway-app", UID: "uid-ds", Controller: &yes}}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app:1"}, {Name: "sidecar", Image: "side:1"}}},
-	}
-}
-
-// waitRestart waits for Run to return ErrRestart.
-func waitRestart(t *testing.T, errc <-chan error) {
-	t.Helper()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, agent.ErrRestart) {
-			t.Fatalf("Run = %v, want ErrRestart", err)
-		}
-	case <-time.After(waitLong):
-		t.Fatal("the agent did not stop to restart")
 	}
 }

@@ -186,6 +186,54 @@ func offerEvent(t *testing.T, rev int64, release, version string, window time.Du
 	return view.Event{Revision: rev, Key: wire.Key{Resource: wire.ResourceNodes, Name: node}, Raw: encode(t, n)}
 }
 
+// startFirmwareHub starts a hub whose status reports go to the returned
+// sink, for the node's firmware annotation.
+func startFirmwareHub(t *testing.T) (*testHub, *nodeSink) {
+	t.Helper()
+	ns := &nodeSink{sink: &sink{pods: map[string]corev1.PodPhase{}}}
+	return startHubWith(t, func(cfg *server.Config) { cfg.Sink = ns }), ns
+}
+
+// firmwareAgent returns the config of an agent on rt, with data in dir,
+// that takes releases from src into slots and dials h (nil: a hub that
+// is not there).
+func firmwareAgent(t *testing.T, dir string, rt *fake.Runtime, h *testHub, slots *fakeSlots, src agent.FirmwareSource) testAgent {
+	t.Helper()
+	ta := newAgentConfig(t, dir, rt)
+	if h != nil {
+		ta.cfg.HubAddr, ta.cfg.CAHash = h.addr, h.caHash
+	}
+	ta.cfg.Firmware = &agent.FirmwareConfig{Slots: slots, Source: src, OS: "linux", Arch: "amd64"}
+	return ta
+}
+
+// startAgent runs an agent of ta's config until ctx ends, and returns
+// what Run returns.
+func startAgent(t *testing.T, ctx context.Context, ta testAgent) <-chan error {
+	t.Helper()
+	a, err := agent.New(ta.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx) }()
+	return errc
+}
+
+// waitRestart waits for Run to return ErrRestart; what says what the
+// agent was to restart for.
+func waitRestart(t *testing.T, errc <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, agent.ErrRestart) {
+			t.Fatalf("Run = %v, want ErrRestart", err)
+		}
+	case <-time.After(waitLong):
+		t.Fatalf("the agent did not stop to restart: %s", what)
+	}
+}
+
 // TestFirmwareUpdate: the agent takes the release its Node is offered:
 // it verifies the manifest with the keys of its view, fetches the
 // artifact, installs it and stops to restart into it; started again on
@@ -201,8 +249,7 @@ func TestFirmwareUpdate(t *testing.T) {
 	src := &memSource{envelopes: map[string][]byte{"r2": good, "r3": forged}, blobs: map[string][]byte{c.SHA256: artifact}}
 	slots := &fakeSlots{st: agent.SlotState{Committed: "1.0.0", Highest: "1.0.0"}}
 
-	ns := &nodeSink{sink: &sink{pods: map[string]corev1.PodPhase{}}}
-	h := startHubWith(t, func(cfg *server.Config) { cfg.Sink = ns })
+	h, ns := startFirmwareHub(t)
 	offer := func(rev int64, release, version string) {
 		t.Helper()
 		if err := h.x.Apply([]view.Event{offerEvent(t, rev, release, version, 6*time.Second)}); err != nil {
@@ -213,11 +260,7 @@ func TestFirmwareUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dir := t.TempDir()
-	rt := fake.New(fake.Config{})
-	ta := newAgentConfig(t, dir, rt)
-	ta.cfg.HubAddr, ta.cfg.CAHash = h.addr, h.caHash
-	ta.cfg.Firmware = &agent.FirmwareConfig{Slots: slots, Source: src, OS: "linux", Arch: "amd64"}
+	ta := firmwareAgent(t, t.TempDir(), fake.New(fake.Config{}), h, slots, src)
 
 	// A forged release: refused, nothing installed, the node says why.
 	offer(2, "r3", "3.0.0")
@@ -232,23 +275,10 @@ func TestFirmwareUpdate(t *testing.T) {
 
 	// The good release: installed, and the agent stops to restart.
 	offer(3, "r2", "2.0.0")
-	a, err := agent.New(ta.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop()
-	errc := make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { errc <- a.Run(ctx) }()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, agent.ErrRestart) {
-			t.Fatalf("Run = %v, want ErrRestart", err)
-		}
-	case <-time.After(waitLong):
-		t.Fatal("the agent did not stop to restart into the new version")
-	}
+	waitRestart(t, startAgent(t, ctx, ta), "into the new version")
 	if got := string(slots.installed["agent"]); got != string(artifact) {
 		t.Fatalf("installed %d bytes, want the release's %d", len(got), len(artifact))
 	}
@@ -309,31 +339,15 @@ func TestFirmwareRefusals(t *testing.T) {
 			}
 			src := &memSource{envelopes: map[string][]byte{"r": env}, blobs: map[string][]byte{c.SHA256: blob}}
 			slots := &fakeSlots{st: agent.SlotState{Committed: "2.0.0", Highest: "2.0.0"}}
-			ns := &nodeSink{sink: &sink{pods: map[string]corev1.PodPhase{}}}
-			h := startHubWith(t, func(cfg *server.Config) { cfg.Sink = ns })
+			h, ns := startFirmwareHub(t)
 			if err := h.x.Apply([]view.Event{trustEvent(t, 1, pub), offerEvent(t, 2, "r", tt.version, time.Minute)}); err != nil {
-				t.Fatal(err)
-			}
-			ta := newAgentConfig(t, t.TempDir(), fake.New(fake.Config{}))
-			ta.cfg.HubAddr, ta.cfg.CAHash = h.addr, h.caHash
-			ta.cfg.Firmware = &agent.FirmwareConfig{Slots: slots, Source: src, OS: "linux", Arch: "amd64"}
-			a, err := agent.New(ta.cfg)
-			if err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			errc := make(chan error, 1)
-			go func() { errc <- a.Run(ctx) }()
+			errc := startAgent(t, ctx, firmwareAgent(t, t.TempDir(), fake.New(fake.Config{}), h, slots, src))
 			if tt.want == "" {
-				select {
-				case err := <-errc:
-					if !errors.Is(err, agent.ErrRestart) {
-						t.Fatalf("Run = %v, want ErrRestart", err)
-					}
-				case <-time.After(waitLong):
-					t.Fatal("the allowed downgrade was not installed")
-				}
+				waitRestart(t, errc, "the allowed downgrade installed")
 				if string(slots.installed["agent"]) != string(artifact) {
 					t.Fatal("the allowed downgrade installed other bytes")
 				}
@@ -360,22 +374,8 @@ func TestFirmwareRefusals(t *testing.T) {
 func TestFirmwareTrialExpires(t *testing.T) {
 	slots := &fakeSlots{st: agent.SlotState{Committed: "1.0.0", Highest: "1.0.0",
 		Trial: &agent.SlotTrial{Release: "r2", Version: "2.0.0", Deadline: time.Now().Add(2 * time.Second), Window: 3 * time.Second, Agent: true}}}
-	ta := newAgentConfig(t, t.TempDir(), fake.New(fake.Config{})) // its hub is not there
-	ta.cfg.Firmware = &agent.FirmwareConfig{Slots: slots, Source: &memSource{}, OS: "linux", Arch: "amd64"}
-	a, err := agent.New(ta.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- a.Run(context.Background()) }()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, agent.ErrRestart) {
-			t.Fatalf("Run = %v, want ErrRestart", err)
-		}
-	case <-time.After(waitLong):
-		t.Fatal("the trial did not end with its window")
-	}
+	ta := firmwareAgent(t, t.TempDir(), fake.New(fake.Config{}), nil, slots, &memSource{})
+	waitRestart(t, startAgent(t, context.Background(), ta), "the trial's window ended")
 	if st := slots.State(); st.Trial != nil || len(st.Failed) != 1 || st.Failed[0] != "2.0.0" || st.Committed != "1.0.0" {
 		t.Fatalf("slots after the window: %+v", st)
 	}
@@ -390,22 +390,13 @@ func TestFirmwareWaitsForTrust(t *testing.T) {
 	env, c := release(t, "r2", "2.0.0", key, artifact, time.Now().Add(time.Hour))
 	src := &memSource{envelopes: map[string][]byte{"r2": env}, blobs: map[string][]byte{c.SHA256: artifact}}
 	slots := &fakeSlots{st: agent.SlotState{Committed: "1.0.0", Highest: "1.0.0"}}
-	ns := &nodeSink{sink: &sink{pods: map[string]corev1.PodPhase{}}}
-	h := startHubWith(t, func(cfg *server.Config) { cfg.Sink = ns })
+	h, ns := startFirmwareHub(t)
 	if err := h.x.Apply([]view.Event{offerEvent(t, 1, "r2", "2.0.0", time.Minute)}); err != nil {
-		t.Fatal(err)
-	}
-	ta := newAgentConfig(t, t.TempDir(), fake.New(fake.Config{}))
-	ta.cfg.HubAddr, ta.cfg.CAHash = h.addr, h.caHash
-	ta.cfg.Firmware = &agent.FirmwareConfig{Slots: slots, Source: src, OS: "linux", Arch: "amd64"}
-	a, err := agent.New(ta.cfg)
-	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- a.Run(ctx) }()
+	errc := startAgent(t, ctx, firmwareAgent(t, t.TempDir(), fake.New(fake.Config{}), h, slots, src))
 	wait.For(t, waitLong, "waiting for release keys", func() (bool, string) {
 		s := ns.firmware()
 		return s != nil && s.State == fwv1.StateOffered && s.Reason == agent.ReasonNoTrust, fmt.Sprintf("%+v", s)
@@ -413,12 +404,5 @@ func TestFirmwareWaitsForTrust(t *testing.T) {
 	if err := h.x.Apply([]view.Event{trustEvent(t, 2, pub)}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-errc:
-		if !errors.Is(err, agent.ErrRestart) {
-			t.Fatalf("Run = %v, want ErrRestart", err)
-		}
-	case <-time.After(waitLong):
-		t.Fatal("the release was not installed once the keys came")
-	}
+	waitRestart(t, errc, "the release installed once the keys came")
 }
