@@ -156,18 +156,9 @@ func TestOTARollout(t *testing.T) {
 		"--failure-budget", "1")
 	f.logf("rollout created:\n%s", out)
 
-	dyn, err := dynamic.NewForConfig(h.rest)
-	if err != nil {
-		t.Fatal(err)
-	}
 	f.eventually(otaTimeout, "the rollout complete", func() (bool, string) {
-		ctx, cancel := h.ctx()
-		defer cancel()
-		ro, err := dyn.Resource(rolloutsResource).Get(ctx, "to-2-0-0", metav1.GetOptions{})
-		if err != nil {
-			return false, apiProblem(err)
-		}
-		return rolloutComplete(ro), rolloutSummary(ro)
+		ro, why := getRolloutOf(t, h, "to-2-0-0")
+		return ro != nil && rolloutComplete(ro), why
 	})
 	for _, n := range names {
 		node, err := h.node(n)
@@ -207,6 +198,23 @@ func TestOTARollout(t *testing.T) {
 		t.Errorf("kubectl get nodes -o wide does not show 2.0.0 on every node:\n%s", wide)
 	}
 	f.logf("kubectl get rollouts:\n%s", k.run(t, "get", "rollouts").stdout)
+}
+
+// getRolloutOf returns Rollout name of h, or nil and why not; with the
+// rollout, a summary of its status.
+func getRolloutOf(t *testing.T, h *syncHub, name string) (*unstructured.Unstructured, string) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(h.rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := h.ctx()
+	defer cancel()
+	ro, err := dyn.Resource(rolloutsResource).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, apiProblem(err)
+	}
+	return ro, rolloutSummary(ro)
 }
 
 func rolloutComplete(ro *unstructured.Unstructured) bool { return rolloutCondition(ro, "Complete") }
@@ -276,17 +284,11 @@ func testOTABadAgent(t *testing.T, kind, script string, window time.Duration, re
 		"--selector", "topology.outpost.dev/site="+site, "--waves", "1,100%", "--health-window", window.String(),
 		"--failure-budget", "1")
 
-	dyn, err := dynamic.NewForConfig(h.rest)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var failed string
 	f.eventually(otaTimeout, "the rollout paused by its failure budget", func() (bool, string) {
-		ctx, cancel := h.ctx()
-		defer cancel()
-		ro, err := dyn.Resource(rolloutsResource).Get(ctx, "to-3-0-0", metav1.GetOptions{})
-		if err != nil {
-			return false, apiProblem(err)
+		ro, why := getRolloutOf(t, h, "to-3-0-0")
+		if ro == nil {
+			return false, why
 		}
 		paused, _, _ := unstructured.NestedBool(ro.Object, "spec", "paused")
 		if !paused || !rolloutCondition(ro, "BudgetExceeded") {
@@ -457,19 +459,7 @@ func TestOTAOfflineNode(t *testing.T) {
 
 	outpostCmd(t, h, "rollout", "create", "to-2-0-0", "--release", "agent-2-0-0",
 		"--selector", "topology.outpost.dev/site=store-off", "--waves", "100%", "--health-window", "10s")
-	dyn, err := dynamic.NewForConfig(h.rest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rollout := func() (*unstructured.Unstructured, string) {
-		ctx, cancel := h.ctx()
-		defer cancel()
-		ro, err := dyn.Resource(rolloutsResource).Get(ctx, "to-2-0-0", metav1.GetOptions{})
-		if err != nil {
-			return nil, apiProblem(err)
-		}
-		return ro, rolloutSummary(ro)
-	}
+	rollout := func() (*unstructured.Unstructured, string) { return getRolloutOf(t, h, "to-2-0-0") }
 	f.eventually(otaTimeout, "the rollout complete without the node that is down", func() (bool, string) {
 		ro, why := rollout()
 		return ro != nil && rolloutComplete(ro), why
@@ -531,18 +521,9 @@ func TestOTASiteShare(t *testing.T) {
 
 	outpostCmd(t, h, "rollout", "create", "to-2-0-0", "--release", "agent-2-0-0",
 		"--selector", "topology.outpost.dev/site="+site, "--waves", "1,100%", "--health-window", "10s")
-	dyn, err := dynamic.NewForConfig(h.rest)
-	if err != nil {
-		t.Fatal(err)
-	}
 	f.eventually(otaTimeout, "the rollout complete", func() (bool, string) {
-		ctx, cancel := h.ctx()
-		defer cancel()
-		ro, err := dyn.Resource(rolloutsResource).Get(ctx, "to-2-0-0", metav1.GetOptions{})
-		if err != nil {
-			return false, apiProblem(err)
-		}
-		return rolloutComplete(ro), rolloutSummary(ro)
+		ro, why := getRolloutOf(t, h, "to-2-0-0")
+		return ro != nil && rolloutComplete(ro), why
 	})
 	var uplink, full int64
 	fromHub := 0
