@@ -3,8 +3,6 @@ package edgenode
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -48,18 +46,11 @@ func CAHash(cfg *rest.Config) (string, error) {
 			return "", fmt.Errorf("read the hub CA: %w", err)
 		}
 	}
-	for len(data) > 0 {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err == nil && c.IsCA {
-			return wire.CAHash(c), nil
-		}
+	pin, err := wire.CAHashPEM(data)
+	if errors.Is(err, wire.ErrNoCA) {
+		return "", errors.New("the hub's kubeconfig carries no CA certificate")
 	}
-	return "", errors.New("the hub's kubeconfig carries no CA certificate")
+	return pin, err
 }
 
 // ImportBusybox imports an image named image made from this machine's

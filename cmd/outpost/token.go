@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -265,24 +263,11 @@ func caHash(cfg *rest.Config) (string, error) {
 			return "", fmt.Errorf("read the hub CA: %w", err)
 		}
 	}
-	for len(data) > 0 {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return "", fmt.Errorf("parse the hub CA: %w", err)
-		}
-		if c.IsCA {
-			return wire.CAHash(c), nil
-		}
+	pin, err := wire.CAHashPEM(data)
+	if errors.Is(err, wire.ErrNoCA) {
+		return "", errors.New("the kubeconfig has no certificate-authority-data with a CA certificate: use the admin kubeconfig `outpost hub` wrote, which carries the hub CA")
 	}
-	return "", errors.New("the kubeconfig has no certificate-authority-data with a CA certificate: use the admin kubeconfig `outpost hub` wrote, which carries the hub CA")
+	return pin, err
 }
 
 // defaultSyncAddr returns the host of the API server URL with the default

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,6 +17,35 @@ import (
 func CAHash(ca *x509.Certificate) string {
 	sum := sha256.Sum256(ca.RawSubjectPublicKeyInfo)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// ErrNoCA is returned by CAHashPEM for PEM data that holds no CA
+// certificate.
+var ErrNoCA = errors.New("no CA certificate")
+
+// CAHashPEM returns the pin (CAHash) of the first CA certificate in the
+// PEM data, as a kubeconfig's certificate-authority-data carries the hub
+// CA; ErrNoCA if it holds none, and an error for a CERTIFICATE block that
+// does not parse.
+func CAHashPEM(data []byte) (string, error) {
+	for len(data) > 0 {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return "", fmt.Errorf("parse the CA certificate: %w", err)
+		}
+		if c.IsCA {
+			return CAHash(c), nil
+		}
+	}
+	return "", ErrNoCA
 }
 
 // ErrPinMismatch is returned by VerifyPinned when no certificate of the

@@ -6,9 +6,11 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"math/big"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +106,31 @@ func TestCheckPin(t *testing.T) {
 		err := CheckPin(tc.pin)
 		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrPinMalformed)) {
 			t.Errorf("CheckPin(%q) = %v, want ok=%v", tc.pin, err, tc.ok)
+		}
+	}
+}
+
+func TestCAHashPEM(t *testing.T) {
+	ca, caKey := newCert(t, "ca", true, 0, nil, nil)
+	leaf, _ := newCert(t, "leaf", false, x509.ExtKeyUsageServerAuth, ca, caKey)
+	enc := func(typ string, der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}) }
+	key := enc("EC PRIVATE KEY", []byte("not read"))
+	// A kubeconfig's CA data: here a leaf and a key before the CA.
+	got, err := CAHashPEM(slices.Concat(enc("CERTIFICATE", leaf.Raw), key, enc("CERTIFICATE", ca.Raw)))
+	if err != nil || got != CAHash(ca) {
+		t.Errorf("CAHashPEM = %q, %v; want %q", got, err, CAHash(ca))
+	}
+	for name, data := range map[string][]byte{
+		"empty":       nil,
+		"no CA":       enc("CERTIFICATE", leaf.Raw),
+		"not PEM":     []byte("certificate-authority-data"),
+		"only a key":  key,
+		"garbled DER": enc("CERTIFICATE", []byte{0x30, 0x03, 0x02, 0x01}),
+	} {
+		if _, err := CAHashPEM(data); err == nil {
+			t.Errorf("CAHashPEM(%s) = nil error", name)
+		} else if name != "garbled DER" && !errors.Is(err, ErrNoCA) {
+			t.Errorf("CAHashPEM(%s) = %v, want ErrNoCA", name, err)
 		}
 	}
 }

@@ -2,8 +2,6 @@ package childhub
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"time"
@@ -19,25 +17,11 @@ import (
 // CAHash returns the pin of the hub CA that cfg (the hub's kubeconfig)
 // trusts, which nodes join with.
 func CAHash(cfg *rest.Config) (string, error) {
-	data := cfg.CAData
-	for len(data) > 0 {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return "", fmt.Errorf("parse the hub CA: %w", err)
-		}
-		if c.IsCA {
-			return wire.CAHash(c), nil
-		}
+	pin, err := wire.CAHashPEM(cfg.CAData)
+	if errors.Is(err, wire.ErrNoCA) {
+		return "", errors.New("the hub's kubeconfig carries no CA certificate")
 	}
-	return "", errors.New("the hub's kubeconfig carries no CA certificate")
+	return pin, err
 }
 
 // BootstrapToken creates a bootstrap token on the hub, valid for a day and
