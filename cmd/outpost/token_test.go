@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/outpost-mesh/outpost/hub/auth"
 	"github.com/outpost-mesh/outpost/hub/hubd"
@@ -40,6 +42,10 @@ func runOutpost(t *testing.T, args ...string) (string, error) {
 // kubeconfig's path.
 func startTestHub(t *testing.T) string {
 	t.Helper()
+	// klog's logger is global and read unlocked by the hub's clients:
+	// set it once before they start, not in the first command the test
+	// runs while they run (the root command sets it once per process).
+	klogOnce.Do(func() { klog.SetSlogLogger(slog.New(slog.DiscardHandler)) })
 	cfg := hubd.DefaultConfig(t.TempDir())
 	cfg.APIAddr = "127.0.0.1:0"
 	h, err := hubd.New(cfg)
