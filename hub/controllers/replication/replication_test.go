@@ -99,6 +99,26 @@ func TestFailureCondition(t *testing.T) {
 		p.Name = fmt.Sprintf("%s%d", p.GenerateName, i)
 		return false, nil, nil
 	})
+	// The fake replaces the whole object on a status update: a sync that
+	// read the RC before the test's patch of its replicas would write the
+	// old spec back with its status. Keep the spec, as the API server does.
+	client.PrependReactor("update", "replicationcontrollers", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		u := a.(k8stesting.UpdateAction)
+		if u.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		in := u.GetObject().(*corev1.ReplicationController)
+		cur, err := client.Tracker().Get(u.GetResource(), in.Namespace, in.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		out := cur.(*corev1.ReplicationController).DeepCopy()
+		out.Status = in.Status
+		if err := client.Tracker().Update(u.GetResource(), out, in.Namespace); err != nil {
+			return true, nil, err
+		}
+		return true, out, nil
+	})
 	factory := informers.NewSharedInformerFactory(client, 0)
 	events := record.NewFakeRecorder(100)
 	c, err := New(controllers.Context{
